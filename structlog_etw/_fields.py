@@ -1,0 +1,284 @@
+"""Typed fields: the format-neutral middle of the pipeline.
+
+event dict -> :func:`to_fields` -> ``list[Field]`` -> an encoder (EventHeader or
+TraceLogging) -> bytes -> a backend.  Nothing here knows about structlog or about
+either byte format; this module owns the *type table* (docs/types.md): which
+Python value becomes which kind of field.
+
+A :data:`Field` is a plain tuple ``(name, kind, value)``:
+
+========== ========================================= ===========================
+kind       value                                     from
+========== ========================================= ===========================
+BOOL       ``bool``                                  bool
+I64        ``int`` in [-2**63, 2**63)                int
+U64        ``int`` in [2**63, 2**64)                 int
+F64        ``float``                                 float (NaN/inf kept)
+STR        ``str`` (may hold lone surrogates / NUL;  str, big ints, None, enums,
+           the encoders make it valid UTF-8)         exceptions, anything else
+BYTES      ``bytes``                                 bytes, bytearray, memoryview
+UUID       ``uuid.UUID``                             uuid.UUID
+IPV4       ``bytes`` (4, network order)              ipaddress.IPv4Address
+IPV6       ``bytes`` (16, network order)             ipaddress.IPv6Address
+TIME       ``datetime.datetime`` (as given)          datetime.datetime
+JSON       ``str`` holding JSON text                 mixed / nested lists, ...
+STRUCT     ``list[Field]`` (1..MAX_STRUCT_FIELDS)    dict
+kind|ARRAY ``list`` of values of ``kind``            homogeneous list/tuple/set
+========== ========================================= ===========================
+
+Field names are ``str`` (non-``str`` keys are turned into strings here); the
+encoders make them valid for their metadata (no NUL).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import enum
+import ipaddress
+import json
+import uuid
+from collections.abc import Iterable
+from typing import Any, Final
+
+__all__ = [
+    "ARRAY",
+    "BOOL",
+    "BYTES",
+    "F64",
+    "I64",
+    "IPV4",
+    "IPV6",
+    "JSON",
+    "KIND_NAMES",
+    "MAX_NESTING",
+    "MAX_STRUCT_FIELDS",
+    "STR",
+    "STRUCT",
+    "TIME",
+    "U64",
+    "UUID",
+    "Field",
+    "safe_str",
+    "to_field",
+    "to_fields",
+]
+
+BOOL: Final = 1
+I64: Final = 2
+U64: Final = 3
+F64: Final = 4
+STR: Final = 5
+BYTES: Final = 6
+UUID: Final = 7
+IPV4: Final = 8
+IPV6: Final = 9
+TIME: Final = 10
+JSON: Final = 11
+STRUCT: Final = 12
+#: Or-ed into a scalar kind: a variable-length array of that kind.
+ARRAY: Final = 0x40
+
+KIND_NAMES: Final[dict[int, str]] = {
+    BOOL: "bool",
+    I64: "int64",
+    U64: "uint64",
+    F64: "float64",
+    STR: "str",
+    BYTES: "bytes",
+    UUID: "uuid",
+    IPV4: "ipv4",
+    IPV6: "ipv6",
+    TIME: "datetime",
+    JSON: "json",
+    STRUCT: "struct",
+}
+
+#: A struct (dict) holds at most this many fields (both formats: 7-bit count);
+#: a larger dict is written as a JSON string.
+MAX_STRUCT_FIELDS: Final = 127
+#: Dicts nested deeper than this are written as a JSON string.
+MAX_NESTING: Final = 8
+
+Field = tuple[str, int, Any]
+
+_I64_MIN: Final = -(1 << 63)
+_I64_END: Final = 1 << 63
+_U64_END: Final = 1 << 64
+_INT_STR_LIMIT: Final = 4000  # CPython refuses str(int) past 4300 digits by default
+
+# Exact types whose array element kind is fixed.
+_SCALAR_KIND: Final[dict[type, int]] = {
+    bool: BOOL,
+    float: F64,
+    str: STR,
+    bytes: BYTES,
+    uuid.UUID: UUID,
+    ipaddress.IPv4Address: IPV4,
+    ipaddress.IPv6Address: IPV6,
+    _dt.datetime: TIME,
+}
+
+
+def safe_str(value: object) -> str:
+    """``str(value)``, falling back to ``repr`` and then to a type marker.
+
+    Never raises: an object whose ``__str__`` and ``__repr__`` both raise becomes
+    ``"<unprintable TypeName>"``.
+    """
+    try:
+        s = str(value)
+        if type(s) is str:
+            return s
+    except Exception:
+        pass
+    try:
+        s = repr(value)
+        if type(s) is str:
+            return s
+    except Exception:
+        pass
+    try:
+        name = type(value).__qualname__
+    except Exception:
+        name = "object"
+    return f"<unprintable {name}>"
+
+
+def _int_str(value: int) -> str:
+    """Decimal text of an int, hex (``0x...``/``-0x...``) past CPython's digit limit."""
+    if value.bit_length() < _INT_STR_LIMIT * 3:  # < ~4000 decimal digits
+        return int.__repr__(value)
+    return hex(value)
+
+
+def _int_field(name: str, value: int) -> Field:
+    if _I64_MIN <= value < _I64_END:
+        return (name, I64, value)
+    if 0 <= value < _U64_END:
+        return (name, U64, value)
+    return (name, STR, _int_str(value))
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        try:
+            return bytes(value).hex()
+        except Exception:
+            return safe_str(value)
+    if isinstance(value, (set, frozenset)):
+        return list(value)
+    return safe_str(value)
+
+
+def _json_or_str(name: str, value: object) -> Field:
+    """A container that has no typed form: JSON text, or its ``repr`` if not JSON-able."""
+    try:
+        text = json.dumps(value, default=_json_default, ensure_ascii=False, allow_nan=False)
+        return (name, JSON, text)
+    except Exception:
+        return (name, STR, safe_str(value))
+
+
+def _array_field(name: str, items: list[Any]) -> Field:
+    if not items:
+        return (name, STR | ARRAY, [])
+    t0 = type(items[0])
+    for item in items:
+        if type(item) is not t0:
+            return _json_or_str(name, items)
+    if t0 is int:
+        lo = min(items)
+        hi = max(items)
+        if lo >= _I64_MIN and hi < _I64_END:
+            return (name, I64 | ARRAY, items)
+        if lo >= 0 and hi < _U64_END:
+            return (name, U64 | ARRAY, items)
+        return _json_or_str(name, items)
+    kind = _SCALAR_KIND.get(t0)
+    if kind is None:
+        if t0 in (bytearray, memoryview):
+            try:
+                return (name, BYTES | ARRAY, [bytes(i) for i in items])
+            except Exception:
+                return (name, STR, safe_str(items))
+        return _json_or_str(name, items)
+    if kind in (IPV4, IPV6):
+        return (name, kind | ARRAY, [i.packed for i in items])
+    return (name, kind | ARRAY, items)
+
+
+def _struct_field(name: str, value: dict[Any, Any], depth: int) -> Field:
+    if not value or len(value) > MAX_STRUCT_FIELDS or depth >= MAX_NESTING:
+        return _json_or_str(name, value)
+    try:
+        items = list(value.items())
+    except Exception:
+        return (name, STR, safe_str(value))
+    return (name, STRUCT, [to_field(k, v, depth + 1) for k, v in items])
+
+
+def to_field(key: object, value: object, depth: int = 0) -> Field:
+    """Convert one ``key=value`` pair to a :data:`Field` per the type table. Never raises."""
+    name = key if type(key) is str else safe_str(key)
+    t = type(value)
+    try:
+        if t is str:
+            return (name, STR, value)
+        if t is int:
+            return _int_field(name, value)  # type: ignore[arg-type]
+        if t is float:
+            return (name, F64, value)
+        if t is bool:
+            return (name, BOOL, value)
+        if t is dict:
+            return _struct_field(name, value, depth)  # type: ignore[arg-type]
+        if t is list or t is tuple:
+            return _array_field(name, list(value))  # type: ignore[call-overload]
+        if t is bytes:
+            return (name, BYTES, value)
+        if t is uuid.UUID:
+            return (name, UUID, value)
+        if t is _dt.datetime:
+            return (name, TIME, value)
+        if value is None:
+            return (name, STR, "None")
+        return _slow_field(name, value, depth)
+    except Exception:
+        return (name, STR, safe_str(value))
+
+
+def _slow_field(name: str, value: object, depth: int) -> Field:
+    if isinstance(value, enum.Enum):
+        return (name, STR, f"{type(value).__name__}.{value.name}")
+    if isinstance(value, BaseException):
+        return (name, STR, f"{type(value).__name__}: {safe_str(value)}")
+    if isinstance(value, bool):
+        return (name, BOOL, bool(value))
+    if isinstance(value, int):
+        return _int_field(name, int(value))
+    if isinstance(value, float):
+        return (name, F64, float(value))
+    if isinstance(value, str):
+        return (name, STR, str.__str__(value))
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return (name, BYTES, bytes(value))
+    if isinstance(value, uuid.UUID):
+        return (name, UUID, value)
+    if isinstance(value, ipaddress.IPv4Address):
+        return (name, IPV4, value.packed)
+    if isinstance(value, ipaddress.IPv6Address):
+        return (name, IPV6, value.packed)
+    if isinstance(value, _dt.datetime):
+        return (name, TIME, value)
+    if isinstance(value, (_dt.date, _dt.time)):
+        return (name, STR, value.isoformat())
+    if isinstance(value, dict):
+        return _struct_field(name, value, depth)
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return _array_field(name, list(value))
+    return (name, STR, safe_str(value))
+
+
+def to_fields(items: Iterable[tuple[object, object]]) -> list[Field]:
+    """Convert ``(key, value)`` pairs (e.g. ``event_dict.items()``) to fields, in order. Never raises."""
+    return [to_field(k, v) for k, v in items]
