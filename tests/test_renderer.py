@@ -223,6 +223,7 @@ def test_passthrough_returns_the_dict_for_later_renderers(
     structlog.get_logger().info("both", user="ann", etw_keyword=0x2)
     ((tp, ev),) = events(cap)
     assert tp == f"{PROV}_L4K2"
+    assert ev.values() == {"user": "ann"}
     assert json.loads(capsys.readouterr().out) == {"event": "both", "user": "ann"}
 
 
