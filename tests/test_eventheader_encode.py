@@ -417,3 +417,15 @@ def test_any_event_dict_encodes_to_a_well_formed_event_within_budget(
     expected_names = list(items)
     got_names = [f[0] for f in p.fields if f[0] != eh.TRUNCATED_FIELD]
     assert len(got_names) == len(expected_names)
+
+
+def test_json_fields_of_a_truncated_event_become_plain_strings() -> None:
+    enc = eh.EventHeaderEncoder()
+    text = "[" + ", ".join(["1"] * 5000) + "]"
+    got = enc.encode("E", [("j", JSON, text), ("small", JSON, "[1]")], 4)
+    assert got is not None
+    p = parse(got)
+    kinds = {name: (encoding, fmt) for name, encoding, fmt, _v in p.fields}
+    assert kinds["j"] == (eh.ENC_STRING_LENGTH16_CHAR8, 0)
+    assert kinds["small"] == (eh.ENC_STRING_LENGTH16_CHAR8, 0)
+    assert p.values()["j"].endswith(eh.TRUNCATION_MARKER)
