@@ -1187,13 +1187,13 @@ def perf_json(
     event: DecodedEvent,
     *,
     field_tags: bool = True,
-    extra_meta: dict[str, Any] | None = None,
+    extra_meta: dict[str, str] | None = None,
 ) -> str:
     """One event as a perf-decode JSON object: ``{"n":"Provider:Event", fields..., "meta":{...}}``.
 
     ``extra_meta`` (e.g. ``time``, ``cpu``, ``pid``, ``tid`` from perf.data)
-    is written first in ``meta``, as perf-decode does; values are JSON-encoded
-    with :func:`json.dumps`.
+    is written first in ``meta``, as perf-decode does; its values are JSON
+    texts (``{"cpu": "3", "time": '"2024-...Z"'}``).
     """
     p = _parse(event.raw)
     name_raw = p.name_raw.split(b";", 1)[0]
@@ -1202,7 +1202,7 @@ def perf_json(
     parts.extend(_json_item(i, p.order, field_tags, True) for i in p.items)
     meta: list[bytes] = []
     for key, value in (extra_meta or {}).items():
-        meta.append(json.dumps(key).encode() + b":" + json.dumps(value).encode())
+        meta.append(json.dumps(key).encode() + b":" + value.encode())
     if p.id:
         meta.append(b'"id":%d' % p.id)
     if p.version:

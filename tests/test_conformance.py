@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from structlog_etw._eventheader_decode import decode_event, perf_json
+from structlog_etw._perf_events import decode_sample, sample_perf_json
+from structlog_etw._perfdata import PerfDataFile
 from tests._shared import load_expected, pairs, read_dat, vector
 
 DAT = "EventHeaderInterceptorLE64.dat"
@@ -73,3 +75,35 @@ def test_field_tags_are_written_only_when_asked(field_tags: bool) -> None:
     name, data = next(r for r in records if r[0].startswith("TestProviderC_") and b"CScalars3" in r[1])
     text = perf_json(decode_event(name, data), field_tags=field_tags)
     assert ('"Struct20;tag=0xBEEF"' in text) is field_tags
+
+
+PERF = "perf.data"
+
+
+def test_every_perf_data_sample_decodes_like_perf_decode() -> None:
+    """All 539 samples: 285 sched:sched_switch (plain tracepoints, decoded by their tracefs
+    format) and 254 EventHeader user_events, with time, cpu, pid and tid."""
+    f = PerfDataFile.open(vector(PERF))
+    samples = list(f.samples())
+    expected = load_expected(vector(PERF + ".linux.json"))
+    assert f.problems == []
+    assert len(samples) == 539
+    assert sum(s.is_eventheader for s in samples) == 254
+    got = [pairs(sample_perf_json(s)) for s in samples]
+    problems = _mismatches(got, expected)
+    assert not problems, "\n".join(problems[:20])
+
+
+def test_sched_switch_samples_decode_to_python_values() -> None:
+    f = PerfDataFile.open(vector(PERF))
+    first = decode_sample(next(s for s in f.samples() if not s.is_eventheader))
+    assert (first.provider, first.name) == ("sched", "sched_switch")
+    assert first.fields == {
+        "prev_comm": "perf",
+        "prev_pid": 0x950,
+        "prev_prio": 120,
+        "prev_state": 2,
+        "next_comm": "migration/0",
+        "next_pid": 0x11,
+        "next_prio": 0,
+    }
