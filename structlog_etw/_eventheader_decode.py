@@ -31,9 +31,13 @@ __all__ = [
     "FORMAT_NAMES",
     "EventHeaderDecodeError",
     "decode_event",
+    "errno_text",
+    "field_value",
+    "float_text",
     "parse_tracepoint_name",
     "perf_json",
     "perf_json_fields",
+    "time_text",
 ]
 
 # --- wire constants ---------------------------------------------------------------------------
@@ -636,12 +640,12 @@ def _to_decoded(item: _Item, order: str) -> DecodedField:
     return DecodedField(_field_name(meta), elements, meta.encoding, meta.format, meta.tag, is_array=True)
 
 
-def _plain(f: DecodedField) -> Any:
-    """A DecodedField's value as plain data: structs -> dict, arrays -> list."""
+def field_value(f: DecodedField) -> Any:
+    """A DecodedField's value as in ``DecodedEvent.fields``: structs -> dict, arrays -> list."""
     if f.encoding == ENC_STRUCT:
         if f.is_array:
-            return [{c.name: _plain(c) for c in element} for element in f.value]
-        return {c.name: _plain(c) for c in f.value}
+            return [{c.name: field_value(c) for c in element} for element in f.value]
+        return {c.name: field_value(c) for c in f.value}
     return f.value
 
 
@@ -662,7 +666,7 @@ def decode_event(tracepoint_name: str, data: bytes) -> DecodedEvent:
         )
     name, attrs = _split_event_name(p.name_raw)
     field_list = tuple(_to_decoded(i, p.order) for i in p.items)
-    fields = {f.name: _plain(f) for f in field_list}
+    fields = {f.name: field_value(f) for f in field_list}
     return DecodedEvent(
         provider=provider,
         name=name,
