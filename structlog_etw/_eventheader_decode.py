@@ -894,7 +894,7 @@ def float_text(value: float, single: bool = False) -> str:
     if point <= 0:
         fixed = "0." + "0" * -point + digits
     elif point >= len(digits):
-        fixed = digits + "0" * (point - len(digits))
+        fixed = str(int(abs(value)))  # an integer: C++ prints its exact digits, not the shortest ones
     else:
         fixed = digits[:point] + "." + digits[point:]
     return sign + (fixed if len(fixed) <= len(sci) else sci)

@@ -509,7 +509,7 @@ class PerfDataFile:
             if typ == RECORD_HEADER_TRACING_DATA and len(body) >= 4:
                 (tsize,) = struct.unpack_from(o + "I", body, 0)
                 padded = (tsize + 7) & ~7
-                body = body + buf[next_pos : next_pos + tsize]
+                body = body[:4] + buf[next_pos : next_pos + tsize]  # u32 size, then the data
                 next_pos += padded
             elif typ == RECORD_AUXTRACE and len(body) >= 8:
                 (asize,) = struct.unpack_from(o + "Q", body, 0)
