@@ -528,8 +528,18 @@ def _var_size(f: Field) -> int:
     if kind == BYTES:
         return len(value)
     if kind & ARRAY:
-        return len(_array_packer(kind & ~ARRAY)(value)) - 2
+        return _array_body_size(kind & ~ARRAY, value)
     return 0
+
+
+def _array_body_size(kind: int, items: list[Any]) -> int:
+    """Bytes of an array's items (without the u16 count)."""
+    _, _, item, fmt = _SCALARS[kind]
+    if fmt:
+        return struct.calcsize("<" + fmt) * len(items)
+    if kind == IPV6:
+        return 18 * len(items)
+    return sum(len(item(i)) for i in items)
 
 
 def _cut_text(text: str, limit: int) -> str:
@@ -546,11 +556,11 @@ def _cut(f: Field, limit: int) -> Field:
     if kind == BYTES:
         return (name, BYTES, value[:limit])
     items = list(value)
-    packer = _array_packer(kind & ~ARRAY)
-    lo, hi = 0, len(items)
+    base = kind & ~ARRAY
+    lo, hi = 0, min(len(items), _U16_MAX)
     while lo < hi:  # the longest prefix that packs into limit bytes
         mid = (lo + hi + 1) // 2
-        if len(packer(items[:mid])) - 2 <= limit:
+        if _array_body_size(base, items[:mid]) <= limit:
             lo = mid
         else:
             hi = mid - 1
