@@ -539,6 +539,10 @@ def _array_body_size(kind: int, items: list[Any]) -> int:
         return struct.calcsize("<" + fmt) * len(items)
     if kind == IPV6:
         return 18 * len(items)
+    if kind in (STR, JSON):
+        return sum(2 + len(i.encode()) for i in items)
+    if kind == BYTES:
+        return sum(2 + len(i) for i in items)
     return sum(len(item(i)) for i in items)
 
 

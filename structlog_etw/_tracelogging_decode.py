@@ -135,7 +135,12 @@ def decode_event_descriptor(desc: bytes) -> dict[str, int]:
     return dict(zip(keys, struct.unpack("<HBBBBHQ", desc), strict=True))
 
 
-def _parse_fields(r: _Reader, limit: int | None) -> list[FieldMeta]:
+_MAX_DEPTH: Final = 64
+
+
+def _parse_fields(r: _Reader, limit: int | None, depth: int = 0) -> list[FieldMeta]:
+    if depth > _MAX_DEPTH:
+        raise ValueError(f"structs nested deeper than {_MAX_DEPTH}")
     out: list[FieldMeta] = []
     while (limit is None and not r.at_end()) or (limit is not None and len(out) < limit):
         name = r.cstr()
@@ -156,7 +161,7 @@ def _parse_fields(r: _Reader, limit: int | None) -> list[FieldMeta]:
         if in_type == InType.STRUCT:
             if out_type == 0:
                 raise ValueError(f"struct {name!r} has no members")
-            members = tuple(_parse_fields(r, out_type))
+            members = tuple(_parse_fields(r, out_type, depth + 1))
             out_type = 0
         out.append(FieldMeta(name, in_type, out_type, tag, flags == InType.VCOUNT, ccount, members))
     return out
