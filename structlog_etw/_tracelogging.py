@@ -34,6 +34,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import ipaddress
+import json
+import math
 import re
 import struct
 import uuid
@@ -508,16 +511,43 @@ def _field_count(f: Field) -> int:
 
 
 def _limit_count(fields: list[Field], budget: int) -> list[Field]:
-    """The leading fields whose logical count fits ``budget``."""
+    """The leading fields whose logical count fits ``budget``.
+
+    The first struct that does not fit is kept as JSON text (one field) when there is room.
+    """
     out: list[Field] = []
     used = 0
     for f in fields:
         n = _field_count(f)
         if used + n > budget:
+            if f[1] == STRUCT and used < budget:
+                out.append((f[0], JSON, _json_text(f[2])))
             break
         out.append(f)
         used += n
     return out
+
+
+def _plain_value(kind: int, value: Any) -> Any:
+    """A field value as JSON-able Python data."""
+    if kind == STRUCT:
+        return {n: _plain_value(k, v) for n, k, v in value}
+    if kind & ARRAY:
+        return [_plain_value(kind & ~ARRAY, i) for i in value]
+    if kind == BYTES:
+        return bytes(value).hex()
+    if kind in (IPV4, IPV6):
+        return str(ipaddress.ip_address(bytes(value)))
+    if kind in (UUID, TIME):
+        return str(value)
+    if kind == F64 and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+def _json_text(fields: list[Field]) -> str:
+    """A struct's fields as JSON text (for a struct that cannot stay a struct)."""
+    return json.dumps(_plain_value(STRUCT, fields), ensure_ascii=False)
 
 
 def _var_size(f: Field) -> int:

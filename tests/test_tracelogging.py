@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import json
 import math
 import re
 import struct
@@ -336,6 +337,44 @@ def test_binary_and_arrays_count_two_toward_the_field_limit() -> None:
     names = list(decode(*result).fields)
     assert len(names) == 64  # 63 binaries (2 each) + the marker
     assert names[-1] == TRUNCATED_FIELD
+
+
+def test_struct_over_the_field_limit_is_kept_as_json() -> None:
+    enc = TraceLoggingEncoder("P")
+    big = {f"k{i}": [i] for i in range(100)}  # 1 + 100 * 2 logical fields
+    result = enc.encode("e", F.to_fields([("first", 1), ("big", big), ("last", 2)]))
+    assert result is not None
+    ev = decode(*result)
+    assert ev.fields["first"] == 1
+    assert ev.field_list[1].format == OutType.JSON
+    assert json.loads(ev.fields["big"]) == big
+    assert list(ev.fields) == ["first", "big", TRUNCATED_FIELD]
+
+
+def test_huge_string_inside_an_array_is_cut_not_dropped() -> None:
+    enc = TraceLoggingEncoder("P")
+    result = enc.encode("e", F.to_fields([("a", ["x" * 70_000, "y"]), ("b", 1)]))
+    assert result is not None
+    assert decode(*result).fields == {"a": [], "b": 1, TRUNCATED_FIELD: True}
+
+
+def test_nested_struct_strings_are_truncated_in_place() -> None:
+    enc = TraceLoggingEncoder("P", max_size=2048)
+    result = enc.encode("e", F.to_fields([("outer", {"inner": {"text": "z" * 10_000}, "n": 1})]))
+    assert _total(enc, result) <= 2048
+    assert result is not None
+    outer = decode(*result).fields["outer"]
+    assert outer["n"] == 1
+    assert outer["inner"]["text"].endswith(TRUNCATION_MARKER)
+
+
+def test_malformed_field_lists_never_raise() -> None:
+    enc = TraceLoggingEncoder("P")
+    bad: list[Any] = ["not a tuple", ("short",), (1, F.I64, 5), ("ok", F.I64, 3)]
+    result = enc.encode("e", bad)
+    assert result is not None
+    assert decode(*result).fields["ok"] == 3
+    assert enc.encode(None, [("x", F.I64, 1)]) is not None  # type: ignore[arg-type]
 
 
 def test_metadata_that_cannot_fit_is_dropped() -> None:
