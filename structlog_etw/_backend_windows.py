@@ -22,7 +22,8 @@ from typing import Any, Final
 
 from ._backend_base import BackendUnavailable
 from ._slot import Slot
-from ._tracelogging import event_descriptor
+from ._tracelogging import event_descriptor, provider_traits
+from ._tracelogging import provider_id as _provider_id
 
 __all__ = ["EtwBackend"]
 
@@ -83,10 +84,11 @@ def _bind(lib: Any, name: str, restype: Any, argtypes: list[Any]) -> Any:
 class EtwBackend:
     """A registered ETW provider (see the module docstring).  ``write`` never raises.
 
-    ``provider_id`` is the GUID passed to EventRegister; ``traits`` the provider traits blob from
-    the encoder, given to EventSetInformation(EventProviderSetTraits) and as the first data
-    descriptor of every event.  Activity ids are 16 raw bytes (RFC 4122 order) and are passed as
-    GUID structures.
+    ``provider_id`` is the GUID passed to EventRegister (default: derived from the name, see
+    :func:`~structlog_etw._tracelogging.provider_id`); ``traits`` the provider traits blob from the
+    encoder (default: the name alone), given to EventSetInformation(EventProviderSetTraits) and as
+    the first data descriptor of every event.  Activity ids are 16 raw bytes (RFC 4122 order) and
+    are passed as GUID structures.
     """
 
     format = "tracelogging"
@@ -101,6 +103,7 @@ class EtwBackend:
         "_match_all",
         "_match_any",
         "_provider_enabled",
+        "_set_information",
         "_slots",
         "_traits",
         "_traits_ptr",
@@ -111,8 +114,22 @@ class EtwBackend:
     )
 
     def __init__(
-        self, provider_name: str, provider_id: uuid.UUID, traits: bytes, *, library: str | None = None
+        self,
+        provider_name: str,
+        provider_id: uuid.UUID | None = None,
+        traits: bytes | None = None,
+        *,
+        library: str | None = None,
     ) -> None:
+        if provider_id is None:
+            provider_id = _provider_id(provider_name)
+        elif not isinstance(provider_id, uuid.UUID):
+            raise TypeError(
+                "provider_id must be a uuid.UUID or None (a provider group goes into the traits: "
+                "TraceLoggingEncoder(name, group).traits)"
+            )
+        if traits is None:
+            traits = provider_traits(provider_name)
         lib, callback_type = _load(library)
         register = _bind(
             lib,
@@ -146,8 +163,9 @@ class EtwBackend:
 
         self.provider_name = provider_name
         self.provider_id = provider_id
-        self._traits = ctypes.create_string_buffer(traits, len(traits))
-        self._traits_ptr = (ctypes.addressof(self._traits), len(traits))
+        self._traits: list[Any] = []  # every traits buffer ever used stays alive (writes may hold one)
+        self._traits_ptr = (0, 0)
+        self._set_information = set_information
         self._lock = threading.Lock()
         self._slots: dict[tuple[int, int], Slot] = {}
         self._level_plus1 = 0
@@ -162,9 +180,27 @@ class EtwBackend:
         if rc != 0:
             raise BackendUnavailable(f"EventRegister failed with error {rc}")
         self._handle = handle.value
-        self.set_traits_result: int = set_information(
-            self._handle, EVENT_PROVIDER_SET_TRAITS, traits, len(traits)
-        )
+        self.set_traits_result = 0
+        self.traits = traits
+
+    @property
+    def traits(self) -> bytes:
+        """The provider traits blob.  Setting it calls EventSetInformation(EventProviderSetTraits) again."""
+        return bytes(self._traits[-1].raw) if self._traits else b""
+
+    @traits.setter
+    def traits(self, blob: bytes) -> None:
+        buf = ctypes.create_string_buffer(bytes(blob), len(blob))
+        self._traits.append(buf)
+        self._traits_ptr = (ctypes.addressof(buf), len(blob))
+        handle = self._handle
+        if handle:
+            try:
+                self.set_traits_result = int(
+                    self._set_information(handle, EVENT_PROVIDER_SET_TRAITS, bytes(blob), len(blob))
+                )
+            except Exception:
+                self.set_traits_result = ERROR_INVALID_PARAMETER
 
     # -- enablement --------------------------------------------------------------------------
 

@@ -74,6 +74,7 @@ __all__ = [
     "event_descriptor",
     "event_metadata",
     "field_metadata",
+    "group_guid",
     "provider_id",
     "provider_traits",
 ]
@@ -179,9 +180,29 @@ def provider_id(name: str) -> uuid.UUID:
     the GUID is read from the hash in ``bytes_le`` order.  Python's ``str.upper`` is used, so
     non-ASCII names may differ from .NET's per-UTF-16-unit upper-casing: use ASCII names.
     """
-    h = bytearray(hashlib.sha1(_NAMESPACE + name.upper().encode("utf-16-be", "surrogatepass")).digest())
+    h = bytearray(
+        hashlib.sha1(
+            _NAMESPACE + name.upper().encode("utf-16-be", "surrogatepass"), usedforsecurity=False
+        ).digest()
+    )
     h[7] = (h[7] & 0x0F) | 0x50
     return uuid.UUID(bytes_le=bytes(h[:16]))
+
+
+def group_guid(group: uuid.UUID | str | None) -> uuid.UUID | None:
+    """The provider group GUID for ``group``.
+
+    A ``uuid.UUID`` or GUID text is used as is; any other text (a Linux-style group name such as
+    ``"mygroup"``) is mapped to ``provider_id(group)``, so one configuration works on both systems.
+    """
+    if group is None or isinstance(group, uuid.UUID):
+        return group
+    if not isinstance(group, str) or not group:
+        raise TypeError("a provider group must be a uuid.UUID, a non-empty str or None")
+    try:
+        return uuid.UUID(group)
+    except ValueError:
+        return provider_id(group)
 
 
 def provider_traits(name: str, group_id: uuid.UUID | None = None) -> bytes:
@@ -651,14 +672,16 @@ class TraceLoggingEncoder:
     __slots__ = ("_budget", "_cache", "max_size", "traits", "truncated")
 
     def __init__(
-        self, provider_name: str, group_id: uuid.UUID | None = None, max_size: int = DEFAULT_MAX_SIZE
+        self,
+        provider_name: str,
+        group_id: uuid.UUID | str | None = None,
+        max_size: int = DEFAULT_MAX_SIZE,
     ) -> None:
         if not isinstance(provider_name, str) or not provider_name:
             raise ValueError("provider_name must be a non-empty str")
         if "\0" in provider_name:
             raise ValueError("provider_name must not contain NUL")
-        if group_id is not None and not isinstance(group_id, uuid.UUID):
-            raise TypeError("group_id must be a uuid.UUID or None")
+        group_id = group_guid(group_id)
         if not isinstance(max_size, int) or not _MIN_MAX_SIZE <= max_size <= _MAX_MAX_SIZE:
             raise ValueError(f"max_size must be an int in [{_MIN_MAX_SIZE}, {_MAX_MAX_SIZE}]")
         self.traits: bytes = provider_traits(provider_name, group_id)

@@ -27,6 +27,7 @@ from structlog_etw._tracelogging import (
     event_metadata,
     field_metadata,
     filetime,
+    group_guid,
     provider_id,
     provider_traits,
 )
@@ -59,6 +60,17 @@ def test_provider_traits_vector_and_group_trait() -> None:
     assert blob == bytes.fromhex("20 00 4d 79 50 72 6f 76 69 64 65 72 00 13 00 01") + group.bytes_le
     assert decode_traits(blob) == ("MyProvider", group)
     assert TraceLoggingEncoder("MyProvider", group).traits == blob
+
+
+def test_provider_group_from_guid_text_or_name() -> None:
+    g = uuid.UUID("4f50731a-89cf-4782-b3e0-dce8c90476ba")
+    assert group_guid(g) == g
+    assert group_guid(str(g)) == g
+    assert group_guid("mygroup") == provider_id("mygroup")
+    assert group_guid(None) is None
+    assert decode_traits(TraceLoggingEncoder("P", "mygroup").traits) == ("P", provider_id("mygroup"))
+    with pytest.raises(TypeError):
+        TraceLoggingEncoder("P", 5)  # type: ignore[arg-type]
 
 
 def test_worked_example_metadata_data_and_descriptor_match_microsoft_bytes() -> None:

@@ -284,6 +284,39 @@ def test_traits_are_set_with_eventsetinformation_class_2(fake: Fake, backends: O
     assert fake.provider_guid(handle) == provider_id(NAME)
 
 
+def test_defaults_derive_guid_and_traits_from_the_name(fake: Fake, backends: Opened) -> None:
+    b = EtwBackend(NAME, library=fake.path)
+    backends.append(b)
+    ((handle, cls, blob),) = fake.setinfos()
+    assert (cls, blob) == (2, TraceLoggingEncoder(NAME).traits)
+    assert fake.provider_guid(handle) == provider_id(NAME)
+    assert b.provider_id == provider_id(NAME)
+
+
+def test_setting_traits_later_calls_eventsetinformation_again_and_is_used_by_writes(
+    fake: Fake, backends: Opened
+) -> None:
+    b = EtwBackend(NAME, library=fake.path)
+    backends.append(b)
+    enc = TraceLoggingEncoder(NAME, "mygroup")
+    b.traits = enc.traits
+    assert b.traits == enc.traits
+    assert [(cls, blob) for _, cls, blob in fake.setinfos()] == [
+        (2, TraceLoggingEncoder(NAME).traits),
+        (2, enc.traits),
+    ]
+    meta, data = _encode(enc, "ev", [])
+    assert b.write(b.open_slot(4, 1), 0, meta, data, None, None) == 0
+    (rec,) = fake.records()
+    assert rec.data[0].data == enc.traits
+    assert decode_traits(rec.data[0].data) == (NAME, provider_id("mygroup"))
+
+
+def test_a_group_name_is_not_accepted_as_provider_id(fake: Fake) -> None:
+    with pytest.raises(TypeError, match="provider_id"):
+        EtwBackend(NAME, "mygroup", library=fake.path)  # type: ignore[arg-type]
+
+
 # ---------------------------------------------------------------------------------------------
 # Enablement: the callback rewrites slot words
 
