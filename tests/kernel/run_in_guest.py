@@ -50,7 +50,6 @@ def _kernel_image() -> Path | None:
 
 def _pytest_args(extra: list[str]) -> list[str]:
     # Only tests/kernel is collected: importing the host suite under emulation costs minutes.
-    # (select within it with -k).
     kernel_dir = str(REPO / "tests" / "kernel")
     args = [sys.executable, "-m", "pytest", "-m", "kernel", "-v", "-p", "no:cacheprovider"]
     return [*args, kernel_dir, *extra]
