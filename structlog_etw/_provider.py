@@ -80,9 +80,15 @@ def _default_backend(name: str, group: str | None) -> Any:
     if sys.platform == "win32":
         try:
             from ._backend_windows import EtwBackend  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
+            from ._tracelogging import (  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
+                provider_id,
+                provider_traits,
+            )
         except ImportError as exc:
             raise BackendUnavailable(f"ETW backend not importable: {exc}") from exc
-        return EtwBackend(name, group)
+        # ``group`` names the EventHeader tracepoint option; ETW provider groups are GUIDs and
+        # are not derived from it.
+        return EtwBackend(name, provider_id(name), provider_traits(name))
     raise BackendUnavailable(f"no trace facility on platform {sys.platform!r}")
 
 
@@ -94,7 +100,7 @@ def _make_encoder(fmt: str, name: str, group: str | None) -> Any:
     if fmt == "tracelogging":
         from ._tracelogging import TraceLoggingEncoder  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
 
-        return TraceLoggingEncoder(name, group)
+        return TraceLoggingEncoder(name)  # ETW provider groups are GUIDs, not the EventHeader group
     raise ValueError(f"backend format {fmt!r} is neither 'eventheader' nor 'tracelogging'")
 
 
@@ -117,7 +123,7 @@ class Provider:
         keywords: Iterable[int] = (),
         backend: Any = None,
     ) -> None:
-        validate_provider_name(name, group)
+        _validate_name(name, group)
         keywords = tuple(keywords)
         for kw in (default_keyword, *keywords):
             _check_keyword(kw)
@@ -368,6 +374,17 @@ class Provider:
 
     def __repr__(self) -> str:
         return f"Provider({self.name!r}, group={self.group!r}, format={self.format!r})"
+
+
+def _validate_name(name: str, group: str | None) -> None:
+    """Linux rules everywhere but Windows, where ETW accepts any non-empty name without NUL."""
+    if sys.platform == "win32":
+        if not isinstance(name, str) or not name or "\0" in name:
+            raise ValueError(f"provider name must be a non-empty str without NUL, got {name!r}")
+        if group is not None:
+            validate_provider_name("P", group)
+        return
+    validate_provider_name(name, group)
 
 
 def _check_keyword(kw: object) -> None:
