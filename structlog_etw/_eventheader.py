@@ -17,7 +17,7 @@ Size policy (docs/limits.md): an event never exceeds ``max_size`` bytes (default
 :data:`PERF_MAX_EVENT_SIZE`, what perf keeps of one event).  When the values do not fit, the
 longest variable-size values (strings, binaries, arrays) are cut to a common cap: strings end
 with :data:`TRUNCATION_MARKER`, JSON fields become plain strings (cut JSON is not JSON), and the
-event gets an extra ``etw_truncated=true`` field.  If
+event gets an extra ``_truncated=True`` field.  If
 even the fixed part (header, metadata, fixed-size values) does not fit, ``encode`` returns
 ``None`` and the caller counts the event dropped.
 """
@@ -113,9 +113,9 @@ NAME_MAX: Final = 256
 PROVIDER_GROUP_MAX: Final = 234
 
 #: Suffix of a string cut by the size policy.
-TRUNCATION_MARKER: Final = "…[truncated]"
+TRUNCATION_MARKER: Final = "...[truncated]"
 #: Bool field appended to an event whose values were cut by the size policy.
-TRUNCATED_FIELD: Final = "etw_truncated"
+TRUNCATED_FIELD: Final = "_truncated"
 
 _MARKER_BYTES: Final = TRUNCATION_MARKER.encode("utf-8")
 _U16_MAX: Final = 0xFFFF
@@ -635,7 +635,7 @@ class EventHeaderEncoder:
     def _fit(self, name: str, fields: list[Field], pre: bytes) -> bytes | None:
         """Slow path: cut the longest variable-size values to fit, or give up (``None``).
 
-        ``pre`` is the header and activity extension; the event gets the ``etw_truncated`` field.
+        ``pre`` is the header and activity extension; the event gets the ``_truncated`` field.
         """
         marked = [*_json_as_str(fields), (TRUNCATED_FIELD, BOOL, True)]
         plan, values = self._plan(name, marked)
