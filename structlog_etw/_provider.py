@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import errno as _errno
+import os
 import sys
 import threading
 import warnings
@@ -471,3 +472,19 @@ def close_all() -> None:
 
 
 atexit.register(close_all)
+
+
+def _after_fork_in_child() -> None:
+    """A fork while another thread held a lock would leave it held forever in the child."""
+    global _registry_lock, _warn_lock
+    _registry_lock = threading.Lock()
+    _warn_lock = threading.Lock()
+    for prov in list(_registry.values()):
+        prov._lock = threading.Lock()
+        for part in (prov._encoder, prov._backend):
+            if hasattr(part, "_lock"):
+                part._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

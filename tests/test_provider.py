@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 import warnings
 from collections.abc import Iterator
 
@@ -231,3 +233,26 @@ def test_stats_is_a_snapshot(captures: dict[str, CaptureBackend]) -> None:
     assert snap["written"] == 0
     assert p.stats()["written"] == 1
     assert set(snap) >= {"written", "dropped", "errors", "invalid", "truncated", "format", "backend"}
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (POSIX)")
+def test_child_after_fork_logs_even_if_a_lock_was_held_at_fork(captures: dict[str, CaptureBackend]) -> None:
+    p = get_provider("Co_Svc")
+    slot = p.slot(4, 1)
+    with p._lock, p.encoder._lock, captures["Co_Svc"]._lock:  # as if another thread held them
+        pid = os.fork()
+        if pid == 0:  # child: must not deadlock
+            ok = p.write(slot, "child", FIELDS) and p.stats()["written"] == 1
+            os._exit(0 if ok and len(captures["Co_Svc"].records) == 1 else 1)
+    deadline = time.monotonic() + 20
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("child deadlocked on a lock held at fork time")
+        time.sleep(0.01)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert p.stats()["written"] == 0  # the parent wrote nothing
