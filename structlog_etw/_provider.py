@@ -80,16 +80,16 @@ def _default_backend(name: str, group: str | None) -> Any:
         return UserEventsBackend(name, group)
     if sys.platform == "win32":
         try:
-            from ._backend_windows import EtwBackend  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
-            from ._tracelogging import (  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
+            from ._backend_windows import EtwBackend  # noqa: PLC0415
+            from ._tracelogging import (  # noqa: PLC0415
+                group_guid,
                 provider_id,
                 provider_traits,
             )
         except ImportError as exc:
             raise BackendUnavailable(f"ETW backend not importable: {exc}") from exc
-        # ``group`` names the EventHeader tracepoint option; ETW provider groups are GUIDs and
-        # are not derived from it.
-        return EtwBackend(name, provider_id(name), provider_traits(name))
+        # The traits must equal TraceLoggingEncoder(name, group).traits (group: GUID or name hash).
+        return EtwBackend(name, provider_id(name), provider_traits(name, group_guid(group)))
     raise BackendUnavailable(f"no trace facility on platform {sys.platform!r}")
 
 
@@ -99,9 +99,9 @@ def _make_encoder(fmt: str, name: str, group: str | None) -> Any:
 
         return EventHeaderEncoder()
     if fmt == "tracelogging":
-        from ._tracelogging import TraceLoggingEncoder  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
+        from ._tracelogging import TraceLoggingEncoder  # noqa: PLC0415
 
-        return TraceLoggingEncoder(name)  # ETW provider groups are GUIDs, not the EventHeader group
+        return TraceLoggingEncoder(name, group)
     raise ValueError(f"backend format {fmt!r} is neither 'eventheader' nor 'tracelogging'")
 
 
@@ -382,8 +382,8 @@ def _validate_name(name: str, group: str | None) -> None:
     if sys.platform == "win32":
         if not isinstance(name, str) or not name or "\0" in name:
             raise ValueError(f"provider name must be a non-empty str without NUL, got {name!r}")
-        if group is not None:
-            validate_provider_name("P", group)
+        if group is not None and (not isinstance(group, str) or not group):
+            raise ValueError(f"provider group must be a non-empty str (GUID text or a name), got {group!r}")
         return
     validate_provider_name(name, group)
 
