@@ -178,6 +178,8 @@ class EtwRenderer:
 
         slot = self._slot(level, keyword)
         if not slot.word[0]:
+            if provider._closed:  # logged after close (e.g. at interpreter exit): counted
+                provider.count_dropped("closed")
             return  # nobody listens: not counted (the normal state of a provider)
 
         if opcode is None:
