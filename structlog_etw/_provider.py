@@ -232,9 +232,13 @@ class Provider:
                 try:
                     slot = self._backend.open_slot(level, keyword)
                 except Exception as exc:  # registration failed: this pair stays disabled
-                    self._errors["register:" + type(exc).__name__] = (
-                        self._errors.get("register:" + type(exc).__name__, 0) + 1
+                    code = getattr(exc, "errno", None)
+                    key = "register:" + (
+                        _errno.errorcode.get(code, type(exc).__name__)
+                        if type(code) is int
+                        else type(exc).__name__
                     )
+                    self._errors[key] = self._errors.get(key, 0) + 1
                     slot = Slot(level, keyword, DISABLED_WORD, None)
             self._slots[(level, keyword)] = slot
             return slot
@@ -411,9 +415,10 @@ def get_provider(
     """The process-wide provider called ``name``, created on first use.
 
     The same name always gives the same :class:`Provider`.  Asking for it again with a
-    different ``group`` raises :class:`ValueError` (a group is part of the provider's
-    identity).  ``default_keyword`` and ``keywords`` of later calls are registered too (the
-    first caller's ``default_keyword`` stays the provider's default).
+    different ``group`` raises :class:`ValueError` (a group is part of the provider's identity;
+    ``group=None`` means "whatever it already has").  ``default_keyword`` and ``keywords`` of
+    later calls are registered too (the first caller's ``default_keyword`` stays the provider's
+    default).
     """
     with _registry_lock:
         prov = _registry.get(name)
@@ -428,7 +433,7 @@ def get_provider(
             )
             _registry[name] = prov
             return prov
-    if group is not _UNSET and group != prov.group:
+    if group is not _UNSET and group is not None and group != prov.group:
         raise ValueError(
             f"provider {name!r} already exists with group {prov.group!r}; cannot also use group {group!r}"
         )

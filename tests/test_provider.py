@@ -7,6 +7,7 @@ import threading
 import time
 import warnings
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -57,6 +58,10 @@ def test_conflicting_group_is_a_clear_value_error(captures: dict[str, CaptureBac
     with pytest.raises(ValueError, match="group"):
         get_provider("Co_Svc", group="g2")
     assert get_provider("Co_Svc").group == "g1"
+    assert get_provider("Co_Svc", group=None).group == "g1"  # None: whatever it has
+    get_provider("Co_Plain")
+    with pytest.raises(ValueError, match="group"):
+        get_provider("Co_Plain", group="g1")
 
 
 def test_invalid_provider_name_raises_at_setup(captures: dict[str, CaptureBackend]) -> None:
@@ -256,3 +261,22 @@ def test_child_after_fork_logs_even_if_a_lock_was_held_at_fork(captures: dict[st
         time.sleep(0.01)
     assert os.waitstatus_to_exitcode(status) == 0
     assert p.stats()["written"] == 0  # the parent wrote nothing
+
+
+def test_registration_failure_disables_the_pair_and_is_counted_by_errno(
+    captures: dict[str, CaptureBackend],
+) -> None:
+    p = get_provider("Co_Svc")
+    backend = captures["Co_Svc"]
+    original = backend.open_slot
+
+    def refuse(level: int, keyword: int) -> Any:
+        if keyword == 0x80:
+            raise PermissionError(1, "Operation not permitted")
+        return original(level, keyword)
+
+    backend.open_slot = refuse  # type: ignore[method-assign]
+    slot = p.slot(4, 0x80)
+    assert not slot.word[0]
+    assert p.write(slot, "e", FIELDS) is False
+    assert p.stats()["errors"] == {"register:EPERM": 1}
