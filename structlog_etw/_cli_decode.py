@@ -83,7 +83,6 @@ def decode_file(
                 continue
             if mode == "perf-json":
                 line = sample_perf_json(sample)
-                line = line.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
             elif mode == "json":
                 line = event_json(event, _meta(sample, sample.is_eventheader))
             else:
@@ -117,6 +116,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         mode = "pretty" if tty else "json"
     colors = mode == "pretty" and tty and not os.environ.get("NO_COLOR")
+    if mode == "perf-json":
+        # perf-decode's bytes, invalid UTF-8 included (kept as surrogate escapes until written).
+        reconfigure = getattr(sys.stdout, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="surrogateescape")
     written, problems = decode_file(
         f,
         sys.stdout,
