@@ -72,6 +72,7 @@ def decode_file(
     want_providers = set(providers) if providers else None
     want_events = set(events) if events else None
     problems: list[str] = []
+    unknown: dict[str, int] = {}  # samples without a tracepoint format, by name
     written = 0
     samples: Iterable[Sample] = f.samples_in_time_order() if time_order else f.samples()
     for sample in samples:
@@ -88,10 +89,19 @@ def decode_file(
             else:
                 line = event_pretty(event, _meta(sample, sample.is_eventheader), colors=colors)
         except SampleDecodeError as exc:
-            problems.append(str(exc))
+            if sample.format is None:
+                key = sample.name or "unnamed events"
+                unknown[key] = unknown.get(key, 0) + 1
+            else:
+                problems.append(str(exc))
             continue
         out.write(line + "\n")
         written += 1
+    for name, count in unknown.items():
+        problems.append(
+            f"{count} samples of {name} not decoded: tracepoint format unknown"
+            " (the file lacks its tracing data: truncated?)"
+        )
     return written, [*f.problems, *problems]
 
 
