@@ -45,7 +45,8 @@ def _load() -> types.ModuleType:
     if added:
         ctypes.WinDLL = _UnusedDLL  # type: ignore[attr-defined]
     try:
-        return pytest.importorskip("traceloggingdynamic")
+        module: types.ModuleType = pytest.importorskip("traceloggingdynamic")
+        return module
     finally:
         if added:
             del ctypes.WinDLL  # type: ignore[attr-defined]
@@ -181,7 +182,7 @@ _values = st.recursive(
     ),
     max_leaves=12,
 )
-_no_surrogates = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=10)
+_no_surrogates = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\0"), max_size=10)
 
 
 @settings(max_examples=300, deadline=None)
