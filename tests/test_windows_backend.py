@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import importlib.util
 import os
 import shutil
 import subprocess
 import threading
+import types
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -453,3 +455,53 @@ def test_library_without_etw_functions_raises_backend_unavailable() -> None:
 def test_without_library_outside_windows_raises_backend_unavailable() -> None:
     with pytest.raises(BackendUnavailable, match="only available on Windows"):
         EtwBackend(NAME, provider_id(NAME), b"")
+
+
+# ---------------------------------------------------------------------------------------------
+# Same calls as Microsoft's own Python TraceLogging provider
+
+
+def _microsoft_provider_module(fake_path: str) -> types.ModuleType:
+    """A private copy of ``traceloggingdynamic`` whose "Windows DLL" is the compiled fake library."""
+    spec = importlib.util.find_spec("traceloggingdynamic")
+    if spec is None or spec.origin is None:
+        pytest.skip("traceloggingdynamic is not installed (pip install traceloggingdynamic)")
+    copy_spec = importlib.util.spec_from_file_location("_tld_on_fake_eventing", spec.origin)
+    assert copy_spec is not None
+    assert copy_spec.loader is not None
+    module = importlib.util.module_from_spec(copy_spec)
+    added = not hasattr(ctypes, "WinDLL")
+    if added:
+        ctypes.WinDLL = lambda name, mode=0: ctypes.CDLL(fake_path)  # type: ignore[attr-defined]
+    try:
+        copy_spec.loader.exec_module(module)
+    finally:
+        if added:
+            del ctypes.WinDLL  # type: ignore[attr-defined]
+    return module
+
+
+def test_backend_makes_the_same_etw_calls_as_microsofts_provider(fake: Fake, backends: Opened) -> None:
+    tld = _microsoft_provider_module(fake.path)
+    act, rel = uuid.uuid4(), uuid.uuid4()
+
+    ms = tld.Provider(NAME.encode())
+    eb = tld.EventBuilder(initial_meta_len=32768, initial_data_len=65536)
+    eb.reset(b"user_login", 4, 0x4, opcode=1)
+    eb.add_str8(b"user", "ann")
+    eb.add_int64(b"attempts", 3)
+    eb.add_bool32(b"ok", 1)
+    assert ms.write(eb, act, rel) == 0
+    ms.close()
+
+    b, enc = _open(fake, backends)
+    meta, data = _encode(enc, "user_login", F.to_fields({"user": "ann", "attempts": 3, "ok": True}.items()))
+    assert b.write(b.open_slot(4, 0x4), 1, meta, data, act.bytes, rel.bytes) == 0
+
+    theirs, ours = fake.records()
+    assert ours.descriptor == theirs.descriptor
+    assert (ours.activity, ours.related) == (theirs.activity, theirs.related)
+    assert ours.data == theirs.data  # traits, metadata, data: types, reserved fields and bytes
+    (_, their_cls, their_blob), (_, our_cls, our_blob) = fake.setinfos()
+    assert (our_cls, our_blob) == (their_cls, their_blob)
+    assert fake.provider_guid(ours.handle) == tld.providerid_from_name(NAME)
