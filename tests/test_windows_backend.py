@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 import importlib.util
 import os
 import shutil
@@ -167,7 +168,9 @@ def fake(fake_library: str) -> Iterator[Fake]:
     f = Fake(fake_library)
     f.lib.fake_reset()
     yield f
+    live = f.lib.fake_live_providers()
     f.lib.fake_reset()
+    assert live == 0, "a test left an ETW registration open"
 
 
 @pytest.fixture
@@ -314,9 +317,16 @@ def test_setting_traits_later_calls_eventsetinformation_again_and_is_used_by_wri
     assert decode_traits(rec.data[0].data) == (NAME, provider_id("mygroup"))
 
 
-def test_a_group_name_is_not_accepted_as_provider_id(fake: Fake) -> None:
+def test_a_str_second_argument_is_the_provider_group(fake: Fake, backends: Opened) -> None:
+    b = EtwBackend(NAME, "mygroup", library=fake.path)
+    backends.append(b)
+    assert b.provider_id == provider_id(NAME)
+    assert b.traits == TraceLoggingEncoder(NAME, "mygroup").traits
+    ((handle, _, blob),) = fake.setinfos()
+    assert decode_traits(blob) == (NAME, provider_id("mygroup"))
+    assert fake.provider_guid(handle) == provider_id(NAME)
     with pytest.raises(TypeError, match="provider_id"):
-        EtwBackend(NAME, "mygroup", library=fake.path)  # type: ignore[arg-type]
+        EtwBackend(NAME, 5, library=fake.path)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -418,6 +428,24 @@ def test_bad_arguments_return_an_error_code_instead_of_raising(fake: Fake, backe
     assert b.write(slot, 0, meta, data, b"short", None) == 87
     assert b.write(slot, 999, meta, data, None, None) == 87
     assert fake.records() == []
+
+
+def test_close_unregisters_even_if_a_slot_word_was_re_pointed(fake: Fake, backends: Opened) -> None:
+    b, _ = _open(fake, backends)
+    slot = b.open_slot(4, 1)
+    slot.word = (0,)  # the provider does this to its slots when it closes
+    b.close()
+    assert fake.lib.fake_live_providers() == 0
+    fake.enable(5)  # no callback reaches the closed backend
+
+
+def test_a_backend_dropped_without_close_unregisters(fake: Fake) -> None:
+    b, _ = _open(fake, [])
+    assert fake.lib.fake_live_providers() == 1
+    del b
+    gc.collect()
+    assert fake.lib.fake_live_providers() == 0
+    fake.enable(5)  # would call a freed callback if the registration had survived
 
 
 def test_close_unregisters_once_and_later_writes_return_invalid_handle(fake: Fake, backends: Opened) -> None:
