@@ -31,6 +31,7 @@ METHOD_LEVELS: Final[Mapping[str, int]] = {
     "warn": 3,
     "info": 4,
     "msg": 4,
+    "log": 4,
     "debug": 5,
     "notset": 5,
 }
@@ -39,8 +40,8 @@ _U64: Final = 1 << 64
 
 
 def level_from_method(method_name: str) -> int:
-    """ETW level for a structlog method name; unknown names count as informational (4)."""
-    return METHOD_LEVELS.get(method_name, 4)
+    """ETW level for a structlog method name (``log``/``msg``/``info`` 4); unknown names -> 5."""
+    return METHOD_LEVELS.get(method_name, 5)
 
 
 def level_from_stdlib(levelno: int) -> int:
@@ -68,8 +69,8 @@ def valid_keyword(value: object) -> bool:
 
 
 def valid_level(value: object) -> bool:
-    """Whether *value* can be an event level: an ``int`` (not ``bool``) in 1..5."""
-    return type(value) is int and 1 <= value <= 5
+    """Whether *value* can be an event level override: an ``int`` (not ``bool``) in 1..255."""
+    return type(value) is int and 1 <= value <= 255
 
 
 class KeywordsByLogger:

@@ -25,6 +25,7 @@ from structlog.typing import EventDict, FilteringBoundLogger, WrappedLogger
 
 from ._keywords import KeywordsByLogger, level_from_method, valid_keyword, valid_level
 from ._provider import Provider, get_provider
+from ._renderer import EtwRenderer
 from ._slot import Slot
 
 __all__ = ["EtwEarlyDrop", "make_etw_bound_logger"]
@@ -76,41 +77,43 @@ def _maybe_interpolate(event: Any, args: tuple[Any, ...]) -> Any:
 
 
 def _resolve_provider(
-    provider_or_name: str | Provider | Any,
+    target: str | Provider | EtwRenderer,
     default_keyword: int | None,
     keywords_by_logger: Mapping[str, int] | None,
     group: str | None,
 ) -> tuple[Provider, int, KeywordsByLogger]:
-    """Turn the factory arguments into (provider, default keyword, name map); raise on bad set-up."""
-    names = KeywordsByLogger(keywords_by_logger)
-    if isinstance(provider_or_name, str):
-        keyword = 1 if default_keyword is None else default_keyword
-        if not valid_keyword(keyword):
-            raise ValueError(f"default_keyword must be an int in [0, 2**64), got {keyword!r}")
-        provider = get_provider(
-            provider_or_name, group=group, default_keyword=keyword, keywords=names.keywords()
+    """Turn the factory arguments into (provider, default keyword, name map); raise on bad set-up.
+
+    The default keyword and every keyword of the name map are registered at levels 1-5 up
+    front (on Linux perf can then name those tracepoints before the first event).
+    """
+    if default_keyword is not None and not valid_keyword(default_keyword):
+        raise ValueError(f"default_keyword must be an int in [0, 2**64), got {default_keyword!r}")
+    if isinstance(target, EtwRenderer):
+        provider = target.provider
+        keyword = target.default_keyword if default_keyword is None else default_keyword
+        names = (
+            target.keywords_by_logger if keywords_by_logger is None else KeywordsByLogger(keywords_by_logger)
         )
-        return provider, keyword, names
-    if isinstance(provider_or_name, Provider):
-        provider = provider_or_name
+    elif isinstance(target, Provider):
+        provider = target
         keyword = provider.default_keyword if default_keyword is None else default_keyword
-        if not valid_keyword(keyword):
-            raise ValueError(f"default_keyword must be an int in [0, 2**64), got {keyword!r}")
-        for extra in (keyword, *names.keywords()):
-            provider.slot(4, extra)  # register up front (Linux: perf can name them at once)
-        return provider, keyword, names
-    # An EtwRenderer (or anything shaped like one): share its provider and keyword choices.
-    provider = getattr(provider_or_name, "provider", None)
-    if not isinstance(provider, Provider):
-        raise TypeError(
-            "make_etw_bound_logger() needs a provider name, a Provider or an EtwRenderer, "
-            f"got {provider_or_name!r}"
-        )
-    if keywords_by_logger is None:
-        names = getattr(provider_or_name, "keywords_by_logger", None) or names
-    if default_keyword is None:
-        default_keyword = getattr(provider_or_name, "default_keyword", provider.default_keyword)
-    return _resolve_provider(provider, default_keyword, None, None)[0], cast(int, default_keyword), names
+        names = KeywordsByLogger(keywords_by_logger)
+    elif isinstance(target, str):
+        names = KeywordsByLogger(keywords_by_logger)
+        options: dict[str, Any] = {"keywords": names.keywords()}
+        if group is not None:
+            options["group"] = group
+        if default_keyword is not None:
+            options["default_keyword"] = default_keyword
+        provider = get_provider(target, **options)
+        keyword = provider.default_keyword if default_keyword is None else default_keyword
+    else:
+        raise TypeError(f"expected a provider name, a Provider or an EtwRenderer, got {target!r}")
+    for extra in (keyword, *names.keywords()):
+        for level in range(1, 6):
+            provider.slot(level, extra)
+    return provider, keyword, names
 
 
 class _EtwState:
@@ -153,7 +156,9 @@ class _EtwState:
                 return keyword
         return self.default_keyword
 
-    def listening(self, etw_level: int, context: Mapping[str, Any], logger: object, kw: Mapping[str, Any]) -> bool:
+    def listening(
+        self, etw_level: int, context: Mapping[str, Any], logger: object, kw: Mapping[str, Any]
+    ) -> bool:
         """The full (slow) resolution: call > bound > contextvars > logger name > default."""
         try:
             level = kw.get("etw_level")
@@ -274,7 +279,7 @@ class _EtwBoundLoggerBase(structlog.BoundLoggerBase):
         # contextvars can still change keyword/level per call unless both are bound here, or
         # nothing merges contextvars into the event dict.
         try:
-            merges = _slcv.merge_contextvars in self._processors  # type: ignore[operator]
+            merges = _slcv.merge_contextvars in self._processors
         except Exception:
             merges = True
         self._etw_cv = merges and not (bound_keyword and bound_level)
@@ -333,7 +338,7 @@ def _method_for_stdlib(level: int) -> str:
 
 
 def make_etw_bound_logger(
-    provider_or_name: str | Provider | Any,
+    provider_or_name: str | Provider | EtwRenderer,
     min_level: int | str = logging.NOTSET,
     *,
     default_keyword: int | None = None,
@@ -412,13 +417,15 @@ class EtwEarlyDrop:
 
     def __init__(
         self,
-        provider_or_name: str | Provider | Any,
+        provider_or_name: str | Provider | EtwRenderer,
         *,
         default_keyword: int | None = None,
         keywords_by_logger: Mapping[str, int] | None = None,
         group: str | None = None,
     ) -> None:
-        self._state = _EtwState(*_resolve_provider(provider_or_name, default_keyword, keywords_by_logger, group))
+        self._state = _EtwState(
+            *_resolve_provider(provider_or_name, default_keyword, keywords_by_logger, group)
+        )
 
     def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
         """Return *event_dict* unchanged, or raise ``DropEvent`` when nobody listens."""
