@@ -276,13 +276,9 @@ class _EtwBoundLoggerBase(structlog.BoundLoggerBase):
         level = context.get("etw_level")
         bound_level = valid_level(level)
         self._etw_slots = state.slots_for(cast(int, keyword), cast(int, level) if bound_level else 0)
-        # contextvars can still change keyword/level per call unless both are bound here, or
-        # nothing merges contextvars into the event dict.
-        try:
-            merges = _slcv.merge_contextvars in self._processors
-        except Exception:
-            merges = True
-        self._etw_cv = merges and not (bound_keyword and bound_level)
+        # contextvars (which the renderer reads too) can still change keyword/level per call
+        # unless both are bound here.
+        self._etw_cv = not (bound_keyword and bound_level)
 
     def unbind(self, *keys: str) -> Any:
         """Return a new logger with *keys* removed from the context (``KeyError`` if missing)."""
