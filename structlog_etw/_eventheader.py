@@ -16,7 +16,8 @@ kinds, nested) and cached; a bounded cache keeps high-cardinality names from gro
 Size policy (docs/limits.md): an event never exceeds ``max_size`` bytes (default
 :data:`PERF_MAX_EVENT_SIZE`, what perf keeps of one event).  When the values do not fit, the
 longest variable-size values (strings, binaries, arrays) are cut to a common cap: strings end
-with :data:`TRUNCATION_MARKER`, and the event gets an extra ``etw_truncated=true`` field.  If
+with :data:`TRUNCATION_MARKER`, JSON fields become plain strings (cut JSON is not JSON), and the
+event gets an extra ``etw_truncated=true`` field.  If
 even the fixed part (header, metadata, fixed-size values) does not fit, ``encode`` returns
 ``None`` and the caller counts the event dropped.
 """
@@ -519,6 +520,19 @@ def _var_pieces(steps: list[tuple[int, Any]], values: list[Any]) -> list[bytes |
     return pieces
 
 
+def _json_as_str(fields: list[Field]) -> list[Field]:
+    """``fields`` with JSON fields turned into plain strings (a cut JSON text is no longer JSON)."""
+    out: list[Field] = []
+    for f in fields:
+        if f[1] == JSON:
+            out.append((f[0], STR, f[2]))
+        elif f[1] == STRUCT:
+            out.append((f[0], STRUCT, _json_as_str(f[2])))
+        else:
+            out.append(f)
+    return out
+
+
 def _water_level(sizes: list[int], room: int) -> int:
     """Largest cap with ``sum(min(s, cap) for s in sizes) <= room`` (``room >= 0``)."""
     ordered = sorted(sizes)
@@ -623,7 +637,7 @@ class EventHeaderEncoder:
 
         ``pre`` is the header and activity extension; the event gets the ``etw_truncated`` field.
         """
-        marked = [*fields, (TRUNCATED_FIELD, BOOL, True)]
+        marked = [*_json_as_str(fields), (TRUNCATED_FIELD, BOOL, True)]
         plan, values = self._plan(name, marked)
         head = pre + plan.meta_block
         pieces = _var_pieces(plan.steps, values)

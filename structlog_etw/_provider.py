@@ -137,8 +137,7 @@ class Provider:
         self.format = "eventheader"
         self._write: Callable[..., bool] = self._write_eventheader
         if backend is None:
-            factory = _factory
-            backend = factory(name, group) if factory is not None else self._os_backend()
+            backend = self._backend_from(_factory)
         self._install(backend)
         for level in DEFAULT_LEVELS:
             self.slot(level, default_keyword)
@@ -157,6 +156,16 @@ class Provider:
                 fmt = "tracelogging" if sys.platform == "win32" else "eventheader"
                 self._base_backend = NullBackend(reason, fmt)
         return self._base_backend
+
+    def _backend_from(self, factory: BackendFactory | None) -> Any:
+        if factory is None:
+            return self._os_backend()
+        try:
+            return factory(self.name, self.group)
+        except BackendUnavailable as exc:
+            reason = str(exc) or type(exc).__name__
+            _warn_once(self.name, reason)
+            return NullBackend(reason)
 
     def _install(self, backend: Any) -> None:
         """Use ``backend`` from now on; existing Slot objects are re-pointed in place."""
@@ -185,7 +194,7 @@ class Provider:
         if self._closed:
             return
         old = self._backend
-        new = factory(self.name, self.group) if factory is not None else self._os_backend()
+        new = self._backend_from(factory)
         self._install(new)
         if old is not None and old is not self._base_backend and old is not new:
             old.close()
