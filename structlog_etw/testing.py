@@ -118,6 +118,12 @@ class _SharedCaptureBackend(CaptureBackend):
         for (level, keyword), state in capture._rules.items():
             super().set_enabled(state, level, keyword)
 
+    def open_slot(self, level: int, keyword: int) -> Slot:
+        slot = super().open_slot(level, keyword)
+        with self._capture._lock:
+            self._capture._registered.setdefault(self.provider_name, {})[(level, keyword)] = str(slot.handle)
+        return slot
+
     def write(self, slot: Slot, *args: object) -> int:
         capture = self._capture
         with capture._lock:
@@ -140,6 +146,7 @@ class EtwCapture:
         self._lock = threading.Lock()
         self._records: list[CaptureRecord] = []
         self._backends: dict[str, _SharedCaptureBackend] = {}
+        self._registered: dict[str, dict[tuple[int, int], str]] = {}
 
     def _factory(self, name: str, group: str | None) -> CaptureBackend:
         backend = _SharedCaptureBackend(self, name, group)
@@ -175,6 +182,15 @@ class EtwCapture:
         self._rules[(level, keyword)] = enabled
         for backend in list(self._backends.values()):
             backend.set_enabled(enabled, level, keyword)
+
+    def registered(self, provider_name: str) -> list[str]:
+        """The tracepoint names (``<Provider>_L<level>K<keyword>``) *provider_name* has registered.
+
+        Registered means what a Linux ``perf record`` could name up front: the provider's
+        default keyword and its declared keywords at levels 1-5, then every pair used since.
+        """
+        with self._lock:
+            return sorted(self._registered.get(provider_name, {}).values())
 
     def stats(self, provider_name: str) -> dict[str, Any]:
         """``stats()`` of the provider called *provider_name* (written, dropped, errors, ...)."""

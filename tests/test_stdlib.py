@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 import structlog
-from surface_util import unique_provider
 
 from structlog_etw import EtwRenderer
 from structlog_etw._keywords import level_from_stdlib
 from structlog_etw._stdlib import EtwHandler
 from structlog_etw.testing import EtwCapture, capture_etw_events
+from tests.surface_util import unique_provider
 
 
 @pytest.fixture
@@ -64,7 +64,20 @@ def test_foreign_exception_and_stack(capture: EtwCapture, stdlib_logger: logging
 
 @pytest.mark.parametrize(
     ("levelno", "etw_level"),
-    [(60, 1), (50, 1), (45, 2), (40, 2), (35, 3), (30, 3), (25, 4), (20, 4), (15, 5), (10, 5), (5, 5), (1, 5)],
+    [
+        (60, 1),
+        (50, 1),
+        (45, 2),
+        (40, 2),
+        (35, 3),
+        (30, 3),
+        (25, 4),
+        (20, 4),
+        (15, 5),
+        (10, 5),
+        (5, 5),
+        (1, 5),
+    ],
 )
 def test_level_map_including_custom_levels(
     capture: EtwCapture, stdlib_logger: logging.Logger, levelno: int, etw_level: int

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 import structlog
-from surface_util import Exploding, Spy, bound, unique_provider
 
 from structlog_etw import EtwRenderer
 from structlog_etw._wrapper import EtwEarlyDrop, make_etw_bound_logger
 from structlog_etw.testing import EtwCapture, capture_etw_events
+from tests.surface_util import Exploding, Spy, bound, unique_provider
 
 
 @pytest.fixture
