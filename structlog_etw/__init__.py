@@ -11,7 +11,18 @@ from __future__ import annotations
 
 from ._provider import Provider, close_all, get_provider
 from ._renderer import EtwRenderer
+from ._stdlib import EtwHandler
+from ._wrapper import EtwEarlyDrop, make_etw_bound_logger
 
 __version__ = "0.1.0"
 
-__all__ = ["EtwRenderer", "Provider", "__version__", "close_all", "get_provider"]
+__all__ = [
+    "EtwEarlyDrop",
+    "EtwHandler",
+    "EtwRenderer",
+    "Provider",
+    "__version__",
+    "close_all",
+    "get_provider",
+    "make_etw_bound_logger",
+]
