@@ -42,7 +42,7 @@ from contextvars import Token
 from types import TracebackType
 from typing import Any, Final, TypeVar, cast
 
-from . import _context
+from . import _context, _otel
 from ._fields import to_fields
 
 __all__ = ["Activity", "current_activity_id", "etw_activity", "new_activity_id"]
@@ -97,7 +97,7 @@ def current_activity_id() -> uuid.UUID | None:
 class _Scope:
     """One entered activity: its ids, token, start time and the fields the Stop event will carry."""
 
-    __slots__ = ("activity_id", "fields", "related_id", "start_ns", "token")
+    __slots__ = ("activity_id", "fields", "otel_token", "related_id", "start_ns", "token")
 
     def __init__(
         self,
@@ -110,6 +110,7 @@ class _Scope:
         self.related_id = related_id
         self.fields = fields
         self.token = token
+        self.otel_token: Token[bytes | None] | None = None
         self.start_ns = time.perf_counter_ns()
 
 
@@ -125,10 +126,18 @@ class Activity:
     starts a new activity nested in the first.
     """
 
-    __slots__ = ("_controls", "_fields", "_last", "_name", "_scopes", "_target")
+    __slots__ = ("_controls", "_fields", "_last", "_name", "_otel", "_scopes", "_target")
 
-    def __init__(self, target: object, name: str, controls: dict[str, Any], fields: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        target: object,
+        name: str,
+        controls: dict[str, Any],
+        fields: dict[str, Any],
+        otel: bool | None = None,
+    ) -> None:
         self._target = target
+        self._otel = otel
         self._name = name
         self._controls = controls
         self._fields = fields
@@ -166,11 +175,14 @@ class Activity:
     # -- context manager ----------------------------------------------------------------------------
 
     def __enter__(self) -> Activity:
-        activity_id = new_activity_id()
+        from_span = _otel.span_activity_id(self._otel)
+        activity_id = new_activity_id() if from_span is None else from_span
         parent = _context.CURRENT_ACTIVITY.get()
         related_id = None if parent is None else parent[0]
         token = _context.CURRENT_ACTIVITY.set((activity_id, related_id))
         scope = _Scope(activity_id, related_id, dict(self._fields), token)
+        if from_span is not None:
+            scope.otel_token = _otel.SPAN_ID_TAKEN.set(from_span)
         self._scopes.append(scope)
         self._emit(OPCODE_START, scope, scope.fields)
         return self
@@ -198,6 +210,9 @@ class Activity:
         # context manager handed between tasks); this context never saw the activity set.
         with contextlib.suppress(ValueError):
             _context.CURRENT_ACTIVITY.reset(scope.token)
+        if scope.otel_token is not None:
+            with contextlib.suppress(ValueError):
+                _otel.SPAN_ID_TAKEN.reset(scope.otel_token)
 
     async def __aenter__(self) -> Activity:
         return self.__enter__()
@@ -213,7 +228,7 @@ class Activity:
     # -- decorator ----------------------------------------------------------------------------------
 
     def _fresh(self) -> Activity:
-        return Activity(self._target, self._name, self._controls, self._fields)
+        return Activity(self._target, self._name, self._controls, self._fields, self._otel)
 
     def __call__(self, func: _F) -> _F:
         """Decorate ``func`` (plain or ``async def``): every call runs inside its own fresh activity."""
@@ -303,8 +318,11 @@ def etw_activity(target: object, name: str, /, **fields: Any) -> Activity:
     Level and keyword: through a logger, both events are logged with ``info`` and so get the
     bound ``etw_keyword`` (else the renderer's default keyword) and level 4; through a provider,
     level 4 and the provider's default keyword.  The control keys ``etw_keyword``,
-    ``etw_level``, ``etw_tags`` and ``etw_name`` may be passed here to override them.  Nothing
-    here raises at log time.
+    ``etw_level``, ``etw_tags`` and ``etw_name`` may be passed here to override them.
+    ``etw_otel=True``/``False`` decides for this activity whether it takes its id from the
+    current OpenTelemetry span (default: ``structlog_etw.use_otel_activity_ids``, off; see
+    docs/otel.md).  Nothing here raises at log time.
     """
+    otel = fields.pop("etw_otel", None)
     controls = {k: fields.pop(k) for k in list(fields) if k in _CONTROLS}
-    return Activity(target, name, controls, fields)
+    return Activity(target, name, controls, fields, None if otel is None else bool(otel))
