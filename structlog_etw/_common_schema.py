@@ -18,17 +18,24 @@ Ids (lowercase hex strings): ``traceId`` 32 digits and ``spanId`` 16 digits from
 OpenTelemetry span; without one, inside an activity, ``spanId`` is the activity id (32 digits,
 no ``traceId``).  Span events (activities, written once at their Stop) use activity ids for
 ``spanId``/``parentId`` and the OpenTelemetry trace id, when known, as ``traceId``.
+
+Common Schema events have opcode 0 and carry no ETW activity ids (as tracing-etw writes
+them); an activity's Start event is not written at all.  ``__csver__`` is written as this
+project's only integer kind, a signed 64-bit value (tracing-etw: 32-bit on Linux, 16-bit on
+Windows); collectors read it by name and value.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
+import time
 from typing import Any, Final
 
+from . import _context, _otel
 from ._fields import I64, JSON, MAX_STRUCT_FIELDS, STR, STRUCT, Field, safe_str
 
-__all__ = ["CSVER", "log_fields", "rfc3339", "span_fields"]
+__all__ = ["CSVER", "log_fields", "rfc3339", "span_fields", "write_common"]
 
 CSVER: Final = 0x0401
 _UTC: Final = _dt.timezone.utc
@@ -132,3 +139,48 @@ def span_fields(
         ("PartB", STRUCT, part_b),
         *_part_c(fields, None),
     ]
+
+
+def write_common(
+    provider: Any,
+    slot: Any,
+    name: str,
+    fields: list[Field],
+    *,
+    opcode: int,
+    tags: int,
+    body: str | None,
+) -> None:
+    """Write one renderer event in the Common Schema layout (``EtwRenderer(schema="common")``).
+
+    An activity's Start (opcode 1) writes nothing; its Stop (opcode 2) becomes a Span event;
+    everything else a Log event.  Common Schema events have opcode 0 (Info) and no ETW
+    activity ids: correlation is in PartA ``ext_dt`` and PartB ``parentId``.
+    """
+    if opcode == 1:
+        return
+    now = time.time_ns()
+    otel = _otel.current_span_ids()
+    trace_id = None if otel is None else f"{otel[0]:032x}"
+    current = _context.CURRENT_ACTIVITY.get()
+    if opcode == 2 and current is not None:
+        duration = 0
+        for f in fields:
+            if f[0] == "duration_ns" and f[1] == I64:
+                duration = f[2]
+        out = span_fields(
+            name,
+            fields,
+            start_ns=now - max(duration, 0),
+            stop_ns=now,
+            span_id=current[0].hex(),
+            parent_id=None if current[1] is None else current[1].hex(),
+            trace_id=trace_id,
+        )
+    else:
+        if otel is not None:
+            span_id: str | None = f"{otel[1]:016x}"
+        else:
+            span_id = None if current is None else current[0].hex()
+        out = log_fields(name, fields, time_ns=now, body=body, trace_id=trace_id, span_id=span_id)
+    provider.write(slot, name, out, 0, tags)
