@@ -44,6 +44,7 @@ from typing import Any, Final, TypeVar, cast
 
 from . import _context, _otel
 from ._fields import to_fields
+from ._provider import Provider
 
 __all__ = ["Activity", "current_activity_id", "etw_activity", "new_activity_id"]
 
@@ -290,10 +291,6 @@ class Activity:
 
 
 def _is_provider(target: object) -> bool:
-    try:
-        from ._provider import Provider  # noqa: PLC0415  (top level once core lands)
-    except ImportError:  # pragma: no cover - the provider module ships with the package
-        return False
     return isinstance(target, Provider)
 
 
