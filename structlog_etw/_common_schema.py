@@ -7,7 +7,7 @@ in order)::
     PartA      struct   time (str, RFC 3339 UTC), [ext_dt struct: [traceId str], spanId str]
     PartB      struct   Log:  _typeName "Log",  name, eventTime (RFC 3339 UTC)
                         Span: _typeName "Span", [parentId], name, startTime (RFC 3339 UTC)
-    PartC      struct   the event's own fields; ``message`` (else the event text) as ``Body``
+    PartC      struct   Body (the message: structlog's ``event`` text), then the event's fields
 
 Every struct is built from the list of fields actually written, so its declared field count
 always matches (an unknown trace id or parent id is left out, not written empty).  A struct
@@ -59,17 +59,17 @@ def _ext_dt(trace_id: str | None, span_id: str | None) -> list[Field]:
 
 def _part_c(fields: list[Field], body: str | None) -> list[Field]:
     """PartC: ``Body`` first (``body``, else a ``message`` str field moved there), then the rest."""
+    moved: Field | None = None
     if body is None:
         for f in fields:
             if f[0] == "message" and f[1] == STR:
+                moved = f
                 body = f[2]
                 break
     own: list[Field] = []
     if body is not None:
         own.append(("Body", STR, body))
-        own.extend(f for f in fields if f[0] != "message")
-    else:
-        own.extend(fields)
+    own.extend(f for f in fields if f is not moved)
     if not own:
         return []
     if len(own) > MAX_STRUCT_FIELDS:
@@ -102,8 +102,9 @@ def log_fields(
 ) -> list[Field]:
     """The Common Schema fields of a Log event named ``name``.
 
-    ``fields`` are the event's own typed fields (a ``message`` field among them becomes ``Body``
-    unless ``body`` is given, which then wins); ``trace_id``/``span_id`` fill PartA's ``ext_dt``.
+    ``fields`` are the event's own typed fields.  ``Body`` is ``body`` when given (a ``message``
+    field then stays an ordinary PartC field), else a ``message`` str field moved there.
+    ``trace_id``/``span_id`` fill PartA's ``ext_dt``.
     """
     when = rfc3339(time_ns)
     return [

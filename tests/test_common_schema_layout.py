@@ -47,9 +47,9 @@ def test_log_event_layout_with_otel_ids_and_message_as_body() -> None:
     assert part(out, "PartC") == [("Body", STR, "ann logged in"), ("user", STR, "ann"), ("attempts", I64, 3)]
 
 
-def test_explicit_body_wins_and_message_field_is_not_duplicated() -> None:
+def test_explicit_body_wins_and_a_message_field_stays_a_field() -> None:
     out = cs.log_fields("e", to_fields({"message": "m", "x": 1}.items()), time_ns=T0, body="the text")
-    assert part(out, "PartC") == [("Body", STR, "the text"), ("x", I64, 1)]
+    assert part(out, "PartC") == [("Body", STR, "the text"), ("message", STR, "m"), ("x", I64, 1)]
 
 
 def test_unknown_ids_leave_ext_dt_out_and_part_a_counts_one_field() -> None:
