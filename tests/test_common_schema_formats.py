@@ -99,10 +99,9 @@ def test_log_event_in_an_otel_span_carries_trace_and_span_ids_in_ext_dt(cs: CS) 
 
 
 def test_activity_is_one_span_event_at_stop_and_inner_logs_point_at_it(cs: CS) -> None:
-    with etw_activity(cs.log, "Outer", job=1) as outer:
-        with etw_activity(cs.log, "Inner") as inner:
-            cs.log.info("work", n=2)
-            inner.record(bytes=10)
+    with etw_activity(cs.log, "Outer", job=1) as outer, etw_activity(cs.log, "Inner") as inner:
+        cs.log.info("work", n=2)
+        inner.record(bytes=10)
     work, inner_span, outer_span = cs.events()
     assert [e.name for e in (work, inner_span, outer_span)] == ["work", "Inner", "Outer"]
     assert all(e.opcode == 0 and e.activity_id is None for e in (work, inner_span, outer_span))
