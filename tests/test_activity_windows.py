@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import structlog
@@ -20,7 +21,7 @@ NAME = "StructlogEtw_ActivityTest"
 
 
 @pytest.fixture
-def win(fake: Fake) -> Iterator[tuple[Fake, Provider, structlog.typing.FilteringBoundLogger]]:  # noqa: F811
+def win(fake: Fake) -> Iterator[tuple[Fake, Provider, Any]]:  # noqa: F811
     fake.enable(5, 0xFFFF)
     backend = EtwBackend(NAME, provider_id(NAME), TraceLoggingEncoder(NAME).traits, library=fake.path)
     provider = Provider(NAME, default_keyword=0x8, backend=backend)
@@ -38,14 +39,14 @@ def ids(rec: Record) -> tuple[uuid.UUID | None, uuid.UUID | None]:
     return a, r
 
 
-def test_event_write_transfer_receives_activity_and_related_ids(win: tuple[Fake, Provider, object]) -> None:
-    fake, _provider, log = win
+def test_event_write_transfer_receives_activity_and_related_ids(win: tuple[Fake, Provider, Any]) -> None:
+    lib, _provider, log = win
     with etw_activity(log, "Outer", n=1) as outer:
         log.info("in_outer")
         with etw_activity(log, "Inner") as inner:
             log.info("in_inner")
     log.info("after")
-    recs = fake.records()
+    recs = lib.records()
     got = [(r.decoded().name, r.decoded().opcode, *ids(r)) for r in recs]
     assert got == [
         ("Outer", 1, outer.id, None),
@@ -64,9 +65,9 @@ def test_event_write_transfer_receives_activity_and_related_ids(win: tuple[Fake,
 
 
 def test_provider_target_and_async_tasks_reach_event_write_transfer_with_their_ids(
-    win: tuple[Fake, Provider, object],
+    win: tuple[Fake, Provider, Any],
 ) -> None:
-    fake, provider, log = win
+    lib, provider, log = win
 
     async def task(i: int) -> uuid.UUID | None:
         async with etw_activity(log, "Task", i=i) as act:
@@ -79,7 +80,7 @@ def test_provider_target_and_async_tasks_reach_event_write_transfer_with_their_i
 
     with etw_activity(provider, "Batch") as batch:
         task_ids = asyncio.run(main())
-    recs = fake.records()
+    recs = lib.records()
     for r in recs:
         ev = r.decoded()
         a, rel = ids(r)
