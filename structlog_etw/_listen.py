@@ -34,6 +34,7 @@ __all__ = [
     "ListenedEvent",
     "Listener",
     "LostEvents",
+    "decode",
     "eventheader_offset",
     "match_tracepoint",
 ]
@@ -52,12 +53,15 @@ class ListenError(Exception):
 class ListenedEvent:
     """One event read live: the decoded event plus what perf knows about it.
 
-    ``time`` is nanoseconds since the Unix epoch (CLOCK_REALTIME), ``decoded`` is None
-    when the bytes could not be decoded (``error`` says why; ``raw`` holds them).
+    ``time_ns`` is the kernel's CLOCK_MONOTONIC stamp; ``realtime_ns`` the same moment
+    as nanoseconds since the Unix epoch (moved by the offset between the two clocks
+    measured when listening started).  ``decoded`` is None when the bytes could not
+    be decoded (``error`` says why; ``raw`` holds them).
     """
 
     tracepoint: str
-    time: int | None
+    time_ns: int | None
+    realtime_ns: int | None
     cpu: int | None
     pid: int | None
     tid: int | None
@@ -128,10 +132,11 @@ class _Tracepoint:
     offset: int
 
 
-def _decode(raw: bytes, tracepoint: str) -> DecodedEvent:
+def decode(raw: bytes, tracepoint: str) -> DecodedEvent:
+    """Decode one EventHeader event of ``tracepoint`` with the project's decoder."""
     from ._eventheader_decode import decode_event  # noqa: PLC0415 - the decoder module lands separately
 
-    result: DecodedEvent = decode_event(raw, tracepoint)
+    result: DecodedEvent = decode_event(tracepoint, raw)
     return result
 
 
@@ -168,6 +173,9 @@ class Listener:
         self._names: set[str] = set()
         self._backend: Any = None
         self._poll = select.poll()
+        # Samples are stamped with CLOCK_MONOTONIC (CLOCK_REALTIME is refused for tracepoints:
+        # not NMI-safe); this offset turns them into wall-clock time.
+        self._wall_offset = time.time_ns() - time.monotonic_ns()
         self._next_scan = 0.0
         if pages < 1 or pages & (pages - 1):
             raise ListenError(f"--pages must be a power of two (got {pages})")
@@ -218,11 +226,11 @@ class Listener:
             self.registered.append(self._backend.tracepoint_name(level, keyword))
 
     def _open_rings(self) -> None:
-        from ._perf_event import CpuRing, PerfError, online_cpus  # noqa: PLC0415
+        from ._perf_event import CLOCK_MONOTONIC, CpuRing, PerfError, online_cpus  # noqa: PLC0415
 
         for cpu in online_cpus():
             try:
-                ring = CpuRing(cpu, self._pages, clockid=0)
+                ring = CpuRing(cpu, self._pages, clockid=CLOCK_MONOTONIC)
             except PerfError as e:
                 raise ListenError(_perf_error_message(e)) from e
             self._rings.append(ring)
@@ -247,7 +255,7 @@ class Listener:
                 try:
                     ident = ring.add_tracepoint(tp_id)
                 except PerfError as e:
-                    if e.errno in (errno.ENOENT, errno.EINVAL):
+                    if e.errno == errno.ENOENT:
                         break  # the tracepoint went away
                     raise ListenError(_perf_error_message(e)) from e
                 self._by_id[ident] = _Tracepoint(name, tp_id, offset)
@@ -312,11 +320,13 @@ class Listener:
         if tp is None:
             return None
         raw = sample.raw[tp.offset :]
+        wall = None if sample.time is None else sample.time + self._wall_offset
+        where = (tp.name, sample.time, wall, sample.cpu, sample.pid, sample.tid)
         try:
-            decoded = _decode(raw, tp.name)
+            decoded = decode(raw, tp.name)
         except Exception as e:
-            return ListenedEvent(tp.name, sample.time, sample.cpu, sample.pid, sample.tid, None, str(e), raw)
-        return ListenedEvent(tp.name, sample.time, sample.cpu, sample.pid, sample.tid, decoded, None, raw)
+            return ListenedEvent(*where, None, str(e), raw)
+        return ListenedEvent(*where, decoded, None, raw)
 
     def close(self) -> None:
         """Close every perf fd, unmap the rings, drop our registrations (idempotent)."""

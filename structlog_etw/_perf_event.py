@@ -108,13 +108,13 @@ PERF_FLAG_FD_CLOEXEC: Final = 1 << 3
 
 
 def open_event(
-    type_: int, config: int, cpu: int, *, clockid: int | None = CLOCK_REALTIME, disabled: bool = False
+    type_: int, config: int, cpu: int, *, clockid: int | None = CLOCK_MONOTONIC, disabled: bool = False
 ) -> int:
     """Open one sampling event on ``cpu`` for every process (pid -1); return its fd.
 
     Every sample is taken (period 1) with :data:`SAMPLE_TYPE`, and every sample wakes
     a poller (wakeup_events 1).  ``clockid`` selects the timestamp clock (None: perf's
-    own clock).
+    own clock; tracepoints refuse the non-NMI-safe CLOCK_REALTIME with EINVAL).
     """
     attr = PerfEventAttr()
     attr.type = type_
