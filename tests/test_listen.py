@@ -11,9 +11,14 @@ import uuid
 
 import pytest
 
-from structlog_etw._cli_listen import add_subcommands, event_json, format_pretty
-from structlog_etw._decoded import DecodedEvent
+from structlog_etw._cli_listen import add_arguments, format_event
+from structlog_etw._event_format import EventMeta, event_json
+from structlog_etw._eventheader import EventHeaderEncoder
+from structlog_etw._eventheader_decode import decode_event
+from structlog_etw._fields import to_fields
 from structlog_etw._listen import ListenedEvent, ListenError, Listener, eventheader_offset, match_tracepoint
+
+ENV = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
 
 # The format file of a user_events EventHeader tracepoint as Linux 6.12 prints it.
 FORMAT = """name: MyProv_L4K1
@@ -70,27 +75,30 @@ def test_only_the_providers_own_tracepoints_passing_the_filters_match(
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="structlog-etw")
-    add_subcommands(parser.add_subparsers(dest="command", required=True))
+    parser = argparse.ArgumentParser(prog="structlog-etw listen")
+    add_arguments(parser)
     return parser.parse_args(argv)
 
 
 def test_listen_arguments_are_parsed_with_names_and_hex() -> None:
-    a = _parse(["listen", "MyProv", "--level", "warning", "--keyword", "0x6", "--json", "--count", "3"])
+    a = _parse(["MyProv", "--level", "warning", "--keyword", "0x6", "--json", "--count", "3"])
     assert (a.provider, a.level, a.keyword, a.json, a.count, a.duration) == ("MyProv", 3, 6, True, 3, None)
-    a = _parse(["listen", "MyProv", "--level", "5", "--duration", "1.5", "--pages", "1"])
-    assert (a.level, a.duration, a.pages, a.json) == (5, 1.5, 1, False)
+    a = _parse(["MyProv", "--level", "5", "--duration", "1.5", "--pages", "1", "--no-color"])
+    assert (a.level, a.duration, a.pages, a.json, a.color, a.no_register) == (5, 1.5, 1, False, False, False)
 
 
 @pytest.mark.parametrize(
     "argv",
     [
-        ["listen"],
-        ["listen", "P", "--level", "loud"],
-        ["listen", "P", "--level", "0"],
-        ["listen", "P", "--keyword", "x"],
-        ["listen", "P", "--count", "0"],
-        ["listen", "P", "--duration", "-1"],
+        [],
+        ["P", "--level", "loud"],
+        ["P", "--level", "0"],
+        ["P", "--keyword", "x"],
+        ["P", "--keyword", "0"],
+        ["P", "--count", "0"],
+        ["P", "--duration", "-1"],
+        ["P", "--duration", "nan"],
+        ["P", "--color", "--no-color"],
     ],
 )
 def test_bad_listen_arguments_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -100,68 +108,78 @@ def test_bad_listen_arguments_exit_2(argv: list[str], capsys: pytest.CaptureFixt
     assert "error" in capsys.readouterr().err
 
 
+def test_listen_and_demo_are_subcommands_of_structlog_etw() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "structlog_etw", "--help"], capture_output=True, text=True, timeout=60, env=ENV
+    )
+    assert proc.returncode == 0
+    assert "listen" in proc.stdout and "demo" in proc.stdout
+    proc = subprocess.run(
+        [sys.executable, "-m", "structlog_etw", "listen", "--help"], capture_output=True, text=True, timeout=60, env=ENV
+    )
+    assert proc.returncode == 0
+    assert "--keyword" in proc.stdout and "--pages" in proc.stdout
+
+
 def test_ring_pages_must_be_a_power_of_two() -> None:
     with pytest.raises(ListenError, match="power of two"):
         Listener("MyProv", pages=3)
 
 
-def _no_user_events() -> str | None:
-    from structlog_etw._backend_linux import find_tracefs
-
-    if not sys.platform.startswith("linux"):
-        return None
-    return "this machine has user_events" if find_tracefs() is not None else None
+def _has_user_events() -> bool:
+    return any(
+        os.path.exists(os.path.join(d, "user_events_data")) for d in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+    )
 
 
-@pytest.mark.skipif(_no_user_events() is not None, reason="needs a machine without user_events")
+@pytest.mark.skipif(_has_user_events(), reason="proves the message on a machine WITHOUT user_events")
 def test_listen_without_user_events_says_why_and_exits_2() -> None:
     proc = subprocess.run(
-        [sys.executable, "-c", "import sys; from structlog_etw._cli_listen import main; sys.exit(main())",
-         "listen", "MyProv", "--count", "1"],
+        [sys.executable, "-m", "structlog_etw", "listen", "MyProv", "--count", "1"],
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, "PYTHONPATH": os.getcwd()},
+        env=ENV,
     )
     assert proc.returncode == 2, proc
     assert proc.stdout == ""
-    assert "structlog-etw listen:" in proc.stderr
-    assert "user_events" in proc.stderr or "Linux" in proc.stderr
+    assert proc.stderr.startswith("structlog-etw listen: ")
+    assert "user_events" in proc.stderr or "needs Linux" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
-EVENT = DecodedEvent(
-    provider="MyProv",
-    name="user_login",
-    level=4,
-    keyword=1,
-    opcode=1,
-    activity_id=uuid.UUID(int=1),
-    fields={"user": "ann", "attempts": 3, "blob": b"\x01\xff", "nested": {"ok": True}},
+EVENT = decode_event(
+    "MyProv_L4K1",
+    EventHeaderEncoder().encode(  # type: ignore[arg-type]
+        "user_login", to_fields({"user": "ann", "attempts": 3}.items()), 4, opcode=1, activity_id=uuid.UUID(int=1).bytes
+    ),
 )
-LISTENED = ListenedEvent("MyProv_L4K1", 1_700_000_000_123_456_789, 1, 42, 43, EVENT)
+LISTENED = ListenedEvent("MyProv_L4K1", 5_000_000_000, 1_700_000_000_123_456_789, 1, 42, 43, EVENT)
 
 
-def test_json_line_has_the_decode_shape() -> None:
-    obj = json.loads(json.dumps(event_json(LISTENED)))
-    assert obj["name"] == "user_login"
-    assert obj["provider"] == "MyProv"
-    assert (obj["level"], obj["keyword"], obj["opcode"]) == (4, 1, 1)
-    assert obj["activity_id"] == str(uuid.UUID(int=1))
+def test_json_line_is_the_decode_commands_object_with_perf_metadata() -> None:
+    line = format_event(LISTENED, json_lines=True)
+    obj = json.loads(line)
+    meta = EventMeta(time_ns=5_000_000_000, realtime_ns=1_700_000_000_123_456_789, cpu=1, pid=42, tid=43,
+                     tracepoint="MyProv_L4K1")
+    assert obj == json.loads(event_json(EVENT, meta))
+    assert (obj["name"], obj["provider"], obj["level"], obj["opcode"]) == ("user_login", "MyProv", 4, 1)
     assert (obj["cpu"], obj["pid"], obj["tid"]) == (1, 42, 43)
     assert obj["timestamp"] == "2023-11-14T22:13:20.123456789Z"
-    assert obj["fields"] == {"user": "ann", "attempts": 3, "blob": "01ff", "nested": {"ok": True}}
+    assert obj["activity_id"] == str(uuid.UUID(int=1))
+    assert obj["fields"] == {"user": "ann", "attempts": 3}
 
 
 def test_pretty_line_reads_like_console_renderer() -> None:
-    line = format_pretty(LISTENED, colors=False)
+    line = format_event(LISTENED, json_lines=False)
     assert line.startswith("2023-11-14T22:13:20.123456789Z [info     ] user_login")
-    assert "user='ann'" in line and "attempts=3" in line and "opcode=start" in line
+    assert "user=ann" in line and "attempts=3" in line and "pid=42/43" in line
     assert "\x1b[" not in line
-    assert "\x1b[32m" in format_pretty(LISTENED, colors=True)  # info is green, as in ConsoleRenderer
+    assert "\x1b[32m" in format_event(LISTENED, json_lines=False, colors=True)  # info is green
 
 
-def test_undecodable_event_is_shown_not_dropped() -> None:
-    bad = ListenedEvent("MyProv_L4K1", None, 0, 1, 1, None, "header too short", b"\x07")
-    assert "header too short" in format_pretty(bad)
-    assert event_json(bad)["error"] == "header too short"
+def test_undecodable_event_is_shown_with_its_bytes_not_dropped() -> None:
+    bad = ListenedEvent("MyProv_L4K1", None, None, 0, 1, 1, None, "header too short", b"\x07")
+    assert "header too short" in format_event(bad, json_lines=False)
+    obj = json.loads(format_event(bad, json_lines=True))
+    assert (obj["error"], obj["raw"], obj["tracepoint"]) == ("header too short", "07", "MyProv_L4K1")
