@@ -10,6 +10,7 @@ final summary go to stderr.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -17,11 +18,21 @@ import sys
 from collections.abc import Callable
 from typing import IO, Any
 
-from ._listen import DEFAULT_PAGES, ListenedEvent, ListenError, Listener, LostEvents, run as run_listener
+from ._listen import DEFAULT_PAGES, ListenedEvent, Listener, ListenError, LostEvents
+from ._listen import run as run_listener
 
 __all__ = ["add_arguments", "format_event", "make_printer", "run", "use_color"]
 
-_LEVELS = {"critical": 1, "fatal": 1, "error": 2, "warning": 3, "warn": 3, "info": 4, "debug": 5, "verbose": 5}
+_LEVELS = {
+    "critical": 1,
+    "fatal": 1,
+    "error": 2,
+    "warning": 3,
+    "warn": 3,
+    "info": 4,
+    "debug": 5,
+    "verbose": 5,
+}
 
 
 def _int(text: str) -> int:
@@ -100,7 +111,12 @@ def _meta(ev: ListenedEvent) -> Any:
     from ._event_format import EventMeta  # noqa: PLC0415
 
     return EventMeta(
-        time_ns=ev.time_ns, realtime_ns=ev.realtime_ns, cpu=ev.cpu, pid=ev.pid, tid=ev.tid, tracepoint=ev.tracepoint
+        time_ns=ev.time_ns,
+        realtime_ns=ev.realtime_ns,
+        cpu=ev.cpu,
+        pid=ev.pid,
+        tid=ev.tid,
+        tracepoint=ev.tracepoint,
     )
 
 
@@ -181,10 +197,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"structlog-etw listen: lost {item.count} events on CPU {item.cpu}", file=err, flush=True)
 
         emit = make_printer(args.json, use_color(args.color, out), out)
-        try:
+        with contextlib.suppress(KeyboardInterrupt, _Stop):  # Ctrl-C / SIGTERM: a clean stop
             run_listener(listener, emit, lost, count=args.count, duration=args.duration)
-        except (KeyboardInterrupt, _Stop):
-            pass
     finally:
         signal.signal(signal.SIGTERM, previous)
         listener.close()

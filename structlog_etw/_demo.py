@@ -50,8 +50,9 @@ def log_sequence(log: Any) -> int:
         created=_dt.datetime(2026, 11, 29, 9, 30, tzinfo=_dt.timezone.utc),
     )
     req.warning("slow_query", table="orders", duration_ms=812.5, threshold_ms=500)
+    discounts: dict[str, float] = {}
     try:
-        {}["discount"]  # noqa: B018 - the demo's exception
+        discounts["spring_sale"]  # the demo's exception
     except KeyError:
         req.exception("discount_lookup_failed", order_id=42)
     req.info("request_finished", status=200, bytes_sent=1536)
@@ -123,7 +124,7 @@ def _user_events_reason() -> str | None:
 
 def _live(emit: Callable[[Any], None], say: Callable[[str], None]) -> int | None:
     """Log with user_events and show the events live; None when listening is impossible (said why)."""
-    from ._listen import ListenError, Listener, LostEvents, run  # noqa: PLC0415
+    from ._listen import Listener, ListenError, LostEvents, run  # noqa: PLC0415
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -144,7 +145,11 @@ def _live(emit: Callable[[Any], None], say: Callable[[str], None]) -> int | None
     stop = threading.Event()
     lost: list[LostEvents] = []
     thread = threading.Thread(
-        target=run, args=(listener, emit, lost.append), kwargs={"stop": stop.is_set}, daemon=True, name="listen"
+        target=run,
+        args=(listener, emit, lost.append),
+        kwargs={"stop": stop.is_set},
+        daemon=True,
+        name="listen",
     )
     say(f"Listening in-process (structlog-etw listen {PROVIDER}); logging:")
     thread.start()
@@ -204,4 +209,3 @@ def _captured(emit: Callable[[Any], None]) -> None:
         except Exception as e:
             ev = ListenedEvent(rec.tracepoint, None, ns, None, pid, tid, None, str(e), rec.event)
         emit(ev)
-

@@ -16,6 +16,7 @@ needs CAP_PERFMON or ``perf_event_paranoid`` <= -1).  Every failure to start is 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -286,10 +287,7 @@ class Listener:
         wait = self._next_scan - time.monotonic()
         if timeout is not None:
             wait = min(wait, timeout)
-        try:
-            self._poll.poll(max(0, int(wait * 1000)))
-        except InterruptedError:  # pragma: no cover - PEP 475 retries; a handler may raise instead
-            pass
+        self._poll.poll(max(0, int(wait * 1000)))
         return self.drain()
 
     def drain(self) -> list[ListenedEvent | LostEvents]:
@@ -332,10 +330,8 @@ class Listener:
         """Close every perf fd, unmap the rings, drop our registrations (idempotent)."""
         rings, self._rings = self._rings, []
         for ring in rings:
-            try:
+            with contextlib.suppress(KeyError, ValueError):
                 self._poll.unregister(ring.fd)
-            except (KeyError, ValueError):
-                pass
             ring.close()
         backend, self._backend = self._backend, None
         if backend is not None:

@@ -19,7 +19,7 @@ from typing import Final
 
 from ._perf_ring import SAMPLE_TYPE, RingBuffer
 
-__all__ = ["PerfError", "PerfEventAttr", "online_cpus", "open_event", "CpuRing"]
+__all__ = ["CpuRing", "PerfError", "PerfEventAttr", "online_cpus", "open_event"]
 
 PERF_TYPE_SOFTWARE: Final = 1
 PERF_TYPE_TRACEPOINT: Final = 2
@@ -158,8 +158,8 @@ def online_cpus(path: str = "/sys/devices/system/cpu/online") -> list[int]:
 def parse_cpu_list(text: str) -> list[int]:
     """Parse the kernel's CPU list format (``0-3,5``)."""
     cpus: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
+    for item in text.split(","):
+        part = item.strip()
         if not part:
             continue
         if "-" in part:
@@ -173,7 +173,7 @@ def parse_cpu_list(text: str) -> list[int]:
 class CpuRing:
     """One CPU's ring buffer: a dummy leader event, its mmap, and the tracepoint fds feeding it."""
 
-    __slots__ = ("cpu", "clockid", "fd", "fds", "mm", "ring")
+    __slots__ = ("clockid", "cpu", "fd", "fds", "mm", "ring")
 
     def __init__(self, cpu: int, pages: int, clockid: int | None) -> None:
         if pages < 1 or pages & (pages - 1):
@@ -184,7 +184,9 @@ class CpuRing:
         self.fd = open_event(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_DUMMY, cpu, clockid=clockid)
         try:
             page = mmap.PAGESIZE
-            self.mm = mmap.mmap(self.fd, (pages + 1) * page, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            self.mm = mmap.mmap(
+                self.fd, (pages + 1) * page, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE
+            )
         except OSError:
             os.close(self.fd)
             raise

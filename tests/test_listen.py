@@ -16,7 +16,7 @@ from structlog_etw._event_format import EventMeta, event_json
 from structlog_etw._eventheader import EventHeaderEncoder
 from structlog_etw._eventheader_decode import decode_event
 from structlog_etw._fields import to_fields
-from structlog_etw._listen import ListenedEvent, ListenError, Listener, eventheader_offset, match_tracepoint
+from structlog_etw._listen import ListenedEvent, Listener, ListenError, eventheader_offset, match_tracepoint
 
 ENV = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
 
@@ -110,12 +110,22 @@ def test_bad_listen_arguments_exit_2(argv: list[str], capsys: pytest.CaptureFixt
 
 def test_listen_and_demo_are_subcommands_of_structlog_etw() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "structlog_etw", "--help"], capture_output=True, text=True, timeout=60, env=ENV
+        [sys.executable, "-m", "structlog_etw", "--help"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=ENV,
     )
     assert proc.returncode == 0
     assert "listen" in proc.stdout and "demo" in proc.stdout
     proc = subprocess.run(
-        [sys.executable, "-m", "structlog_etw", "listen", "--help"], capture_output=True, text=True, timeout=60, env=ENV
+        [sys.executable, "-m", "structlog_etw", "listen", "--help"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=ENV,
     )
     assert proc.returncode == 0
     assert "--keyword" in proc.stdout and "--pages" in proc.stdout
@@ -128,7 +138,8 @@ def test_ring_pages_must_be_a_power_of_two() -> None:
 
 def _has_user_events() -> bool:
     return any(
-        os.path.exists(os.path.join(d, "user_events_data")) for d in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+        os.path.exists(os.path.join(d, "user_events_data"))
+        for d in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
     )
 
 
@@ -136,6 +147,7 @@ def _has_user_events() -> bool:
 def test_listen_without_user_events_says_why_and_exits_2() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "structlog_etw", "listen", "MyProv", "--count", "1"],
+        check=False,
         capture_output=True,
         text=True,
         timeout=60,
@@ -151,7 +163,11 @@ def test_listen_without_user_events_says_why_and_exits_2() -> None:
 EVENT = decode_event(
     "MyProv_L4K1",
     EventHeaderEncoder().encode(  # type: ignore[arg-type]
-        "user_login", to_fields({"user": "ann", "attempts": 3}.items()), 4, opcode=1, activity_id=uuid.UUID(int=1).bytes
+        "user_login",
+        to_fields({"user": "ann", "attempts": 3}.items()),
+        4,
+        opcode=1,
+        activity_id=uuid.UUID(int=1).bytes,
     ),
 )
 LISTENED = ListenedEvent("MyProv_L4K1", 5_000_000_000, 1_700_000_000_123_456_789, 1, 42, 43, EVENT)
@@ -160,8 +176,14 @@ LISTENED = ListenedEvent("MyProv_L4K1", 5_000_000_000, 1_700_000_000_123_456_789
 def test_json_line_is_the_decode_commands_object_with_perf_metadata() -> None:
     line = format_event(LISTENED, json_lines=True)
     obj = json.loads(line)
-    meta = EventMeta(time_ns=5_000_000_000, realtime_ns=1_700_000_000_123_456_789, cpu=1, pid=42, tid=43,
-                     tracepoint="MyProv_L4K1")
+    meta = EventMeta(
+        time_ns=5_000_000_000,
+        realtime_ns=1_700_000_000_123_456_789,
+        cpu=1,
+        pid=42,
+        tid=43,
+        tracepoint="MyProv_L4K1",
+    )
     assert obj == json.loads(event_json(EVENT, meta))
     assert (obj["name"], obj["provider"], obj["level"], obj["opcode"]) == ("user_login", "MyProv", 4, 1)
     assert (obj["cpu"], obj["pid"], obj["tid"]) == (1, 42, 43)

@@ -50,10 +50,15 @@ class FakeKernel:
         return int(struct.unpack_from("=Q", self.buf, DATA_TAIL_OFFSET)[0])
 
 
-def sample_body(ident: int, pid: int, tid: int, time: int, cpu: int, raw: bytes) -> bytes:
+def sample_body(ident: int, pid: int, tid: int, time: int, cpu: int, raw: bytes) -> bytes:  # noqa: PLR0917
     # IDENTIFIER, TID, TIME, CPU, RAW; raw padded so the record stays 8-byte aligned.
     pad = (-(4 + len(raw))) % 8
-    return struct.pack("=QIIQII", ident, pid, tid, time, cpu, 0) + struct.pack("=I", len(raw) + pad) + raw + bytes(pad)
+    return (
+        struct.pack("=QIIQII", ident, pid, tid, time, cpu, 0)
+        + struct.pack("=I", len(raw) + pad)
+        + raw
+        + bytes(pad)
+    )
 
 
 def test_sample_fields_are_parsed_in_kernel_order() -> None:

@@ -1,4 +1,4 @@
-"""``structlog-etw listen`` and ``demo`` against a real kernel (marker ``kernel``; run in the virtme-ng guest).
+"""``structlog-etw listen`` and ``demo`` against a real kernel (marker ``kernel``; in the virtme-ng guest).
 
 ``listen`` runs as its own process (``python -m structlog_etw listen ...``) and reads the events
 another process (``listen_writer.py``, structlog + EtwRenderer) writes, through perf_event_open
@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from structlog_etw._backend_linux import find_tracefs
 
 pytestmark = pytest.mark.kernel
@@ -66,7 +65,9 @@ class Proc:
             if time.monotonic() > deadline:
                 raise AssertionError(f"{text!r} never appeared on {where} of {self.argv}: {self.report()}")
             if self.p.poll() is not None and not self._sel.get_map():
-                raise AssertionError(f"{self.argv} exited ({self.p.returncode}) before {text!r}: {self.report()}")
+                raise AssertionError(
+                    f"{self.argv} exited ({self.p.returncode}) before {text!r}: {self.report()}"
+                )
             self._pump(0.1)
 
     def finish(self, timeout: float = TIMEOUT) -> int:
@@ -102,7 +103,9 @@ def json_events(p: Proc) -> list[dict[str, Any]]:
 def tracepoints_of(provider: str) -> set[str]:
     tracefs = find_tracefs()
     assert tracefs is not None
-    return {n for n in os.listdir(os.path.join(tracefs, "events", "user_events")) if n.startswith(provider + "_")}
+    return {
+        n for n in os.listdir(os.path.join(tracefs, "events", "user_events")) if n.startswith(provider + "_")
+    }
 
 
 def test_listen_shows_another_processes_events_live_and_decoded(provider_name: str) -> None:
@@ -124,7 +127,14 @@ def test_listen_shows_another_processes_events_live_and_decoded(provider_name: s
         assert isinstance(e["cpu"], int)
         f = e["fields"]
         assert f["run"] == provider_name
-        assert (f["i"], f["big"], f["neg"], f["ratio"], f["ok"], f["text"]) == (i, 2**64 - 1, -5, 0.5, True, "héllo")
+        assert (f["i"], f["big"], f["neg"], f["ratio"], f["ok"], f["text"]) == (
+            i,
+            2**64 - 1,
+            -5,
+            0.5,
+            True,
+            "héllo",
+        )
         assert f["blob"] in ("0001ff", "00 01 ff")
         assert f["uid"] == str(uuid.UUID(int=i + 1))
         assert (f["ip"], f["ip6"]) == ("10.0.0.1", "::1")
@@ -180,7 +190,9 @@ def test_listen_registers_the_providers_tracepoints_when_the_app_has_not(provide
     finally:
         lis.kill()
     events = json_events(lis)
-    assert [(e["name"], e["level"], e["keyword"], e["fields"]["i"]) for e in events] == [("late_keyword", 4, 4, 0)]
+    assert [(e["name"], e["level"], e["keyword"], e["fields"]["i"]) for e in events] == [
+        ("late_keyword", 4, 4, 0)
+    ]
 
 
 def test_listen_picks_up_a_tracepoint_the_app_registers_later(provider_name: str) -> None:
@@ -205,9 +217,25 @@ def test_listen_as_non_root_says_it_needs_root_and_exits_2(provider_name: str) -
     setpriv = shutil.which("setpriv")
     assert setpriv is not None, "setpriv (util-linux) is needed to drop root"
     p = subprocess.run(
-        [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m", "structlog_etw",
-         "listen", provider_name, "--count", "1"],
-        capture_output=True, text=True, timeout=TIMEOUT, env=ENV, cwd="/",
+        [
+            setpriv,
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            sys.executable,
+            "-m",
+            "structlog_etw",
+            "listen",
+            provider_name,
+            "--count",
+            "1",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=ENV,
+        cwd="/",
     )
     assert p.returncode == 2, p
     assert p.stdout == ""
@@ -217,7 +245,12 @@ def test_listen_as_non_root_says_it_needs_root_and_exits_2(provider_name: str) -
 def test_demo_shows_its_events_live_through_user_events() -> None:
     p = subprocess.run(
         [sys.executable, "-m", "structlog_etw", "demo", "--json"],
-        capture_output=True, text=True, timeout=TIMEOUT, env=ENV, cwd=REPO,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=ENV,
+        cwd=REPO,
     )
     assert p.returncode == 0, p
     assert "perf record -a -k monotonic -e user_events:StructlogEtw_Demo_L1K1" in p.stderr
@@ -226,7 +259,12 @@ def test_demo_shows_its_events_live_through_user_events() -> None:
     assert "in-process capture" not in p.stderr
     events = [json.loads(line) for line in p.stdout.splitlines()]
     assert [e["name"] for e in events] == [
-        "request_started", "cache_lookup", "order_loaded", "slow_query", "discount_lookup_failed", "request_finished"
+        "request_started",
+        "cache_lookup",
+        "order_loaded",
+        "slow_query",
+        "discount_lookup_failed",
+        "request_finished",
     ]
     assert {e["pid"] for e in events} == {events[0]["pid"]}
     assert all(isinstance(e["cpu"], int) for e in events)  # read from the kernel's ring buffers
