@@ -88,69 +88,177 @@ def comparisons() -> list[Comparison]:
     out: list[Comparison] = []
     F = FIVE_KWARGS
 
-    c = Comparison("disabled", "Nobody listening, 5 fields (baseline: structlog call filtered out by level)", [])
-    _try(c, "structlog_filtered", "structlog filtered-out call (held bound logger)",
-         f'log.debug("user_login", {F})', lambda: {"log": filtered_out_logger()})
-    _try(c, "stdlib_disabled", "stdlib logging, level disabled",
-         'log.debug("user_login %s %d %f %s %s", "ann", 3, 12.5, True, "eu-west-1")',
-         lambda: {"log": stdlib_disabled_logger()})
-    _try(c, "structlog_drop", "structlog, first processor raises DropEvent",
-         f'log.info("user_login", {F})', lambda: {"log": dropping_logger()})
-    _try(c, "etw_fast_path", "structlog-etw fast-path wrapper (make_etw_bound_logger)",
-         f'log.info("user_login", {F})', lambda: {"log": _ours("fast_path_logger", enabled=False)})
-    _try(c, "etw_early_drop", "structlog-etw early-drop processor (plain structlog BoundLogger)",
-         f'log.info("user_login", {F})', lambda: {"log": _ours("early_drop_logger", enabled=False)})
+    c = Comparison(
+        "disabled", "Nobody listening, 5 fields (baseline: structlog call filtered out by level)", []
+    )
+    _try(
+        c,
+        "structlog_filtered",
+        "structlog filtered-out call (held bound logger)",
+        f'log.debug("user_login", {F})',
+        lambda: {"log": filtered_out_logger()},
+    )
+    _try(
+        c,
+        "stdlib_disabled",
+        "stdlib logging, level disabled",
+        'log.debug("user_login %s %d %f %s %s", "ann", 3, 12.5, True, "eu-west-1")',
+        lambda: {"log": stdlib_disabled_logger()},
+    )
+    _try(
+        c,
+        "structlog_drop",
+        "structlog, first processor raises DropEvent",
+        f'log.info("user_login", {F})',
+        lambda: {"log": dropping_logger()},
+    )
+    _try(
+        c,
+        "etw_fast_path",
+        "structlog-etw fast-path wrapper (make_etw_bound_logger)",
+        f'log.info("user_login", {F})',
+        lambda: {"log": _ours("fast_path_logger", enabled=False)},
+    )
+    _try(
+        c,
+        "etw_early_drop",
+        "structlog-etw early-drop processor (plain structlog BoundLogger)",
+        f'log.info("user_login", {F})',
+        lambda: {"log": _ours("early_drop_logger", enabled=False)},
+    )
     out.append(c)
 
-    c = Comparison("enabled", "A session listening, 5 typical fields (baseline: structlog JSON chain to /dev/null)", [])
-    _try(c, "json_chain", "structlog JSON chain -> /dev/null",
-         f'log.info("user_login", {F})', lambda: {"log": json_chain_logger()})
-    _try(c, "etw_enabled", "structlog-etw fast-path wrapper -> EventHeader bytes -> backend",
-         f'log.info("user_login", {F})', lambda: {"log": _ours("fast_path_logger", enabled=True)})
-    _try(c, "etw_enabled_tl", "structlog-etw fast-path wrapper -> TraceLogging bytes -> backend",
-         f'log.info("user_login", {F})',
-         lambda: {"log": _ours("fast_path_logger", enabled=True, fmt="tracelogging")})
-    _try(c, "etw_enabled_plain", "structlog-etw, plain structlog BoundLogger + early drop + EtwRenderer",
-         f'log.info("user_login", {F})', lambda: {"log": _ours("early_drop_logger", enabled=True)})
+    c = Comparison(
+        "enabled", "A session listening, 5 typical fields (baseline: structlog JSON chain to /dev/null)", []
+    )
+    _try(
+        c,
+        "json_chain",
+        "structlog JSON chain -> /dev/null",
+        f'log.info("user_login", {F})',
+        lambda: {"log": json_chain_logger()},
+    )
+    _try(
+        c,
+        "etw_enabled",
+        "structlog-etw fast-path wrapper -> EventHeader bytes -> backend",
+        f'log.info("user_login", {F})',
+        lambda: {"log": _ours("fast_path_logger", enabled=True)},
+    )
+    _try(
+        c,
+        "etw_enabled_tl",
+        "structlog-etw fast-path wrapper -> TraceLogging bytes -> backend",
+        f'log.info("user_login", {F})',
+        lambda: {"log": _ours("fast_path_logger", enabled=True, fmt="tracelogging")},
+    )
+    _try(
+        c,
+        "etw_enabled_plain",
+        "structlog-etw, plain structlog BoundLogger + early drop + EtwRenderer",
+        f'log.info("user_login", {F})',
+        lambda: {"log": _ours("early_drop_logger", enabled=True)},
+    )
     out.append(c)
 
-    c = Comparison("encode", "Encoding only, the same 5-field event (baseline: traceloggingdynamic EventBuilder)", [])
-    _try(c, "tld_builder", "traceloggingdynamic EventBuilder (reset + 5 add_*)",
-         "eb.reset(b'user_login', 4, 1); eb.add_str8(b'user', 'ann'); eb.add_int64(b'attempts', 3); "
-         "eb.add_float64(b'latency_ms', 12.5); eb.add_bool32(b'ok', True); eb.add_str8(b'region', 'eu-west-1')",
-         _peer_namespace)
-    _try(c, "tl_encode", "structlog-etw TraceLoggingEncoder.encode (typed fields -> metadata, data)",
-         "enc.encode('user_login', fields)", lambda: _ours("encoder_namespace", fmt="tracelogging"))
-    _try(c, "eh_encode", "structlog-etw EventHeaderEncoder.encode (typed fields -> event bytes)",
-         "enc.encode('user_login', fields, 4)", lambda: _ours("encoder_namespace", fmt="eventheader"))
-    _try(c, "tl_fields_encode", "structlog-etw to_fields + TraceLoggingEncoder.encode",
-         "enc.encode('user_login', to_fields(kw.items()))", lambda: _ours("encoder_namespace", fmt="tracelogging"))
+    c = Comparison(
+        "encode", "Encoding only, the same 5-field event (baseline: traceloggingdynamic EventBuilder)", []
+    )
+    _try(
+        c,
+        "tld_builder",
+        "traceloggingdynamic EventBuilder (reset + 5 add_*)",
+        "eb.reset(b'user_login', 4, 1); eb.add_str8(b'user', 'ann'); eb.add_int64(b'attempts', 3); "
+        "eb.add_float64(b'latency_ms', 12.5); eb.add_bool32(b'ok', True); eb.add_str8(b'region', 'eu-west-1')",
+        _peer_namespace,
+    )
+    _try(
+        c,
+        "tl_encode",
+        "structlog-etw TraceLoggingEncoder.encode (typed fields -> metadata, data)",
+        "enc.encode('user_login', fields)",
+        lambda: _ours("encoder_namespace", fmt="tracelogging"),
+    )
+    _try(
+        c,
+        "eh_encode",
+        "structlog-etw EventHeaderEncoder.encode (typed fields -> event bytes)",
+        "enc.encode('user_login', fields, 4)",
+        lambda: _ours("encoder_namespace", fmt="eventheader"),
+    )
+    _try(
+        c,
+        "tl_fields_encode",
+        "structlog-etw to_fields + TraceLoggingEncoder.encode",
+        "enc.encode('user_login', to_fields(kw.items()))",
+        lambda: _ours("encoder_namespace", fmt="tracelogging"),
+    )
     out.append(c)
 
     for n in FIELD_COUNTS:
         kw = {f"f{i}": v for i, v in zip(range(n), _cycle_values(n))}
         c = Comparison(f"fields_{n}", f"{n} fields per event", [])
-        _try(c, "json_chain", "structlog JSON chain -> /dev/null", 'log.info("evt", **kw)',
-             lambda kw=kw: {"log": json_chain_logger(), "kw": kw})
-        _try(c, "etw_enabled", "structlog-etw enabled (EventHeader)", 'log.info("evt", **kw)',
-             lambda kw=kw: {"log": _ours("fast_path_logger", enabled=True), "kw": kw})
-        _try(c, "etw_enabled_tl", "structlog-etw enabled (TraceLogging)", 'log.info("evt", **kw)',
-             lambda kw=kw: {"log": _ours("fast_path_logger", enabled=True, fmt="tracelogging"), "kw": kw})
-        _try(c, "structlog_filtered", "structlog filtered-out call", 'log.debug("evt", **kw)',
-             lambda kw=kw: {"log": filtered_out_logger(), "kw": kw})
-        _try(c, "etw_fast_path", "structlog-etw disabled (fast path)", 'log.info("evt", **kw)',
-             lambda kw=kw: {"log": _ours("fast_path_logger", enabled=False), "kw": kw})
+        _try(
+            c,
+            "json_chain",
+            "structlog JSON chain -> /dev/null",
+            'log.info("evt", **kw)',
+            lambda kw=kw: {"log": json_chain_logger(), "kw": kw},
+        )
+        _try(
+            c,
+            "etw_enabled",
+            "structlog-etw enabled (EventHeader)",
+            'log.info("evt", **kw)',
+            lambda kw=kw: {"log": _ours("fast_path_logger", enabled=True), "kw": kw},
+        )
+        _try(
+            c,
+            "etw_enabled_tl",
+            "structlog-etw enabled (TraceLogging)",
+            'log.info("evt", **kw)',
+            lambda kw=kw: {"log": _ours("fast_path_logger", enabled=True, fmt="tracelogging"), "kw": kw},
+        )
+        _try(
+            c,
+            "structlog_filtered",
+            "structlog filtered-out call",
+            'log.debug("evt", **kw)',
+            lambda kw=kw: {"log": filtered_out_logger(), "kw": kw},
+        )
+        _try(
+            c,
+            "etw_fast_path",
+            "structlog-etw disabled (fast path)",
+            'log.info("evt", **kw)',
+            lambda kw=kw: {"log": _ours("fast_path_logger", enabled=False), "kw": kw},
+        )
         out.append(c)
 
     for size in STRING_SIZES:
         kw = {"msg": "x" * size, "n": 1}
         c = Comparison(f"string_{size}", f"one string of {size} B (+ one int)", [])
-        _try(c, "json_chain", "structlog JSON chain -> /dev/null", 'log.info("evt", **kw)',
-             lambda kw=kw: {"log": json_chain_logger(), "kw": kw})
-        _try(c, "etw_enabled", "structlog-etw enabled (EventHeader)", 'log.info("evt", **kw)',
-             lambda kw=kw: {"log": _ours("fast_path_logger", enabled=True), "kw": kw})
-        _try(c, "etw_enabled_tl", "structlog-etw enabled (TraceLogging)", 'log.info("evt", **kw)',
-             lambda kw=kw: {"log": _ours("fast_path_logger", enabled=True, fmt="tracelogging"), "kw": kw})
+        _try(
+            c,
+            "json_chain",
+            "structlog JSON chain -> /dev/null",
+            'log.info("evt", **kw)',
+            lambda kw=kw: {"log": json_chain_logger(), "kw": kw},
+        )
+        _try(
+            c,
+            "etw_enabled",
+            "structlog-etw enabled (EventHeader)",
+            'log.info("evt", **kw)',
+            lambda kw=kw: {"log": _ours("fast_path_logger", enabled=True), "kw": kw},
+        )
+        _try(
+            c,
+            "etw_enabled_tl",
+            "structlog-etw enabled (TraceLogging)",
+            'log.info("evt", **kw)',
+            lambda kw=kw: {"log": _ours("fast_path_logger", enabled=True, fmt="tracelogging"), "kw": kw},
+        )
         out.append(c)
     return out
 
@@ -181,8 +289,9 @@ def environment() -> dict[str, Any]:
     except OSError:
         pass
     try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                             text=True, check=False).stdout.strip()
+        rev = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+        ).stdout.strip()
     except OSError:
         rev = ""
     tld = load_traceloggingdynamic()
@@ -211,8 +320,13 @@ def _dist_version(name: str) -> str | None:
 def run(quick: bool, only: set[str] | None) -> dict[str, Any]:
     """Measure every comparison and return the results document."""
     rounds, round_s = (5, 0.02) if quick else (15, 0.05)
-    results: dict[str, Any] = {"environment": environment(), "rounds": rounds, "round_seconds": round_s,
-                               "comparisons": {}, "goals": []}
+    results: dict[str, Any] = {
+        "environment": environment(),
+        "rounds": rounds,
+        "round_seconds": round_s,
+        "comparisons": {},
+        "goals": [],
+    }
     for comp in comparisons():
         if only and comp.name not in only:
             continue
@@ -233,35 +347,58 @@ def run(quick: bool, only: set[str] | None) -> dict[str, Any]:
                 "ratio": round(m.ns / measured[base].ns, 3),
                 "rounds_ns": [round(x, 1) for x in m.rounds_ns],
             }
-            print(f"    {case.key:20s} {m.ns:10.1f} ns  x{m.ns / measured[base].ns:6.3f}  "
-                  f"(±{m.spread * 100:.0f}%)", file=sys.stderr, flush=True)
+            print(
+                f"    {case.key:20s} {m.ns:10.1f} ns  x{m.ns / measured[base].ns:6.3f}  "
+                f"(±{m.spread * 100:.0f}%)",
+                file=sys.stderr,
+                flush=True,
+            )
         for key, why in comp.unavailable.items():
             print(f"    {key:20s} UNAVAILABLE {why}", file=sys.stderr, flush=True)
     for g in GOALS:
         case = results["comparisons"].get(g.comparison, {}).get("cases", {}).get(g.case)
-        results["goals"].append({"goal": g.text, "comparison": g.comparison, "case": g.case, "limit": g.limit,
-                                 "ratio": case["ratio"] if case else None,
-                                 "met": (case["ratio"] <= g.limit) if case else None})
+        results["goals"].append(
+            {
+                "goal": g.text,
+                "comparison": g.comparison,
+                "case": g.case,
+                "limit": g.limit,
+                "ratio": case["ratio"] if case else None,
+                "met": (case["ratio"] <= g.limit) if case else None,
+            }
+        )
     return results
 
 
 def markdown(results: dict[str, Any]) -> str:
     """The results document as Markdown tables."""
     env = results["environment"]
-    lines = ["# structlog-etw benchmark results", "",
-             f"Measured {env['date']} on {env['cpu']} ({env['cpus']} CPUs), {env['platform']}, "
-             f"{env['implementation']} {env['python']}, structlog {env['structlog']}, "
-             f"traceloggingdynamic {env['traceloggingdynamic']}, commit {env['commit']}. "
-             f"{results['rounds']} interleaved rounds of ~{results['round_seconds'] * 1000:.0f} ms per case; "
-             "median ns per call; ratio = case / first row of its table.", "",
-             "## Goals", "", "| goal | ratio | met |", "|---|---:|---|"]
+    lines = [
+        "# structlog-etw benchmark results",
+        "",
+        f"Measured {env['date']} on {env['cpu']} ({env['cpus']} CPUs), {env['platform']}, "
+        f"{env['implementation']} {env['python']}, structlog {env['structlog']}, "
+        f"traceloggingdynamic {env['traceloggingdynamic']}, commit {env['commit']}. "
+        f"{results['rounds']} interleaved rounds of ~{results['round_seconds'] * 1000:.0f} ms per case; "
+        "median ns per call; ratio = case / first row of its table.",
+        "",
+        "## Goals",
+        "",
+        "| goal | ratio | met |",
+        "|---|---:|---|",
+    ]
     for g in results["goals"]:
         ratio = "n/a" if g["ratio"] is None else f"{g['ratio']:.3f}"
         met = "not measured" if g["met"] is None else ("yes" if g["met"] else "NO")
         lines.append(f"| {g['goal']} | {ratio} | {met} |")
     for name, comp in results["comparisons"].items():
-        lines += ["", f"## {name}: {comp['title']}", "", "| case | ns/call | ratio | spread (IQR) |",
-                  "|---|---:|---:|---:|"]
+        lines += [
+            "",
+            f"## {name}: {comp['title']}",
+            "",
+            "| case | ns/call | ratio | spread (IQR) |",
+            "|---|---:|---:|---:|",
+        ]
         for c in comp["cases"].values():
             lines.append(f"| {c['label']} | {c['ns']:.0f} | {c['ratio']:.3f} | {c['spread'] * 100:.0f}% |")
         for key, why in comp["unavailable"].items():
@@ -276,8 +413,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=HERE / "results", help="directory for results.json/results.md")
     p.add_argument("--only", action="append", help="run only these comparisons (repeatable)")
     p.add_argument("--plot", type=Path, default=None, help="also draw cost vs field count to this PNG")
-    p.add_argument("--guest", type=Path, default=None,
-                   help="merge guest (real kernel) results from this JSON (benchmarks/guest.py)")
+    p.add_argument(
+        "--guest",
+        type=Path,
+        default=None,
+        help="merge guest (real kernel) results from this JSON (benchmarks/guest.py)",
+    )
     a = p.parse_args(argv)
     results = run(a.quick, set(a.only) if a.only else None)
     if a.guest and a.guest.exists():
