@@ -24,8 +24,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import event as note_event
 from hypothesis import strategies as st
 
+import structlog
 from structlog_etw import _fields
-from structlog_etw._fields import ARRAY, STRUCT, Field, to_fields
+from structlog_etw._backend_capture import CaptureBackend
+from structlog_etw._decoded import DecodedEvent
+from structlog_etw._eventheader import TRUNCATED_FIELD as EH_TRUNCATED_FIELD
+from structlog_etw._eventheader import TRUNCATION_MARKER as EH_TRUNCATION_MARKER
+from structlog_etw._eventheader_decode import decode_event as eh_decode_event
+from structlog_etw._fields import ARRAY, STRUCT, Field, to_field
+from structlog_etw._provider import Provider
+from structlog_etw._renderer import EtwRenderer, event_name
+from structlog_etw._tracelogging import TRUNCATED_FIELD as TL_TRUNCATED_FIELD
+from structlog_etw._tracelogging import TRUNCATION_MARKER as TL_TRUNCATION_MARKER
+from structlog_etw._tracelogging_decode import decode as tl_decode
 
 PROPERTY_SETTINGS = settings(
     max_examples=300,
@@ -36,8 +47,6 @@ PROPERTY_SETTINGS = settings(
 
 FORMATS = ["eventheader", "tracelogging"]
 pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
-TRUNCATED_FIELD = "_truncated"
-TRUNCATION_MARKER = "...[truncated]"
 
 # --------------------------------------------------------------------------------------------
 # What applications throw at a logger
@@ -91,8 +100,15 @@ blobs = st.one_of(st.binary(max_size=64), st.builds(bytes, st.sampled_from([0, 3
 weird_objects = st.sampled_from([Unprintable, BadStrGoodRepr, StrReturnsNonStr, object]).map(
     lambda cls: cls()
 )
+# Control keys (etw_level, ...) and "event" steer the renderer and are tested with it; not fields.
+_RESERVED = {"event", "exc_info", "etw_keyword", "etw_level", "etw_opcode", "etw_tags", "etw_name"}
 keys = st.one_of(
-    texts, ints, st.none(), st.tuples(st.integers(), texts), st.floats(allow_nan=False), weird_objects
+    texts.filter(lambda k: k not in _RESERVED),
+    ints,
+    st.none(),
+    st.tuples(st.integers(), texts),
+    st.floats(allow_nan=False),
+    weird_objects,
 )
 scalars = st.one_of(texts, ints, floats, st.booleans(), st.none(), blobs, weird_objects)
 
@@ -177,8 +193,14 @@ def _has_surrogate(s: str) -> bool:
     return False
 
 
-def _valid_name(s: str) -> str:
-    """What a field or event name becomes in metadata: NUL and lone surrogates -> U+FFFD."""
+def _valid_name(fmt: str, s: str) -> str:
+    """What a field name becomes in metadata (documented per format in the encoders).
+
+    TraceLogging: NUL and lone surrogates -> U+FFFD.  EventHeader: ``;`` and NUL -> ``_``
+    (``;`` starts attributes in EventHeader names), lone surrogates -> U+FFFD.
+    """
+    if fmt == "eventheader":
+        s = s.replace(";", "_").replace("\x00", "_")
     return "".join("\ufffd" if c == "\x00" or 0xD800 <= ord(c) <= 0xDFFF else c for c in s)
 
 
@@ -194,7 +216,7 @@ def _expected_scalar(kind: int, value: Any) -> Any:
     return value
 
 
-def _values_match(kind: int, got: Any, want: Any, cut_ok: bool) -> bool:
+def _values_match(kind: int, got: Any, want: Any, cut_ok: bool, marker: str) -> bool:
     """``got`` (decoded) is ``want`` (typed field value) as documented, or a marked cut of it."""
     if kind & ARRAY:
         base = kind & ~ARRAY
@@ -202,7 +224,7 @@ def _values_match(kind: int, got: Any, want: Any, cut_ok: bool) -> bool:
             return False
         if len(got) != len(want) and not (cut_ok and len(got) < len(want)):
             return False
-        return all(_values_match(base, g, w, cut_ok=False) for g, w in zip(got, want))
+        return all(_values_match(base, g, w, False, marker) for g, w in zip(got, want))
     if kind == _fields.F64:
         return isinstance(got, float) and _same_float(got, want)
     want = _expected_scalar(kind, want)
@@ -210,24 +232,32 @@ def _values_match(kind: int, got: Any, want: Any, cut_ok: bool) -> bool:
         return True
     if not cut_ok:
         return False
-    if kind in (_fields.STR, _fields.JSON) and isinstance(got, str) and got.endswith(TRUNCATION_MARKER):
-        kept = got[: -len(TRUNCATION_MARKER)]
+    if kind in (_fields.STR, _fields.JSON) and isinstance(got, str) and got.endswith(marker):
+        kept = got[: -len(marker)]
         return want.startswith(kept)
     if kind == _fields.BYTES and isinstance(got, bytes):
         return want.startswith(got)
     return False
 
 
-def check_round_trip(decoded_fields: list[Any], expected: list[Field], path: str = "") -> bool:
+def check_round_trip(  # noqa: PLR0917
+    fmt: str,
+    decoded_fields: list[Any],
+    expected: list[Field],
+    marker_field: str,
+    marker_text: str,
+    path: str = "",
+) -> bool:
     """Compare a decoder's field list with the encoder's input; return whether it was truncated.
 
     Untruncated: the same fields, names and values as documented.  Truncated (the last field is
     ``_truncated=True``): a prefix of the fields, each equal or visibly cut.
     """
     truncated = (
-        bool(decoded_fields)
-        and decoded_fields[-1].name == TRUNCATED_FIELD
-        and not any(f[0] == TRUNCATED_FIELD for f in expected)
+        path == ""
+        and bool(decoded_fields)
+        and decoded_fields[-1].name == marker_field
+        and not any(f[0] == marker_field for f in expected)
     )
     body = decoded_fields[:-1] if truncated else decoded_fields
     if truncated:
@@ -238,82 +268,130 @@ def check_round_trip(decoded_fields: list[Any], expected: list[Field], path: str
     for i, (got, want) in enumerate(zip(body, expected)):
         name, kind, value = want
         where = f"{path}[{i}] {name!r}"
-        assert got.name == _valid_name(name), f"{where}: decoded name {got.name!r}"
+        assert got.name == _valid_name(fmt, name), f"{where}: decoded name {got.name!r}"
         if kind == STRUCT:
             assert isinstance(got.value, list), f"{where}: struct decoded as {type(got.value)}"
-            check_round_trip(list(got.value), value, where) if not truncated else None
+            check_round_trip(
+                fmt, list(got.value), value, marker_field, marker_text, where
+            ) if not truncated else None
             continue
-        assert _values_match(kind, got.value, value, cut_ok=truncated), (
+        assert _values_match(kind, got.value, value, truncated, marker_text), (
             f"{where}: kind {kind:#x} decoded {got.value!r:.200} expected {value!r:.200}"
         )
     return truncated
 
 
 # --------------------------------------------------------------------------------------------
-# The two formats: encode with the project encoder, decode with the project decoder
+# The real pipeline for both formats: EtwRenderer -> Provider -> encoder -> capture backend
 
 
-def _roundtrip(fmt: str, name: str, fields: list[Field]) -> list[Any] | None:
-    """Encode and decode one event; ``None`` when the encoder refused it (counted ``too_large``)."""
-    if fmt == "tracelogging":
-        from structlog_etw._tracelogging import TraceLoggingEncoder
-        from structlog_etw._tracelogging_decode import decode
+class Pipeline:
+    """A provider of one format whose backend records exactly what the OS would get."""
 
-        tl = _ENCODERS.setdefault(fmt, TraceLoggingEncoder("Prop_Provider"))
-        out = tl.encode(name, fields)
-        if out is None:
-            return None
-        meta, data = out
-        assert len(tl.traits) + len(meta) + len(data) <= 65535
-        ev = decode(meta, data)
-        assert ev.name == _valid_name(name)
-        return list(ev.field_list)
-    from structlog_etw._eventheader import EventHeaderEncoder
-    from structlog_etw._eventheader_decode import decode as eh_decode
+    def __init__(self, fmt: str) -> None:
+        self.fmt = fmt
+        name = f"Prop_{fmt}"
+        self.backend = CaptureBackend(name, format=fmt)
+        self.provider = Provider(name, backend=self.backend)
+        self.renderer = EtwRenderer(name, provider=self.provider)
+        if fmt == "tracelogging":
+            self.marker_field, self.marker_text = TL_TRUNCATED_FIELD, TL_TRUNCATION_MARKER
+        else:
+            self.marker_field, self.marker_text = EH_TRUNCATED_FIELD, EH_TRUNCATION_MARKER
 
-    eh = _ENCODERS.setdefault(fmt, EventHeaderEncoder("Prop_Provider"))
-    raw = eh.encode(name, fields, 4)
-    if raw is None:
-        return None
-    ev = eh_decode(raw)
-    assert ev.name == _valid_name(name)
-    return list(ev.field_list)
+    def log(self, event_dict: dict[Any, Any]) -> None:
+        """Run the renderer as structlog does (it ends the chain with DropEvent)."""
+        with pytest.raises(structlog.DropEvent):
+            self.renderer(None, "info", event_dict)
+
+    def decode(self, rec: Any) -> DecodedEvent:
+        """Decode one captured record with the project decoder (raises if it is malformed)."""
+        if self.fmt == "tracelogging":
+            assert len(rec.traits) + len(rec.metadata) + len(rec.data) <= 65535 - 100
+            return tl_decode(
+                rec.metadata, rec.data, provider=rec.provider, level=rec.level, keyword=rec.keyword
+            )
+        assert len(rec.event) <= 8192
+        return eh_decode_event(rec.tracepoint, rec.event)
 
 
-_ENCODERS: dict[str, Any] = {}
+_PIPELINES: dict[str, Pipeline] = {}
+
+
+def pipeline(fmt: str) -> Pipeline:
+    """One pipeline per format for the whole module (the encoders' caches stay warm, as in an app)."""
+    if fmt not in _PIPELINES:
+        _PIPELINES[fmt] = Pipeline(fmt)
+    return _PIPELINES[fmt]
+
+
+def log_and_check(fmt: str, name: Any, event_dict: dict[Any, Any]) -> str:
+    """Log one event and check what was written (or counted).  Returns the outcome."""
+    p = pipeline(fmt)
+    expected = [to_field(k, v) for k, v in event_dict.items()]
+    before = p.provider.stats()
+    p.backend.clear()
+    p.log({"event": name, **event_dict})
+    after = p.provider.stats()
+    records = p.backend.clear()
+    if not records:
+        dropped = {k: after["dropped"].get(k, 0) - before["dropped"].get(k, 0) for k in after["dropped"]}
+        assert sum(dropped.values()) == 1, f"event neither written nor counted: {after}"
+        assert after["errors"] == before["errors"]
+        assert dropped.get("too_large") == 1, f"dropped for an unexpected reason: {dropped}"
+        return "refused (counted dropped too_large)"
+    assert len(records) == 1
+    assert after["written"] == before["written"] + 1
+    ev = p.decode(records[0])
+    assert ev.name == expected_event_name(fmt, name), f"event name {ev.name!r} for {name!r}"
+    truncated = check_round_trip(fmt, list(ev.field_list), expected, p.marker_field, p.marker_text)
+    assert after["truncated"] == before["truncated"] + (1 if truncated else 0)
+    return "truncated with marker" if truncated else "exact"
+
+
+def expected_event_name(fmt: str, event: Any) -> str:
+    """The documented event name: ``str(event)``, NUL removed, ``;`` -> ``_``, <= 200 chars, else "event"."""
+    return _valid_name(fmt, event_name(event))
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
 @PROPERTY_SETTINGS
-@given(name=event_names, event=event_dicts)
-def test_any_event_dict_round_trips_to_its_documented_representation(
-    fmt: str, name: str, event: dict[Any, Any]
+@given(name=event_names, event_dict=event_dicts)
+def test_any_event_dict_is_written_as_documented_or_counted(
+    fmt: str, name: str, event_dict: dict[Any, Any]
 ) -> None:
-    fields = to_fields(event.items())
-    decoded = _roundtrip(fmt, name, fields)
-    if decoded is None:
-        note_event("refused (counted dropped too_large)")
-        return
-    note_event("truncated with marker" if check_round_trip(decoded, fields) else "exact")
+    note_event(log_and_check(fmt, name, event_dict))
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_thousands_of_fields_are_truncated_with_a_visible_marker(fmt: str) -> None:
-    fields = to_fields({f"field_{i}": i for i in range(3000)}.items())
-    decoded = _roundtrip(fmt, "many", fields)
-    assert decoded is not None
-    assert check_round_trip(decoded, fields) is True
-    assert decoded[-1].name == TRUNCATED_FIELD
-    assert [f.value for f in decoded[:-1]] == list(range(len(decoded) - 1))
+def test_thousands_of_fields_are_truncated_with_a_marker_or_counted_too_large(fmt: str) -> None:
+    outcome = log_and_check(fmt, "many", {f"field_{i}": i for i in range(3000)})
+    assert outcome in ("truncated with marker", "refused (counted dropped too_large)")
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_a_70k_string_is_cut_with_the_marker_not_dropped(fmt: str) -> None:
-    fields = to_fields({"big": "a" * 70_000, "after": 7}.items())
-    decoded = _roundtrip(fmt, "big", fields)
-    assert decoded is not None
-    assert check_round_trip(decoded, fields) is True
-    assert decoded[0].value.endswith(TRUNCATION_MARKER)
+    assert log_and_check(fmt, "big", {"big": "a" * 70_000, "after": 7}) == "truncated with marker"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_real_structlog_calls_with_hostile_values_return_normally(fmt: str) -> None:
+    p = pipeline(fmt)
+    log = structlog.wrap_logger(None, processors=[p.renderer])
+    p.backend.clear()
+    recursive = _recursive_list()
+    log.info("a;b\x00c", s="\ud800\x00;", n=-(2**70), f=math.nan, b=b"\x00" * 3, o=Unprintable(), r=recursive)
+    log.error(Unprintable(), nested={"k": [1, {"x": (None, math.inf)}]}, empty={}, t=())
+    (r1, r2) = p.backend.clear()
+    e1, e2 = p.decode(r1), p.decode(r2)
+    assert e1.name == "a_bc"
+    assert e1.fields["s"] == "\ufffd\x00;"
+    assert e1.fields["n"] == str(-(2**70))
+    assert math.isnan(e1.fields["f"])
+    assert e1.fields["b"] == b"\x00" * 3
+    assert e1.fields["o"] == "<unprintable Unprintable>"
+    assert e2.level == 2
+    assert e2.name == "<unprintable Unprintable>"
 
 
 if __name__ == "__main__":  # pragma: no cover
