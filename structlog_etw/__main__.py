@@ -1,0 +1,9 @@
+"""``python -m structlog_etw``: the ``structlog-etw`` command."""
+
+from __future__ import annotations
+
+import sys
+
+from ._cli import main
+
+sys.exit(main())

@@ -1,0 +1,167 @@
+"""A backend that records exactly what would be handed to the kernel, for tests and demos.
+
+For ``format="eventheader"`` a record holds the tracepoint name and the event bytes that would
+follow the write index in ``writev``; for ``format="tracelogging"`` it holds the
+EVENT_DESCRIPTOR fields, the provider traits, the event metadata and data blobs and the
+activity ids that would go to ``EventWriteTransfer``.  Slots are enabled unless a test says
+otherwise (:meth:`CaptureBackend.set_enabled`).
+"""
+
+from __future__ import annotations
+
+import errno
+import threading
+from dataclasses import dataclass
+
+from ._eventheader import tracepoint_name
+from ._slot import Slot
+
+__all__ = ["CaptureBackend", "CaptureRecord"]
+
+#: TraceLogging events go to the Windows "TraceLogging" channel.
+TRACELOGGING_CHANNEL = 11
+_ERROR_INVALID_HANDLE = 6
+
+
+@dataclass(frozen=True)
+class CaptureRecord:
+    """One event as the OS would have received it.
+
+    EventHeader: ``tracepoint`` and ``event``.  TraceLogging: ``descriptor`` (Id, Version,
+    Channel, Level, Opcode, Task, Keyword), ``traits``, ``metadata``, ``data``,
+    ``activity_id``/``related_id`` (16 raw bytes, RFC 4122 order).
+    """
+
+    format: str
+    provider: str
+    level: int
+    keyword: int
+    tracepoint: str = ""
+    event: bytes = b""
+    opcode: int = 0
+    descriptor: tuple[int, int, int, int, int, int, int] | None = None
+    traits: bytes = b""
+    metadata: bytes = b""
+    data: bytes = b""
+    activity_id: bytes | None = None
+    related_id: bytes | None = None
+
+
+class CaptureBackend:
+    """Record events in memory (thread-safe); never raises from ``write``.
+
+    ``enabled`` is the initial state of every slot; :meth:`set_enabled` changes one
+    (level, keyword) or, with ``level=None``/``keyword=None``, all matching slots, now and
+    for slots opened later.
+    """
+
+    def __init__(
+        self,
+        provider_name: str,
+        group: str | None = None,
+        format: str = "eventheader",
+        *,
+        enabled: bool = True,
+        traits: bytes | None = None,
+    ) -> None:
+        if format not in ("eventheader", "tracelogging"):
+            raise ValueError(f"format must be 'eventheader' or 'tracelogging', got {format!r}")
+        self.provider_name = provider_name
+        self.group = group
+        self.format = format
+        #: TraceLogging provider traits (descriptor 0); the provider sets it from its encoder.
+        self.traits = traits
+        self._default = 1 if enabled else 0
+        self._rules: dict[tuple[int | None, int | None], int] = {}
+        self._words: dict[tuple[int, int], list[int]] = {}
+        self._records: list[CaptureRecord] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # -- slots -----------------------------------------------------------------------------
+    def _state(self, level: int, keyword: int) -> int:
+        rules = self._rules
+        for key in ((level, keyword), (level, None), (None, keyword), (None, None)):
+            if key in rules:
+                return rules[key]
+        return self._default
+
+    def open_slot(self, level: int, keyword: int) -> Slot:
+        """The slot for (level, keyword); its word is shared by every slot of that pair."""
+        with self._lock:
+            word = self._words.get((level, keyword))
+            if word is None:
+                word = [0 if self._closed else self._state(level, keyword)]
+                self._words[(level, keyword)] = word
+        handle = tracepoint_name(self.provider_name, level, keyword, self.group)
+        return Slot(level, keyword, word, handle)
+
+    def set_enabled(self, enabled: bool, level: int | None = None, keyword: int | None = None) -> None:
+        """Enable or disable (level, keyword); ``None`` matches any level / any keyword."""
+        with self._lock:
+            self._rules[(level, keyword)] = 1 if enabled else 0
+            for (lv, kw), word in self._words.items():
+                if not self._closed:
+                    word[0] = self._state(lv, kw)
+
+    # -- writing ---------------------------------------------------------------------------
+    def write(self, slot: Slot, *args: object) -> int:
+        """EventHeader: ``write(slot, event)``; TraceLogging:
+        ``write(slot, opcode, metadata, data, activity_id, related_id)``.  0 or an error code.
+        """
+        try:
+            if self.format == "eventheader":
+                (event,) = args
+                rec = CaptureRecord(
+                    "eventheader",
+                    self.provider_name,
+                    slot.level,
+                    slot.keyword,
+                    tracepoint=tracepoint_name(self.provider_name, slot.level, slot.keyword, self.group),
+                    event=bytes(event),  # type: ignore[call-overload]
+                )
+            else:
+                opcode, metadata, data, activity_id, related_id = args
+                rec = CaptureRecord(
+                    "tracelogging",
+                    self.provider_name,
+                    slot.level,
+                    slot.keyword,
+                    opcode=opcode,  # type: ignore[arg-type]
+                    descriptor=(0, 0, TRACELOGGING_CHANNEL, slot.level, opcode, 0, slot.keyword),  # type: ignore[arg-type]
+                    traits=self.traits or b"",
+                    metadata=bytes(metadata),  # type: ignore[call-overload]
+                    data=bytes(data),  # type: ignore[call-overload]
+                    activity_id=activity_id,  # type: ignore[arg-type]
+                    related_id=related_id,  # type: ignore[arg-type]
+                )
+        except Exception:
+            return errno.EINVAL if self.format == "eventheader" else 87  # ERROR_INVALID_PARAMETER
+        with self._lock:
+            if self._closed:
+                return errno.EBADF if self.format == "eventheader" else _ERROR_INVALID_HANDLE
+            self._records.append(rec)
+        return 0
+
+    # -- reading ---------------------------------------------------------------------------
+    @property
+    def records(self) -> list[CaptureRecord]:
+        """A snapshot of the records so far, in write order."""
+        with self._lock:
+            return list(self._records)
+
+    def clear(self) -> list[CaptureRecord]:
+        """Return the records so far and forget them."""
+        with self._lock:
+            out, self._records = self._records, []
+            return out
+
+    def close(self) -> None:
+        """Disable every slot; later writes fail with EBADF / ERROR_INVALID_HANDLE."""
+        with self._lock:
+            self._closed = True
+            for word in self._words.values():
+                word[0] = 0
+
+    def __repr__(self) -> str:
+        return f"CaptureBackend({self.provider_name!r}, format={self.format!r}, records={len(self._records)})"

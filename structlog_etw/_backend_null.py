@@ -1,0 +1,40 @@
+"""The backend used when nothing can ever listen: no user_events, no ETW, unsupported OS."""
+
+from __future__ import annotations
+
+import errno
+
+from ._slot import Slot
+
+__all__ = ["DISABLED_WORD", "NullBackend"]
+
+#: The enable word of every null slot: never set.
+DISABLED_WORD: tuple[int] = (0,)
+
+
+class NullBackend:
+    """Slots that are never enabled; ``write`` hands nothing to anyone.
+
+    ``reason`` says why the provider runs disabled (shown in the one-time warning and in
+    ``Provider.stats()["backend"]``).  ``format`` is the encoding the provider would have used.
+    """
+
+    __slots__ = ("format", "reason")
+
+    def __init__(self, reason: str, format: str = "eventheader") -> None:
+        self.reason = reason
+        self.format = format
+
+    def open_slot(self, level: int, keyword: int) -> Slot:
+        """A slot whose enable word is always 0."""
+        return Slot(level, keyword, DISABLED_WORD, None)
+
+    def write(self, slot: Slot, *args: object) -> int:
+        """Nothing listens: returns ``ENODEV`` (the provider never calls this for a disabled slot)."""
+        return errno.ENODEV
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def __repr__(self) -> str:
+        return f"NullBackend(reason={self.reason!r})"

@@ -1,0 +1,336 @@
+"""ETW through ctypes: EventRegister, EventSetInformation, EventWriteTransfer, EventUnregister.
+
+One :class:`EtwBackend` per provider.  ETW tells the provider which sessions listen through the
+enable callback (level, MatchAnyKeyword, MatchAllKeyword); the callback rewrites ``word[0]`` of
+every open :class:`~structlog_etw._slot.Slot`, so the per-event enabled check is reading
+``slot.word[0]``: no API call.
+
+The internal ``library`` parameter loads a given shared library (``ctypes.CDLL``) instead of the
+Windows DLLs: the tests run this module's real ctypes calls on Linux against a small C library
+with the same entry points (``tests/csrc/fake_eventing.c``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import struct
+import sys
+import threading
+import uuid
+from typing import Any, Final
+
+from ._backend_base import BackendUnavailable
+from ._slot import Slot
+from ._tracelogging import event_descriptor, provider_traits
+from ._tracelogging import provider_id as _provider_id
+
+__all__ = ["EtwBackend"]
+
+#: EventSetInformation class: provider traits.
+EVENT_PROVIDER_SET_TRAITS: Final = 2
+ERROR_INVALID_HANDLE: Final = 6
+ERROR_INVALID_PARAMETER: Final = 87
+
+_DATA_DESCRIPTORS: Final = struct.Struct("<" + "QIBBH" * 3)
+_DATA_DESCRIPTORS_2: Final = struct.Struct("<" + "QIBBH" * 2)
+_TYPE_DATA: Final = 0
+_TYPE_EVENT_METADATA: Final = 1
+_TYPE_PROVIDER_METADATA: Final = 2
+
+_CALLBACK_ARGS: Final = (
+    ctypes.c_void_p,  # LPCGUID SourceId
+    ctypes.c_uint32,  # ULONG IsEnabled
+    ctypes.c_uint8,  # UCHAR Level
+    ctypes.c_uint64,  # ULONGLONG MatchAnyKeyword
+    ctypes.c_uint64,  # ULONGLONG MatchAllKeyword
+    ctypes.c_void_p,  # PEVENT_FILTER_DESCRIPTOR FilterData
+    ctypes.c_void_p,  # PVOID CallbackContext
+)
+
+
+def _load(library: str | None) -> tuple[Any, Any]:
+    """(the loaded library, the callback function type) or BackendUnavailable."""
+    if library is not None:
+        try:
+            return ctypes.CDLL(library), ctypes.CFUNCTYPE(None, *_CALLBACK_ARGS)
+        except OSError as e:
+            raise BackendUnavailable(f"cannot load {library}: {e}") from None
+    if sys.platform == "win32":
+        for name in ("api-ms-win-eventing-provider-l1-1-0.dll", "advapi32.dll"):
+            try:
+                return ctypes.WinDLL(name), ctypes.WINFUNCTYPE(None, *_CALLBACK_ARGS)
+            except OSError:
+                continue
+        raise BackendUnavailable("neither api-ms-win-eventing-provider-l1-1-0.dll nor advapi32.dll loads")
+    raise BackendUnavailable(f"ETW is only available on Windows (this is {sys.platform})")
+
+
+def _address(buf: bytes) -> int | None:
+    """The address of a bytes object's buffer (valid while ``buf`` is referenced)."""
+    return ctypes.cast(ctypes.c_char_p(buf), ctypes.c_void_p).value
+
+
+def _bind(lib: Any, name: str, restype: Any, argtypes: list[Any]) -> Any:
+    try:
+        fn = getattr(lib, name)
+    except AttributeError:
+        raise BackendUnavailable(f"the ETW library has no {name}") from None
+    fn.restype = restype
+    fn.argtypes = argtypes
+    return fn
+
+
+class EtwBackend:
+    """A registered ETW provider (see the module docstring).  ``write`` never raises.
+
+    ``provider_id`` is the GUID passed to EventRegister (default: derived from the name, see
+    :func:`~structlog_etw._tracelogging.provider_id`); ``traits`` the provider traits blob from the
+    encoder (default: the name alone), given to EventSetInformation(EventProviderSetTraits) and as
+    the first data descriptor of every event.  Activity ids are 16 raw bytes (RFC 4122 order) and
+    are passed as GUID structures.
+    """
+
+    format = "tracelogging"
+
+    __slots__ = (
+        "_callback",
+        "_closed",
+        "_event_write",
+        "_handle",
+        "_level_plus1",
+        "_lock",
+        "_match_all",
+        "_match_any",
+        "_provider_enabled",
+        "_set_information",
+        "_slots",
+        "_traits",
+        "_traits_ptr",
+        "_unregister",
+        "provider_id",
+        "provider_name",
+        "set_traits_result",
+    )
+
+    def __init__(
+        self,
+        provider_name: str,
+        provider_id: uuid.UUID | None = None,
+        traits: bytes | None = None,
+        *,
+        library: str | None = None,
+    ) -> None:
+        if provider_id is None:
+            provider_id = _provider_id(provider_name)
+        elif not isinstance(provider_id, uuid.UUID):
+            raise TypeError(
+                "provider_id must be a uuid.UUID or None (a provider group goes into the traits: "
+                "TraceLoggingEncoder(name, group).traits)"
+            )
+        if traits is None:
+            traits = provider_traits(provider_name)
+        lib, callback_type = _load(library)
+        register = _bind(
+            lib,
+            "EventRegister",
+            ctypes.c_uint32,
+            [ctypes.c_char_p, callback_type, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64)],
+        )
+        set_information = _bind(
+            lib,
+            "EventSetInformation",
+            ctypes.c_uint32,
+            [ctypes.c_uint64, ctypes.c_uint32, ctypes.c_char_p, ctypes.c_uint32],
+        )
+        self._event_write = _bind(
+            lib,
+            "EventWriteTransfer",
+            ctypes.c_uint32,
+            [
+                ctypes.c_uint64,  # REGHANDLE
+                ctypes.c_char_p,  # PCEVENT_DESCRIPTOR
+                ctypes.c_char_p,  # LPCGUID ActivityId or NULL
+                ctypes.c_char_p,  # LPCGUID RelatedActivityId or NULL
+                ctypes.c_uint32,  # ULONG UserDataCount
+                ctypes.c_char_p,  # PEVENT_DATA_DESCRIPTOR
+            ],
+        )
+        self._unregister = _bind(lib, "EventUnregister", ctypes.c_uint32, [ctypes.c_uint64])
+        self._provider_enabled = _bind(
+            lib, "EventProviderEnabled", ctypes.c_uint8, [ctypes.c_uint64, ctypes.c_uint8, ctypes.c_uint64]
+        )
+
+        self.provider_name = provider_name
+        self.provider_id = provider_id
+        self._traits: list[Any] = []  # every traits buffer ever used stays alive (writes may hold one)
+        self._traits_ptr = (0, 0)
+        self._set_information = set_information
+        self._lock = threading.Lock()
+        self._slots: dict[tuple[int, int], Slot] = {}
+        self._level_plus1 = 0
+        self._match_any = 0
+        self._match_all = 0
+        self._handle = 0
+        self._closed = False
+        # Kept alive on the backend for as long as the registration (ETW calls it from any thread).
+        self._callback = callback_type(self._on_enable)
+        handle = ctypes.c_uint64(0)
+        rc = register(provider_id.bytes_le, self._callback, None, ctypes.byref(handle))
+        if rc != 0:
+            raise BackendUnavailable(f"EventRegister failed with error {rc}")
+        self._handle = handle.value
+        self.set_traits_result = 0
+        self.traits = traits
+
+    @property
+    def traits(self) -> bytes:
+        """The provider traits blob.  Setting it calls EventSetInformation(EventProviderSetTraits) again."""
+        return bytes(self._traits[-1].raw) if self._traits else b""
+
+    @traits.setter
+    def traits(self, blob: bytes) -> None:
+        buf = ctypes.create_string_buffer(bytes(blob), len(blob))
+        self._traits.append(buf)
+        self._traits_ptr = (ctypes.addressof(buf), len(blob))
+        handle = self._handle
+        if handle:
+            try:
+                self.set_traits_result = int(
+                    self._set_information(handle, EVENT_PROVIDER_SET_TRAITS, bytes(blob), len(blob))
+                )
+            except Exception:
+                self.set_traits_result = ERROR_INVALID_PARAMETER
+
+    # -- enablement --------------------------------------------------------------------------
+
+    def _enabled(self, level: int, keyword: int) -> int:
+        if level >= self._level_plus1:
+            return 0
+        if keyword == 0:
+            return 1
+        if self._match_any and not keyword & self._match_any:
+            return 0
+        return 1 if keyword & self._match_all == self._match_all else 0
+
+    def _on_enable(  # noqa: PLR0917 (the ETW callback signature)
+        self,
+        source_id: int | None,
+        is_enabled: int,
+        level: int,
+        match_any: int,
+        match_all: int,
+        filter_data: int | None,
+        context: int | None,
+    ) -> None:
+        """The ETW enable callback: remember the session state, rewrite every slot's word."""
+        try:
+            with self._lock:
+                if self._closed:
+                    return
+                if is_enabled == 0:
+                    self._level_plus1 = 0
+                    self._match_any = self._match_all = 0
+                elif is_enabled == 1:
+                    self._level_plus1 = level + 1 if level else 256
+                    self._match_any = match_any
+                    self._match_all = match_all
+                else:  # 2 = capture state, others: reserved; the enable state does not change
+                    return
+                for slot in self._slots.values():
+                    slot.word[0] = self._enabled(slot.level, slot.keyword)
+        except Exception:  # never let an exception escape into the OS's thread
+            pass
+
+    def open_slot(self, level: int, keyword: int) -> Slot:
+        """The slot for (level, keyword); its ``word[0]`` follows the sessions' enable state."""
+        key = (level, keyword)
+        with self._lock:
+            slot = self._slots.get(key)
+            if slot is None:
+                word = [self._enabled(level, keyword)]
+                slot = Slot(level, keyword, word)
+                self._slots[key] = slot
+            return slot
+
+    def provider_enabled(self, level: int, keyword: int) -> bool:
+        """What ETW itself says (EventProviderEnabled); for diagnostics, not the per-event check."""
+        if not self._handle:
+            return False
+        try:
+            return bool(self._provider_enabled(self._handle, level, keyword))
+        except Exception:
+            return False
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def write(  # noqa: PLR0917 (the backend contract)
+        self,
+        slot: Slot,
+        opcode: int,
+        metadata: bytes,
+        data: bytes,
+        activity_id: bytes | None,
+        related_id: bytes | None,
+    ) -> int:
+        """EventWriteTransfer with [traits, metadata, data]: 0 or the Win32 error code. Never raises."""
+        handle = self._handle
+        if not handle:
+            return ERROR_INVALID_HANDLE
+        try:
+            desc = event_descriptor(slot.level, opcode, slot.keyword)
+            traits_ptr, traits_len = self._traits_ptr
+            meta_ptr = _address(metadata) or 0
+            if data:
+                data_ptr = _address(data) or 0
+                descriptors = _DATA_DESCRIPTORS.pack(
+                    traits_ptr,
+                    traits_len,
+                    _TYPE_PROVIDER_METADATA,
+                    0,
+                    0,
+                    meta_ptr,
+                    len(metadata),
+                    _TYPE_EVENT_METADATA,
+                    0,
+                    0,
+                    data_ptr,
+                    len(data),
+                    _TYPE_DATA,
+                    0,
+                    0,
+                )
+                count = 3
+            else:
+                descriptors = _DATA_DESCRIPTORS_2.pack(
+                    traits_ptr,
+                    traits_len,
+                    _TYPE_PROVIDER_METADATA,
+                    0,
+                    0,
+                    meta_ptr,
+                    len(metadata),
+                    _TYPE_EVENT_METADATA,
+                    0,
+                    0,
+                )
+                count = 2
+            activity = uuid.UUID(bytes=activity_id).bytes_le if activity_id is not None else None
+            related = uuid.UUID(bytes=related_id).bytes_le if related_id is not None else None
+            # metadata, data and descriptors stay referenced by this frame until the call returns.
+            rc: int = self._event_write(handle, desc, activity, related, count, descriptors)
+            return rc
+        except Exception:
+            return ERROR_INVALID_PARAMETER
+
+    def close(self) -> None:
+        """EventUnregister (once); every slot reads disabled afterwards and writes return 6."""
+        with self._lock:
+            handle, self._handle = self._handle, 0
+            self._closed = True
+            self._level_plus1 = 0
+            for slot in self._slots.values():
+                slot.word[0] = 0
+        if handle:
+            with contextlib.suppress(Exception):
+                self._unregister(handle)

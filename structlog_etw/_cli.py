@@ -1,0 +1,78 @@
+"""The ``structlog-etw`` command (also ``python -m structlog_etw``).
+
+Each subcommand lives in its own module, imported only when that subcommand
+runs.  A subcommand module provides::
+
+    def add_arguments(parser: argparse.ArgumentParser) -> None: ...
+    def run(args: argparse.Namespace) -> int: ...      # the exit code
+
+and is registered with ONE line in :data:`COMMANDS`.  Modules must import on
+every OS (import OS-specific things inside ``run``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Final
+
+from . import __version__
+
+__all__ = ["COMMANDS", "main"]
+
+#: ``(name, module, one-line help)``: add a subcommand by adding a line here.
+COMMANDS: Final[list[tuple[str, str, str]]] = [
+    ("guid", "structlog_etw._cli_guid", "ETW provider id (GUID) for a provider name"),
+    ("tracepoints", "structlog_etw._cli_tracepoints", "user_events tracepoint names and a perf command line"),
+    ("decode", "structlog_etw._cli_decode", "decode a perf.data file (EventHeader events) to JSON or text"),
+]
+
+
+def _version() -> str:
+    return __version__
+
+
+def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The argument parser; only the subcommand named in ``argv`` gets its module imported."""
+    parser = argparse.ArgumentParser(
+        prog="structlog-etw",
+        description="Tools for structlog-etw events: provider GUIDs, user_events tracepoints,"
+        " perf.data decoding.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    for name, module, help_text in COMMANDS:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if name == chosen:
+            mod = importlib.import_module(module)
+            mod.add_arguments(p)
+            p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code (0 ok, 1 problems found, 2 usage error)."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(args_list)
+    args = parser.parse_args(args_list)
+    run: Callable[[argparse.Namespace], int] | None = getattr(args, "_run", None)
+    if run is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(run(args))
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # Output piped into e.g. `head`: stop quietly, and keep Python from complaining at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

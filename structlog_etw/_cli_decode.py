@@ -1,0 +1,143 @@
+"""``structlog-etw decode FILE``: perf.data -> one JSON object per event, or coloured text.
+
+Exit codes: 0 every sample decoded; 1 the file is damaged or truncated, or some
+samples could not be decoded (what could be decoded is still written, the rest
+is reported on stderr); 2 the file cannot be read or is not a perf.data file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Iterable
+from typing import TextIO
+
+from ._event_format import EventMeta, event_json, event_pretty
+from ._perf_events import SampleDecodeError, decode_sample, sample_perf_json
+from ._perfdata import PerfDataError, PerfDataFile, Sample
+
+_MAX_REPORTED = 20
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``decode``."""
+    parser.add_argument("file", metavar="FILE", help="perf.data file written by perf record")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--json", action="store_true", help="one JSON object per line (default when not a terminal)"
+    )
+    mode.add_argument("--pretty", action="store_true", help="console text (default on a terminal)")
+    mode.add_argument(
+        "--perf-json",
+        action="store_true",
+        help="one object per line exactly as Microsoft's perf-decode writes it",
+    )
+    parser.add_argument(
+        "--provider", action="append", metavar="P", help="only events of provider P (repeatable)"
+    )
+    parser.add_argument("--event", action="append", metavar="E", help="only events named E (repeatable)")
+    parser.add_argument(
+        "--time-order", action="store_true", help="sort by timestamp within each perf round (perf's order)"
+    )
+    parser.epilog = (
+        "Colour is used only on a terminal and when NO_COLOR is unset. Exit status: 0 all decoded, 1 damaged"
+        " file or undecodable samples (reported on stderr), 2 unreadable file."
+    )
+
+
+def _meta(sample: Sample, eventheader: bool) -> EventMeta:
+    return EventMeta(
+        time_ns=sample.time,
+        realtime_ns=sample.realtime_ns,
+        cpu=sample.cpu,
+        pid=sample.pid,
+        tid=sample.tid,
+        tracepoint=sample.name or None,
+        eventheader=eventheader,
+    )
+
+
+def decode_file(
+    f: PerfDataFile,
+    out: TextIO,
+    *,
+    mode: str,
+    colors: bool = False,
+    providers: Iterable[str] | None = None,
+    events: Iterable[str] | None = None,
+    time_order: bool = False,
+) -> tuple[int, list[str]]:
+    """Write the file's events to ``out``; return ``(events written, problems)``."""
+    want_providers = set(providers) if providers else None
+    want_events = set(events) if events else None
+    problems: list[str] = []
+    written = 0
+    samples: Iterable[Sample] = f.samples_in_time_order() if time_order else f.samples()
+    for sample in samples:
+        try:
+            event = decode_sample(sample)
+            if want_providers is not None and event.provider not in want_providers:
+                continue
+            if want_events is not None and event.name not in want_events:
+                continue
+            if mode == "perf-json":
+                line = sample_perf_json(sample)
+                line = line.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            elif mode == "json":
+                line = event_json(event, _meta(sample, sample.is_eventheader))
+            else:
+                line = event_pretty(event, _meta(sample, sample.is_eventheader), colors=colors)
+        except SampleDecodeError as exc:
+            problems.append(str(exc))
+            continue
+        out.write(line + "\n")
+        written += 1
+    return written, [*f.problems, *problems]
+
+
+def run(args: argparse.Namespace) -> int:
+    """Decode ``args.file`` to stdout; report problems on stderr."""
+    prog = "structlog-etw decode"
+    try:
+        f = PerfDataFile.open(args.file)
+    except OSError as exc:
+        print(f"{prog}: {args.file}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except PerfDataError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
+    tty = sys.stdout.isatty()
+    if args.perf_json:
+        mode = "perf-json"
+    elif args.json:
+        mode = "json"
+    elif args.pretty:
+        mode = "pretty"
+    else:
+        mode = "pretty" if tty else "json"
+    colors = mode == "pretty" and tty and not os.environ.get("NO_COLOR")
+    written, problems = decode_file(
+        f,
+        sys.stdout,
+        mode=mode,
+        colors=colors,
+        providers=args.provider,
+        events=args.event,
+        time_order=args.time_order,
+    )
+    sys.stdout.flush()
+    for p in problems[:_MAX_REPORTED]:
+        print(f"{prog}: {args.file}: {p}", file=sys.stderr)
+    if len(problems) > _MAX_REPORTED:
+        print(f"{prog}: {args.file}: ... and {len(problems) - _MAX_REPORTED} more problems", file=sys.stderr)
+    if f.lost:
+        print(f"{prog}: {args.file}: perf lost {f.lost} events while recording", file=sys.stderr)
+    if problems:
+        print(
+            f"{prog}: {args.file}: {written} events decoded; {len(problems)} problems"
+            " (file damaged or truncated?)",
+            file=sys.stderr,
+        )
+        return 1
+    return 0

@@ -1,0 +1,118 @@
+"""``structlog-etw tracepoints NAME``: user_events tracepoint names of a provider, and a perf command line."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import sys
+from typing import Final
+
+LEVELS: Final[dict[str, int]] = {
+    "critical": 1,
+    "fatal": 1,
+    "error": 2,
+    "warning": 3,
+    "warn": 3,
+    "info": 4,
+    "debug": 5,
+    "verbose": 5,
+}
+
+_PROVIDER_RE: Final = re.compile(r"[A-Za-z0-9_]+")
+_GROUP_RE: Final = re.compile(r"[a-z0-9]+")
+_NAME_MAX: Final = 255  # a tracepoint name is shorter than 256 bytes
+_PROVIDER_GROUP_MAX: Final = 233  # provider + group < 234 (room for "_L<level>K<keyword>")
+
+
+def tracepoint_name(provider: str, level: int, keyword: int, group: str | None = None) -> str:
+    """``<provider>_L<level hex>K<keyword hex>[G<group>]`` (lowercase hex, no leading zeros)."""
+    return f"{provider}_L{level:x}K{keyword:x}" + (f"G{group}" if group else "")
+
+
+def validate(provider: str, group: str | None) -> None:
+    """Raise ValueError for a provider or group that user_events/EventHeader cannot use."""
+    if not _PROVIDER_RE.fullmatch(provider):
+        raise ValueError(f"provider name {provider!r} must be non-empty and use only A-Z, a-z, 0-9 and _")
+    if group is not None and not _GROUP_RE.fullmatch(group):
+        raise ValueError(f"group {group!r} must be non-empty and use only a-z and 0-9")
+    if len(provider) + len(group or "") > _PROVIDER_GROUP_MAX:
+        raise ValueError(
+            f"provider name plus group is {len(provider) + len(group or '')} characters;"
+            f" the limit is {_PROVIDER_GROUP_MAX}"
+        )
+
+
+def _level(text: str) -> int:
+    value = LEVELS.get(text.lower())
+    if value is None:
+        try:
+            value = int(text, 0)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"invalid level {text!r} (1-255 or one of {', '.join(LEVELS)})"
+            ) from None
+    if not 1 <= value <= 255:
+        raise argparse.ArgumentTypeError(f"level {value} out of range 1..255")
+    return value
+
+
+def _keyword(text: str) -> int:
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid keyword {text!r} (e.g. 1, 0x4)") from None
+    if not 0 <= value < 1 << 64:
+        raise argparse.ArgumentTypeError(f"keyword {text} out of range (64-bit)")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``tracepoints``."""
+    parser.add_argument("provider", metavar="NAME", help="provider name, e.g. MyCompany_MyService")
+    parser.add_argument(
+        "-k",
+        "--keyword",
+        type=_keyword,
+        action="append",
+        metavar="K",
+        help="keyword (repeatable; default: 1, the renderer's default keyword)",
+    )
+    parser.add_argument("-g", "--group", help="provider group (lowercase letters and digits)")
+    parser.add_argument(
+        "-l",
+        "--level",
+        type=_level,
+        action="append",
+        metavar="L",
+        help="level 1-5 or critical/error/warning/info/debug (repeatable; default: all of 1-5)",
+    )
+    parser.add_argument(
+        "-o", "--output", default="perf.data", help="perf output file in the command line (default perf.data)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the tracepoint names and a ``perf record`` command that captures them."""
+    try:
+        validate(args.provider, args.group)
+    except ValueError as exc:
+        print(f"structlog-etw tracepoints: {exc}", file=sys.stderr)
+        return 2
+    levels = sorted(set(args.level or [1, 2, 3, 4, 5]))
+    keywords = list(dict.fromkeys(args.keyword or [1]))
+    names = [tracepoint_name(args.provider, lv, kw, args.group) for kw in keywords for lv in levels]
+    too_long = [n for n in names if len(n) > _NAME_MAX]
+    if too_long:
+        print(f"structlog-etw tracepoints: tracepoint name too long: {too_long[0]}", file=sys.stderr)
+        return 2
+    for n in names:
+        print(n)
+    cmd = ["perf", "record", "-a", "-k", "monotonic", "-o", args.output]
+    for n in names:
+        cmd += ["-e", f"user_events:{n}"]
+    print()
+    print("# Start the application first (perf refuses tracepoints that are not registered yet), then:")
+    print(shlex.join(cmd))
+    print(f"# and afterwards: structlog-etw decode {shlex.quote(args.output)}")
+    return 0

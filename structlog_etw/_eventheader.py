@@ -1,0 +1,664 @@
+"""EventHeader encoding for Linux user_events (Microsoft's LinuxTracepoints convention).
+
+An event is::
+
+    eventheader (8 bytes: flags, version, id, tag, opcode, level)
+    [ActivityId extension: u16 size (16 or 32), u16 kind 2 | chain, activity id [, related id]]
+    Metadata extension:   u16 size, u16 kind 1, event name NUL, per field: name NUL, encoding, [format]
+    payload:              little-endian field values
+
+Tracepoints are named ``<Provider>_L<level>K<keyword>[G<group>]`` and registered with
+:func:`register_command`.  :class:`EventHeaderEncoder` turns an event name and a list of
+:data:`~structlog_etw._fields.Field` into the bytes handed to ``writev`` after the write
+index.  Metadata and a packing plan are built once per *event shape* (name, field names,
+kinds, nested) and cached; a bounded cache keeps high-cardinality names from growing memory.
+
+Size policy (docs/limits.md): an event never exceeds ``max_size`` bytes (default
+:data:`PERF_MAX_EVENT_SIZE`, what perf keeps of one event).  When the values do not fit, the
+longest variable-size values (strings, binaries, arrays) are cut to a common cap: strings end
+with :data:`TRUNCATION_MARKER`, JSON fields become plain strings (cut JSON is not JSON), and the
+event gets an extra ``etw_truncated=true`` field.  If
+even the fixed part (header, metadata, fixed-size values) does not fit, ``encode`` returns
+``None`` and the caller counts the event dropped.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import sys
+import threading
+from array import array
+from typing import Any, Final
+
+from ._fields import (
+    ARRAY,
+    BOOL,
+    BYTES,
+    F64,
+    I64,
+    IPV4,
+    IPV6,
+    JSON,
+    MAX_STRUCT_FIELDS,
+    STR,
+    STRUCT,
+    TIME,
+    U64,
+    UUID,
+    Field,
+)
+
+__all__ = [
+    "COMMAND_FIELDS",
+    "DYN_MAX_EVENT_SIZE",
+    "PERF_MAX_EVENT_SIZE",
+    "TRUNCATED_FIELD",
+    "TRUNCATION_MARKER",
+    "EventHeaderEncoder",
+    "assemble_event",
+    "field_metadata",
+    "register_command",
+    "sanitize_name",
+    "tracepoint_name",
+    "validate_provider_name",
+]
+
+# --- wire constants (eventheader.h) -------------------------------------------------------------
+
+#: Header flags: pointer64 | little-endian | extension.
+FLAGS_WITH_EXTENSION: Final = 0x07
+EXT_METADATA: Final = 1
+EXT_ACTIVITY_ID: Final = 2
+EXT_CHAIN: Final = 0x8000
+
+ENC_STRUCT: Final = 1
+ENC_VALUE8: Final = 2
+ENC_VALUE16: Final = 3
+ENC_VALUE32: Final = 4
+ENC_VALUE64: Final = 5
+ENC_VALUE128: Final = 6
+ENC_ZSTRING_CHAR8: Final = 7
+ENC_STRING_LENGTH16_CHAR8: Final = 10
+ENC_STRING_LENGTH16_CHAR16: Final = 11
+ENC_BINARY_LENGTH16_CHAR8: Final = 13
+ENC_CARRAY: Final = 0x20
+ENC_VARRAY: Final = 0x40
+ENC_CHAIN: Final = 0x80
+
+FMT_UNSIGNED_INT: Final = 1
+FMT_SIGNED_INT: Final = 2
+FMT_BOOLEAN: Final = 7
+FMT_FLOAT: Final = 8
+FMT_HEX_BYTES: Final = 9
+FMT_STRING_JSON: Final = 14
+FMT_UUID: Final = 15
+FMT_IP_ADDRESS: Final = 17
+FMT_CHAIN: Final = 0x80
+
+#: The register command's field list (exact text of LinuxTracepoints' EVENTHEADER_COMMAND_TYPES).
+COMMAND_FIELDS: Final = "u8 eventheader_flags; u8 version; u16 id; u16 tag; u8 opcode; u8 level"
+
+#: Largest event (bytes after the write index) perf keeps.  The kernel's user_event_perf asks
+#: perf_trace_buf_alloc for ALIGN(8 + size, 8) bytes (8 = struct trace_entry, the common fields)
+#: and gets NULL, dropping the event while writev still succeeds, above PERF_MAX_TRACE_SIZE
+#: (8192): so size <= 8184.
+PERF_MAX_EVENT_SIZE: Final = 8192 - 8
+#: Largest event the kernel's dynamic-event path accepts at all (DYN rejects > 65535 - 68).
+DYN_MAX_EVENT_SIZE: Final = 65535 - 68
+
+#: Tracepoint name limit (EVENTHEADER_NAME_MAX, including the NUL).
+NAME_MAX: Final = 256
+#: ``len(provider) + len(group)`` must stay below this (room for ``_L<lv>K<kw>G``).
+PROVIDER_GROUP_MAX: Final = 234
+
+#: Suffix of a string cut by the size policy.
+TRUNCATION_MARKER: Final = "…[truncated]"
+#: Bool field appended to an event whose values were cut by the size policy.
+TRUNCATED_FIELD: Final = "etw_truncated"
+
+_MARKER_BYTES: Final = TRUNCATION_MARKER.encode("utf-8")
+_U16_MAX: Final = 0xFFFF
+
+_HEADER = struct.Struct("<BBHHBB")
+_EXT = struct.Struct("<HH")
+_U16 = struct.Struct("<H")
+_LITTLE: Final = sys.byteorder == "little"
+
+_PROVIDER_RE = re.compile(r"[A-Za-z0-9_]+\Z")
+_GROUP_RE = re.compile(r"[a-z0-9]+\Z")
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+# Metadata bytes (encoding [, format]) per field kind.
+_KIND_META: Final[dict[int, bytes]] = {
+    BOOL: bytes((ENC_VALUE8 | ENC_CHAIN, FMT_BOOLEAN)),
+    I64: bytes((ENC_VALUE64 | ENC_CHAIN, FMT_SIGNED_INT)),
+    U64: bytes((ENC_VALUE64 | ENC_CHAIN, FMT_UNSIGNED_INT)),
+    F64: bytes((ENC_VALUE64 | ENC_CHAIN, FMT_FLOAT)),
+    STR: bytes((ENC_STRING_LENGTH16_CHAR8,)),
+    BYTES: bytes((ENC_BINARY_LENGTH16_CHAR8 | ENC_CHAIN, FMT_HEX_BYTES)),
+    UUID: bytes((ENC_VALUE128 | ENC_CHAIN, FMT_UUID)),
+    IPV4: bytes((ENC_VALUE32 | ENC_CHAIN, FMT_IP_ADDRESS)),
+    IPV6: bytes((ENC_VALUE128 | ENC_CHAIN, FMT_IP_ADDRESS)),
+    TIME: bytes((ENC_STRING_LENGTH16_CHAR8,)),
+    JSON: bytes((ENC_STRING_LENGTH16_CHAR8 | ENC_CHAIN, FMT_STRING_JSON)),
+}
+
+# Fixed-size scalars: struct format char per kind.
+_FIXED_CHAR: Final[dict[int, str]] = {BOOL: "?", I64: "q", U64: "Q", F64: "d"}
+# Fixed-size arrays: array typecode per kind.
+_ARRAY_CODE: Final[dict[int, str]] = {BOOL: "B", I64: "q", U64: "Q", F64: "d"}
+_ELEM_SIZE: Final[dict[int, int]] = {BOOL: 1, I64: 8, U64: 8, F64: 8, UUID: 16, IPV4: 4, IPV6: 16}
+
+
+# --- names and registration ---------------------------------------------------------------------
+
+
+def validate_provider_name(name: str, group: str | None = None) -> None:
+    """Raise a clear :class:`ValueError` unless ``name`` (and ``group``) make valid tracepoint names.
+
+    Provider: ``[A-Za-z0-9_]+``; group: ``[a-z0-9]+``; ``len(name) + len(group) < 234`` so that
+    every ``<name>_L<level>K<keyword>G<group>`` stays below the 256-byte tracepoint name limit.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"provider name must be a non-empty str, got {name!r}")
+    if not _PROVIDER_RE.match(name):
+        raise ValueError(
+            f"provider name {name!r} may only contain ASCII letters, digits and '_' ([A-Za-z0-9_])"
+        )
+    glen = 0
+    if group is not None:
+        if not isinstance(group, str) or not _GROUP_RE.match(group):
+            raise ValueError(
+                f"provider group {group!r} must be lowercase ASCII letters and digits ([a-z0-9]+)"
+            )
+        glen = len(group)
+    if len(name) + glen >= PROVIDER_GROUP_MAX:
+        raise ValueError(
+            f"provider name and group are too long ({len(name)} + {glen} characters; "
+            f"together they must stay below {PROVIDER_GROUP_MAX})"
+        )
+
+
+def tracepoint_name(provider: str, level: int, keyword: int, group: str | None = None) -> str:
+    """``<provider>_L<level>K<keyword>[G<group>]``, level and keyword in lowercase hex."""
+    if group:
+        return f"{provider}_L{level:x}K{keyword:x}G{group}"
+    return f"{provider}_L{level:x}K{keyword:x}"
+
+
+def register_command(name: str) -> str:
+    """The user_events DIAG_IOCSREG command registering tracepoint ``name`` as an EventHeader event."""
+    return f"{name} {COMMAND_FIELDS}"
+
+
+def sanitize_name(name: str) -> str:
+    """Make ``name`` usable as an EventHeader event or field name.
+
+    ``;`` starts attributes in EventHeader names (names may not contain it; perf-decode cuts the
+    event name there) and NUL ends the name: both become ``_``.  Lone surrogates become U+FFFD
+    when encoded.
+    """
+    if ";" in name:
+        name = name.replace(";", "_")
+    if "\0" in name:
+        name = name.replace("\0", "_")
+    return name
+
+
+def _utf8(text: str) -> bytes:
+    """UTF-8 bytes of ``text``; lone surrogates become U+FFFD."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATES.sub("\ufffd", text).encode("utf-8")
+
+
+def _name_bytes(name: str) -> bytes:
+    return _utf8(sanitize_name(name)) + b"\0"
+
+
+def field_metadata(name: str, encoding: int, fmt: int = 0, tag: int = 0, carray_len: int = 0) -> bytes:
+    """One field definition of the Metadata extension (any encoding/format of the spec).
+
+    Sets the chain bits as needed: a format byte follows when ``fmt`` or ``tag`` is non-zero, a
+    tag when ``tag`` is non-zero; ``carray_len`` (with ``encoding & 0x20``) follows last.
+    """
+    out = bytearray(_name_bytes(name))
+    if fmt or tag:
+        out.append(encoding | ENC_CHAIN)
+        out.append(fmt | (FMT_CHAIN if tag else 0))
+        if tag:
+            out += _U16.pack(tag)
+    else:
+        out.append(encoding)
+    if encoding & ENC_CARRAY:
+        out += _U16.pack(carray_len)
+    return bytes(out)
+
+
+def assemble_event(  # noqa: PLR0917 - mirrors the header's fields
+    level: int,
+    metadata: bytes,
+    payload: bytes,
+    opcode: int = 0,
+    tag: int = 0,
+    version: int = 0,
+    event_id: int = 0,
+    activity_id: bytes | None = None,
+    related_id: bytes | None = None,
+) -> bytes:
+    """Header + [ActivityId extension] + Metadata extension (``metadata`` = name NUL + fields) + payload."""
+    out = [_HEADER.pack(FLAGS_WITH_EXTENSION, version, event_id, tag, opcode, level)]
+    if activity_id is not None:
+        ids = activity_id + (related_id or b"")
+        out.append(_EXT.pack(len(ids), EXT_ACTIVITY_ID | EXT_CHAIN))
+        out.append(ids)
+    out.append(_EXT.pack(len(metadata), EXT_METADATA))
+    out.append(metadata)
+    out.append(payload)
+    return b"".join(out)
+
+
+# --- the plan: metadata and payload packing per event shape --------------------------------------
+
+# Payload steps: (op, arg).  Values arrive flattened in field order (structs contribute their
+# children, not themselves).
+_OP_FIXED: Final = 0  # arg: (struct.Struct, count) - consecutive fixed-size scalars
+_OP_STR: Final = 1  # str -> u16 length + UTF-8
+_OP_BYTES: Final = 2  # bytes -> u16 length + bytes
+_OP_UUID: Final = 3  # uuid.UUID -> 16 bytes
+_OP_RAW: Final = 4  # arg: size - bytes of exactly that size (IPv4/IPv6)
+_OP_TIME: Final = 5  # datetime -> isoformat() -> like STR
+_OP_ARR_FIXED: Final = 6  # arg: array typecode
+_OP_ARR_STR: Final = 7
+_OP_ARR_BYTES: Final = 8
+_OP_ARR_UUID: Final = 9
+_OP_ARR_RAW: Final = 10  # arg: element size
+_OP_ARR_TIME: Final = 11
+
+_SCALAR_OP: Final[dict[int, int]] = {
+    STR: _OP_STR,
+    JSON: _OP_STR,
+    BYTES: _OP_BYTES,
+    UUID: _OP_UUID,
+    TIME: _OP_TIME,
+}
+_ARRAY_OP: Final[dict[int, int]] = {
+    STR: _OP_ARR_STR,
+    JSON: _OP_ARR_STR,
+    BYTES: _OP_ARR_BYTES,
+    UUID: _OP_ARR_UUID,
+    TIME: _OP_ARR_TIME,
+}
+
+
+class _Plan:
+    """Prebuilt metadata extension and payload steps for one event shape."""
+
+    __slots__ = ("flat", "meta_block", "nvalues", "steps")
+
+    def __init__(self, meta_block: bytes, steps: list[tuple[int, Any]], flat: bool, nvalues: int) -> None:
+        self.meta_block = meta_block
+        self.steps = steps
+        self.flat = flat
+        self.nvalues = nvalues
+
+
+def _field_meta(fields: list[Field], out: list[bytes], kinds: list[int]) -> None:
+    """Append each field's metadata to ``out`` and its leaf kinds (flattened) to ``kinds``."""
+    for name, kind, value in fields:
+        out.append(_name_bytes(name))
+        if kind == STRUCT:
+            n = len(value)
+            if not 1 <= n <= MAX_STRUCT_FIELDS:
+                raise ValueError(f"struct field {name!r} has {n} fields (1..{MAX_STRUCT_FIELDS})")
+            out.append(bytes((ENC_STRUCT | ENC_CHAIN, n)))
+            _field_meta(value, out, kinds)
+            continue
+        if kind & ARRAY:
+            base = _KIND_META[kind & ~ARRAY]
+            out.append(bytes((base[0] | ENC_VARRAY,)) + base[1:])
+        else:
+            out.append(_KIND_META[kind])
+        kinds.append(kind)
+
+
+def _steps(kinds: list[int]) -> list[tuple[int, Any]]:
+    """Payload steps for flattened leaf kinds, merging runs of fixed-size scalars into one Struct."""
+    steps: list[tuple[int, Any]] = []
+    run = ""
+    for kind in kinds:
+        ch = _FIXED_CHAR.get(kind)
+        if ch is not None:
+            run += ch
+            continue
+        if run:
+            steps.append((_OP_FIXED, (struct.Struct("<" + run), len(run))))
+            run = ""
+        if kind & ARRAY:
+            base = kind & ~ARRAY
+            if base in _ARRAY_CODE:
+                steps.append((_OP_ARR_FIXED, _ARRAY_CODE[base]))
+            elif base in (IPV4, IPV6):
+                steps.append((_OP_ARR_RAW, _ELEM_SIZE[base]))
+            else:
+                steps.append((_ARRAY_OP[base], None))
+        elif kind in (IPV4, IPV6):
+            steps.append((_OP_RAW, _ELEM_SIZE[kind]))
+        else:
+            steps.append((_SCALAR_OP[kind], None))
+    if run:
+        steps.append((_OP_FIXED, (struct.Struct("<" + run), len(run))))
+    return steps
+
+
+def _build_plan(name: str, fields: list[Field]) -> _Plan:
+    out = [_name_bytes(name)]
+    kinds: list[int] = []
+    _field_meta(fields, out, kinds)
+    meta = b"".join(out)
+    if len(meta) > _U16_MAX:
+        raise OverflowError("metadata larger than 65535 bytes")
+    flat = all(f[1] != STRUCT for f in fields)
+    return _Plan(_EXT.pack(len(meta), EXT_METADATA) + meta, _steps(kinds), flat, len(kinds))
+
+
+def _flatten(fields: list[Field], out: list[Any]) -> None:
+    for f in fields:
+        if f[1] == STRUCT:
+            _flatten(f[2], out)
+        else:
+            out.append(f[2])
+
+
+def _shape(fields: list[Field]) -> tuple[Any, ...]:
+    """Hashable shape of nested fields: (name, kind or nested shape) pairs."""
+    key: list[Any] = []
+    for f in fields:
+        key.append(f[0])
+        key.append(_shape(f[2]) if f[1] == STRUCT else f[1])
+    return tuple(key)
+
+
+def _fixed_array(code: str, items: list[Any]) -> bytes:
+    a = array(code, items)
+    if not _LITTLE:  # pragma: no cover - big-endian hosts
+        a.byteswap()
+    return a.tobytes()
+
+
+def _counted(data: bytes) -> bytes:
+    return _U16.pack(len(data)) + data
+
+
+def _pack_payload(steps: list[tuple[int, Any]], values: list[Any]) -> list[bytes]:
+    """Payload pieces for ``values``; raises on a value a plan cannot hold (caller falls back)."""
+    parts: list[bytes] = []
+    append = parts.append
+    i = 0
+    for op, arg in steps:
+        if op == _OP_STR:
+            b = _utf8(values[i])
+            append(_U16.pack(len(b)))
+            append(b)
+            i += 1
+        elif op == _OP_FIXED:
+            st, n = arg
+            append(st.pack(*values[i : i + n]))
+            i += n
+        elif op == _OP_BYTES:
+            b = values[i]
+            append(_U16.pack(len(b)))
+            append(b)
+            i += 1
+        elif op == _OP_UUID:
+            append(values[i].bytes)
+            i += 1
+        elif op == _OP_RAW:
+            b = values[i]
+            if len(b) != arg:
+                raise ValueError(f"address must be {arg} bytes")
+            append(b)
+            i += 1
+        elif op == _OP_TIME:
+            b = _utf8(values[i].isoformat())
+            append(_U16.pack(len(b)))
+            append(b)
+            i += 1
+        else:
+            items = values[i]
+            append(_U16.pack(len(items)))
+            append(_array_body(op, arg, items))
+            i += 1
+    return parts
+
+
+def _array_body(op: int, arg: Any, items: list[Any]) -> bytes:
+    if op == _OP_ARR_FIXED:
+        return _fixed_array(arg, items)
+    if op == _OP_ARR_STR:
+        return b"".join([_counted(_utf8(s)) for s in items])
+    if op == _OP_ARR_BYTES:
+        return b"".join([_counted(bytes(b)) for b in items])
+    if op == _OP_ARR_UUID:
+        return b"".join([u.bytes for u in items])
+    if op == _OP_ARR_RAW:
+        if any(len(b) != arg for b in items):
+            raise ValueError(f"addresses must be {arg} bytes")
+        return b"".join(items)
+    if op == _OP_ARR_TIME:
+        return b"".join([_counted(_utf8(t.isoformat())) for t in items])
+    raise ValueError(f"unknown payload op {op}")  # pragma: no cover
+
+
+# --- size policy (slow path) ----------------------------------------------------------------------
+
+
+class _Var:
+    """A variable-size value the size policy may cut: its encoded body and how to cut it."""
+
+    __slots__ = ("body", "elems", "op")
+
+    def __init__(self, op: int, body: bytes, elems: list[bytes] | None) -> None:
+        self.op = op  # _OP_STR / _OP_BYTES / array op
+        self.body = body  # bytes after the u16 count/length
+        self.elems = elems  # arrays: encoded elements (count = len(elems))
+
+    def cut(self, cap: int) -> bytes:
+        """Prefix+body with the body cut to at most ``cap`` bytes (always a well-formed value)."""
+        if self.elems is None:
+            body = self.body
+            if len(body) > cap:
+                if self.op == _OP_BYTES:
+                    body = body[:cap]
+                elif cap >= len(_MARKER_BYTES):
+                    keep = body[: cap - len(_MARKER_BYTES)].decode("utf-8", "ignore").encode("utf-8")
+                    body = keep + _MARKER_BYTES
+                else:
+                    body = b""
+            return _U16.pack(len(body)) + body
+        kept: list[bytes] = []
+        size = 0
+        for e in self.elems:
+            if size + len(e) > cap or len(kept) == _U16_MAX:
+                break
+            kept.append(e)
+            size += len(e)
+        return _U16.pack(len(kept)) + b"".join(kept)
+
+
+def _var_pieces(steps: list[tuple[int, Any]], values: list[Any]) -> list[bytes | _Var]:
+    """Like :func:`_pack_payload` but variable-size values stay cuttable :class:`_Var` objects."""
+    pieces: list[bytes | _Var] = []
+    i = 0
+    for op, arg in steps:
+        v = values[i]
+        if op == _OP_FIXED:
+            st, n = arg
+            pieces.append(st.pack(*values[i : i + n]))
+            i += n
+            continue
+        i += 1
+        if op in (_OP_STR, _OP_TIME):
+            pieces.append(_Var(_OP_STR, _utf8(v.isoformat() if op == _OP_TIME else v), None))
+        elif op == _OP_BYTES:
+            pieces.append(_Var(_OP_BYTES, bytes(v), None))
+        elif op == _OP_UUID:
+            pieces.append(v.bytes)
+        elif op == _OP_RAW:
+            if len(v) != arg:
+                raise ValueError(f"address must be {arg} bytes")
+            pieces.append(v)
+        elif op == _OP_ARR_FIXED:
+            body = _fixed_array(arg, v)
+            size = array(arg).itemsize
+            pieces.append(_Var(op, body, [body[j : j + size] for j in range(0, len(body), size)]))
+        else:
+            elems = [_array_body(op, arg, [e]) for e in v]
+            pieces.append(_Var(op, b"".join(elems), elems))
+    return pieces
+
+
+def _json_as_str(fields: list[Field]) -> list[Field]:
+    """``fields`` with JSON fields turned into plain strings (a cut JSON text is no longer JSON)."""
+    out: list[Field] = []
+    for f in fields:
+        if f[1] == JSON:
+            out.append((f[0], STR, f[2]))
+        elif f[1] == STRUCT:
+            out.append((f[0], STRUCT, _json_as_str(f[2])))
+        else:
+            out.append(f)
+    return out
+
+
+def _water_level(sizes: list[int], room: int) -> int:
+    """Largest cap with ``sum(min(s, cap) for s in sizes) <= room`` (``room >= 0``)."""
+    ordered = sorted(sizes)
+    used = 0
+    n = len(ordered)
+    for k, s in enumerate(ordered):
+        cap = (room - used) // (n - k)
+        if cap < s:
+            return cap
+        used += s
+    return max(ordered, default=0)
+
+
+# --- the encoder ----------------------------------------------------------------------------------
+
+
+class EventHeaderEncoder:
+    """Encode events for one provider; caches metadata and a packing plan per event shape.
+
+    ``max_size`` bounds the whole event (header, extensions, payload); it defaults to what perf
+    keeps (:data:`PERF_MAX_EVENT_SIZE`) and may not exceed :data:`DYN_MAX_EVENT_SIZE`.
+    ``truncated`` counts events written with values cut by the size policy.
+    """
+
+    __slots__ = ("_cache", "_lock", "cache_limit", "max_size", "truncated")
+
+    def __init__(self, max_size: int = PERF_MAX_EVENT_SIZE, cache_limit: int = 2048) -> None:
+        if not 64 <= max_size <= DYN_MAX_EVENT_SIZE:
+            raise ValueError(f"max_size must be in 64..{DYN_MAX_EVENT_SIZE}, got {max_size}")
+        self.max_size = max_size
+        self.cache_limit = cache_limit
+        self.truncated = 0
+        self._cache: dict[Any, _Plan] = {}
+        self._lock = threading.Lock()
+
+    def _plan(self, name: str, fields: list[Field]) -> tuple[_Plan, list[Any]]:
+        names = tuple([f[0] for f in fields])
+        kinds = tuple([f[1] for f in fields])
+        if STRUCT in kinds:
+            key: Any = (name, _shape(fields))
+        else:
+            key = (name, names, kinds)
+        plan = self._cache.get(key)
+        if plan is None:
+            plan = _build_plan(name, fields)
+            cache = self._cache
+            if len(cache) >= self.cache_limit:
+                cache.clear()
+            cache[key] = plan
+        if plan.flat:
+            values = [f[2] for f in fields]
+        else:
+            values = []
+            _flatten(fields, values)
+        return plan, values
+
+    def encode(  # noqa: PLR0917 - the encoder contract (docs/architecture.md)
+        self,
+        name: str,
+        fields: list[Field],
+        level: int,
+        opcode: int = 0,
+        tag: int = 0,
+        activity_id: bytes | None = None,
+        related_id: bytes | None = None,
+    ) -> bytes | None:
+        """The event bytes (header, extensions, payload), or ``None`` if it cannot fit ``max_size``.
+
+        Raises only on a malformed call (wrong value types for the field kinds, level or opcode
+        outside a byte, ids not 16 bytes); the provider counts that as ``encode_error``.
+        """
+        plan, values = self._plan(name, fields)
+        head = _HEADER.pack(FLAGS_WITH_EXTENSION, 0, 0, tag, opcode, level)
+        if activity_id is not None:
+            if related_id is not None:
+                ids = activity_id + related_id
+                if len(ids) != 32:
+                    raise ValueError("activity ids must be 16 bytes")
+            else:
+                ids = activity_id
+                if len(ids) != 16:
+                    raise ValueError("activity ids must be 16 bytes")
+            pre = head + _EXT.pack(len(ids), EXT_ACTIVITY_ID | EXT_CHAIN) + ids
+        else:
+            pre = head
+        head = pre + plan.meta_block
+        try:
+            parts = _pack_payload(plan.steps, values)
+        except struct.error:
+            parts = None  # a count or length beyond u16: the size policy cuts it
+        if parts is not None:
+            size = len(head)
+            for p in parts:
+                size += len(p)
+            if size <= self.max_size:
+                parts.insert(0, head)
+                return b"".join(parts)
+        return self._fit(name, fields, pre)
+
+    def _fit(self, name: str, fields: list[Field], pre: bytes) -> bytes | None:
+        """Slow path: cut the longest variable-size values to fit, or give up (``None``).
+
+        ``pre`` is the header and activity extension; the event gets the ``etw_truncated`` field.
+        """
+        marked = [*_json_as_str(fields), (TRUNCATED_FIELD, BOOL, True)]
+        plan, values = self._plan(name, marked)
+        head = pre + plan.meta_block
+        pieces = _var_pieces(plan.steps, values)
+        fixed = len(head)
+        sizes: list[int] = []
+        for p in pieces:
+            if isinstance(p, _Var):
+                fixed += 2
+                sizes.append(len(p.body))
+            else:
+                fixed += len(p)
+        room = self.max_size - fixed
+        if room < 0 or len(head) > _U16_MAX:
+            return None
+        cap = min(_water_level(sizes, room), _U16_MAX)
+        out = [head]
+        for p in pieces:
+            out.append(p.cut(cap) if isinstance(p, _Var) else p)
+        event = b"".join(out)
+        if len(event) > self.max_size:  # pragma: no cover - guarded by the water level
+            return None
+        with self._lock:
+            self.truncated += 1
+        return event

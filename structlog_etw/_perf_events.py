@@ -1,0 +1,87 @@
+"""perf.data samples -> decoded events: EventHeader samples through the EventHeader decoder,
+plain tracepoints (e.g. ``sched:sched_switch``) through their tracefs format.
+"""
+
+from __future__ import annotations
+
+from ._decoded import DecodedEvent, DecodedField
+from ._eventheader_decode import EventHeaderDecodeError, decode_event, perf_json, time_text
+from ._perfdata import Sample
+
+__all__ = ["SampleDecodeError", "decode_sample", "sample_perf_json", "sample_time_text"]
+
+
+class SampleDecodeError(ValueError):
+    """A sample that cannot be decoded (unknown tracepoint, malformed EventHeader event)."""
+
+
+def sample_time_text(sample: Sample) -> str | None:
+    """perf-decode's ``meta.time`` as JSON text: ``"2024-...T..:..:...nnnnnnnnnZ"`` or ``sec.nsec``."""
+    if sample.time is None:
+        return None
+    if sample.realtime_ns is not None:
+        sec, nsec = divmod(sample.realtime_ns, 1_000_000_000)
+        return f'"{time_text(sec)}.{nsec:09d}Z"'
+    sec, nsec = divmod(sample.time, 1_000_000_000)
+    return f"{sec}.{nsec:09d}"
+
+
+def _meta(sample: Sample) -> dict[str, str]:
+    meta: dict[str, str] = {}
+    t = sample_time_text(sample)
+    if t is not None:
+        meta["time"] = t
+    if sample.cpu is not None:
+        meta["cpu"] = str(sample.cpu)
+    if sample.pid is not None:
+        meta["pid"] = str(sample.pid)
+        meta["tid"] = str(sample.tid)
+    return meta
+
+
+def decode_sample(sample: Sample) -> DecodedEvent:
+    """The sample as a :class:`DecodedEvent`.
+
+    EventHeader samples: provider, level, keyword from the tracepoint name and
+    everything else from the event.  Plain tracepoints: ``provider`` is the
+    system (``sched``), ``name`` the event (``sched_switch``), level and
+    keyword 0, fields decoded per the tracefs format (encoding 0 in
+    ``field_list``).  Raises :class:`SampleDecodeError`.
+    """
+    fmt = sample.format
+    if fmt is None:
+        raise SampleDecodeError(
+            f"sample at offset {sample.offset}: tracepoint format unknown"
+            f" ({sample.name or 'unnamed event'}; the file lacks its tracing data)"
+        )
+    if fmt.is_eventheader:
+        try:
+            return decode_event(fmt.name, sample.data)
+        except EventHeaderDecodeError as exc:
+            raise SampleDecodeError(f"sample at offset {sample.offset} ({sample.name}): {exc}") from exc
+    order = "<"
+    field_list = tuple(DecodedField(f.name, f.value(sample.raw, order), 0) for f in fmt.own_fields)
+    return DecodedEvent(
+        provider=fmt.system,
+        name=fmt.name,
+        level=0,
+        keyword=0,
+        fields={f.name: f.value for f in field_list},
+        field_list=field_list,
+        raw=sample.raw,
+    )
+
+
+def sample_perf_json(sample: Sample, *, field_tags: bool = False) -> str:
+    """The sample as perf-decode's JSON object text (``{"n":...,fields...,"meta":{...}}``)."""
+    fmt = sample.format
+    if fmt is None:
+        raise SampleDecodeError(f"sample at offset {sample.offset}: tracepoint format unknown")
+    meta = _meta(sample)
+    if fmt.is_eventheader:
+        event = decode_sample(sample)
+        return perf_json(event, field_tags=field_tags, extra_meta=meta)
+    parts = ['"n":"' + fmt.system + ":" + fmt.name + '"']
+    parts.extend(f'"{f.name}":{f.perf_json(sample.raw, "<")}' for f in fmt.own_fields)
+    parts.append('"meta":{' + ",".join(f'"{k}":{v}' for k, v in meta.items()) + "}")
+    return "{" + ",".join(parts) + "}"

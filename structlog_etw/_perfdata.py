@@ -1,0 +1,582 @@
+"""perf.data reader: the samples of a ``perf record`` file, with their tracepoint names and raw data.
+
+Pure Python.  Reads the file header (``PERFILE2``, either byte order), the
+attrs and their sample ids, the feature sections (HEADER_TRACING_DATA: the
+tracefs ``format`` of every recorded tracepoint; HEADER_EVENT_DESC: the event
+names; HEADER_CLOCK_DATA: the wall-clock offset), then the data section's
+records.  Pipe-mode files (``perf record -o -``) carry the same information in
+records and are read too.
+
+Damaged or truncated files never raise from iteration: what can be read is
+returned, and every problem is appended to :attr:`PerfDataFile.problems`.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from ._tracefs_format import TracepointFormat, parse_format
+
+__all__ = ["PerfDataError", "PerfDataFile", "Sample"]
+
+PERF_TYPE_TRACEPOINT: Final = 2
+
+SAMPLE_IP: Final = 1 << 0
+SAMPLE_TID: Final = 1 << 1
+SAMPLE_TIME: Final = 1 << 2
+SAMPLE_ADDR: Final = 1 << 3
+SAMPLE_READ: Final = 1 << 4
+SAMPLE_CALLCHAIN: Final = 1 << 5
+SAMPLE_ID: Final = 1 << 6
+SAMPLE_CPU: Final = 1 << 7
+SAMPLE_PERIOD: Final = 1 << 8
+SAMPLE_STREAM_ID: Final = 1 << 9
+SAMPLE_RAW: Final = 1 << 10
+SAMPLE_IDENTIFIER: Final = 1 << 16
+
+READ_TOTAL_TIME_ENABLED: Final = 1 << 0
+READ_TOTAL_TIME_RUNNING: Final = 1 << 1
+READ_ID: Final = 1 << 2
+READ_GROUP: Final = 1 << 3
+READ_LOST: Final = 1 << 4
+
+RECORD_LOST: Final = 2
+RECORD_SAMPLE: Final = 9
+RECORD_LOST_SAMPLES: Final = 13
+RECORD_HEADER_ATTR: Final = 64
+RECORD_HEADER_TRACING_DATA: Final = 66
+RECORD_FINISHED_ROUND: Final = 68
+RECORD_AUXTRACE: Final = 71
+RECORD_HEADER_FEATURE: Final = 80
+RECORD_COMPRESSED: Final = 81
+RECORD_COMPRESSED2: Final = 83
+
+FEAT_TRACING_DATA: Final = 1
+FEAT_EVENT_DESC: Final = 12
+FEAT_CLOCKID: Final = 23
+FEAT_CLOCK_DATA: Final = 29
+
+#: perf_event_header.type -> name (for record counts).
+RECORD_NAMES: Final[dict[int, str]] = {
+    1: "MMAP",
+    2: "LOST",
+    3: "COMM",
+    4: "EXIT",
+    5: "THROTTLE",
+    6: "UNTHROTTLE",
+    7: "FORK",
+    8: "READ",
+    9: "SAMPLE",
+    10: "MMAP2",
+    11: "AUX",
+    12: "ITRACE_START",
+    13: "LOST_SAMPLES",
+    14: "SWITCH",
+    15: "SWITCH_CPU_WIDE",
+    16: "NAMESPACES",
+    17: "KSYMBOL",
+    18: "BPF_EVENT",
+    19: "CGROUP",
+    20: "TEXT_POKE",
+    21: "AUX_OUTPUT_HW_ID",
+    64: "HEADER_ATTR",
+    65: "HEADER_EVENT_TYPE",
+    66: "HEADER_TRACING_DATA",
+    67: "HEADER_BUILD_ID",
+    68: "FINISHED_ROUND",
+    69: "ID_INDEX",
+    70: "AUXTRACE_INFO",
+    71: "AUXTRACE",
+    72: "AUXTRACE_ERROR",
+    73: "THREAD_MAP",
+    74: "CPU_MAP",
+    75: "STAT_CONFIG",
+    76: "STAT",
+    77: "STAT_ROUND",
+    78: "EVENT_UPDATE",
+    79: "TIME_CONV",
+    80: "HEADER_FEATURE",
+    81: "COMPRESSED",
+    82: "FINISHED_INIT",
+    83: "COMPRESSED2",
+}
+
+_ATTR_MIN: Final = 64  # PERF_ATTR_SIZE_VER0
+
+
+class PerfDataError(ValueError):
+    """The file is not a perf.data file at all (bad magic, header too short)."""
+
+
+@dataclass
+class _Attr:
+    type: int
+    config: int
+    sample_type: int
+    read_format: int
+    sample_id_all: bool
+    ids: list[int]
+    name: str = ""
+    format: TracepointFormat | None = None
+
+
+@dataclass(slots=True)
+class Sample:
+    """One PERF_RECORD_SAMPLE.
+
+    ``name`` is ``system:event`` (e.g. ``user_events:MyProvider_L4K1``, ``""``
+    when the file does not say); ``raw`` is the whole PERF_SAMPLE_RAW data
+    (common fields first), ``data`` the bytes after the common fields (for an
+    EventHeader tracepoint: the EventHeader event).  ``time`` is perf's
+    timestamp in ns (``-k monotonic``: CLOCK_MONOTONIC), ``realtime_ns`` the
+    wall-clock time when the file records the clock offset.
+    """
+
+    name: str
+    time: int | None
+    cpu: int | None
+    pid: int | None
+    tid: int | None
+    raw: bytes
+    data: bytes
+    format: TracepointFormat | None
+    offset: int
+    realtime_ns: int | None = None
+    id: int | None = None
+    round: int = 0
+
+    @property
+    def is_eventheader(self) -> bool:
+        """True when the tracepoint's format says this is an EventHeader event."""
+        return self.format is not None and self.format.is_eventheader
+
+
+@dataclass
+class _Feature:
+    offset: int
+    size: int
+
+
+@dataclass
+class PerfDataFile:
+    """A parsed perf.data file (see the module docstring).
+
+    Build with :meth:`open` or :meth:`from_bytes`; iterate :meth:`samples`.
+    """
+
+    buf: bytes
+    path: str = ""
+    order: str = "<"
+    pipe: bool = False
+    attrs: list[_Attr] = field(default_factory=list)
+    formats: dict[int, TracepointFormat] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    record_counts: dict[str, int] = field(default_factory=dict)
+    lost: int = 0
+    clock_offset_ns: int | None = None
+    clockid: int | None = None
+    data_offset: int = 0
+    data_end: int = 0
+    _by_id: dict[int, _Attr] = field(default_factory=dict)
+    _long64: bool = True
+
+    # --- construction ---------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | Path) -> PerfDataFile:
+        """Read and parse ``path`` (``"-"``: not supported; pass bytes to :meth:`from_bytes`)."""
+        data = Path(path).read_bytes()
+        return cls.from_bytes(data, str(path))
+
+    @classmethod
+    def from_bytes(cls, data: bytes, path: str = "") -> PerfDataFile:
+        """Parse a perf.data image held in memory. Raises :class:`PerfDataError` if it is not one."""
+        self = cls(bytes(data), path)
+        self._parse_header()
+        return self
+
+    def _u32(self, pos: int) -> int:
+        return int(struct.unpack_from(self.order + "I", self.buf, pos)[0])
+
+    def _u64(self, pos: int) -> int:
+        return int(struct.unpack_from(self.order + "Q", self.buf, pos)[0])
+
+    def _parse_header(self) -> None:
+        buf = self.buf
+        if len(buf) < 16:
+            raise PerfDataError(
+                f"{self.path or 'input'}: too short for a perf.data header ({len(buf)} bytes)"
+            )
+        magic = buf[:8]
+        if magic == b"PERFILE2":
+            self.order = "<"
+        elif magic == b"2ELIFREP":
+            self.order = ">"
+        else:
+            raise PerfDataError(f"{self.path or 'input'}: not a perf.data file (magic {magic!r})")
+        header_size = self._u64(8)
+        if header_size == 16:  # pipe mode: everything is in records
+            self.pipe = True
+            self.data_offset = 16
+            self.data_end = len(buf)
+            return
+        if len(buf) < 104 or header_size < 104:
+            raise PerfDataError(f"{self.path or 'input'}: perf.data header truncated")
+        attr_size = self._u64(16)
+        attrs_off, attrs_size = self._u64(24), self._u64(32)
+        data_off, data_size = self._u64(40), self._u64(48)
+        features = int.from_bytes(buf[72:104], "little" if self.order == "<" else "big")
+        if self.order == ">":  # the bitmap is an array of u64 in file byte order
+            words = struct.unpack_from(">4Q", buf, 72)
+            features = sum(w << (64 * i) for i, w in enumerate(words))
+        self.data_offset = data_off
+        self.data_end = data_off + data_size
+        if self.data_end > len(buf):
+            missing = self.data_end - len(buf)
+            self.problems.append(
+                f"file truncated: data section ends at {self.data_end}, file has {len(buf)} bytes"
+                f" ({missing} bytes missing)"
+            )
+            self.data_end = len(buf)
+        feats = self._feature_sections(features, data_off + data_size)
+        # Tracing data first: attrs refer to formats by id.
+        tracing = feats.get(FEAT_TRACING_DATA)
+        if tracing is not None:
+            self._parse_tracing_data(buf[tracing.offset : tracing.offset + tracing.size])
+        elif features >> FEAT_TRACING_DATA & 1:
+            self.problems.append("tracing data (tracepoint formats) missing: file truncated or damaged")
+        self._parse_attrs(attrs_off, attrs_size, attr_size)
+        desc = feats.get(FEAT_EVENT_DESC)
+        if desc is not None:
+            self._parse_event_desc(buf[desc.offset : desc.offset + desc.size])
+        clock = feats.get(FEAT_CLOCK_DATA)
+        if clock is not None:
+            self._parse_clock_data(buf[clock.offset : clock.offset + clock.size])
+
+    def _feature_sections(self, features: int, table: int) -> dict[int, _Feature]:
+        out: dict[int, _Feature] = {}
+        pos = table
+        for bit in range(256):
+            if not features >> bit & 1:
+                continue
+            if pos + 16 > len(self.buf):
+                self.problems.append("feature section table truncated: file cut after the data section")
+                break
+            off, size = self._u64(pos), self._u64(pos + 8)
+            pos += 16
+            if off + size > len(self.buf):
+                self.problems.append(
+                    f"feature {bit} section truncated (needs {off + size}, have {len(self.buf)})"
+                )
+                continue
+            out[bit] = _Feature(off, size)
+        return out
+
+    def _parse_attrs(self, off: int, size: int, entry: int) -> None:
+        # Each entry is a perf_event_attr followed by a (offset, size) section of its ids;
+        # the header's attr_size is the size of the whole entry.
+        attr_size = entry - 16
+        if attr_size < _ATTR_MIN:
+            self.problems.append(f"bad attr entry size {entry}")
+            return
+        end = min(off + size, len(self.buf))
+        if off + size > len(self.buf):
+            self.problems.append("attrs section truncated")
+        pos = off
+        while pos + entry <= end:
+            ids_off, ids_size = self._u64(pos + attr_size), self._u64(pos + attr_size + 8)
+            ids: list[int] = []
+            if ids_off + ids_size <= len(self.buf):
+                ids = [self._u64(ids_off + 8 * i) for i in range(ids_size // 8)]
+            else:
+                self.problems.append("attr id section truncated")
+            self._add_attr(self.buf[pos : pos + attr_size], ids)
+            pos += entry
+
+    def _add_attr(self, raw: bytes, ids: list[int]) -> None:
+        typ, _size, config, _period, sample_type, read_format, flags = struct.unpack_from(
+            self.order + "IIQQQQQ", raw, 0
+        )
+        attr = _Attr(typ, config, sample_type, read_format, bool(flags >> 18 & 1), ids)
+        if typ == PERF_TYPE_TRACEPOINT:
+            attr.format = self.formats.get(config & 0xFFFFFFFF)
+            if attr.format is not None:
+                attr.name = attr.format.full_name
+        self.attrs.append(attr)
+        for i in ids:
+            self._by_id[i] = attr
+
+    def _parse_tracing_data(self, data: bytes) -> None:
+        try:
+            self._parse_tracing_data_unchecked(data)
+        except (struct.error, IndexError, ValueError) as exc:
+            self.problems.append(f"tracing data damaged: {exc}")
+
+    def _parse_tracing_data_unchecked(self, data: bytes) -> None:
+        sig = b"\x17\x08\x44tracing"
+        if not data.startswith(sig):
+            self.problems.append("tracing data has no tracing signature")
+            return
+        pos = len(sig)
+        nul = data.index(b"\0", pos)
+        pos = nul + 1
+        order = ">" if data[pos] else "<"
+        long_size = data[pos + 1]
+        self._long64 = long_size != 4
+        pos += 2 + 4  # endian, long size, page size
+
+        def section64(expect: bytes | None = None) -> bytes:
+            nonlocal pos
+            if expect is not None:
+                if data[pos : pos + len(expect)] != expect:
+                    raise ValueError(f"expected {expect!r} at {pos}")
+                pos += len(expect)
+            (n,) = struct.unpack_from(order + "Q", data, pos)
+            pos += 8
+            if pos + n > len(data):
+                raise ValueError("section runs past the end of the tracing data")
+            out = data[pos : pos + n]
+            pos += n
+            return out
+
+        section64(b"header_page\0")
+        section64(b"header_event\0")
+        (n_ftrace,) = struct.unpack_from(order + "I", data, pos)
+        pos += 4
+        for _ in range(n_ftrace):
+            section64()
+        (n_systems,) = struct.unpack_from(order + "I", data, pos)
+        pos += 4
+        for _ in range(n_systems):
+            nul = data.index(b"\0", pos)
+            system = data[pos:nul].decode("utf-8", "replace")
+            pos = nul + 1
+            (n_events,) = struct.unpack_from(order + "I", data, pos)
+            pos += 4
+            for _ in range(n_events):
+                text = section64().decode("utf-8", "replace")
+                fmt = parse_format(system, text, self._long64)
+                if fmt is not None:
+                    self.formats.setdefault(fmt.id, fmt)
+        for attr in self.attrs:
+            if attr.type == PERF_TYPE_TRACEPOINT and attr.format is None:
+                attr.format = self.formats.get(attr.config & 0xFFFFFFFF)
+                if attr.format is not None and not attr.name:
+                    attr.name = attr.format.full_name
+
+    def _parse_event_desc(self, data: bytes) -> None:
+        try:
+            n, attr_size = struct.unpack_from(self.order + "II", data, 0)
+            pos = 8
+            for _ in range(n):
+                pos += attr_size
+                (nr_ids,) = struct.unpack_from(self.order + "I", data, pos)
+                pos += 4
+                (slen,) = struct.unpack_from(self.order + "I", data, pos)
+                pos += 4
+                name = data[pos : pos + slen].split(b"\0", 1)[0].decode("utf-8", "replace")
+                pos += slen
+                ids = struct.unpack_from(f"{self.order}{nr_ids}Q", data, pos)
+                pos += 8 * nr_ids
+                for i in ids:
+                    attr = self._by_id.get(i)
+                    if attr is not None and name:
+                        attr.name = name
+        except struct.error as exc:
+            self.problems.append(f"event descriptions damaged: {exc}")
+
+    def _parse_clock_data(self, data: bytes) -> None:
+        if len(data) < 24:
+            return
+        version, clockid, wall_ns, clock_ns = struct.unpack_from(self.order + "IIQQ", data, 0)
+        if version >= 1 and clockid != 0xFFFFFFFF:
+            self.clockid = clockid
+            self.clock_offset_ns = wall_ns - clock_ns
+
+    # --- records --------------------------------------------------------------------------------
+
+    def _attr_for(self, body: bytes) -> tuple[_Attr | None, int | None]:
+        if not self.attrs:
+            return None, None
+        first = self.attrs[0]
+        st = first.sample_type
+        if len(self.attrs) == 1 and not st & (SAMPLE_IDENTIFIER | SAMPLE_ID):
+            return first, None
+        if st & SAMPLE_IDENTIFIER:
+            index = 0
+        elif st & SAMPLE_ID:
+            index = sum(bool(st & b) for b in (SAMPLE_IP, SAMPLE_TID, SAMPLE_TIME, SAMPLE_ADDR))
+        else:
+            return (first if len(self.attrs) == 1 else None), None
+        if len(body) < 8 * (index + 1):
+            return None, None
+        (sid,) = struct.unpack_from(self.order + "Q", body, 8 * index)
+        attr = self._by_id.get(sid)
+        if attr is None and len(self.attrs) == 1:
+            attr = first
+        return attr, sid
+
+    def _sample(self, body: bytes, offset: int, round_no: int) -> Sample | str:
+        attr, sid = self._attr_for(body)
+        if attr is None:
+            return f"sample at offset {offset}: no attr for sample id {sid}"
+        st = attr.sample_type
+        o = self.order
+        pos = 0
+        time = cpu = pid = tid = None
+        raw = b""
+        try:
+            if st & SAMPLE_IDENTIFIER:
+                pos += 8
+            if st & SAMPLE_IP:
+                pos += 8
+            if st & SAMPLE_TID:
+                pid, tid = struct.unpack_from(o + "II", body, pos)
+                pos += 8
+            if st & SAMPLE_TIME:
+                (time,) = struct.unpack_from(o + "Q", body, pos)
+                pos += 8
+            if st & SAMPLE_ADDR:
+                pos += 8
+            if st & SAMPLE_ID:
+                pos += 8
+            if st & SAMPLE_STREAM_ID:
+                pos += 8
+            if st & SAMPLE_CPU:
+                (cpu,) = struct.unpack_from(o + "I", body, pos)
+                pos += 8
+            if st & SAMPLE_PERIOD:
+                pos += 8
+            if st & SAMPLE_READ:
+                rf = attr.read_format
+                per_value = 1 + bool(rf & READ_ID) + bool(rf & READ_LOST)
+                times = bool(rf & READ_TOTAL_TIME_ENABLED) + bool(rf & READ_TOTAL_TIME_RUNNING)
+                if rf & READ_GROUP:
+                    (nr,) = struct.unpack_from(o + "Q", body, pos)
+                    pos += 8 * (1 + times + nr * per_value)
+                else:
+                    pos += 8 * (per_value + times)
+            if st & SAMPLE_CALLCHAIN:
+                (nr,) = struct.unpack_from(o + "Q", body, pos)
+                pos += 8 * (1 + nr)
+            if st & SAMPLE_RAW:
+                (size,) = struct.unpack_from(o + "I", body, pos)
+                pos += 4
+                if pos + size > len(body):
+                    return f"sample at offset {offset}: raw data runs past the record"
+                raw = body[pos : pos + size]
+        except struct.error:
+            return f"sample at offset {offset}: record too short for its sample_type"
+        fmt = attr.format
+        data = raw[fmt.payload_offset :] if fmt is not None else raw
+        real = time + self.clock_offset_ns if time is not None and self.clock_offset_ns is not None else None
+        return Sample(attr.name, time, cpu, pid, tid, raw, data, fmt, offset, real, sid, round_no)
+
+    def _count(self, typ: int) -> None:
+        key = RECORD_NAMES.get(typ, f"TYPE_{typ}")
+        self.record_counts[key] = self.record_counts.get(key, 0) + 1
+
+    def records(self) -> Iterator[tuple[int, int, bytes]]:
+        """Yield ``(type, file offset, body)`` for every record of the data section, in file order.
+
+        Stops at the first record that cannot be framed (size < 8 or past the
+        end) and records the reason in :attr:`problems`.
+        """
+        buf = self.buf
+        pos = self.data_offset
+        end = self.data_end
+        o = self.order
+        while pos < end:
+            if end - pos < 8:
+                self.problems.append(f"truncated record header at offset {pos} ({end - pos} bytes left)")
+                return
+            typ, _misc, size = struct.unpack_from(o + "IHH", buf, pos)
+            if size < 8:
+                self.problems.append(f"damaged record at offset {pos} (size {size}); the rest is unreadable")
+                return
+            if pos + size > end:
+                self.problems.append(
+                    f"truncated record at offset {pos} (type {RECORD_NAMES.get(typ, typ)}, size {size},"
+                    f" {end - pos} bytes left)"
+                )
+                return
+            body = buf[pos + 8 : pos + size]
+            next_pos = pos + size
+            if typ == RECORD_HEADER_TRACING_DATA and len(body) >= 4:
+                (tsize,) = struct.unpack_from(o + "I", body, 0)
+                padded = (tsize + 7) & ~7
+                body = body[:4] + buf[next_pos : next_pos + tsize]  # u32 size, then the data
+                next_pos += padded
+            elif typ == RECORD_AUXTRACE and len(body) >= 8:
+                (asize,) = struct.unpack_from(o + "Q", body, 0)
+                next_pos += asize
+            yield typ, pos, body
+            pos = next_pos
+
+    def samples(self) -> Iterator[Sample]:
+        """Yield every sample in file order (see :meth:`samples_in_time_order` for perf's order).
+
+        Non-sample records are counted in :attr:`record_counts`; lost events
+        (PERF_RECORD_LOST / LOST_SAMPLES) are added up in :attr:`lost`.
+        Samples that cannot be parsed are reported in :attr:`problems`.
+        """
+        self.record_counts.clear()
+        self.lost = 0
+        round_no = 0
+        o = self.order
+        for typ, pos, body in self.records():
+            self._count(typ)
+            if typ == RECORD_SAMPLE:
+                s = self._sample(body, pos, round_no)
+                if isinstance(s, str):
+                    self.problems.append(s)
+                else:
+                    yield s
+            elif typ == RECORD_FINISHED_ROUND:
+                round_no += 1
+            elif typ == RECORD_LOST and len(body) >= 16:
+                self.lost += struct.unpack_from(o + "Q", body, 8)[0]
+            elif typ == RECORD_LOST_SAMPLES and len(body) >= 8:
+                self.lost += struct.unpack_from(o + "Q", body, 0)[0]
+            elif typ == RECORD_HEADER_ATTR and len(body) >= _ATTR_MIN:
+                (asize,) = struct.unpack_from(o + "I", body, 4)
+                asize = max(asize, _ATTR_MIN)
+                ids = [struct.unpack_from(o + "Q", body, p)[0] for p in range(asize, len(body) - 7, 8)]
+                self._add_attr(body[:asize], ids)
+            elif typ == RECORD_HEADER_TRACING_DATA and len(body) >= 4:
+                self._parse_tracing_data(body[4:])
+            elif typ == RECORD_HEADER_FEATURE and len(body) >= 8:
+                (bit,) = struct.unpack_from(o + "Q", body, 0)
+                if bit == FEAT_EVENT_DESC:
+                    self._parse_event_desc(body[8:])
+                elif bit == FEAT_CLOCK_DATA:
+                    self._parse_clock_data(body[8:])
+                elif bit == FEAT_TRACING_DATA:
+                    self._parse_tracing_data(body[8:])
+            elif typ in (RECORD_COMPRESSED, RECORD_COMPRESSED2):
+                self.problems.append(f"compressed records (perf record -z) are not supported (offset {pos})")
+
+    def samples_in_time_order(self) -> list[Sample]:
+        """All samples sorted by time within each round, as perf and perf-decode present them.
+
+        perf writes events per CPU buffer; a FINISHED_ROUND record marks the
+        point before which every event has been written.  Within a round the
+        order is by timestamp (stable for equal times).
+        """
+        out: list[Sample] = []
+        pending: list[Sample] = []
+        current = 0
+        for s in self.samples():
+            if s.round != current:
+                pending.sort(key=lambda x: x.time or 0)
+                out.extend(pending)
+                pending = []
+                current = s.round
+            pending.append(s)
+        pending.sort(key=lambda x: x.time or 0)
+        out.extend(pending)
+        return out

@@ -1,0 +1,258 @@
+"""``EtwRenderer``: the final structlog processor that writes each event to a trace provider.
+
+Control keys (taken from the call, else the bound context, else structlog's contextvars; never
+written as fields): ``etw_keyword``, ``etw_level``, ``etw_opcode``, ``etw_tags``, ``etw_name``.
+An invalid control value falls back to its default and is counted in
+``provider.stats()["invalid"]``; a log call never raises (other than structlog's own
+``DropEvent``).  See docs/usage-renderer.md.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Iterable, MutableMapping
+from typing import Any, Final
+
+import structlog
+
+from ._context import CURRENT_ACTIVITY
+from ._fields import STR, safe_str, to_field
+from ._provider import Provider, get_provider
+
+__all__ = ["LEVELS", "MAX_EVENT_NAME", "EtwRenderer", "event_name"]
+
+#: structlog method name -> trace level (1 critical .. 5 verbose); unknown names -> 5.
+LEVELS: Final[dict[str, int]] = {
+    "critical": 1,
+    "fatal": 1,
+    "error": 2,
+    "exception": 2,
+    "err": 2,
+    "warning": 3,
+    "warn": 3,
+    "info": 4,
+    "msg": 4,
+    "log": 4,
+    "debug": 5,
+    "notset": 5,
+}
+#: Event names are cut to this many characters.
+MAX_EVENT_NAME: Final = 200
+_CONTROL_KEYS: Final = ("etw_keyword", "etw_level", "etw_opcode", "etw_tags", "etw_name")
+_KEYWORD_MAX: Final = (1 << 64) - 1
+_TAG_MAX: Final[dict[str, int]] = {"eventheader": 0xFFFF, "tracelogging": 0x0FFFFFFF}
+
+
+def event_name(event: object) -> str:
+    """Make structlog's ``event`` value a valid event name.
+
+    ``str(event)`` (never raising); NUL characters removed; ``;`` replaced by ``_`` (EventHeader
+    names may not contain it); cut to :data:`MAX_EVENT_NAME` characters; empty -> ``"event"``.
+    """
+    name = event if type(event) is str else safe_str(event)
+    if "\0" in name:
+        name = name.replace("\0", "")
+    if ";" in name:
+        name = name.replace(";", "_")
+    if len(name) > MAX_EVENT_NAME:
+        name = name[:MAX_EVENT_NAME]
+    return name or "event"
+
+
+def _contextvar_lookup() -> Any:
+    """A cheap ``key -> value | None`` view of structlog's contextvars (without copying them)."""
+    try:
+        registry: dict[str, Any] = structlog.contextvars._CONTEXT_VARS
+        prefix: str = structlog.contextvars.STRUCTLOG_KEY_PREFIX
+    except AttributeError:  # pragma: no cover - older/newer structlog: fall back to the public API
+
+        def lookup_public(key: str) -> Any:
+            return structlog.contextvars.get_contextvars().get(key)
+
+        return lookup_public
+
+    def lookup(key: str) -> Any:
+        var = registry.get(prefix + key)
+        if var is None:
+            return None
+        value = var.get(Ellipsis)
+        return None if value is Ellipsis else value
+
+    return lookup
+
+
+_ctx_get = _contextvar_lookup()
+
+
+def _format_exc_info(exc_info: object) -> str | None:
+    if exc_info is True:
+        exc_info = sys.exc_info()
+    elif isinstance(exc_info, BaseException):
+        exc_info = (type(exc_info), exc_info, exc_info.__traceback__)
+    if not isinstance(exc_info, tuple) or len(exc_info) != 3 or exc_info[0] is None:
+        return None
+    try:
+        return "".join(traceback.format_exception(*exc_info))
+    except Exception:
+        return safe_str(exc_info[1])
+
+
+class EtwRenderer:
+    """Write every event to the trace provider ``provider_name``; the last processor of a chain.
+
+    Level from structlog's method name (critical/fatal 1, error/exception 2, warning/warn 3,
+    info/msg 4, debug 5, anything else 5; ``etw_level`` overrides).  Keyword ``etw_keyword``,
+    else ``default_keyword``.  Event name ``etw_name``, else the ``event`` string made valid
+    (:func:`event_name`; with ``etw_name`` the ``event`` value stays a field called
+    ``event``).  Every other key becomes a typed field; ``exc_info`` becomes an ``exception``
+    field holding the formatted traceback unless ``exception`` is already there.
+
+    After writing it raises :class:`structlog.DropEvent` (nothing else renders the event), or
+    with ``passthrough=True`` returns the event dict (control keys removed) for later
+    processors such as ``ConsoleRenderer`` or ``JSONRenderer``.
+    """
+
+    def __init__(
+        self,
+        provider_name: str,
+        *,
+        default_keyword: int = 1,
+        group: str | None = None,
+        keywords: Iterable[int] = (),
+        passthrough: bool = False,
+        provider: Provider | None = None,
+    ) -> None:
+        if type(default_keyword) is not int or not 0 <= default_keyword <= _KEYWORD_MAX:
+            raise ValueError(f"default_keyword must be an int in 0..2**64-1, got {default_keyword!r}")
+        if provider is None:
+            provider = get_provider(
+                provider_name, group=group, default_keyword=default_keyword, keywords=keywords
+            )
+        self.provider = provider
+        self.default_keyword = default_keyword
+        self.passthrough = passthrough
+        self._slot = provider.slot
+        self._tag_max = _TAG_MAX.get(provider.format, 0xFFFF)
+
+    def __call__(self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> Any:
+        """Write ``event_dict``; raise ``DropEvent`` (or return the dict with ``passthrough``)."""
+        try:
+            self._render(method_name, event_dict)
+        except Exception:
+            self.provider.count_dropped("render_error")
+        if self.passthrough:
+            return event_dict
+        raise structlog.DropEvent
+
+    def _control(self, event_dict: MutableMapping[str, Any], key: str) -> Any:
+        value = event_dict.pop(key, None)
+        if value is None:
+            value = _ctx_get(key)
+        return value
+
+    def _render(self, method_name: str, event_dict: MutableMapping[str, Any]) -> None:
+        provider = self.provider
+        has_control = False
+        for key in _CONTROL_KEYS:
+            if key in event_dict:
+                has_control = True
+                break
+        ctl = self._control if has_control or _ctx_has_etw() else _no_control
+
+        level = ctl(event_dict, "etw_level")
+        if level is None:
+            level = LEVELS.get(method_name, 5)
+        elif type(level) is not int or not 1 <= level <= 255:
+            provider.count_invalid("etw_level")
+            level = LEVELS.get(method_name, 5)
+        keyword = ctl(event_dict, "etw_keyword")
+        if keyword is None:
+            keyword = self.default_keyword
+        elif type(keyword) is not int or not 0 <= keyword <= _KEYWORD_MAX:
+            provider.count_invalid("etw_keyword")
+            keyword = self.default_keyword
+        opcode = ctl(event_dict, "etw_opcode")
+        tags = ctl(event_dict, "etw_tags")
+        name = ctl(event_dict, "etw_name")
+
+        slot = self._slot(level, keyword)
+        if not slot.word[0]:
+            return  # nobody listens: not counted (the normal state of a provider)
+
+        if opcode is None:
+            opcode = 0
+        elif type(opcode) is not int or not 0 <= opcode <= 255:
+            provider.count_invalid("etw_opcode")
+            opcode = 0
+        if tags is None:
+            tags = 0
+        elif type(tags) is not int or not 0 <= tags <= self._tag_max:
+            provider.count_invalid("etw_tags")
+            tags = 0
+        skip_event = True
+        if name is not None:
+            if type(name) is str and name:
+                name = event_name(name)
+                skip_event = False
+            else:
+                provider.count_invalid("etw_name")
+                name = None
+        if name is None:
+            name = event_name(event_dict.get("event", ""))
+
+        fields = [
+            to_field(k, v)
+            for k, v in event_dict.items()
+            if k != "exc_info" and not (skip_event and k == "event")
+        ]
+        exc_info = event_dict.get("exc_info")
+        if exc_info and "exception" not in event_dict:
+            text = _format_exc_info(exc_info)
+            if text is not None:
+                fields.append(("exception", STR, text))
+
+        current = CURRENT_ACTIVITY.get()
+        if current is None:
+            provider.write(slot, name, fields, opcode, tags)
+        else:
+            provider.write(slot, name, fields, opcode, tags, current[0], current[1])
+
+
+def _no_control(event_dict: MutableMapping[str, Any], key: str) -> None:
+    return None
+
+
+_CTX_KEYS: Final = tuple("structlog_" + k for k in _CONTROL_KEYS)
+
+
+class _CtxWatch:
+    """Whether an ``etw_*`` key was ever bound through structlog's contextvars.
+
+    structlog never forgets a contextvar it created, so the answer only changes when its
+    registry grows: re-checked then, otherwise one ``len`` per call.
+    """
+
+    __slots__ = ("has", "seen")
+
+    def __init__(self) -> None:
+        self.seen = -1
+        self.has = False
+
+
+_watch = _CtxWatch()
+
+
+def _ctx_has_etw() -> bool:
+    watch = _watch
+    if watch.has:
+        return True
+    try:
+        registry = structlog.contextvars._CONTEXT_VARS
+    except AttributeError:  # pragma: no cover - structlog without the registry
+        return True
+    n = len(registry)
+    if n != watch.seen:
+        watch.seen = n
+        watch.has = any(k in registry for k in _CTX_KEYS)
+    return watch.has

@@ -1,0 +1,370 @@
+"""tracefs ``format`` files: field layout of a tracepoint, and decoding of plain (non-EventHeader) events.
+
+A ``format`` file (``/sys/kernel/tracing/events/<system>/<event>/format``, also
+stored in perf.data's HEADER_TRACING_DATA) lists the common fields, a blank
+line, then the event's own fields::
+
+    name: sched_switch
+    ID: 316
+    format:
+        field:unsigned short common_type;  offset:0;  size:2;  signed:0;
+        ...
+
+        field:char prev_comm[16];  offset:8;  size:16;  signed:0;
+
+An event whose first own field is ``eventheader_flags`` is an EventHeader
+event: its EventHeader starts at that field's offset.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+__all__ = ["FormatField", "TracepointFormat", "parse_format"]
+
+# Field value formats (how perf-decode prints a plain field).
+FMT_NONE: Final = 0
+FMT_HEX: Final = 1
+FMT_UNSIGNED: Final = 2
+FMT_SIGNED: Final = 3
+FMT_STRING: Final = 4
+
+ARRAY_NONE: Final = 0
+ARRAY_FIXED: Final = 1
+ARRAY_DYNAMIC: Final = 2  # __data_loc
+ARRAY_REL: Final = 3  # __rel_loc
+
+_TOKEN = re.compile(r"\s*(?:([A-Za-z_][A-Za-z0-9_]*)|(\[[^\]]*\]?)|(\([^)]*\)?)|(\"(?:\\.|[^\"])*\"?)|(\S))")
+
+_SIZED_TYPES: Final[dict[str, tuple[int, int]]] = {
+    "u8": (FMT_UNSIGNED, 1),
+    "__u8": (FMT_UNSIGNED, 1),
+    "uint8_t": (FMT_UNSIGNED, 1),
+    "s8": (FMT_SIGNED, 1),
+    "__s8": (FMT_SIGNED, 1),
+    "int8_t": (FMT_SIGNED, 1),
+    "u16": (FMT_UNSIGNED, 2),
+    "__u16": (FMT_UNSIGNED, 2),
+    "uint16_t": (FMT_UNSIGNED, 2),
+    "s16": (FMT_SIGNED, 2),
+    "__s16": (FMT_SIGNED, 2),
+    "int16_t": (FMT_SIGNED, 2),
+    "u32": (FMT_UNSIGNED, 4),
+    "__u32": (FMT_UNSIGNED, 4),
+    "uint32_t": (FMT_UNSIGNED, 4),
+    "s32": (FMT_SIGNED, 4),
+    "__s32": (FMT_SIGNED, 4),
+    "int32_t": (FMT_SIGNED, 4),
+    "u64": (FMT_UNSIGNED, 8),
+    "__u64": (FMT_UNSIGNED, 8),
+    "uint64_t": (FMT_UNSIGNED, 8),
+    "s64": (FMT_SIGNED, 8),
+    "__s64": (FMT_SIGNED, 8),
+    "int64_t": (FMT_SIGNED, 8),
+}
+
+
+def _byteorder(order: str) -> Literal["little", "big"]:
+    return "little" if order == "<" else "big"
+
+
+@dataclass(frozen=True)
+class FormatField:
+    """One ``field:`` line: C declaration, offset, size, signedness, and the derived layout."""
+
+    name: str
+    decl: str
+    offset: int
+    size: int
+    signed: bool | None
+    format: int
+    element_size: int
+    array: int
+    count: int
+
+    def field_bytes(self, raw: bytes, order: str) -> bytes | None:
+        """This field's bytes within an event's raw data (``None`` when out of range)."""
+        if self.offset + self.size > len(raw):
+            return None
+        if self.size == 0:
+            return raw[self.offset :]
+        if self.array in (ARRAY_DYNAMIC, ARRAY_REL):
+            byteorder = _byteorder(order)
+            loc = int.from_bytes(raw[self.offset : self.offset + self.size], byteorder)
+            if self.size == 4:
+                dyn_size, dyn_offset = loc >> 16, loc & 0xFFFF
+                if self.array == ARRAY_REL:
+                    dyn_offset += self.offset + self.size
+                if dyn_offset + dyn_size > len(raw):
+                    return None
+                return raw[dyn_offset : dyn_offset + dyn_size]
+            if self.size == 2:
+                if self.array == ARRAY_REL:
+                    loc += self.offset + self.size
+                end = raw.find(b"\0", loc)
+                if loc >= len(raw) or end < 0:
+                    return None
+                return raw[loc:end]
+            return None
+        return raw[self.offset : self.offset + self.size]
+
+    def value(self, raw: bytes, order: str) -> Any:
+        """The Python value of this field in ``raw``: int, list of ints, str, bytes, or None."""
+        data = self.field_bytes(raw, order)
+        if data is None:
+            return None
+        if self.format == FMT_STRING:
+            return data.split(b"\0", 1)[0].decode("latin-1")
+        if self.format == FMT_NONE and (self.array == ARRAY_NONE or self.element_size == 1):
+            return bytes(data)
+        signed = self.format == FMT_SIGNED
+        es = self.element_size
+        byteorder = _byteorder(order)
+        values = [
+            int.from_bytes(data[i : i + es], byteorder, signed=signed)
+            for i in range(0, len(data) - es + 1, es)
+        ]
+        if self.array == ARRAY_NONE:
+            return values[0] if values else None
+        return values
+
+    def perf_json(self, raw: bytes, order: str) -> str:
+        """This field's value as perf-decode writes it (JSON text)."""
+        data = self.field_bytes(raw, order) or b""
+        if self.format == FMT_STRING:
+            text = data.split(b"\0", 1)[0].decode("latin-1")
+            return _json_string(text)
+        if self.format == FMT_NONE and (self.array == ARRAY_NONE or self.element_size == 1):
+            return '"' + data.hex(" ") + '"'
+        es = self.element_size
+        byteorder = _byteorder(order)
+
+        def one(chunk: bytes) -> str:
+            u = int.from_bytes(chunk, byteorder)
+            if self.format in (FMT_HEX, FMT_NONE):
+                return f'"0x{u:X}"'
+            if self.format == FMT_SIGNED and es >= 4 and u >= 1 << (es * 8 - 1):
+                return str(u - (1 << (es * 8)))
+            return str(u)
+
+        if self.array == ARRAY_NONE:
+            return one(data[:es]) if len(data) >= es else "null"
+        return "[" + ",".join(one(data[i : i + es]) for i in range(0, len(data) - es + 1, es)) + "]"
+
+
+def _json_string(text: str) -> str:
+    out = ['"']
+    for ch in text:
+        o = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif o < 0x20:
+            out.append({8: "\\b", 12: "\\f", 10: "\\n", 13: "\\r", 9: "\\t"}.get(o, f"\\u{o:04x}"))
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def _parse_decl(decl: str, offset: int, size: int, signed: bool | None, long64: bool) -> FormatField:
+    n_long = 0
+    short = unsigned = signed_kw = struct_kw = data_loc = rel_loc = array = pointer = False
+    name = ""
+    base = ""
+    count = 0
+    pos = 0
+    while pos < len(decl):
+        m = _TOKEN.match(decl, pos)
+        if m is None or m.end() == pos:
+            break
+        pos = m.end()
+        ident, brackets, _paren, _string, punct = m.groups()
+        if ident is not None:
+            if ident == "long":
+                n_long += 1
+            elif ident == "short":
+                short = True
+            elif ident == "unsigned":
+                unsigned = True
+            elif ident == "signed":
+                signed_kw = True
+            elif ident == "struct":
+                struct_kw = True
+            elif ident == "__data_loc":
+                data_loc = True
+            elif ident == "__rel_loc":
+                rel_loc = True
+            elif ident not in ("__attribute__", "const", "volatile"):
+                base, name = name, ident
+        elif brackets is not None:
+            array = True
+            inner = brackets[1:].rstrip("]").strip()
+            try:
+                count = int(inner, 0) if inner else 0
+            except ValueError:
+                count = 0
+            m2 = _TOKEN.match(decl, pos)
+            if m2 is not None and m2.group(1):
+                base, name = name, m2.group(1)
+            break
+        elif punct == "*":
+            pointer = True
+    if not name:
+        name = "noname"
+    fixup = False
+    element_size = 1
+    if pointer:
+        fmt, element_size = FMT_HEX, (8 if long64 else 4)
+    elif struct_kw:
+        fmt, element_size = FMT_NONE, 1
+    elif base in ("", "int"):
+        fmt = FMT_UNSIGNED if unsigned else FMT_SIGNED
+        if n_long >= 2:
+            element_size = 8
+        elif n_long == 1:
+            element_size = 8 if long64 else 4
+            if unsigned:
+                fmt = FMT_HEX
+        elif short:
+            element_size = 2
+        else:
+            element_size = 4
+    elif base == "char":
+        fmt = FMT_UNSIGNED if unsigned else FMT_SIGNED if signed_kw else FMT_STRING
+        element_size = 1
+    elif base in _SIZED_TYPES:
+        fmt, element_size = _SIZED_TYPES[base]
+    else:
+        fmt = FMT_HEX
+        fixup = True
+    if fmt in (FMT_UNSIGNED, FMT_SIGNED) and signed is not None:
+        fmt = FMT_SIGNED if signed else FMT_UNSIGNED
+    if rel_loc:
+        kind, count = ARRAY_REL, 0
+    elif data_loc:
+        kind, count = ARRAY_DYNAMIC, 0
+    elif array:
+        kind = ARRAY_FIXED
+        if fixup and count and size % count == 0 and size // count in (1, 2, 4, 8):
+            element_size, fixup = size // count, False
+    else:
+        kind, count = ARRAY_NONE, 0
+        if size in (1, 2, 4, 8):
+            element_size, fixup = size, False
+    if fixup:
+        element_size = 1
+    return FormatField(name, decl, offset, size, signed, fmt, element_size, kind, count)
+
+
+_PROP = re.compile(r"\s*([^:;]+):\s*([^;]*);?")
+
+
+def _parse_field_line(line: str, long64: bool) -> FormatField | None:
+    props: dict[str, str] = {}
+    for m in _PROP.finditer(line):
+        props[m.group(1).strip()] = m.group(2).strip()
+    decl = props.get("field", props.get("field special"))
+    try:
+        offset = int(props["offset"], 0)
+        size = int(props["size"], 0)
+    except (KeyError, ValueError):
+        return None
+    if not decl:
+        return None
+    sig = props.get("signed")
+    signed = None if sig is None or not sig.isdigit() else sig != "0"
+    return _parse_decl(decl, offset, size, signed, long64)
+
+
+@dataclass(frozen=True)
+class TracepointFormat:
+    """A parsed ``format`` file."""
+
+    system: str
+    name: str
+    id: int
+    fields: tuple[FormatField, ...]
+    common_count: int
+    print_fmt: str = ""
+    text: str = field(default="", repr=False)
+
+    @property
+    def full_name(self) -> str:
+        """``system:name``."""
+        return f"{self.system}:{self.name}"
+
+    @property
+    def common_size(self) -> int:
+        """Bytes taken by the common fields (``common_type`` ... ``common_pid``)."""
+        if not self.common_count:
+            return 0
+        last = self.fields[self.common_count - 1]
+        return last.offset + last.size
+
+    @property
+    def is_eventheader(self) -> bool:
+        """True when the first own field is ``eventheader_flags`` (a user_events EventHeader event)."""
+        return (
+            len(self.fields) > self.common_count
+            and self.fields[self.common_count].name == "eventheader_flags"
+        )
+
+    @property
+    def payload_offset(self) -> int:
+        """Where the event's own data starts: the EventHeader for EventHeader events, else common size."""
+        if len(self.fields) > self.common_count:
+            return self.fields[self.common_count].offset
+        return self.common_size
+
+    @property
+    def own_fields(self) -> tuple[FormatField, ...]:
+        """The event's fields after the common ones."""
+        return self.fields[self.common_count :]
+
+
+def parse_format(system: str, text: str, long64: bool = True) -> TracepointFormat | None:
+    """Parse a ``format`` file's text; ``None`` when it has no name or ID."""
+    name = ""
+    eid: int | None = None
+    print_fmt = ""
+    fields: list[FormatField] = []
+    common_count = 0
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        key, sep, value = line.partition(":")
+        if not sep:
+            continue
+        key = key.strip()
+        value = value.strip()
+        if key == "name":
+            name = value
+        elif key == "ID":
+            try:
+                eid = int(value, 0)
+            except ValueError:
+                eid = None
+        elif key == "print fmt":
+            print_fmt = value
+        elif key == "format":
+            common = True
+            while i < len(lines):
+                fline = lines[i]
+                i += 1
+                if not fline.strip():
+                    if common:
+                        common = False
+                        continue
+                    break
+                parsed = _parse_field_line(fline, long64)
+                if parsed is None:
+                    continue
+                fields.append(parsed)
+                common_count += common
+    if not name or eid is None:
+        return None
+    return TracepointFormat(system, name, eid, tuple(fields), common_count, print_fmt, text)

@@ -1,0 +1,68 @@
+"""Where the shared conformance data lives, and how tests react when it is missing."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def shared_dir() -> Path:
+    """``$STRUCTLOG_ETW_SHARED``, else ``<repo>/../shared``."""
+    env = os.environ.get("STRUCTLOG_ETW_SHARED")
+    return Path(env) if env else REPO.parent / "shared"
+
+
+def vector(name: str) -> Path:
+    """Path of a LinuxTracepoints conformance file; skip (locally) or fail (CI=true) when absent."""
+    path = shared_dir() / "vectors" / "linuxtracepoints" / name
+    if not path.is_file():
+        reason = (
+            f"conformance file {path} is missing (set STRUCTLOG_ETW_SHARED to the directory that holds"
+            " vectors/linuxtracepoints/)"
+        )
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return path
+
+
+def load_expected(path: Path) -> list[list[tuple[str, Any]]]:
+    """perf-decode's JSON (UTF-8 with BOM, no outer braces, maybe invalid UTF-8) as ordered pairs.
+
+    Objects become lists of ``(key, value)`` pairs so that key order and
+    duplicate keys take part in comparisons; invalid UTF-8 is kept as
+    surrogateescape characters.
+    """
+    text = path.read_bytes().decode("utf-8", "surrogateescape").lstrip("\ufeff").strip()
+    if not text.startswith("{"):
+        text = "{" + text + "}"
+    doc = json.loads(text, object_pairs_hook=list)
+    ((_, events),) = doc
+    return list(events)
+
+
+def pairs(text: str) -> Any:
+    """Parse one JSON text the same way as :func:`load_expected`."""
+    return json.loads(text, object_pairs_hook=list)
+
+
+def read_dat(path: Path) -> list[tuple[str, bytes]]:
+    """Records of an EventHeaderInterceptor .dat file: (tracepoint name, event bytes)."""
+    data = path.read_bytes()
+    out: list[tuple[str, bytes]] = []
+    pos = 0
+    while pos < len(data):
+        (size,) = struct.unpack_from("<I", data, pos)
+        assert size > 4, f"bad record size {size} at {pos}"
+        body = data[pos + 4 : pos + size]
+        nul = body.index(b"\0")
+        out.append((body[:nul].decode("utf-8"), body[nul + 1 :]))
+        pos += size
+    return out

@@ -1,0 +1,109 @@
+"""Our EventHeader decoder agrees with Microsoft's perf-decode on LinuxTracepoints' own test data.
+
+Every event of EventHeaderInterceptorLE64.dat and of perf.data must decode to
+exactly the names, fields (in order, with duplicates and field tags) and values
+of the expected ``.linux.json`` files beside them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from structlog_etw._eventheader_decode import decode_event, perf_json
+from structlog_etw._perf_events import decode_sample, sample_perf_json
+from structlog_etw._perfdata import PerfDataFile
+from tests._shared import load_expected, pairs, read_dat, vector
+
+DAT = "EventHeaderInterceptorLE64.dat"
+
+
+def _mismatches(got: list[Any], expected: list[Any]) -> list[str]:
+    problems = []
+    if len(got) != len(expected):
+        problems.append(f"{len(got)} events decoded, {len(expected)} expected")
+    for i, (g, e) in enumerate(zip(got, expected, strict=False)):
+        if g != e:
+            problems.append(f"event {i}:\n  got      {g!r:.800}\n  expected {e!r:.800}")
+    return problems
+
+
+def test_every_interceptor_event_decodes_like_perf_decode() -> None:
+    records = read_dat(vector(DAT))
+    expected = load_expected(vector(DAT + ".linux.json"))
+    assert len(records) == 374
+    got = [pairs(perf_json(decode_event(name, data))) for name, data in records]
+    problems = _mismatches(got, expected)
+    assert not problems, "\n".join(problems[:20])
+
+
+def test_interceptor_python_values_match_the_expected_names_and_levels() -> None:
+    records = read_dat(vector(DAT))
+    expected = load_expected(vector(DAT + ".linux.json"))
+    for (name, data), exp in zip(records, expected, strict=True):
+        ev = decode_event(name, data)
+        exp_d = dict(exp)
+        provider, _, event_name = exp_d["n"].partition(":")
+        assert (ev.provider, ev.name) == (provider, event_name)
+        meta = dict(exp_d["meta"])
+        assert ev.level == meta.get("level", 0)
+        assert ev.keyword == int(meta.get("keyword", "0x0"), 16)
+        assert ev.opcode == meta.get("opcode", 0)
+        assert ev.id == meta.get("id", 0)
+        assert ev.version == meta.get("version", 0)
+        assert ev.tag == int(meta.get("tag", "0x0"), 16)
+        assert (str(ev.activity_id) if ev.activity_id else None) == meta.get("activity")
+        assert (str(ev.related_id) if ev.related_id else None) == meta.get("relatedActivity")
+        top_level_names = [k.split(";tag=")[0] for k, _ in exp if k not in ("n", "meta")]
+        assert [f.name for f in ev.field_list] == top_level_names
+
+
+def test_a_changed_payload_byte_is_detected_by_the_comparison() -> None:
+    """The comparison is not vacuous: flipping one value byte makes an event differ."""
+    records = read_dat(vector(DAT))
+    expected = load_expected(vector(DAT + ".linux.json"))
+    index = next(i for i, exp in enumerate(expected) if dict(exp)["n"] == "TestProviderC:u32")
+    name, data = records[index]
+    corrupted = data[:-1] + bytes([data[-1] ^ 0xFF])
+    assert pairs(perf_json(decode_event(name, corrupted))) != expected[index]
+
+
+@pytest.mark.parametrize("field_tags", [True, False])
+def test_field_tags_are_written_only_when_asked(field_tags: bool) -> None:
+    records = read_dat(vector(DAT))
+    name, data = next(r for r in records if r[0].startswith("TestProviderC_") and b"CScalars3" in r[1])
+    text = perf_json(decode_event(name, data), field_tags=field_tags)
+    assert ('"Struct20;tag=0xBEEF"' in text) is field_tags
+
+
+PERF = "perf.data"
+
+
+def test_every_perf_data_sample_decodes_like_perf_decode() -> None:
+    """All 539 samples: 285 sched:sched_switch (plain tracepoints, decoded by their tracefs
+    format) and 254 EventHeader user_events, with time, cpu, pid and tid."""
+    f = PerfDataFile.open(vector(PERF))
+    samples = list(f.samples())
+    expected = load_expected(vector(PERF + ".linux.json"))
+    assert f.problems == []
+    assert len(samples) == 539
+    assert sum(s.is_eventheader for s in samples) == 254
+    got = [pairs(sample_perf_json(s)) for s in samples]
+    problems = _mismatches(got, expected)
+    assert not problems, "\n".join(problems[:20])
+
+
+def test_sched_switch_samples_decode_to_python_values() -> None:
+    f = PerfDataFile.open(vector(PERF))
+    first = decode_sample(next(s for s in f.samples() if not s.is_eventheader))
+    assert (first.provider, first.name) == ("sched", "sched_switch")
+    assert first.fields == {
+        "prev_comm": "perf",
+        "prev_pid": 0x950,
+        "prev_prio": 120,
+        "prev_state": 2,
+        "next_comm": "migration/0",
+        "next_pid": 0x11,
+        "next_prio": 0,
+    }

@@ -1,0 +1,347 @@
+"""The EventHeader decoder on hand-made events: the spec's vector, every encoding, big-endian
+events, name attributes, malformed input, and perf-decode's text conventions."""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import math
+import random
+import shutil
+import socket
+import struct
+import subprocess
+import uuid
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from structlog_etw._eventheader_decode import (
+    EventHeaderDecodeError,
+    decode_event,
+    errno_text,
+    float_text,
+    parse_tracepoint_name,
+    perf_json,
+    perf_json_fields,
+    time_text,
+)
+
+# The worked example of shared/spec/eventheader.md ("Test vector (DYN)").
+SPEC_NAME = "MyCompany_MyComponent_L4K1fGmygroup"
+SPEC_EVENT = bytes.fromhex(
+    "0702e80334120104"
+    "20000280"
+    + bytes(range(0xA0, 0xC0)).hex()
+    + "2d000100"
+    + b"Complex\0".hex()
+    + b"i16\0".hex() + "8382efbe"
+    + b"arr\0".hex() + "43"
+    + b"st\0".hex() + "8102"
+    + b"b\0".hex() + "8207"
+    + b"w\0".hex() + "0b"
+    + b"g\0".hex() + "860f"
+    + b"z\0".hex() + "07"
+    + b"bin\0".hex() + "0d"
+    + "feff" + "0300010002000300" + "01" + "020041006200" + "".join(f"{b:02x}" for b in range(1, 17))
+    + b"xy\0".hex() + "02000102"
+)  # fmt: skip
+
+
+def build(
+    name: str,
+    meta_fields: bytes,
+    payload: bytes,
+    *,
+    level: int = 4,
+    opcode: int = 0,
+    activity: bytes | None = None,
+    big_endian: bool = False,
+) -> bytes:
+    """A minimal EventHeader event (test-only builder, independent of the project's encoder)."""
+    o = ">" if big_endian else "<"
+    flags = 0x01 | 0x04 | (0 if big_endian else 0x02)
+    out = struct.pack(o + "BBHHBB", flags, 0, 0, 0, opcode, level)
+    meta = name.encode() + b"\0" + meta_fields
+    if activity is not None:
+        out += struct.pack(o + "HH", len(activity), 0x8002) + activity
+    out += struct.pack(o + "HH", len(meta), 1) + meta
+    return out + payload
+
+
+def test_spec_vector_decodes_to_every_header_field_and_value() -> None:
+    ev = decode_event(SPEC_NAME, SPEC_EVENT)
+    assert (ev.provider, ev.name, ev.level, ev.keyword) == ("MyCompany_MyComponent", "Complex", 4, 0x1F)
+    assert (ev.version, ev.id, ev.tag, ev.opcode) == (2, 1000, 0x1234, 1)
+    assert ev.activity_id == uuid.UUID(bytes=bytes(range(0xA0, 0xB0)))
+    assert ev.related_id == uuid.UUID(bytes=bytes(range(0xB0, 0xC0)))
+    assert ev.fields == {
+        "i16": -2,
+        "arr": [1, 2, 3],
+        "st": {"b": True, "w": "Ab"},
+        "g": uuid.UUID(bytes=bytes(range(1, 17))),
+        "z": "xy",
+        "bin": b"\x01\x02",
+    }
+    i16 = ev.field_list[0]
+    assert (i16.encoding, i16.format, i16.tag) == (3, 2, 0xBEEF)
+    assert ev.field_list[1].is_array
+    assert [f.name for f in ev.field_list[2].value] == ["b", "w"]
+    assert ev.raw == SPEC_EVENT
+
+
+def test_spec_vector_in_perf_decode_json() -> None:
+    text = perf_json(decode_event(SPEC_NAME, SPEC_EVENT))
+    assert text == (
+        '{"n":"MyCompany_MyComponent:Complex","i16;tag=0xBEEF":-2,"arr":[1,2,3],'
+        '"st":{"b":true,"w":"Ab"},"g":"01020304-0506-0708-090a-0b0c0d0e0f10","z":"xy","bin":"01 02",'
+        '"meta":{"id":1000,"version":2,"level":4,"keyword":"0x1F","opcode":1,"tag":"0x1234",'
+        '"activity":"a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf",'
+        '"relatedActivity":"b0b1b2b3-b4b5-b6b7-b8b9-babbbcbdbebf"}}'
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("P_L4K1", ("P", 4, 1, "")),
+        ("user_events:My_Provider_L5K1fGgroup1", ("My_Provider", 5, 0x1F, "Ggroup1")),
+        ("P_L1Kf123456789abcdef", ("P", 1, 0xF123456789ABCDEF, "")),
+        ("P_L4K0", ("P", 4, 0, "")),
+    ],
+)
+def test_tracepoint_names_split_at_the_last_underscore(
+    name: str, expected: tuple[str, int, int, str]
+) -> None:
+    assert parse_tracepoint_name(name) == expected
+
+
+@pytest.mark.parametrize(
+    "name", ["NoUnderscore", "P_4K1", "P_L4", "P_L4K1g", "P_L4K1G!", "x" * 256 + "_L4K1"]
+)
+def test_names_that_are_not_eventheader_tracepoints_are_rejected(name: str) -> None:
+    with pytest.raises(EventHeaderDecodeError):
+        parse_tracepoint_name(name)
+
+
+def test_header_level_must_match_the_tracepoint_name() -> None:
+    with pytest.raises(EventHeaderDecodeError, match="level"):
+        decode_event("MyCompany_MyComponent_L5K1f", SPEC_EVENT)
+
+
+def test_event_name_attributes_and_double_semicolon_escape() -> None:
+    ev = decode_event("P_L4K1", build("A;;B;x=1;y=a;;b", b"", b""))
+    assert ev.name == "A;B"
+    assert ev.attributes == {"x": "1", "y": "a;b"}
+
+
+def test_big_endian_events_decode() -> None:
+    meta = b"u32\0\x04" + b"f\0\x85\x08" + b"s\0\x0b" + b"a\0\x43"
+    payload = struct.pack(">Id", 0xDEADBEEF, 1.5) + struct.pack(">H", 2) + "hé".encode("utf-16-be")
+    payload += struct.pack(">HHH", 2, 7, 8)
+    ev = decode_event("P_L4K1", build("BE", meta, payload, big_endian=True))
+    assert ev.fields == {"u32": 0xDEADBEEF, "f": 1.5, "s": "hé", "a": [7, 8]}
+
+
+def test_every_encoding_gives_the_documented_python_value() -> None:
+    fields = [
+        (b"v8\0\x02", b"\xff", 255),
+        (b"i8\0\x82\x02", b"\xff", -1),
+        (b"b8\0\x82\x07", b"\x01", True),
+        (b"c8\0\x82\x0a", b"\xe9", "é"),
+        (b"port\0\x83\x10", b"\x00\x50", 80),
+        (b"c16\0\x83\x0b", "€".encode("utf-16-le"), "€"),
+        (b"hex\0\x84\x03", struct.pack("<I", 0xABC), 0xABC),
+        (b"errno\0\x84\x04", struct.pack("<i", -5), -5),
+        (b"t32\0\x84\x06", struct.pack("<i", 0), dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)),
+        (b"f32\0\x84\x08", struct.pack("<f", 0.5), 0.5),
+        (b"ip4\0\x84\x11", bytes([10, 0, 0, 1]), ipaddress.IPv4Address("10.0.0.1")),
+        (b"t64\0\x85\x06", struct.pack("<q", 10**15), 10**15),  # beyond datetime: the int
+        (b"hb\0\x85\x09", bytes(8), bytes(8)),
+        (b"u128\0\x06", bytes(range(16)), bytes(range(16))),
+        (b"ip6\0\x86\x11", bytes(15) + b"\x01", ipaddress.IPv6Address("::1")),
+        (b"z16\0\x08", "ab".encode("utf-16-le") + b"\0\0", "ab"),
+        (b"z32\0\x09", "ab".encode("utf-32-le") + bytes(4), "ab"),
+        (b"s32\0\x0c", b"\x01\x00" + "😀".encode("utf-32-le"), "😀"),
+        (b"bad8\0\x0a", b"\x02\x00\xff\xfe", "\udcff\udcfe"),  # invalid UTF-8 kept as surrogateescape
+        (b"l8\0\x8a\x0a", b"\x01\x00\xe9", "é"),  # String8: Latin-1
+        (b"bom\0\x8a\x0c", b"\x04\x00\xff\xfeA\x00", "A"),  # UTF-16LE by its BOM
+        (b"n0\0\x8d\x01", b"\x00\x00", None),  # Binary, UnsignedInt, no bytes
+        (b"n4\0\x8d\x02", b"\x04\x00" + struct.pack("<i", -3), -3),
+        (b"nb\0\x8d\x0f", b"\x02\x00\x01\x02", b"\x01\x02"),  # Uuid of the wrong size: the bytes
+    ]
+    meta = b"".join(m for m, _, _ in fields)
+    payload = b"".join(p for _, p, _ in fields)
+    ev = decode_event("P_L4K1", build("All", meta, payload))
+    assert list(ev.fields.values()) == [v for _, _, v in fields]
+
+
+def test_carray_varray_and_arrays_of_structs() -> None:
+    meta = (
+        b"c\0\x22\x03\x00"  # CArray of 3 Value8
+        + b"v\0\x4a"  # VArray of StringLength16Char8
+        + b"sa\0\xc1\x02"  # VArray of struct with 2 fields
+        + b"x\0\x02"
+        + b"y\0\x07"
+        + b"empty\0\xc1\x01"  # VArray of struct, 0 elements
+        + b"q\0\x02"
+        + b"after\0\x02"
+    )
+    payload = b"\x01\x02\x03" + b"\x02\x00" + b"\x01\x00a" + b"\x00\x00"
+    payload += b"\x02\x00" + b"\x05" + b"p\0" + b"\x06" + b"q\0"
+    payload += b"\x00\x00" + b"\x09"
+    ev = decode_event("P_L4K1", build("Arrays", meta, payload))
+    assert ev.fields == {
+        "c": [1, 2, 3],
+        "v": ["a", ""],
+        "sa": [{"x": 5, "y": "p"}, {"x": 6, "y": "q"}],
+        "empty": [],
+        "after": 9,
+    }
+
+
+@pytest.mark.parametrize(
+    ("meta", "payload", "message"),
+    [
+        (b"x\0\x04", b"\x01\x02", "truncated"),
+        (b"x\0\x07", b"abc", "truncated"),  # no NUL terminator
+        (b"x\0\x0a", b"\x05\x00ab", "truncated"),
+        (b"x\0\x42", b"\x05\x00\x01", "truncated"),
+        (b"x\0\x01", b"", "0 fields"),
+        (b"x\0\x1f", b"", "unsupported encoding"),
+        (b"x\0\x62", b"", "both CArray and VArray"),
+        (b"x\0\x22\x00\x00", b"", "CArray length 0"),
+        (b"x", b"", "metadata"),
+    ],
+)
+def test_malformed_events_raise_a_clear_error(meta: bytes, payload: bytes, message: str) -> None:
+    with pytest.raises(EventHeaderDecodeError, match=message):
+        decode_event("P_L4K1", build("Bad", meta, payload))
+
+
+def test_events_without_metadata_or_with_bad_headers_are_rejected() -> None:
+    with pytest.raises(EventHeaderDecodeError, match="too short"):
+        decode_event("P_L4K1", b"\x07\x00")
+    with pytest.raises(EventHeaderDecodeError, match="flags"):
+        decode_event("P_L4K1", b"\x47" + SPEC_EVENT[1:])
+    with pytest.raises(EventHeaderDecodeError, match="Metadata"):
+        decode_event("P_L4K1", struct.pack("<BBHHBB", 3, 0, 0, 0, 0, 4))
+
+
+def test_every_prefix_of_a_valid_event_is_rejected_cleanly() -> None:
+    for n in range(len(SPEC_EVENT)):
+        with pytest.raises(EventHeaderDecodeError):
+            decode_event(SPEC_NAME, SPEC_EVENT[:n])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200), st.integers(0, len(SPEC_EVENT)))
+def test_arbitrary_bytes_never_raise_anything_but_decode_errors(junk: bytes, cut: int) -> None:
+    for data in (junk, SPEC_EVENT[:cut] + junk, b"\x07" + junk):
+        try:
+            ev = decode_event("P_L4K1", data)
+        except EventHeaderDecodeError:
+            continue
+        perf_json_fields(ev)  # whatever decodes also renders
+
+
+@pytest.mark.parametrize(
+    ("value", "single", "text"),
+    [
+        (3.140000104904175, True, "3.14"),
+        (1 / 3, False, "0.3333333333333333"),
+        (struct.unpack("<f", struct.pack("<f", 1 / 3))[0], True, "0.33333334"),
+        (65.0, True, "65"),
+        (1e-45, True, "1e-45"),
+        (5e-324, False, "5e-324"),
+        (1e16, False, "1e+16"),
+        (123456789012.0, False, "123456789012"),
+        (0.0001, False, "1e-04"),
+        (0.001, False, "0.001"),
+        (-0.0, False, "-0"),
+        (-math.inf, False, "-inf"),
+        (-math.nan, False, "-nan"),
+    ],
+)
+def test_floats_print_like_cxx_to_chars(value: float, single: bool, text: str) -> None:
+    assert float_text(value, single=single) == text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0, "1970-01-01T00:00:00"),
+        (-(2**31), "1901-12-13T20:45:52"),
+        (-11644473601, "1600-12-31T23:59:59"),
+        (910692730086, "30828-09-14T02:48:06"),
+        (9000000000000000000, "TIME(9000000000000000000)"),
+    ],
+)
+def test_times_print_like_gmtime(seconds: int, text: str) -> None:
+    assert time_text(seconds) == text
+
+
+def test_errno_names() -> None:
+    assert errno_text(1) == "EPERM(1)"
+    assert errno_text(131) == "ENOTRECOVERABLE(131)"
+    assert errno_text(41) == "ERRNO(41)"
+    assert errno_text(0) == "ERRNO(0)"
+    assert errno_text(-5) == "ERRNO(-5)"
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["::", "::1", "1::", "1:0:0:2::3", "::ffff:1.2.3.4", "::1.2.3.4", "fe80::1:2", "1:2:3:4:5:6:7:8"],
+)
+def test_ipv6_text_matches_inet_ntop(address: str) -> None:
+    packed = socket.inet_pton(socket.AF_INET6, address)
+    meta = b"ip\0\x86\x11"
+    ev = decode_event("P_L4K1", build("Ip", meta, packed))
+    assert perf_json_fields(ev) == f'"ip":"{socket.inet_ntop(socket.AF_INET6, packed)}"'
+
+
+_TO_CHARS_CPP = r"""
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <cstdint>
+int main() {
+    char kind; unsigned long long bits; char buf[64];
+    while (std::scanf(" %c %llx", &kind, &bits) == 2) {
+        std::to_chars_result r;
+        if (kind == 'f') { uint32_t b32 = (uint32_t)bits; float f; std::memcpy(&f, &b32, 4);
+                           r = std::to_chars(buf, buf + 64, f); }
+        else { double d; std::memcpy(&d, &bits, 8); r = std::to_chars(buf, buf + 64, d); }
+        *r.ptr = 0; std::puts(buf);
+    }
+}
+"""
+
+
+def test_float_text_agrees_with_the_cxx_library_on_random_values(tmp_path: pytest.TempPathFactory) -> None:
+    """perf-decode prints floats with std::to_chars; compile it and compare on 4000 bit patterns."""
+    gxx = shutil.which("g++")
+    if gxx is None:
+        pytest.skip("g++ not installed (needed to compare with std::to_chars)")
+    src = tmp_path / "to_chars.cpp"  # type: ignore[operator]
+    exe = tmp_path / "to_chars"  # type: ignore[operator]
+    src.write_text(_TO_CHARS_CPP)
+    subprocess.run([gxx, "-std=c++17", "-O1", str(src), "-o", str(exe)], check=True)
+    rng = random.Random(1234)
+    cases: list[tuple[str, int]] = []
+    for _ in range(2000):
+        cases.append(("f", rng.getrandbits(32)))
+        cases.append(("d", rng.getrandbits(64)))
+    cases += [("d", struct.unpack("<Q", struct.pack("<d", v))[0]) for v in (1e-4, 1e21, 123.0, 0.1, 1e100)]
+    stdin = "".join(f"{k} {b:x}\n" for k, b in cases)
+    run = subprocess.run([str(exe)], input=stdin, capture_output=True, text=True, check=True)
+    out = run.stdout.split("\n")
+    for (kind, bits), expected in zip(cases, out, strict=False):
+        if kind == "f":
+            value = struct.unpack("<f", struct.pack("<I", bits))[0]
+        else:
+            value = struct.unpack("<d", struct.pack("<Q", bits))[0]
+        if math.isnan(value):
+            continue  # NaN payload/sign printing is covered above
+        assert float_text(value, single=kind == "f") == expected, (kind, hex(bits))

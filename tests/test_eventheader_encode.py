@@ -1,0 +1,431 @@
+"""EventHeader encoder: exact bytes per field type, names, registration text, size policy, cache."""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import struct
+import uuid
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from structlog_etw import _eventheader as eh
+from structlog_etw._fields import (
+    ARRAY,
+    BOOL,
+    BYTES,
+    F64,
+    I64,
+    IPV4,
+    IPV6,
+    JSON,
+    STR,
+    STRUCT,
+    TIME,
+    U64,
+    UUID,
+    Field,
+    to_fields,
+)
+
+from ._ehparse import parse
+
+HDR = bytes((0x07, 0, 0, 0, 0, 0, 0, 4))  # flags, version, id, tag, opcode 0, level 4
+
+
+def meta_ext(meta: bytes) -> bytes:
+    return struct.pack("<HH", len(meta), 1) + meta
+
+
+def enc1(kind: int, value: Any, name: str = "f") -> bytes:
+    return eh.EventHeaderEncoder().encode("E", [(name, kind, value)], 4)  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize(
+    ("kind", "value", "meta", "payload"),
+    [
+        (BOOL, True, b"\x82\x07", b"\x01"),
+        (BOOL, False, b"\x82\x07", b"\x00"),
+        (I64, -2, b"\x85\x02", struct.pack("<q", -2)),
+        (I64, -(2**63), b"\x85\x02", struct.pack("<q", -(2**63))),
+        (U64, 2**64 - 1, b"\x85\x01", b"\xff" * 8),
+        (F64, 1.5, b"\x85\x08", struct.pack("<d", 1.5)),
+        (F64, float("nan"), b"\x85\x08", struct.pack("<d", float("nan"))),
+        (STR, "hé", b"\x0a", b"\x03\x00h\xc3\xa9"),
+        (STR, "a\0b", b"\x0a", b"\x03\x00a\x00b"),  # NUL kept in counted strings
+        (STR, "x\ud800y", b"\x0a", b"\x05\x00x\xef\xbf\xbdy"),  # lone surrogate -> U+FFFD
+        (STR, "", b"\x0a", b"\x00\x00"),
+        (BYTES, b"\x00\xff", b"\x8d\x09", b"\x02\x00\x00\xff"),
+        (UUID, uuid.UUID(bytes=bytes(range(16))), b"\x86\x0f", bytes(range(16))),
+        (IPV4, ipaddress.IPv4Address("10.1.2.3").packed, b"\x84\x11", b"\x0a\x01\x02\x03"),
+        (IPV6, ipaddress.IPv6Address("::1").packed, b"\x86\x11", b"\x00" * 15 + b"\x01"),
+        (
+            TIME,
+            dt.datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=dt.timezone.utc),
+            b"\x0a",
+            b"\x20\x002024-05-06T07:08:09.123456+00:00",
+        ),
+        (JSON, '{"a": [1]}', b"\x8a\x0e", b'\x0a\x00{"a": [1]}'),
+        (I64 | ARRAY, [1, -1], b"\xc5\x02", b"\x02\x00" + struct.pack("<qq", 1, -1)),
+        (U64 | ARRAY, [2**64 - 1], b"\xc5\x01", b"\x01\x00" + b"\xff" * 8),
+        (F64 | ARRAY, [0.5], b"\xc5\x08", b"\x01\x00" + struct.pack("<d", 0.5)),
+        (BOOL | ARRAY, [True, False], b"\xc2\x07", b"\x02\x00\x01\x00"),
+        (STR | ARRAY, ["a", "bc"], b"\x4a", b"\x02\x00\x01\x00a\x02\x00bc"),
+        (STR | ARRAY, [], b"\x4a", b"\x00\x00"),
+        (BYTES | ARRAY, [b"\x01"], b"\xcd\x09", b"\x01\x00\x01\x00\x01"),
+        (UUID | ARRAY, [uuid.UUID(int=1)], b"\xc6\x0f", b"\x01\x00" + uuid.UUID(int=1).bytes),
+        (IPV4 | ARRAY, [b"\x01\x02\x03\x04"], b"\xc4\x11", b"\x01\x00\x01\x02\x03\x04"),
+        (IPV6 | ARRAY, [b"\x00" * 16], b"\xc6\x11", b"\x01\x00" + b"\x00" * 16),
+        (TIME | ARRAY, [dt.datetime(2020, 1, 2)], b"\x4a", b"\x01\x00\x13\x002020-01-02T00:00:00"),
+    ],
+)
+def test_each_field_kind_encodes_to_the_documented_bytes(
+    kind: int, value: Any, meta: bytes, payload: bytes
+) -> None:
+    expected = HDR + meta_ext(b"E\0f\0" + meta) + payload
+    assert enc1(kind, value) == expected
+
+
+def test_struct_is_a_count_in_metadata_and_nothing_in_payload() -> None:
+    fields: list[Field] = [
+        ("s", STRUCT, [("a", I64, 1), ("b", STRUCT, [("c", STR, "x")])]),
+        ("z", BOOL, True),
+    ]
+    got = eh.EventHeaderEncoder().encode("E", fields, 4)
+    meta = b"E\0s\0\x81\x02a\0\x85\x02b\0\x81\x01c\0\x0az\0\x82\x07"
+    assert got == HDR + meta_ext(meta) + struct.pack("<q", 1) + b"\x01\x00x" + b"\x01"
+    assert parse(got).values() == {"s": {"a": 1, "b": {"c": "x"}}, "z": True}  # type: ignore[arg-type]
+
+
+def test_activity_extension_16_and_32_bytes_precede_metadata() -> None:
+    a, r = bytes(range(16)), bytes(range(16, 32))
+    enc = eh.EventHeaderEncoder()
+    one = enc.encode("E", [], 4, activity_id=a)
+    two = enc.encode("E", [], 4, opcode=1, activity_id=a, related_id=r)
+    assert one == HDR + b"\x10\x00\x02\x80" + a + meta_ext(b"E\0")
+    assert two == bytes((7, 0, 0, 0, 0, 0, 1, 4)) + b"\x20\x00\x02\x80" + a + r + meta_ext(b"E\0")
+
+
+def test_header_carries_tag_opcode_level() -> None:
+    got = eh.EventHeaderEncoder().encode("E", [], 2, opcode=2, tag=0xBEEF)
+    assert got is not None
+    assert got[:8] == bytes((7, 0, 0, 0, 0xEF, 0xBE, 2, 2))
+
+
+def test_activity_ids_of_wrong_size_are_rejected() -> None:
+    with pytest.raises(ValueError, match="16 bytes"):
+        eh.EventHeaderEncoder().encode("E", [], 4, activity_id=b"short")
+
+
+# --- the spec's test vector --------------------------------------------------------------------
+
+SPEC_VECTOR = bytes.fromhex(
+    "07 02 e8 03 34 12 01 04"
+    "20 00 02 80"
+    + bytes(range(0xA0, 0xC0)).hex()
+    + "2d 00 01 00"
+    + b"Complex\0".hex()
+    + b"i16\0".hex()
+    + "83 82 ef be"
+    + b"arr\0".hex()
+    + "43"
+    + b"st\0".hex()
+    + "81 02"
+    + b"b\0".hex()
+    + "82 07"
+    + b"w\0".hex()
+    + "0b"
+    + b"g\0".hex()
+    + "86 0f"
+    + b"z\0".hex()
+    + "07"
+    + b"bin\0".hex()
+    + "0d"
+    + "fe ff 03 00 01 00 02 00 03 00 01 02 00 41 00 62 00"
+    + bytes(range(1, 17)).hex()
+    + "78 79 00 02 00 01 02"
+)
+
+
+def test_spec_vector_is_reproduced_by_the_building_blocks() -> None:
+    meta = b"".join(
+        [
+            b"Complex\0",
+            eh.field_metadata("i16", eh.ENC_VALUE16, eh.FMT_SIGNED_INT, tag=0xBEEF),
+            eh.field_metadata("arr", eh.ENC_VALUE16 | eh.ENC_VARRAY),
+            eh.field_metadata("st", eh.ENC_STRUCT, 2),
+            eh.field_metadata("b", eh.ENC_VALUE8, eh.FMT_BOOLEAN),
+            eh.field_metadata("w", eh.ENC_STRING_LENGTH16_CHAR16),
+            eh.field_metadata("g", eh.ENC_VALUE128, eh.FMT_UUID),
+            eh.field_metadata("z", eh.ENC_ZSTRING_CHAR8),
+            eh.field_metadata("bin", eh.ENC_BINARY_LENGTH16_CHAR8),
+        ]
+    )
+    payload = (
+        bytes.fromhex("feff030001000200030001020041006200") + bytes(range(1, 17)) + b"xy\0\x02\x00\x01\x02"
+    )
+    got = eh.assemble_event(
+        4,
+        meta,
+        payload,
+        opcode=1,
+        tag=0x1234,
+        version=2,
+        event_id=1000,
+        activity_id=bytes(range(0xA0, 0xB0)),
+        related_id=bytes(range(0xB0, 0xC0)),
+    )
+    assert got == SPEC_VECTOR
+    assert (
+        eh.tracepoint_name("MyCompany_MyComponent", 4, 0x1F, "mygroup")
+        == "MyCompany_MyComponent_L4K1fGmygroup"
+    )
+
+
+def test_encoder_matches_the_spec_vector_layout_for_the_types_it_emits() -> None:
+    # Our encoder emits the same header/extension layout; bool and uuid fields byte-identical
+    # to the vector's, binary with the HexBytes format (8d 09) the type table asks for.
+    a, r = bytes(range(0xA0, 0xB0)), bytes(range(0xB0, 0xC0))
+    g = uuid.UUID(bytes=bytes(range(1, 17)))
+    fields: list[Field] = [("b", BOOL, True), ("g", UUID, g), ("bin", BYTES, b"\x01\x02")]
+    got = eh.EventHeaderEncoder().encode(
+        "Complex", fields, 4, opcode=1, tag=0x1234, activity_id=a, related_id=r
+    )
+    meta = b"Complex\0" + b"b\0\x82\x07" + b"g\0\x86\x0f" + b"bin\0\x8d\x09"
+    want = eh.assemble_event(
+        4, meta, b"\x01" + g.bytes + b"\x02\x00\x01\x02", opcode=1, tag=0x1234, activity_id=a, related_id=r
+    )
+    assert got == want
+    assert SPEC_VECTOR[:12] == bytes((7, 2, 0xE8, 3, 0x34, 0x12, 1, 4, 0x20, 0, 2, 0x80))
+    assert got[:12] == bytes((7, 0, 0, 0, 0x34, 0x12, 1, 4, 0x20, 0, 2, 0x80))
+
+
+# --- names and registration --------------------------------------------------------------------
+
+
+def test_tracepoint_names_use_lowercase_hex_and_group_option() -> None:
+    assert eh.tracepoint_name("P", 5, 0) == "P_L5K0"
+    assert eh.tracepoint_name("P", 10, 0xABCDEF) == "P_LaKabcdef"
+    assert eh.tracepoint_name("P", 4, 2**64 - 1, "grp1") == "P_L4KffffffffffffffffGgrp1"
+
+
+def test_register_command_is_the_exact_eventheader_field_list() -> None:
+    assert (
+        eh.register_command("P_L4K1")
+        == "P_L4K1 u8 eventheader_flags; u8 version; u16 id; u16 tag; u8 opcode; u8 level"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "group", "message"),
+    [
+        ("", None, "non-empty"),
+        ("has space", None, "A-Za-z0-9_"),
+        ("colon:name", None, "A-Za-z0-9_"),
+        ("ünïcode", None, "A-Za-z0-9_"),
+        ("P", "Upper", "a-z0-9"),
+        ("P", "with_underscore", "a-z0-9"),
+        ("P" * 234, None, "too long"),
+        ("P" * 200, "g" * 34, "too long"),
+    ],
+)
+def test_invalid_provider_names_raise_clear_value_errors(name: str, group: str | None, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        eh.validate_provider_name(name, group)
+
+
+def test_valid_provider_names_pass_and_longest_names_fit_the_tracepoint_limit() -> None:
+    eh.validate_provider_name("MyCompany_MyService")
+    eh.validate_provider_name("P" * 200, "g" * 33)
+    longest = eh.tracepoint_name("P" * 200, 0xFF, 2**64 - 1, "g" * 33)
+    assert len(longest) < eh.NAME_MAX
+
+
+def test_semicolons_and_nuls_in_names_become_underscores() -> None:
+    got = eh.EventHeaderEncoder().encode("a;b\0c", [("x;y\0z", BOOL, True)], 4)
+    assert got is not None
+    p = parse(got)
+    assert p.name == "a_b_c"
+    assert p.fields[0][0] == "x_y_z"
+
+
+def test_lone_surrogates_in_names_become_replacement_characters() -> None:
+    got = eh.EventHeaderEncoder().encode("e\udc80", [("k\ud800", STR, "v")], 4)
+    assert got is not None
+    p = parse(got)
+    assert p.name == "e\ufffd"
+    assert p.fields[0][0] == "k\ufffd"
+
+
+# --- size policy ------------------------------------------------------------------------------
+
+
+def test_perf_budget_is_8184_bytes() -> None:
+    # ALIGN(8 + size, 8) <= PERF_MAX_TRACE_SIZE (8192) in user_event_perf/perf_trace_buf_alloc.
+    assert eh.PERF_MAX_EVENT_SIZE == 8184
+    assert ((8 + eh.PERF_MAX_EVENT_SIZE + 7) // 8) * 8 <= 8192
+    assert ((8 + eh.PERF_MAX_EVENT_SIZE + 1 + 7) // 8) * 8 > 8192
+
+
+def test_event_exactly_at_the_budget_is_written_unchanged() -> None:
+    enc = eh.EventHeaderEncoder()
+    base = enc.encode("E", [("s", STR, "")], 4)
+    assert base is not None
+    text = "x" * (eh.PERF_MAX_EVENT_SIZE - len(base))
+    got = enc.encode("E", [("s", STR, text)], 4)
+    assert got is not None
+    assert len(got) == eh.PERF_MAX_EVENT_SIZE
+    assert parse(got).values() == {"s": text}
+    assert enc.truncated == 0
+
+
+def test_oversized_string_is_cut_with_marker_and_event_flagged() -> None:
+    enc = eh.EventHeaderEncoder()
+    got = enc.encode("E", [("s", STR, "é" * 10000), ("n", I64, 7)], 4)
+    assert got is not None
+    assert len(got) <= eh.PERF_MAX_EVENT_SIZE
+    vals = parse(got).values()
+    assert vals["s"].endswith(eh.TRUNCATION_MARKER)
+    assert set(vals["s"][: -len(eh.TRUNCATION_MARKER)]) == {"é"}  # cut on a character boundary
+    assert vals["n"] == 7
+    assert vals[eh.TRUNCATED_FIELD] is True
+    assert enc.truncated == 1
+
+
+def test_the_longest_values_are_cut_first_and_short_ones_kept() -> None:
+    enc = eh.EventHeaderEncoder()
+    fields: list[Field] = [
+        ("short", STR, "keep me"),
+        ("big1", STR, "a" * 6000),
+        ("big2", BYTES, b"b" * 6000),
+        ("arr", I64 | ARRAY, list(range(2000))),
+    ]
+    got = enc.encode("E", fields, 4)
+    assert got is not None
+    assert len(got) <= eh.PERF_MAX_EVENT_SIZE
+    vals = parse(got).values()
+    assert vals["short"] == "keep me"
+    assert vals["big1"].endswith(eh.TRUNCATION_MARKER)
+    assert vals["big2"] == b"b" * len(vals["big2"])
+    assert 0 < len(vals["big2"]) < 6000
+    assert vals["arr"] == list(range(len(vals["arr"])))
+    assert 0 < len(vals["arr"]) < 2000
+
+
+def test_values_beyond_u16_are_cut_even_with_a_large_budget() -> None:
+    enc = eh.EventHeaderEncoder(max_size=eh.DYN_MAX_EVENT_SIZE)
+    got = enc.encode("E", [("s", STR, "z" * 70000), ("a", BOOL | ARRAY, [True] * 70000)], 4)
+    assert got is not None
+    assert len(got) <= eh.DYN_MAX_EVENT_SIZE
+    vals = parse(got).values()
+    assert len(vals["s"].encode()) <= 0xFFFF
+    assert len(vals["a"]) <= 0xFFFF
+
+
+def test_event_whose_fixed_part_cannot_fit_is_dropped() -> None:
+    enc = eh.EventHeaderEncoder()
+    fields: list[Field] = [(f"field_number_{i:05d}", I64, i) for i in range(600)]
+    assert enc.encode("E", fields, 4) is None
+    assert enc.truncated == 0
+
+
+def test_max_size_is_validated() -> None:
+    with pytest.raises(ValueError, match="max_size"):
+        eh.EventHeaderEncoder(max_size=70000)
+
+
+# --- cache -------------------------------------------------------------------------------------
+
+
+def test_cache_reuses_the_plan_for_the_same_shape() -> None:
+    enc = eh.EventHeaderEncoder()
+    a = enc.encode("E", [("x", I64, 1)], 4)
+    b = enc.encode("E", [("x", I64, 2)], 4)
+    assert len(enc._cache) == 1
+    assert a is not None and b is not None and a[:-8] == b[:-8]
+
+
+def test_same_names_different_kinds_are_different_shapes() -> None:
+    enc = eh.EventHeaderEncoder()
+    a = enc.encode("E", [("x", I64, 1)], 4)
+    b = enc.encode("E", [("x", STR, "1")], 4)
+    assert a != b
+    assert parse(b).values() == {"x": "1"}  # type: ignore[arg-type]
+    c = enc.encode("E", [("s", STRUCT, [("a", I64, 1)])], 4)
+    d = enc.encode("E", [("s", STRUCT, [("a", STR, "1")])], 4)
+    assert parse(c).values() == {"s": {"a": 1}}  # type: ignore[arg-type]
+    assert parse(d).values() == {"s": {"a": "1"}}  # type: ignore[arg-type]
+
+
+def test_cache_is_bounded_for_high_cardinality_names() -> None:
+    enc = eh.EventHeaderEncoder(cache_limit=50)
+    for i in range(1000):
+        got = enc.encode(f"event_{i}", [("x", I64, i)], 4)
+        assert got is not None and parse(got).name == f"event_{i}"
+        assert len(enc._cache) <= 50
+
+
+# --- well-formedness under arbitrary input ---------------------------------------------------------
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=50),
+    st.text(alphabet=st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), max_size=3),
+    st.binary(max_size=50),
+    st.uuids(),
+    st.datetimes(),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=5),
+        st.dictionaries(st.text(max_size=8), inner, max_size=5),
+    ),
+    max_leaves=20,
+)
+big = st.builds(
+    lambda ch, n, as_bytes: (ch * n).encode("utf-8", "surrogatepass") if as_bytes else ch * n,
+    st.sampled_from(["x", "é", "😀", "\0", "\ud800"]),
+    st.integers(min_value=1000, max_value=20000),
+    st.booleans(),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    name=st.text(max_size=40),
+    items=st.dictionaries(st.text(max_size=12), st.one_of(values, big), max_size=12),
+    activity=st.one_of(st.none(), st.binary(min_size=16, max_size=16)),
+)
+def test_any_event_dict_encodes_to_a_well_formed_event_within_budget(
+    name: str, items: dict[str, Any], activity: bytes | None
+) -> None:
+    enc = eh.EventHeaderEncoder()
+    got = enc.encode(name, to_fields(items.items()), 3, activity_id=activity)
+    if got is None:  # only when the fixed part alone cannot fit
+        return
+    assert len(got) <= eh.PERF_MAX_EVENT_SIZE
+    p = parse(got)
+    assert p.level == 3
+    assert p.activity == activity
+    expected_names = list(items)
+    got_names = [f[0] for f in p.fields if f[0] != eh.TRUNCATED_FIELD]
+    assert len(got_names) == len(expected_names)
+
+
+def test_json_fields_of_a_truncated_event_become_plain_strings() -> None:
+    enc = eh.EventHeaderEncoder()
+    text = "[" + ", ".join(["1"] * 5000) + "]"
+    got = enc.encode("E", [("j", JSON, text), ("small", JSON, "[1]")], 4)
+    assert got is not None
+    p = parse(got)
+    kinds = {name: (encoding, fmt) for name, encoding, fmt, _v in p.fields}
+    assert kinds["j"] == (eh.ENC_STRING_LENGTH16_CHAR8, 0)
+    assert kinds["small"] == (eh.ENC_STRING_LENGTH16_CHAR8, 0)
+    assert p.values()["j"].endswith(eh.TRUNCATION_MARKER)

@@ -1,0 +1,221 @@
+"""The perf.data reader: headers, names, times, pipe mode, and damaged or truncated files."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import struct
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from structlog_etw._perf_events import SampleDecodeError, decode_sample
+from structlog_etw._perfdata import PerfDataError, PerfDataFile, Sample
+from structlog_etw._tracefs_format import parse_format
+from tests._shared import vector
+
+SCHED_FORMAT = """name: sched_switch
+ID: 316
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;
+\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;
+\tfield:__data_loc char[] msg;\toffset:28;\tsize:4;\tsigned:0;
+\tfield:unsigned long flags;\toffset:32;\tsize:8;\tsigned:0;
+\tfield:const char * ptr;\toffset:40;\tsize:8;\tsigned:0;
+\tfield:u16 ports[2];\toffset:48;\tsize:4;\tsigned:0;
+
+print fmt: "prev_comm=%s", REC->prev_comm
+"""
+
+
+@pytest.fixture(scope="module")
+def perf_bytes() -> bytes:
+    return vector("perf.data").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def reference(perf_bytes: bytes) -> list[Sample]:
+    return list(PerfDataFile.from_bytes(perf_bytes).samples())
+
+
+def test_header_attrs_names_and_clock_are_read(perf_bytes: bytes, reference: list[Sample]) -> None:
+    f = PerfDataFile.from_bytes(perf_bytes)
+    assert not f.pipe
+    assert f.problems == []
+    assert len(f.attrs) == 11
+    assert {a.name for a in f.attrs} >= {"sched:sched_switch", "user_events:TestProviderC_L5K0"}
+    assert f.clock_offset_ns is not None
+    first = reference[0]
+    assert (first.name, first.cpu, first.pid, first.tid) == ("sched:sched_switch", 0, 2002, 2002)
+    assert first.realtime_ns == first.time + f.clock_offset_ns  # type: ignore[operator]
+    eh = next(s for s in reference if s.is_eventheader)
+    assert eh.name.startswith("user_events:")
+    assert eh.data[:1] == b"\x07"  # the EventHeader flags byte, after 8 bytes of common fields
+    assert eh.raw[8:] == eh.data
+
+
+def test_record_counts_and_rounds(perf_bytes: bytes) -> None:
+    f = PerfDataFile.from_bytes(perf_bytes)
+    samples = list(f.samples())
+    assert f.record_counts["SAMPLE"] == len(samples) == 539
+    assert f.record_counts["FINISHED_ROUND"] == 2
+    assert f.lost == 0
+    ordered = f.samples_in_time_order()
+    assert sorted(s.offset for s in ordered) == [s.offset for s in samples]
+    for a, b in itertools.pairwise(ordered):
+        assert a.round < b.round or (a.time or 0) <= (b.time or 0)
+
+
+def test_not_a_perf_data_file_is_a_clear_error() -> None:
+    with pytest.raises(PerfDataError, match=r"not a perf\.data file"):
+        PerfDataFile.from_bytes(b"hello world, not perf data at all")
+    with pytest.raises(PerfDataError, match="too short"):
+        PerfDataFile.from_bytes(b"PERF")
+
+
+@pytest.mark.parametrize("fraction", [0.3, 0.5, 0.7, 0.79, 0.8, 0.9, 0.97])
+def test_truncated_files_decode_what_they_can_and_report_the_rest(
+    perf_bytes: bytes, reference: list[Sample], fraction: float
+) -> None:
+    cut = int(len(perf_bytes) * fraction)
+    f = PerfDataFile.from_bytes(perf_bytes[:cut])
+    samples = list(f.samples())
+    assert f.problems, "a truncated file must report a problem"
+    assert len(samples) <= len(reference)
+    for got, ref in zip(samples, reference, strict=False):
+        assert (got.offset, got.time, got.cpu, got.raw) == (ref.offset, ref.time, ref.cpu, ref.raw)
+    decoded = 0
+    for s in samples:
+        try:
+            decode_sample(s)
+            decoded += 1
+        except SampleDecodeError as exc:
+            assert "format unknown" in str(exc)
+    if cut > 138632 + 3888 + 2048:  # past the data section and the tracing data: all samples decode
+        assert decoded == len(samples)
+
+
+def test_a_damaged_record_stops_reading_with_a_report(perf_bytes: bytes, reference: list[Sample]) -> None:
+    victim = reference[100].offset
+    damaged = bytearray(perf_bytes)
+    damaged[victim + 6 : victim + 8] = b"\x00\x00"  # record size 0
+    f = PerfDataFile.from_bytes(bytes(damaged))
+    samples = list(f.samples())
+    assert len(samples) == 100
+    assert any(f"offset {victim}" in p for p in f.problems)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 172699), st.integers(0, 255)), min_size=1, max_size=20))
+def test_random_damage_never_raises(perf_bytes: bytes, flips: list[tuple[int, int]]) -> None:
+    damaged = bytearray(perf_bytes)
+    for pos, value in flips:
+        if pos < len(damaged):
+            damaged[pos] = value
+    try:
+        f = PerfDataFile.from_bytes(bytes(damaged))
+    except PerfDataError:
+        return
+    for s in f.samples():
+        with contextlib.suppress(SampleDecodeError):
+            decode_sample(s)
+
+
+def _pipe_mode_copy(data: bytes) -> bytes:
+    """Rewrite a file-mode perf.data as perf's pipe mode (perf record -o -): all metadata in records."""
+    f = PerfDataFile.from_bytes(data)
+    attr_entry = struct.unpack_from("<Q", data, 16)[0]
+    attrs_off, attrs_size = struct.unpack_from("<QQ", data, 24)
+    out = bytearray(b"PERFILE2" + struct.pack("<Q", 16))
+    for pos in range(attrs_off, attrs_off + attrs_size, attr_entry):
+        attr = data[pos : pos + attr_entry - 16]
+        ids_off, ids_size = struct.unpack_from("<QQ", data, pos + attr_entry - 16)
+        body = attr + data[ids_off : ids_off + ids_size]
+        out += struct.pack("<IHH", 64, 0, 8 + len(body)) + body
+    # feature sections: the table follows the data section
+    data_off, data_size = struct.unpack_from("<QQ", data, 40)
+    bits = int.from_bytes(data[72:104], "little")
+    table = data_off + data_size
+    sections = {}
+    for bit in range(256):
+        if bits >> bit & 1:
+            sections[bit] = struct.unpack_from("<QQ", data, table)
+            table += 16
+    t_off, t_size = sections[1]
+    tracing = data[t_off : t_off + t_size]
+    padded = tracing + b"\0" * (-len(tracing) % 8)
+    out += struct.pack("<IHHI", 66, 0, 12, len(padded)) + padded
+    c_off, c_size = sections[29]
+    out += struct.pack("<IHHQ", 80, 0, 16 + c_size, 29) + data[c_off : c_off + c_size]
+    out += data[data_off : data_off + data_size]
+    assert not f.problems
+    return bytes(out)
+
+
+def test_pipe_mode_files_are_read_like_normal_ones(perf_bytes: bytes, reference: list[Sample]) -> None:
+    f = PerfDataFile.from_bytes(_pipe_mode_copy(perf_bytes))
+    assert f.pipe
+    samples = list(f.samples())
+    assert f.problems == []
+    assert len(samples) == len(reference)
+    for got, ref in zip(samples, reference, strict=True):
+        assert (got.name, got.time, got.realtime_ns, got.cpu, got.pid, got.raw) == (
+            ref.name,
+            ref.time,
+            ref.realtime_ns,
+            ref.cpu,
+            ref.pid,
+            ref.raw,
+        )
+        assert repr(decode_sample(got)) == repr(decode_sample(ref))
+
+
+def test_tracefs_format_fields_and_perf_decode_conventions() -> None:
+    fmt = parse_format("sched", SCHED_FORMAT)
+    assert fmt is not None
+    assert (fmt.full_name, fmt.id, fmt.common_count, fmt.common_size) == ("sched:sched_switch", 316, 4, 8)
+    assert not fmt.is_eventheader
+    names = [f.name for f in fmt.own_fields]
+    assert names == ["prev_comm", "prev_pid", "msg", "flags", "ptr", "ports"]
+    raw = bytearray(60)
+    raw[8:13] = b"perf\0"
+    raw[24:28] = struct.pack("<i", 0x950)
+    raw[28:32] = struct.pack("<I", (3 << 16) | 52)
+    raw[52:55] = b"hi\0"
+    raw[32:40] = struct.pack("<Q", 0xFF)
+    raw[40:48] = struct.pack("<Q", 0x1000)
+    raw[48:52] = struct.pack("<HH", 80, 443)
+    values = {f.name: f.value(bytes(raw), "<") for f in fmt.own_fields}
+    assert values == {
+        "prev_comm": "perf",
+        "prev_pid": 0x950,
+        "msg": "hi",
+        "flags": 0xFF,
+        "ptr": 0x1000,
+        "ports": [80, 443],
+    }
+    texts = {f.name: f.perf_json(bytes(raw), "<") for f in fmt.own_fields}
+    assert texts == {
+        "prev_comm": '"perf"',
+        "prev_pid": '"0x950"',  # pid_t: an unknown type, printed in hex like perf-decode
+        "msg": '"hi"',
+        "flags": '"0xFF"',  # unsigned long: hex
+        "ptr": '"0x1000"',  # pointers: hex
+        "ports": "[80,443]",
+    }
+
+
+def test_an_eventheader_tracepoint_format_is_recognised() -> None:
+    eh_field = "\tfield:u8 eventheader_flags;\toffset:8;\tsize:1;\tsigned:0;\n\tfield:char x[16];"
+    text = SCHED_FORMAT.replace("name: sched_switch", "name: P_L4K1")
+    text = text.replace("\tfield:char prev_comm[16];", eh_field)
+    fmt = parse_format("user_events", text)
+    assert fmt is not None
+    assert fmt.is_eventheader
+    assert fmt.payload_offset == 8

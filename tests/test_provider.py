@@ -1,0 +1,233 @@
+"""Provider: registry, slots, backend switching, stats by reason, never raising, thread safety."""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections.abc import Iterator
+
+import pytest
+
+from structlog_etw import _provider
+from structlog_etw._backend_base import BackendUnavailable
+from structlog_etw._backend_capture import CaptureBackend
+from structlog_etw._backend_null import NullBackend
+from structlog_etw._fields import I64, STR, Field
+from structlog_etw._provider import Provider, close_all, get_provider, set_backend_factory
+
+from ._ehparse import parse
+
+
+@pytest.fixture
+def captures() -> Iterator[dict[str, CaptureBackend]]:
+    """Every provider created in the test writes to a CaptureBackend, keyed by provider name."""
+    made: dict[str, CaptureBackend] = {}
+
+    def factory(name: str, group: str | None) -> CaptureBackend:
+        made[name] = CaptureBackend(name, group)
+        return made[name]
+
+    saved = dict(_provider._registry)
+    _provider._registry.clear()
+    previous = set_backend_factory(factory)
+    try:
+        yield made
+    finally:
+        for p in _provider._registry.values():
+            p.close()
+        set_backend_factory(previous)
+        _provider._registry.clear()
+        _provider._registry.update(saved)
+
+
+FIELDS: list[Field] = [("user", STR, "ann"), ("n", I64, 3)]
+
+
+def test_same_name_gives_the_same_provider(captures: dict[str, CaptureBackend]) -> None:
+    a = get_provider("Co_Svc")
+    b = get_provider("Co_Svc", keywords=(0x8,))
+    assert a is b
+    assert get_provider("Co_Other") is not a
+
+
+def test_conflicting_group_is_a_clear_value_error(captures: dict[str, CaptureBackend]) -> None:
+    get_provider("Co_Svc", group="g1")
+    with pytest.raises(ValueError, match="group"):
+        get_provider("Co_Svc", group="g2")
+    assert get_provider("Co_Svc").group == "g1"
+
+
+def test_invalid_provider_name_raises_at_setup(captures: dict[str, CaptureBackend]) -> None:
+    with pytest.raises(ValueError, match="A-Za-z0-9_"):
+        get_provider("bad name")
+    with pytest.raises(ValueError, match="keyword"):
+        get_provider("Co_Svc", keywords=(-1,))
+
+
+def test_default_and_declared_keywords_are_registered_at_levels_1_to_5(
+    captures: dict[str, CaptureBackend],
+) -> None:
+    get_provider("Co_Svc", default_keyword=0x1, keywords=(0x2, 0x4))
+    opened = set(captures["Co_Svc"]._words)
+    assert opened == {(lv, kw) for lv in range(1, 6) for kw in (0x1, 0x2, 0x4)}
+    get_provider("Co_Svc", keywords=(0x10,))
+    assert {(lv, 0x10) for lv in range(1, 6)} <= set(captures["Co_Svc"]._words)
+
+
+def test_write_hands_encoded_bytes_to_the_backend_and_counts_written(
+    captures: dict[str, CaptureBackend],
+) -> None:
+    p = get_provider("Co_Svc")
+    assert p.write(p.slot(4, 1), "login", FIELDS) is True
+    (rec,) = captures["Co_Svc"].records
+    assert rec.tracepoint == "Co_Svc_L4K1"
+    assert parse(rec.event).values() == {"user": "ann", "n": 3}
+    assert p.stats()["written"] == 1
+
+
+def test_disabled_slot_is_not_written_and_counted_not_enabled(captures: dict[str, CaptureBackend]) -> None:
+    p = get_provider("Co_Svc")
+    captures["Co_Svc"].set_enabled(False, level=5)
+    assert p.enabled(5, 1) is False
+    assert p.write(p.slot(5, 1), "dbg", FIELDS) is False
+    assert p.write(p.slot(4, 1), "inf", FIELDS) is True
+    assert p.stats()["dropped"] == {"not_enabled": 1}
+    assert [r.tracepoint for r in captures["Co_Svc"].records] == ["Co_Svc_L4K1"]
+
+
+def test_enablement_change_is_seen_through_the_cached_slot(captures: dict[str, CaptureBackend]) -> None:
+    p = get_provider("Co_Svc")
+    slot = p.slot(3, 0x40)
+    assert slot.word[0]
+    captures["Co_Svc"].set_enabled(False, keyword=0x40)
+    assert not slot.word[0]
+    captures["Co_Svc"].set_enabled(True, level=3, keyword=0x40)
+    assert slot.word[0]
+
+
+def test_too_large_and_encode_errors_are_counted_not_raised(captures: dict[str, CaptureBackend]) -> None:
+    p = get_provider("Co_Svc")
+    many: list[Field] = [(f"f{i:06d}_padding_padding", I64, i) for i in range(600)]
+    assert p.write(p.slot(4, 1), "big", many) is False
+    assert p.write(p.slot(4, 1), "bad", [("x", I64, "not an int")]) is False
+    assert p.stats()["dropped"] == {"too_large": 1, "encode_error": 1}
+    assert captures["Co_Svc"].records == []
+
+
+def test_truncated_events_are_counted(captures: dict[str, CaptureBackend]) -> None:
+    p = get_provider("Co_Svc")
+    assert p.write(p.slot(4, 1), "long", [("s", STR, "x" * 20000)]) is True
+    assert p.stats()["truncated"] == 1
+
+
+def test_backend_error_codes_are_counted_by_name(captures: dict[str, CaptureBackend]) -> None:
+    p = get_provider("Co_Svc")
+    slot = p.slot(4, 1)
+    captures["Co_Svc"].close()  # the session went away after the enable check...
+    slot.word = [1]  # ...as if the word was read just before
+    assert p.write(slot, "late", FIELDS) is False
+    assert p.stats()["errors"] == {"EBADF": 1}
+
+
+def test_closed_provider_counts_writes_as_closed_and_disables_slots(
+    captures: dict[str, CaptureBackend],
+) -> None:
+    p = get_provider("Co_Svc")
+    slot = p.slot(4, 1)
+    p.close()
+    assert not slot.word[0]
+    assert p.write(slot, "after", FIELDS) is False
+    assert p.stats()["dropped"] == {"closed": 1}
+    assert p.stats()["closed"] is True
+    assert get_provider("Co_Svc") is not p  # a closed provider is replaced on the next lookup
+
+
+def test_close_all_closes_every_provider(captures: dict[str, CaptureBackend]) -> None:
+    a, b = get_provider("Co_A"), get_provider("Co_B")
+    close_all()
+    assert a.closed and b.closed
+    assert a.write(a.slot(4, 1), "x", FIELDS) is False
+
+
+def test_backend_factory_switch_keeps_slot_objects_valid() -> None:
+    saved = dict(_provider._registry)
+    _provider._registry.clear()
+    first: list[CaptureBackend] = []
+
+    def factory(name: str, group: str | None) -> CaptureBackend:
+        first.append(CaptureBackend(name, group, enabled=False))
+        return first[-1]
+
+    previous = set_backend_factory(factory)
+    try:
+        p = get_provider("Co_Switch")
+        slot = p.slot(4, 1)
+        assert not slot.word[0]
+        second = CaptureBackend("Co_Switch")
+        set_backend_factory(lambda n, g: second)
+        assert p.slot(4, 1) is slot
+        assert slot.word[0]
+        assert p.write(slot, "e", FIELDS) is True
+        assert len(second.records) == 1
+        assert first[0].records == []
+    finally:
+        p.close()
+        set_backend_factory(previous)
+        _provider._registry.clear()
+        _provider._registry.update(saved)
+
+
+def test_unavailable_backend_warns_once_and_runs_disabled() -> None:
+    def factory(name: str, group: str | None) -> CaptureBackend:
+        raise BackendUnavailable("no tracefs here (test)")
+
+    _provider._warned.discard("no tracefs here (test)")
+    saved = _provider._factory
+    _provider._factory = factory
+    try:
+        with pytest.warns(RuntimeWarning, match="no tracefs here"):
+            p = Provider("Co_Unavail")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            q = Provider("Co_Unavail2")  # same reason: no second warning
+        assert isinstance(p.backend, NullBackend)
+        assert not p.enabled(4, 1)
+        assert p.write(p.slot(4, 1), "e", FIELDS) is False
+        assert p.stats()["dropped"] == {"not_enabled": 1}
+        q.close()
+        p.close()
+    finally:
+        _provider._factory = saved
+
+
+def test_concurrent_writes_are_all_counted_and_recorded(captures: dict[str, CaptureBackend]) -> None:
+    p = get_provider("Co_Svc")
+    slot = p.slot(4, 1)
+    per_thread = 1000
+
+    def work(t: int) -> None:
+        for i in range(per_thread):
+            p.write(slot, "e", [("t", I64, t), ("i", I64, i)])
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert p.stats()["written"] == 8 * per_thread
+    recs = captures["Co_Svc"].records
+    assert len(recs) == 8 * per_thread
+    seen: dict[int, list[int]] = {}
+    for r in recs:
+        v = parse(r.event).values()
+        seen.setdefault(v["t"], []).append(v["i"])
+    assert all(order == list(range(per_thread)) for order in seen.values())
+
+
+def test_stats_is_a_snapshot(captures: dict[str, CaptureBackend]) -> None:
+    p = get_provider("Co_Svc")
+    snap = p.stats()
+    p.write(p.slot(4, 1), "e", FIELDS)
+    assert snap["written"] == 0
+    assert p.stats()["written"] == 1
+    assert set(snap) >= {"written", "dropped", "errors", "invalid", "truncated", "format", "backend"}

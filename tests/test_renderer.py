@@ -1,0 +1,265 @@
+"""EtwRenderer through real structlog configuration, writing to a capture backend."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import structlog
+
+from structlog_etw import EtwRenderer, _provider
+from structlog_etw._backend_capture import CaptureBackend
+from structlog_etw._context import CURRENT_ACTIVITY
+from structlog_etw._provider import get_provider, set_backend_factory
+from structlog_etw._renderer import MAX_EVENT_NAME, event_name
+
+from ._ehparse import Parsed, parse
+
+PROV = "Co_Render"
+
+
+@pytest.fixture
+def cap() -> Iterator[CaptureBackend]:
+    made: dict[str, CaptureBackend] = {}
+
+    def factory(name: str, group: str | None) -> CaptureBackend:
+        made[name] = CaptureBackend(name, group)
+        return made[name]
+
+    saved = dict(_provider._registry)
+    _provider._registry.clear()
+    previous = set_backend_factory(factory)
+    structlog.reset_defaults()
+    structlog.contextvars.clear_contextvars()
+    try:
+        structlog.configure(processors=[EtwRenderer(PROV)], cache_logger_on_first_use=False)
+        yield made[PROV]
+    finally:
+        structlog.reset_defaults()
+        structlog.contextvars.clear_contextvars()
+        for p in _provider._registry.values():
+            p.close()
+        set_backend_factory(previous)
+        _provider._registry.clear()
+        _provider._registry.update(saved)
+
+
+def events(cap: CaptureBackend) -> list[tuple[str, Parsed]]:
+    return [(r.tracepoint, parse(r.event)) for r in cap.records]
+
+
+def test_log_call_becomes_one_event_with_typed_fields_and_prints_nothing(
+    cap: CaptureBackend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = structlog.get_logger().bind(etw_keyword=0x4)
+    log.info("user_login", user="ann", attempts=3, ratio=0.5, ok=True)
+    ((tp, ev),) = events(cap)
+    assert tp == f"{PROV}_L4K4"
+    assert ev.name == "user_login"
+    assert ev.level == 4
+    assert ev.values() == {"user": "ann", "attempts": 3, "ratio": 0.5, "ok": True}
+    assert capsys.readouterr() == ("", "")
+
+
+@pytest.mark.parametrize(
+    ("method", "level"),
+    [("critical", 1), ("fatal", 1), ("error", 2), ("exception", 2), ("warning", 3), ("warn", 3), ("info", 4),
+     ("msg", 4), ("debug", 5)],
+)  # fmt: skip
+def test_level_comes_from_the_method_name(cap: CaptureBackend, method: str, level: int) -> None:
+    getattr(structlog.get_logger(), method)("e")
+    ((tp, ev),) = events(cap)
+    assert ev.level == level
+    assert tp == f"{PROV}_L{level}K1"
+
+
+def test_unknown_method_is_verbose_and_etw_level_overrides(cap: CaptureBackend) -> None:
+    r = get_renderer()
+    with pytest.raises(structlog.DropEvent):
+        r(None, "trace", {"event": "a"})
+    structlog.get_logger().info("b", etw_level=2)
+    assert [ev.level for _, ev in events(cap)] == [5, 2]
+
+
+def get_renderer(**kw: Any) -> EtwRenderer:
+    return EtwRenderer(PROV, **kw)
+
+
+def test_call_keyword_beats_bound_beats_contextvars_beats_default(cap: CaptureBackend) -> None:
+    log = structlog.get_logger()
+    log.info("default")
+    structlog.contextvars.bind_contextvars(etw_keyword=0x8)
+    log.info("from_contextvars")
+    log.bind(etw_keyword=0x4).info("bound")
+    log.bind(etw_keyword=0x4).info("call", etw_keyword=0x2)
+    assert [tp for tp, _ in events(cap)] == [f"{PROV}_L4K1", f"{PROV}_L4K8", f"{PROV}_L4K4", f"{PROV}_L4K2"]
+    assert all("etw_keyword" not in ev.values() for _, ev in events(cap))
+
+
+def test_contextvars_control_keys_work_with_merge_contextvars_too(cap: CaptureBackend) -> None:
+    structlog.configure(processors=[structlog.contextvars.merge_contextvars, EtwRenderer(PROV)])
+    structlog.contextvars.bind_contextvars(etw_keyword=0x8, etw_name="ctx_name", req="r1")
+    structlog.get_logger().info("e")
+    ((tp, ev),) = events(cap)
+    assert tp == f"{PROV}_L4K8"
+    assert ev.name == "ctx_name"
+    assert ev.values() == {"event": "e", "req": "r1"}
+
+
+def test_etw_name_names_the_event_and_keeps_event_as_field(cap: CaptureBackend) -> None:
+    structlog.get_logger().info("User ann logged in", etw_name="UserLogin", user="ann")
+    ((_, ev),) = events(cap)
+    assert ev.name == "UserLogin"
+    assert ev.values() == {"event": "User ann logged in", "user": "ann"}
+
+
+def test_opcode_and_tags_go_to_the_header(cap: CaptureBackend) -> None:
+    structlog.get_logger().info("e", etw_opcode=1, etw_tags=0x1234)
+    ((_, ev),) = events(cap)
+    assert (ev.opcode, ev.tag) == (1, 0x1234)
+    assert ev.values() == {}
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("etw_keyword", "x"),
+        ("etw_keyword", -1),
+        ("etw_keyword", 2**64),
+        ("etw_keyword", True),
+        ("etw_level", 0),
+        ("etw_level", 256),
+        ("etw_opcode", 300),
+        ("etw_tags", -1),
+        ("etw_tags", 0x10000),
+        ("etw_name", 5),
+        ("etw_name", ""),
+    ],
+)
+def test_invalid_control_values_fall_back_and_are_counted(cap: CaptureBackend, key: str, value: Any) -> None:
+    structlog.get_logger().info("e", **{key: value})
+    ((tp, ev),) = events(cap)
+    assert tp == f"{PROV}_L4K1"
+    assert (ev.name, ev.opcode, ev.tag) == ("e", 0, 0)
+    assert get_provider(PROV).stats()["invalid"] == {key: 1}
+
+
+def test_event_names_are_made_valid() -> None:
+    assert event_name("a;b\0c") == "a_bc"
+    assert event_name("") == "event"
+    assert event_name("\0") == "event"
+    assert event_name("x" * 1000) == "x" * MAX_EVENT_NAME
+    assert event_name(42) == "42"
+
+    class Bad:
+        def __str__(self) -> str:
+            raise RuntimeError
+
+        def __repr__(self) -> str:
+            raise RuntimeError
+
+    assert event_name(Bad()).startswith("<unprintable ")
+
+
+def test_exc_info_becomes_a_formatted_exception_field(cap: CaptureBackend) -> None:
+    log = structlog.get_logger()
+    try:
+        raise ValueError("broken")
+    except ValueError:
+        log.exception("failed", x=1)
+    ((_, ev),) = events(cap)
+    vals = ev.values()
+    assert vals["x"] == 1
+    assert vals["exception"].startswith("Traceback (most recent call last)")
+    assert "ValueError: broken" in vals["exception"]
+    assert "exc_info" not in vals
+
+
+def test_exception_already_formatted_by_structlog_is_kept(cap: CaptureBackend) -> None:
+    structlog.configure(processors=[structlog.processors.dict_tracebacks, EtwRenderer(PROV)])
+    try:
+        raise KeyError("k")
+    except KeyError:
+        structlog.get_logger().exception("failed")
+    ((_, ev),) = events(cap)
+    exc = ev.values()["exception"]
+    assert isinstance(exc, str)
+    assert json.loads(exc)[0]["exc_type"] == "KeyError"  # dict_tracebacks' list, written as JSON
+
+
+def test_current_activity_ids_are_written(cap: CaptureBackend) -> None:
+    a, r = uuid.uuid4().bytes, uuid.uuid4().bytes
+    token = CURRENT_ACTIVITY.set((a, r))
+    try:
+        structlog.get_logger().info("in_activity")
+    finally:
+        CURRENT_ACTIVITY.reset(token)
+    structlog.get_logger().info("outside")
+    (_, inside), (_, outside) = events(cap)
+    assert (inside.activity, inside.related) == (a, r)
+    assert outside.activity is None
+
+
+def test_disabled_slot_writes_nothing_and_counts_nothing(cap: CaptureBackend) -> None:
+    cap.set_enabled(False, level=5)
+    structlog.get_logger().debug("nobody_listens", x=1)
+    structlog.get_logger().info("listened")
+    assert [ev.name for _, ev in events(cap)] == ["listened"]
+    stats = get_provider(PROV).stats()
+    assert stats["dropped"] == {}
+    assert stats["written"] == 1
+
+
+def test_passthrough_returns_the_dict_for_later_renderers(
+    cap: CaptureBackend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    structlog.configure(
+        processors=[EtwRenderer(PROV, passthrough=True), structlog.processors.JSONRenderer(sort_keys=True)],
+        logger_factory=structlog.PrintLoggerFactory(),
+    )
+    structlog.get_logger().info("both", user="ann", etw_keyword=0x2)
+    ((tp, ev),) = events(cap)
+    assert tp == f"{PROV}_L4K2"
+    assert ev.values() == {"user": "ann"}
+    assert json.loads(capsys.readouterr().out) == {"event": "both", "user": "ann"}
+
+
+def test_hostile_values_never_raise_and_are_written(cap: CaptureBackend) -> None:
+    class Unprintable:
+        def __str__(self) -> str:
+            raise RuntimeError("no")
+
+        __repr__ = __str__
+
+    loop: list[Any] = [1]
+    loop.append(loop)
+    d: dict[str, Any] = {}
+    d["self"] = d
+    structlog.get_logger().info(
+        "hostile;name\0",
+        obj=Unprintable(),
+        loop=loop,
+        d=d,
+        big=2**200,
+        nan=float("nan"),
+        s="a\ud800\0b",
+        **{"k\0;": 1},
+    )
+    ((_, ev),) = events(cap)
+    vals = ev.values()
+    assert ev.name == "hostile_name"
+    assert vals["obj"].startswith("<unprintable ")
+    assert vals["obj"].endswith("Unprintable>")
+    assert vals["big"] == str(2**200)
+    assert vals["s"] == "a\ufffd\0b"
+    assert vals["k__"] == 1
+
+
+def test_renderer_with_explicit_group_and_keywords_registers_them(cap: CaptureBackend) -> None:
+    EtwRenderer("Co_Grouped", group="grp", keywords=(0x20,))
+    prov = get_provider("Co_Grouped")
+    assert prov.group == "grp"
+    assert prov.slot(3, 0x20).handle == "Co_Grouped_L3K20Ggrp"

@@ -1,0 +1,531 @@
+"""TraceLogging encoder: spec vectors, the type table, the size policy, robustness."""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import json
+import math
+import re
+import struct
+import uuid
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from structlog_etw import _fields as F
+from structlog_etw._tracelogging import (
+    TRUNCATED_FIELD,
+    TRUNCATION_MARKER,
+    InType,
+    OutType,
+    TraceLoggingEncoder,
+    encode_tag,
+    event_descriptor,
+    event_metadata,
+    field_metadata,
+    filetime,
+    group_guid,
+    provider_id,
+    provider_traits,
+)
+from structlog_etw._tracelogging_decode import decode, decode_traits, parse_metadata
+
+# ---------------------------------------------------------------------------------------------
+# Spec vectors
+
+
+@pytest.mark.parametrize(
+    ("name", "guid"),
+    [
+        ("MyProvider", "b3864c38-4273-58c5-545b-8b3608343471"),
+        ("TestProvider", "97c801ee-c28b-5bb6-2ae4-11e18fe6137a"),
+        ("MyProviderName", "b7aa4d18-240c-5f41-5852-817dbf477472"),
+    ],
+)
+def test_provider_id_matches_eventsource_hash_vectors(name: str, guid: str) -> None:
+    assert provider_id(name) == uuid.UUID(guid)
+
+
+def test_provider_id_ignores_case_like_eventsource() -> None:
+    assert provider_id("myprovider") == provider_id("MYPROVIDER") == provider_id("MyProvider")
+
+
+def test_provider_traits_vector_and_group_trait() -> None:
+    assert provider_traits("MyProvider") == bytes.fromhex("0d 00 4d 79 50 72 6f 76 69 64 65 72 00")
+    group = uuid.UUID("12345678-1234-5678-9abc-def012345678")
+    blob = provider_traits("MyProvider", group)
+    assert blob == bytes.fromhex("20 00 4d 79 50 72 6f 76 69 64 65 72 00 13 00 01") + group.bytes_le
+    assert decode_traits(blob) == ("MyProvider", group)
+    assert TraceLoggingEncoder("MyProvider", group).traits == blob
+
+
+def test_provider_group_from_guid_text_or_name() -> None:
+    g = uuid.UUID("4f50731a-89cf-4782-b3e0-dce8c90476ba")
+    assert group_guid(g) == g
+    assert group_guid(str(g)) == g
+    assert group_guid("mygroup") == provider_id("mygroup")
+    assert group_guid(None) is None
+    assert decode_traits(TraceLoggingEncoder("P", "mygroup").traits) == ("P", provider_id("mygroup"))
+    with pytest.raises(TypeError):
+        TraceLoggingEncoder("P", 5)  # type: ignore[arg-type]
+
+
+def test_worked_example_metadata_data_and_descriptor_match_microsoft_bytes() -> None:
+    meta = event_metadata(
+        "MyEvent",
+        [
+            field_metadata("pid", InType.UINT32, OutType.PID),
+            field_metadata("msg", InType.COUNTEDANSISTRING, OutType.UTF8),
+            field_metadata("arr", InType.INT32, vcount=True),
+            field_metadata("t", InType.UINT8, tag=0x1234567),
+        ],
+    )
+    assert meta == bytes.fromhex(
+        "24 00 00 4d 79 45 76 65 6e 74 00 70 69 64 00 88 05 6d 73 67 00 97 23"
+        " 61 72 72 00 47 74 00 84 80 89 8d 8a 67"
+    )
+    data = struct.pack("<I", 1234) + struct.pack("<H", 2) + b"hi" + struct.pack("<Hii", 2, 1, 2) + b"\x07"
+    assert data == bytes.fromhex("d2 04 00 00 02 00 68 69 02 00 01 00 00 00 02 00 00 00 07")
+    assert event_descriptor(4, 0, 1) == bytes.fromhex("00 00 00 0b 04 00 00 00 01 00 00 00 00 00 00 00")
+    ev = decode(meta, data, descriptor=event_descriptor(4, 0, 1))
+    assert ev.name == "MyEvent"
+    assert (ev.level, ev.keyword, ev.opcode) == (4, 1, 0)
+    assert ev.fields == {"pid": 1234, "msg": "hi", "arr": [1, 2], "t": 7}
+    assert ev.field_list[3].tag == 0x1234567
+    assert ev.field_list[0].format == OutType.PID
+
+
+def test_encoder_reproduces_the_worked_example_string_field() -> None:
+    enc = TraceLoggingEncoder("MyProvider")
+    result = enc.encode("MyEvent", [("msg", F.STR, "hi")])
+    assert result == (bytes.fromhex("11 00 00 4d 79 45 76 65 6e 74 00 6d 73 67 00 97 23"), b"\x02\x00hi")
+
+
+@pytest.mark.parametrize(
+    ("tag", "expected"),
+    [(0, "00"), (0xFE00000, "7f"), (0xFEDC000, "ff 37"), (0xFEDCBAF, "ff b7 97 2f")],
+)
+def test_event_tags_use_the_shortest_of_1_2_4_bytes(tag: int, expected: str) -> None:
+    assert encode_tag(tag) == bytes.fromhex(expected)
+    meta = TraceLoggingEncoder("P").encode("e", [], tags=tag)
+    assert meta is not None
+    assert parse_metadata(meta[0])[1] == tag
+
+
+def test_struct_metadata_vector() -> None:
+    assert field_metadata("st", InType.STRUCT, 2) == bytes.fromhex("73 74 00 98 02")
+
+
+# ---------------------------------------------------------------------------------------------
+# The type table: every row encodes to the documented InType/OutType and decodes back
+
+UTC = dt.timezone.utc
+_SURROGATE = re.compile("[\ud800-\udfff]")
+T0 = dt.datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
+U0 = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff")
+IP4 = ipaddress.IPv4Address("10.1.2.3")
+IP6 = ipaddress.IPv6Address("fe80::1")
+ROW = ("label", "value", "in_type", "out_type", "decoded")
+
+TABLE: list[tuple[str, object, int, int, object]] = [
+    # (id, python value, InType, OutType, decoded value)
+    ("bool", True, InType.BOOL32, 0, True),
+    ("int64", -5, InType.INT64, 0, -5),
+    ("uint64", 2**64 - 1, InType.UINT64, 0, 2**64 - 1),
+    ("bigint", 2**70, InType.COUNTEDANSISTRING, OutType.UTF8, str(2**70)),
+    ("float", 1.25, InType.DOUBLE, 0, 1.25),
+    ("str", "héllo", InType.COUNTEDANSISTRING, OutType.UTF8, "héllo"),
+    ("bytes", b"\x00\xff", InType.COUNTEDBINARY, 0, b"\x00\xff"),
+    ("uuid", U0, InType.GUID, 0, U0),
+    (
+        "ipv4",
+        ipaddress.IPv4Address("10.1.2.3"),
+        InType.UINT32,
+        OutType.IPV4,
+        ipaddress.IPv4Address("10.1.2.3"),
+    ),
+    ("ipv6", ipaddress.IPv6Address("fe80::1"), InType.BINARY, OutType.IPV6, ipaddress.IPv6Address("fe80::1")),
+    ("datetime", T0, InType.FILETIME, OutType.DATETIME_UTC, T0),
+    ("json", [1, "a"], InType.COUNTEDANSISTRING, OutType.JSON, '[1, "a"]'),
+    ("none", None, InType.COUNTEDANSISTRING, OutType.UTF8, "None"),
+]
+
+
+@pytest.mark.parametrize(
+    ("label", "value", "in_type", "out_type", "decoded"), TABLE, ids=[r[0] for r in TABLE]
+)
+def test_type_table_row_round_trips(
+    label: str, value: object, in_type: int, out_type: int, decoded: object
+) -> None:
+    enc = TraceLoggingEncoder("MyCompany.Test")
+    result = enc.encode("ev", F.to_fields([("v", value)]))
+    assert result is not None
+    ev = decode(*result)
+    (f,) = ev.field_list
+    assert (f.encoding, f.format, f.is_array) == (in_type, out_type, False)
+    assert ev.fields == {"v": decoded}
+
+
+ARRAYS: list[tuple[str, list[Any], int, int, list[Any]]] = [
+    ("bool[]", [True, False], InType.BOOL32, 0, [True, False]),
+    ("int64[]", [1, -2], InType.INT64, 0, [1, -2]),
+    ("uint64[]", [2**63, 1], InType.UINT64, 0, [2**63, 1]),
+    ("float[]", [0.5, -1.0], InType.DOUBLE, 0, [0.5, -1.0]),
+    ("str[]", ["a", "bc"], InType.COUNTEDANSISTRING, OutType.UTF8, ["a", "bc"]),
+    ("bytes[]", [b"a", b""], InType.COUNTEDBINARY, 0, [b"a", b""]),
+    ("uuid[]", [U0, U0], InType.GUID, 0, [U0, U0]),
+    (
+        "ipv4[]",
+        [ipaddress.IPv4Address("1.2.3.4")],
+        InType.UINT32,
+        OutType.IPV4,
+        [ipaddress.IPv4Address("1.2.3.4")],
+    ),
+    (
+        "ipv6[]",
+        [ipaddress.IPv6Address("::1"), ipaddress.IPv6Address("2001:db8::2")],
+        InType.COUNTEDBINARY,
+        OutType.IPV6,
+        [ipaddress.IPv6Address("::1"), ipaddress.IPv6Address("2001:db8::2")],
+    ),
+    ("datetime[]", [T0], InType.FILETIME, OutType.DATETIME_UTC, [T0]),
+    ("empty[]", [], InType.COUNTEDANSISTRING, OutType.UTF8, []),
+]
+
+
+@pytest.mark.parametrize(
+    ("label", "value", "in_type", "out_type", "decoded"), ARRAYS, ids=[r[0] for r in ARRAYS]
+)
+def test_homogeneous_list_becomes_vcount_array(
+    label: str, value: list[Any], in_type: int, out_type: int, decoded: list[Any]
+) -> None:
+    enc = TraceLoggingEncoder("MyCompany.Test")
+    result = enc.encode("ev", F.to_fields([("v", value)]))
+    assert result is not None
+    meta, data = result
+    assert meta[-1] & InType.VCOUNT or meta[-2] & InType.VCOUNT
+    ev = decode(meta, data)
+    (f,) = ev.field_list
+    assert (f.encoding, f.format, f.is_array) == (in_type, out_type, True)
+    assert ev.fields == {"v": decoded}
+
+
+def test_dict_becomes_nested_struct_with_member_count() -> None:
+    enc = TraceLoggingEncoder("MyCompany.Test")
+    value = {"a": 1, "b": {"c": "x", "d": [1.5]}, "e": True}
+    result = enc.encode("ev", F.to_fields([("s", value), ("after", 2)]))
+    assert result is not None
+    ev = decode(*result)
+    assert ev.fields == {"s": value, "after": 2}
+    s = ev.field_list[0]
+    assert s.encoding == InType.STRUCT
+    assert [m.name for m in s.value] == ["a", "b", "e"]
+    assert field_metadata("s", InType.STRUCT, 3) in result[0]
+
+
+def test_aware_datetime_is_converted_to_utc() -> None:
+    enc = TraceLoggingEncoder("P")
+    plus2 = dt.datetime(2024, 1, 1, 12, 0, tzinfo=dt.timezone(dt.timedelta(hours=2)))
+    result = enc.encode("e", [("t", F.TIME, plus2)])
+    assert result is not None
+    assert decode(*result).fields["t"] == dt.datetime(2024, 1, 1, 10, 0, tzinfo=UTC)
+    assert result[1] == struct.pack("<Q", 0x019DB1DED53E8000 + 1704103200 * 10**7)
+
+
+def test_naive_datetime_is_taken_as_local_time() -> None:
+    naive = dt.datetime(2024, 1, 1, 12, 0)
+    enc = TraceLoggingEncoder("P")
+    result = enc.encode("e", [("t", F.TIME, naive)])
+    assert result is not None
+    assert decode(*result).fields["t"] == naive.astimezone(UTC)
+
+
+def test_filetime_of_unix_epoch() -> None:
+    assert filetime(dt.datetime(1970, 1, 1, tzinfo=UTC)) == 0x019DB1DED53E8000
+
+
+def test_lone_surrogates_and_nul_become_valid_utf8() -> None:
+    enc = TraceLoggingEncoder("P")
+    result = enc.encode("ev\0x\ud800", [("k\0\udfff", F.STR, "a\ud800b\0c")])
+    assert result is not None
+    ev = decode(*result)
+    assert ev.name == "ev\ufffdx\ufffd"
+    assert ev.fields == {"k\ufffd\ufffd": "a\ufffdb\0c"}
+
+
+def test_event_with_no_fields() -> None:
+    result = TraceLoggingEncoder("P").encode("empty", [])
+    assert result == (b"\x09\x00\x00empty\x00", b"")
+    assert decode(*result).fields == {}
+
+
+def test_same_shape_reuses_cached_metadata_object() -> None:
+    enc = TraceLoggingEncoder("P")
+    a = enc.encode("e", [("x", F.I64, 1)])
+    b = enc.encode("e", [("x", F.I64, 2)])
+    assert a is not None
+    assert b is not None
+    assert a[0] is b[0]
+    assert a[1] != b[1]
+
+
+def test_shape_cache_is_bounded() -> None:
+    enc = TraceLoggingEncoder("P")
+    for i in range(5000):
+        assert enc.encode(f"e{i}", [("x", F.I64, i)]) is not None
+    assert len(enc._cache) <= 1024
+
+
+# ---------------------------------------------------------------------------------------------
+# Size policy
+
+
+def _total(enc: TraceLoggingEncoder, result: tuple[bytes, bytes] | None) -> int:
+    assert result is not None
+    return len(enc.traits) + len(result[0]) + len(result[1])
+
+
+def test_oversized_string_is_truncated_with_marker_and_counted() -> None:
+    enc = TraceLoggingEncoder("MyCompany.Test")
+    result = enc.encode("big", [("small", F.STR, "keep me"), ("msg", F.STR, "x" * 200_000)])
+    assert _total(enc, result) <= enc.max_size
+    assert result is not None
+    ev = decode(*result)
+    assert ev.fields["small"] == "keep me"
+    assert ev.fields["msg"].endswith(TRUNCATION_MARKER)
+    assert ev.fields[TRUNCATED_FIELD] is True
+    assert enc.truncated == 1
+
+
+def test_truncation_cuts_the_longest_values_first() -> None:
+    enc = TraceLoggingEncoder("P", max_size=4096)
+    result = enc.encode(
+        "e",
+        [
+            ("a", F.STR, "a" * 3000),
+            ("b", F.BYTES, b"b" * 3000),
+            ("c", F.STR, "c" * 100),
+            ("d", F.I64 | F.ARRAY, [1] * 10),
+        ],
+    )
+    assert _total(enc, result) <= 4096
+    assert result is not None
+    ev = decode(*result)
+    assert ev.fields["c"] == "c" * 100
+    assert ev.fields["d"] == [1] * 10
+    assert 1000 < len(ev.fields["a"]) < 3000
+    assert 1000 < len(ev.fields["b"]) < 3000
+
+
+def test_oversized_arrays_are_shortened() -> None:
+    enc = TraceLoggingEncoder("P", max_size=2048)
+    result = enc.encode("e", F.to_fields([("xs", list(range(100_000)))]))
+    assert _total(enc, result) <= 2048
+    assert result is not None
+    xs = decode(*result).fields["xs"]
+    assert xs == list(range(len(xs)))
+    assert len(xs) > 100
+
+
+def test_too_many_fields_keeps_leading_fields_and_marks_truncation() -> None:
+    enc = TraceLoggingEncoder("P")
+    fields = F.to_fields((f"f{i}", i) for i in range(1000))
+    result = enc.encode("many", fields)
+    assert result is not None
+    ev = decode(*result)
+    assert len(ev.field_list) == 128
+    assert list(ev.fields)[:3] == ["f0", "f1", "f2"]
+    assert ev.fields[TRUNCATED_FIELD] is True
+    assert enc.truncated == 1
+
+
+def test_binary_and_arrays_count_two_toward_the_field_limit() -> None:
+    enc = TraceLoggingEncoder("P")
+    result = enc.encode("many", [(f"b{i}", F.BYTES, b"x") for i in range(100)])
+    assert result is not None
+    names = list(decode(*result).fields)
+    assert len(names) == 64  # 63 binaries (2 each) + the marker
+    assert names[-1] == TRUNCATED_FIELD
+
+
+def test_struct_over_the_field_limit_is_kept_as_json() -> None:
+    enc = TraceLoggingEncoder("P")
+    big = {f"k{i}": [i] for i in range(100)}  # 1 + 100 * 2 logical fields
+    result = enc.encode("e", F.to_fields([("first", 1), ("big", big), ("last", 2)]))
+    assert result is not None
+    ev = decode(*result)
+    assert ev.fields["first"] == 1
+    assert ev.field_list[1].format == OutType.JSON
+    assert json.loads(ev.fields["big"]) == big
+    assert list(ev.fields) == ["first", "big", TRUNCATED_FIELD]
+
+
+def test_huge_string_inside_an_array_is_cut_not_dropped() -> None:
+    enc = TraceLoggingEncoder("P")
+    result = enc.encode("e", F.to_fields([("a", ["x" * 70_000, "y"]), ("b", 1)]))
+    assert result is not None
+    assert decode(*result).fields == {"a": [], "b": 1, TRUNCATED_FIELD: True}
+
+
+def test_nested_struct_strings_are_truncated_in_place() -> None:
+    enc = TraceLoggingEncoder("P", max_size=2048)
+    result = enc.encode("e", F.to_fields([("outer", {"inner": {"text": "z" * 10_000}, "n": 1})]))
+    assert _total(enc, result) <= 2048
+    assert result is not None
+    outer = decode(*result).fields["outer"]
+    assert outer["n"] == 1
+    assert outer["inner"]["text"].endswith(TRUNCATION_MARKER)
+
+
+def test_malformed_field_lists_never_raise() -> None:
+    enc = TraceLoggingEncoder("P")
+    bad: list[Any] = ["not a tuple", ("short",), (1, F.I64, 5), ("ok", F.I64, 3)]
+    result = enc.encode("e", bad)
+    assert result is not None
+    assert decode(*result).fields["ok"] == 3
+    assert enc.encode(None, [("x", F.I64, 1)]) is not None  # type: ignore[arg-type]
+
+
+def test_metadata_that_cannot_fit_is_dropped() -> None:
+    enc = TraceLoggingEncoder("P")
+    assert enc.encode("n" * 40_000, [("x", F.I64, 1)]) is None
+    assert enc.truncated == 0
+
+
+def test_long_field_names_are_dropped_from_the_end_until_metadata_fits() -> None:
+    enc = TraceLoggingEncoder("P")
+    result = enc.encode("e", [("a" * 20_000, F.I64, 1), ("b" * 20_000, F.I64, 2)])
+    assert result is not None
+    assert len(result[0]) < 32 * 1024
+    assert decode(*result).fields == {"a" * 20_000: 1, TRUNCATED_FIELD: True}
+
+
+def test_max_size_is_validated() -> None:
+    with pytest.raises(ValueError, match="max_size"):
+        TraceLoggingEncoder("P", max_size=70_000)
+    with pytest.raises(ValueError, match="provider_name"):
+        TraceLoggingEncoder("")
+
+
+# ---------------------------------------------------------------------------------------------
+# Robustness: bad field values never raise and never produce undecodable bytes
+
+
+class _Unprintable:
+    def __str__(self) -> str:
+        raise RuntimeError("no")
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no")
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        ("t", F.TIME, dt.datetime(1, 1, 1, tzinfo=UTC)),
+        ("i", F.I64, 2**80),
+        ("u", F.U64, -1),
+        ("b", F.BYTES, 5),
+        ("ip", F.IPV4, b"\x01\x02"),
+        ("s", F.STRUCT, []),
+        ("a", F.I64 | F.ARRAY, [1, "x"]),
+        ("k", 999, _Unprintable()),
+        ("f", F.F64, "nan"),
+    ],
+)
+def test_mistyped_field_value_becomes_a_string(field: tuple[str, int, object]) -> None:
+    enc = TraceLoggingEncoder("P")
+    result = enc.encode("e", [("ok", F.I64, 1), field])
+    assert result is not None
+    ev = decode(*result)
+    assert ev.fields["ok"] == 1
+    assert isinstance(ev.fields[field[0]], str)
+
+
+def test_nan_and_infinity_are_kept() -> None:
+    result = TraceLoggingEncoder("P").encode("e", F.to_fields([("n", math.nan), ("i", -math.inf)]))
+    assert result is not None
+    fields = decode(*result).fields
+    assert math.isnan(fields["n"])
+    assert fields["i"] == -math.inf
+
+
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False),
+    st.text(),
+    st.binary(),
+    st.uuids(),
+    st.datetimes(timezones=st.just(UTC), min_value=dt.datetime(1602, 1, 1)),
+    st.builds(ipaddress.IPv4Address, st.integers(0, 2**32 - 1)),
+    st.builds(ipaddress.IPv6Address, st.integers(0, 2**128 - 1)),
+)
+_values = st.recursive(
+    _scalars,
+    lambda children: (
+        st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=5), children, max_size=5)
+    ),
+    max_leaves=20,
+)
+
+
+def _expected(field: F.Field) -> object:
+    """What the decoder should return for a field produced by _fields.to_field."""
+    _, kind, value = field
+    if kind == F.STRUCT:
+        return {_name(n): _expected((n, k, v)) for n, k, v in value}
+    if kind in (F.STR, F.JSON):
+        return _SURROGATE.sub("\ufffd", value)
+    if kind == F.IPV4:
+        return ipaddress.IPv4Address(value)
+    if kind == F.IPV6:
+        return ipaddress.IPv6Address(value)
+    if kind & F.ARRAY:
+        base = kind & ~F.ARRAY
+        return [_expected(("", base, v)) for v in value]
+    return value
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(max_size=8), _values, max_size=12))
+def test_arbitrary_event_dict_round_trips(event: dict[str, object]) -> None:
+    enc = TraceLoggingEncoder("MyCompany.Test")
+    fields = F.to_fields(event.items())
+    result = enc.encode("ev", fields)
+    assert result is not None
+    ev = decode(*result)
+    names = [f.name for f in ev.field_list]
+    assert names == [_name(n) for n, _, _ in fields]
+    for decoded, field in zip(ev.field_list, fields, strict=True):
+        got = _plain(decoded.value) if decoded.encoding == InType.STRUCT else decoded.value
+        assert got == _expected(field)
+
+
+def _name(name: str) -> str:
+    return _SURROGATE.sub("\ufffd", name).replace("\0", "\ufffd")
+
+
+def _plain(members: list[Any]) -> dict[str, object]:
+    return {m.name: (_plain(m.value) if m.encoding == InType.STRUCT else m.value) for m in members}
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.text(max_size=300), st.one_of(st.text(max_size=3000), st.binary(max_size=3000))),
+        max_size=40,
+    ),
+    st.integers(min_value=1024, max_value=8192),
+)
+def test_encoded_events_never_exceed_the_size_budget(items: list[tuple[str, object]], max_size: int) -> None:
+    enc = TraceLoggingEncoder("MyCompany.Test", max_size=max_size)
+    result = enc.encode("ev", F.to_fields(items))
+    if result is None:
+        return  # dropped: the caller counts it (only when even the names cannot fit)
+    assert _total(enc, result) <= max_size
+    decode(*result)  # and it decodes

@@ -1,0 +1,143 @@
+"""TraceLogging decoder: InTypes/OutTypes beyond what our encoder writes, and malformed input."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import struct
+import uuid
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from structlog_etw._tracelogging import InType, OutType, event_descriptor, event_metadata, field_metadata
+from structlog_etw._tracelogging_decode import decode, decode_event_descriptor, parse_metadata
+
+UTC = dt.timezone.utc
+SYSTEM_SID = bytes([1, 1, 0, 0, 0, 0, 0, 5, 18, 0, 0, 0])  # S-1-5-18
+
+
+def _one(field_meta: bytes, data: bytes) -> object:
+    ev = decode(event_metadata("e", [field_meta]), data)
+    return ev.fields[ev.field_list[0].name]
+
+
+@pytest.mark.parametrize(
+    ("in_type", "fmt", "value"),
+    [
+        (InType.INT8, "<b", -8),
+        (InType.UINT8, "<B", 250),
+        (InType.INT16, "<h", -30000),
+        (InType.UINT16, "<H", 65000),
+        (InType.INT32, "<i", -(2**31)),
+        (InType.UINT32, "<I", 2**32 - 1),
+        (InType.INT64, "<q", -(2**63)),
+        (InType.UINT64, "<Q", 2**64 - 1),
+        (InType.HEXINT32, "<I", 0xDEADBEEF),
+        (InType.HEXINT64, "<Q", 0xDEADBEEFCAFEF00D),
+        (InType.FLOAT, "<f", 1.5),
+        (InType.DOUBLE, "<d", -2.25),
+    ],
+)
+def test_every_integer_and_float_width_decodes(in_type: int, fmt: str, value: object) -> None:
+    assert _one(field_metadata("x", in_type), struct.pack(fmt, value)) == value
+
+
+@pytest.mark.parametrize(
+    ("in_type", "data", "value"),
+    [
+        (InType.UNICODESTRING, "hé".encode("utf-16-le") + b"\0\0", "hé"),
+        (InType.ANSISTRING, b"abc\0", "abc"),
+        (InType.COUNTEDSTRING, struct.pack("<H", 4) + "hé".encode("utf-16-le"), "hé"),
+        (InType.COUNTEDANSISTRING, struct.pack("<H", 3) + b"a\xffb", "a\ufffdb"),
+        (InType.BINARY, b"\x02\x00\x01\x02", b"\x01\x02"),
+        (InType.COUNTEDBINARY, b"\x01\x00\x09", b"\x09"),
+        (InType.GUID, uuid.UUID(int=1).bytes_le, uuid.UUID(int=1)),
+        (
+            InType.SID,
+            bytes([1, 1, 0, 0, 0, 0, 0, 5, 18, 0, 0, 0]),
+            bytes([1, 1, 0, 0, 0, 0, 0, 5, 18, 0, 0, 0]),
+        ),
+        (InType.BOOL32, struct.pack("<i", 7), 7),
+    ],
+)
+def test_strings_binaries_guid_sid_decode(in_type: int, data: bytes, value: object) -> None:
+    assert _one(field_metadata("x", in_type), data) == value
+
+
+def test_filetime_and_systemtime_decode_to_utc_datetimes() -> None:
+    ft = struct.pack("<Q", 0x019DB1DED53E8000 + 10**7)
+    assert _one(field_metadata("t", InType.FILETIME, OutType.DATETIME_UTC), ft) == dt.datetime(
+        1970, 1, 1, 0, 0, 1, tzinfo=UTC
+    )
+    st_ = struct.pack("<8H", 2024, 2, 4, 29, 13, 14, 15, 678)
+    assert _one(field_metadata("t", InType.SYSTEMTIME), st_) == dt.datetime(
+        2024, 2, 29, 13, 14, 15, 678000, tzinfo=UTC
+    )
+
+
+def test_constant_count_array() -> None:
+    meta = field_metadata("xs", InType.UINT16, ccount=3)
+    assert _one(meta, struct.pack("<3H", 1, 2, 3)) == [1, 2, 3]
+
+
+def test_array_of_structs() -> None:
+    metas = [
+        field_metadata("pts", InType.STRUCT, 2, vcount=True),
+        field_metadata("x", InType.INT32),
+        field_metadata("name", InType.COUNTEDANSISTRING, OutType.UTF8),
+        field_metadata("after", InType.UINT8),
+    ]
+    data = struct.pack("<H", 2) + struct.pack("<iH", 1, 1) + b"a" + struct.pack("<iH", 2, 0) + b"\x05"
+    ev = decode(event_metadata("e", metas), data)
+    assert ev.fields == {"pts": [{"x": 1, "name": "a"}, {"x": 2, "name": ""}], "after": 5}
+
+
+def test_field_tags_of_any_length_are_read() -> None:
+    meta = b"x\0" + bytes((InType.UINT8 | 0x80, 0x80, 0x05))  # 1-byte field tag
+    ev = decode(event_metadata("e", [meta]), b"\x01")
+    assert ev.field_list[0].tag == 5 << 21
+
+
+def test_descriptor_gives_level_keyword_opcode() -> None:
+    ev = decode(event_metadata("e", []), b"", descriptor=event_descriptor(2, 1, 0x8000000000000001))
+    assert (ev.level, ev.opcode, ev.keyword) == (2, 1, 0x8000000000000001)
+    assert decode_event_descriptor(event_descriptor(5, 2, 3))["channel"] == 11
+
+
+@pytest.mark.parametrize(
+    ("metadata", "data", "message"),
+    [
+        (b"\x09\x00\x00e\x00", b"", "size"),
+        (event_metadata("e", [b"x"]), b"", "unterminated"),
+        (event_metadata("e", [field_metadata("x", InType.UINT32)]), b"\x01", "truncated"),
+        (event_metadata("e", [field_metadata("x", InType.UINT8)]), b"\x01\x02", "left over"),
+        (event_metadata("e", [field_metadata("s", InType.STRUCT, 0)]), b"", "no members"),
+        (event_metadata("e", [b"x\0\x1f"]), b"\x00", "unsupported InType"),
+        (event_metadata("e", [field_metadata("b", InType.BINARY, vcount=True)]), b"\x00\x00", "array"),
+    ],
+)
+def test_malformed_input_raises_value_error(metadata: bytes, data: bytes, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        decode(metadata, data)
+
+
+def test_wrong_channel_is_rejected() -> None:
+    desc = struct.pack("<HBBBBHQ", 0, 0, 0, 4, 0, 0, 1)
+    with pytest.raises(ValueError, match="channel"):
+        decode(event_metadata("e", []), b"", descriptor=desc)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=64), st.binary(max_size=64))
+def test_random_bytes_decode_or_raise_value_error(metadata: bytes, data: bytes) -> None:
+    meta = struct.pack("<H", len(metadata) + 2) + metadata
+    with contextlib.suppress(ValueError):
+        decode(meta, data)
+
+
+def test_parse_metadata_reports_name_tags_fields() -> None:
+    name, tags, fields = parse_metadata(event_metadata("ev", [field_metadata("a", InType.INT64)], tags=3))
+    assert (name, tags) == ("ev", 3)
+    assert [(f.name, f.in_type) for f in fields] == [("a", InType.INT64)]

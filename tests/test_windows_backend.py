@@ -1,0 +1,455 @@
+"""The Windows backend's real ctypes path, run against tests/csrc/fake_eventing.c compiled with gcc.
+
+The C library has the ETW provider entry points with the Windows x64 data layouts; it records
+what it receives, calls the enable callback from its own threads and lets the tests set the
+session state and the write result.  What it recorded is decoded with our TraceLogging decoder.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import shutil
+import subprocess
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from structlog_etw import _fields as F
+from structlog_etw._backend_base import BackendUnavailable
+from structlog_etw._backend_windows import EtwBackend
+from structlog_etw._decoded import DecodedEvent
+from structlog_etw._tracelogging import TraceLoggingEncoder, provider_id
+from structlog_etw._tracelogging_decode import decode, decode_event_descriptor, decode_traits
+
+CSRC = Path(__file__).parent / "csrc" / "fake_eventing.c"
+HANDLE_BASE = 0xA5A5000000000000
+
+
+@pytest.fixture(scope="session")
+def fake_library(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Path of the compiled fake ETW library (built once per session)."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail("gcc is required in CI to build tests/csrc/fake_eventing.c")
+        pytest.skip("gcc not found: cannot build the fake ETW library")
+    out = tmp_path_factory.mktemp("fake_eventing") / "libfake_eventing.so"
+    subprocess.run(
+        [
+            gcc,
+            "-shared",
+            "-fPIC",
+            "-O1",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-pthread",
+            "-o",
+            str(out),
+            str(CSRC),
+        ],
+        check=True,
+    )
+    return str(out)
+
+
+@dataclass
+class Descriptor:
+    type: int
+    reserved1: int
+    reserved2: int
+    data: bytes
+
+
+@dataclass
+class Record:
+    handle: int
+    descriptor: bytes
+    activity: bytes | None
+    related: bytes | None
+    result: int
+    data: list[Descriptor]
+
+    def decoded(self) -> DecodedEvent:
+        traits, meta = self.data[0].data, self.data[1].data
+        payload = self.data[2].data if len(self.data) > 2 else b""
+        return decode(
+            meta,
+            payload,
+            provider=decode_traits(traits)[0],
+            descriptor=self.descriptor,
+            activity_id=uuid.UUID(bytes_le=self.activity) if self.activity else None,
+            related_id=uuid.UUID(bytes_le=self.related) if self.related else None,
+        )
+
+
+class Fake:
+    """Reads what the C library recorded and drives its session state."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.lib = ctypes.CDLL(path)
+        self.lib.fake_enable.argtypes = [ctypes.c_uint8, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint32]
+        self.lib.fake_get_data.restype = ctypes.c_int64
+        self.lib.fake_get_setinfo.restype = ctypes.c_int64
+        self.lib.fake_set_write_result.argtypes = [ctypes.c_uint32]
+
+    def enable(self, level: int, any_kw: int = 0, all_kw: int = 0, is_enabled: int = 1) -> None:
+        self.lib.fake_enable(level, any_kw, all_kw, is_enabled)
+
+    def records(self) -> list[Record]:
+        out = []
+        for i in range(self.lib.fake_record_count()):
+            handle = ctypes.c_uint64()
+            desc = ctypes.create_string_buffer(16)
+            has_a, has_r = ctypes.c_int(), ctypes.c_int()
+            act, rel = ctypes.create_string_buffer(16), ctypes.create_string_buffer(16)
+            count, result = ctypes.c_uint32(), ctypes.c_uint32()
+            rc = self.lib.fake_get_record(
+                i,
+                ctypes.byref(handle),
+                desc,
+                ctypes.byref(has_a),
+                act,
+                ctypes.byref(has_r),
+                rel,
+                ctypes.byref(count),
+                ctypes.byref(result),
+            )
+            assert rc == 0
+            data = []
+            for j in range(count.value):
+                t, r1, r2 = ctypes.c_uint8(), ctypes.c_uint8(), ctypes.c_uint16()
+                size = self.lib.fake_get_data(
+                    i, j, ctypes.byref(t), ctypes.byref(r1), ctypes.byref(r2), None, 0
+                )
+                buf = ctypes.create_string_buffer(max(size, 1))
+                self.lib.fake_get_data(i, j, ctypes.byref(t), ctypes.byref(r1), ctypes.byref(r2), buf, size)
+                data.append(Descriptor(t.value, r1.value, r2.value, buf.raw[:size]))
+            out.append(
+                Record(
+                    handle.value,
+                    desc.raw,
+                    act.raw if has_a.value else None,
+                    rel.raw if has_r.value else None,
+                    result.value,
+                    data,
+                )
+            )
+        return out
+
+    def setinfos(self) -> list[tuple[int, int, bytes]]:
+        out = []
+        for i in range(self.lib.fake_setinfo_count()):
+            handle, cls = ctypes.c_uint64(), ctypes.c_uint32()
+            size = self.lib.fake_get_setinfo(i, ctypes.byref(handle), ctypes.byref(cls), None, 0)
+            buf = ctypes.create_string_buffer(max(size, 1))
+            self.lib.fake_get_setinfo(i, ctypes.byref(handle), ctypes.byref(cls), buf, size)
+            out.append((handle.value, cls.value, buf.raw[:size]))
+        return out
+
+    def provider_guid(self, handle: int) -> uuid.UUID:
+        buf = ctypes.create_string_buffer(16)
+        assert self.lib.fake_provider_guid(ctypes.c_uint64(handle), buf) == 0
+        return uuid.UUID(bytes_le=buf.raw)
+
+
+@pytest.fixture
+def fake(fake_library: str) -> Iterator[Fake]:
+    f = Fake(fake_library)
+    f.lib.fake_reset()
+    yield f
+    f.lib.fake_reset()
+
+
+@pytest.fixture
+def backends(fake: Fake) -> Iterator[list[EtwBackend]]:
+    """Backends a test opens; closed afterwards."""
+    opened: list[EtwBackend] = []
+    yield opened
+    for b in opened:
+        b.close()
+
+
+NAME = "MyCompany.Component"
+Opened = list[EtwBackend]
+
+
+def _open(
+    fake: Fake, backends: Opened, group: uuid.UUID | None = None
+) -> tuple[EtwBackend, TraceLoggingEncoder]:
+    enc = TraceLoggingEncoder(NAME, group)
+    b = EtwBackend(NAME, provider_id(NAME), enc.traits, library=fake.path)
+    backends.append(b)
+    return b, enc
+
+
+def _encode(enc: TraceLoggingEncoder, name: str, fields: list[F.Field]) -> tuple[bytes, bytes]:
+    result = enc.encode(name, fields)
+    assert result is not None
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# What reaches EventWriteTransfer
+
+
+def test_written_event_decodes_to_name_level_keyword_opcode_and_fields(fake: Fake, backends: Opened) -> None:
+    fake.enable(5, 0xFF)
+    b, enc = _open(fake, backends)
+    slot = b.open_slot(4, 0x4)
+    meta, data = _encode(enc, "user_login", F.to_fields({"user": "ann", "attempts": 3, "ok": True}.items()))
+    assert b.write(slot, 1, meta, data, None, None) == 0
+    (rec,) = fake.records()
+    ev = rec.decoded()
+    assert ev.provider == NAME
+    assert ev.name == "user_login"
+    assert (ev.level, ev.keyword, ev.opcode) == (4, 0x4, 1)
+    assert ev.fields == {"user": "ann", "attempts": 3, "ok": True}
+    assert decode_event_descriptor(rec.descriptor) == {
+        "id": 0,
+        "version": 0,
+        "channel": 11,
+        "level": 4,
+        "opcode": 1,
+        "task": 0,
+        "keyword": 0x4,
+    }
+
+
+def test_descriptors_are_traits_metadata_data_with_types_2_1_0_and_zero_reserved(
+    fake: Fake, backends: Opened
+) -> None:
+    fake.enable(5)
+    b, enc = _open(fake, backends)
+    meta, data = _encode(enc, "ev", [("x", F.I64, 7)])
+    assert b.write(b.open_slot(4, 1), 0, meta, data, None, None) == 0
+    (rec,) = fake.records()
+    assert [d.type for d in rec.data] == [2, 1, 0]
+    assert [(d.reserved1, d.reserved2) for d in rec.data] == [(0, 0)] * 3
+    assert [d.data for d in rec.data] == [enc.traits, meta, data]
+
+
+def test_event_without_fields_passes_traits_and_metadata_only(fake: Fake, backends: Opened) -> None:
+    fake.enable(5)
+    b, enc = _open(fake, backends)
+    meta, data = _encode(enc, "empty", [])
+    assert data == b""
+    assert b.write(b.open_slot(4, 1), 0, meta, data, None, None) == 0
+    (rec,) = fake.records()
+    assert [d.type for d in rec.data] == [2, 1]
+    assert rec.decoded().name == "empty"
+
+
+def test_reghandle_keeps_all_64_bits(fake: Fake, backends: Opened) -> None:
+    b, enc = _open(fake, backends)
+    meta, data = _encode(enc, "ev", [])
+    b.write(b.open_slot(4, 1), 0, meta, data, None, None)
+    (rec,) = fake.records()
+    assert rec.handle > HANDLE_BASE
+    assert fake.provider_guid(rec.handle) == provider_id(NAME)
+
+
+def test_activity_ids_are_passed_as_guid_structures(fake: Fake, backends: Opened) -> None:
+    b, enc = _open(fake, backends)
+    act, rel = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff"), uuid.uuid4()
+    meta, data = _encode(enc, "start", [])
+    slot = b.open_slot(4, 1)
+    assert b.write(slot, 1, meta, data, act.bytes, rel.bytes) == 0
+    assert b.write(slot, 0, meta, data, act.bytes, None) == 0
+    assert b.write(slot, 0, meta, data, None, None) == 0
+    r1, r2, r3 = fake.records()
+    assert r1.activity == act.bytes_le
+    assert r1.related == rel.bytes_le
+    ev = r1.decoded()
+    assert (ev.activity_id, ev.related_id, ev.opcode) == (act, rel, 1)
+    assert (r2.activity, r2.related) == (act.bytes_le, None)
+    assert (r3.activity, r3.related) == (None, None)
+
+
+def test_traits_are_set_with_eventsetinformation_class_2(fake: Fake, backends: Opened) -> None:
+    group = uuid.UUID("4f50731a-89cf-4782-b3e0-dce8c90476ba")
+    b, enc = _open(fake, backends, group)
+    assert b.set_traits_result == 0
+    ((handle, cls, blob),) = fake.setinfos()
+    assert cls == 2
+    assert blob == enc.traits
+    assert decode_traits(blob) == (NAME, group)
+    assert fake.provider_guid(handle) == provider_id(NAME)
+
+
+def test_defaults_derive_guid_and_traits_from_the_name(fake: Fake, backends: Opened) -> None:
+    b = EtwBackend(NAME, library=fake.path)
+    backends.append(b)
+    ((handle, cls, blob),) = fake.setinfos()
+    assert (cls, blob) == (2, TraceLoggingEncoder(NAME).traits)
+    assert fake.provider_guid(handle) == provider_id(NAME)
+    assert b.provider_id == provider_id(NAME)
+
+
+def test_setting_traits_later_calls_eventsetinformation_again_and_is_used_by_writes(
+    fake: Fake, backends: Opened
+) -> None:
+    b = EtwBackend(NAME, library=fake.path)
+    backends.append(b)
+    enc = TraceLoggingEncoder(NAME, "mygroup")
+    b.traits = enc.traits
+    assert b.traits == enc.traits
+    assert [(cls, blob) for _, cls, blob in fake.setinfos()] == [
+        (2, TraceLoggingEncoder(NAME).traits),
+        (2, enc.traits),
+    ]
+    meta, data = _encode(enc, "ev", [])
+    assert b.write(b.open_slot(4, 1), 0, meta, data, None, None) == 0
+    (rec,) = fake.records()
+    assert rec.data[0].data == enc.traits
+    assert decode_traits(rec.data[0].data) == (NAME, provider_id("mygroup"))
+
+
+def test_a_group_name_is_not_accepted_as_provider_id(fake: Fake) -> None:
+    with pytest.raises(TypeError, match="provider_id"):
+        EtwBackend(NAME, "mygroup", library=fake.path)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------------------------
+# Enablement: the callback rewrites slot words
+
+
+def test_no_session_means_every_slot_is_disabled(fake: Fake, backends: Opened) -> None:
+    b, _ = _open(fake, backends)
+    assert [b.open_slot(lv, kw).word[0] for lv, kw in [(1, 0), (5, 1), (0, 0)]] == [0, 0, 0]
+
+
+def test_enable_at_level_3_with_keywords_then_capture_state_then_disable(
+    fake: Fake, backends: Opened
+) -> None:
+    b, _ = _open(fake, backends)
+    slots = {key: b.open_slot(*key) for key in [(3, 0x2), (4, 0x2), (3, 0x8), (3, 0), (1, 0x6)]}
+
+    def words() -> dict[tuple[int, int], int]:
+        return {k: s.word[0] for k, s in slots.items()}
+
+    fake.enable(3, 0x6)
+    expected = {(3, 0x2): 1, (4, 0x2): 0, (3, 0x8): 0, (3, 0): 1, (1, 0x6): 1}
+    assert words() == expected
+    assert b.open_slot(2, 0x4).word[0] == 1  # a slot opened later sees the current state
+    for key, on in expected.items():
+        assert b.provider_enabled(*key) == bool(on)  # agrees with ETW's own answer
+    fake.enable(5, 0xFF, 0, is_enabled=2)  # capture state: sessions want a rundown, nothing changes
+    assert words() == expected
+    fake.enable(0, 0, 0, is_enabled=0)
+    assert set(words().values()) == {0}
+
+
+def test_level_0_means_all_levels_and_match_any_0_all_keywords(fake: Fake, backends: Opened) -> None:
+    b, _ = _open(fake, backends)
+    slots = [b.open_slot(lv, kw) for lv, kw in [(1, 1), (5, 0x80), (255, 1 << 63), (0, 0)]]
+    fake.enable(0, 0, 0)
+    assert [s.word[0] for s in slots] == [1, 1, 1, 1]
+
+
+def test_match_all_requires_every_bit(fake: Fake, backends: Opened) -> None:
+    b, _ = _open(fake, backends)
+    partial, full, outside = b.open_slot(4, 0x1), b.open_slot(4, 0x3), b.open_slot(4, 0x10)
+    fake.enable(5, 0xF, 0x3)
+    assert (partial.word[0], full.word[0], outside.word[0]) == (0, 1, 0)
+    assert (b.provider_enabled(4, 0x1), b.provider_enabled(4, 0x3)) == (False, True)
+
+
+def test_callback_during_eventregister_on_another_thread_enables_slots(fake: Fake, backends: Opened) -> None:
+    fake.enable(4, 0x1)  # a session already waits for the provider
+    b, _ = _open(fake, backends)
+    assert fake.lib.fake_callback_calls() == 1  # the call made inside EventRegister
+    assert fake.lib.fake_last_callback_on_other_thread() == 1
+    assert b.open_slot(4, 0x1).word[0] == 1
+    assert b.open_slot(5, 0x1).word[0] == 0
+
+
+def test_slot_words_follow_enable_changes_made_while_threads_write(fake: Fake, backends: Opened) -> None:
+    b, enc = _open(fake, backends)
+    fake.enable(5)
+    meta, data = _encode(enc, "ev", [("i", F.I64, 1)])
+    slot = b.open_slot(4, 1)
+    results: list[int] = []
+
+    def writer() -> None:
+        results.extend(b.write(slot, 0, meta, data, None, None) for _ in range(500))
+
+    threads = [threading.Thread(target=writer) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for level in (1, 5, 0, 3):
+        fake.enable(level)
+    for t in threads:
+        t.join()
+    assert results == [0] * 2000
+    assert len(fake.records()) == 2000
+    assert slot.word[0] == 0  # the last session state (level 3) excludes level 4
+    fake.enable(4)
+    assert slot.word[0] == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors are returned, never raised; close is final and idempotent
+
+
+@pytest.mark.parametrize("code", [8, 234, 534, 87])
+def test_write_error_codes_are_returned_to_the_caller(fake: Fake, backends: Opened, code: int) -> None:
+    b, enc = _open(fake, backends)
+    fake.lib.fake_set_write_result(code)
+    meta, data = _encode(enc, "ev", [("x", F.STR, "y")])
+    assert b.write(b.open_slot(4, 1), 0, meta, data, None, None) == code
+    fake.lib.fake_set_write_result(0)
+    assert b.write(b.open_slot(4, 1), 0, meta, data, None, None) == 0
+
+
+def test_bad_arguments_return_an_error_code_instead_of_raising(fake: Fake, backends: Opened) -> None:
+    b, enc = _open(fake, backends)
+    meta, data = _encode(enc, "ev", [])
+    slot = b.open_slot(4, 1)
+    assert b.write(slot, 0, meta, data, b"short", None) == 87
+    assert b.write(slot, 999, meta, data, None, None) == 87
+    assert fake.records() == []
+
+
+def test_close_unregisters_once_and_later_writes_return_invalid_handle(fake: Fake, backends: Opened) -> None:
+    fake.enable(5)
+    b, enc = _open(fake, backends)
+    slot = b.open_slot(4, 1)
+    assert slot.word[0] == 1
+    b.close()
+    b.close()
+    assert fake.lib.fake_unregister_calls() == 1
+    assert slot.word[0] == 0
+    meta, data = _encode(enc, "ev", [])
+    assert b.write(slot, 0, meta, data, None, None) == 6
+    assert fake.records() == []
+    assert b.provider_enabled(4, 1) is False
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+
+def test_missing_library_raises_backend_unavailable(tmp_path: Path) -> None:
+    with pytest.raises(BackendUnavailable, match="cannot load"):
+        EtwBackend(NAME, provider_id(NAME), b"", library=str(tmp_path / "nope.so"))
+
+
+def test_library_without_etw_functions_raises_backend_unavailable() -> None:
+    libc = ctypes.util.find_library("c")
+    assert libc is not None
+    with pytest.raises(BackendUnavailable, match="EventRegister"):
+        EtwBackend(NAME, provider_id(NAME), b"", library=libc)
+
+
+@pytest.mark.skipif(os.name == "nt", reason="on Windows the real DLLs load")
+def test_without_library_outside_windows_raises_backend_unavailable() -> None:
+    with pytest.raises(BackendUnavailable, match="only available on Windows"):
+        EtwBackend(NAME, provider_id(NAME), b"")
