@@ -16,7 +16,8 @@ nox.options.default_venv_backend = "venv"
 nox.options.sessions = ["lint", "docs", "kernel", "tests"]
 nox.options.error_on_missing_interpreters = True
 
-TEST_DEPS = ["pytest>=7", "hypothesis>=6"]
+# The OpenTelemetry SDK: the otel integration is tested (and documented) against the real one.
+TEST_DEPS = ["pytest>=7", "hypothesis>=6", "opentelemetry-api>=1.20", "opentelemetry-sdk>=1.20"]
 # Linters pinned: a new ruff or mypy release must not turn a green tree red by itself.
 LINT_DEPS = ["ruff==0.17.6", "mypy==2.4.1"]
 
