@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -53,6 +54,31 @@ def _pytest_args(extra: list[str]) -> list[str]:
     kernel_dir = str(REPO / "tests" / "kernel")
     args = [sys.executable, "-m", "pytest", "-m", "kernel", "-v", "-p", "no:cacheprovider"]
     return [*args, kernel_dir, *extra]
+
+
+def _run_streaming(cmd: list[str], env: dict[str, str]) -> int | None:
+    """Run *cmd*, copying its output to ours through a pipe; None on timeout.
+
+    vng/qemu never get our stdout itself: they reopen it, which truncates a log file that
+    stdout was redirected to (``.ci/run > log``).
+    """
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    timer = threading.Timer(GUEST_TIMEOUT, proc.kill)
+    timer.start()
+    out = sys.stdout.buffer
+    stream = proc.stdout
+    assert stream is not None
+    try:
+        for chunk in iter(lambda: stream.read1(65536), b""):
+            out.write(chunk)
+            out.flush()
+        rc = proc.wait()
+    finally:
+        timed_out = not timer.is_alive()
+        timer.cancel()
+    return None if timed_out and rc != 0 else rc
 
 
 def main(argv: list[str]) -> int:
@@ -120,9 +146,8 @@ def main(argv: list[str]) -> int:
     ]
     print("run_in_guest: " + " ".join(cmd), flush=True)
     start = time.monotonic()
-    try:
-        rc = subprocess.call(cmd, cwd=REPO, env=env, stdin=subprocess.DEVNULL, timeout=GUEST_TIMEOUT)
-    except subprocess.TimeoutExpired:
+    rc = _run_streaming(cmd, env)
+    if rc is None:
         return _fail(f"the guest did not finish within {GUEST_TIMEOUT:.0f}s")
     took = time.monotonic() - start
     print(
