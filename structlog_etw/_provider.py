@@ -275,7 +275,11 @@ class Provider:
         Dropped events are counted by reason: ``not_enabled`` (nobody listens at the slot),
         ``closed``, ``too_large`` (cannot fit even truncated), ``encode_error``; a backend
         error code is counted in ``errors`` by name (``EBADF``, ``ERROR_MORE_DATA``, ...).
+        ``related_id`` is written only on a Start event (opcode 1); other events carry the
+        activity id alone (EventHeader: 16-byte ActivityId extension; ETW: no related id).
         """
+        if opcode != 1:
+            related_id = None
         try:
             return self._write(slot, name, fields, opcode, tag, activity_id, related_id)
         except Exception:

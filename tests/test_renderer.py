@@ -197,12 +197,14 @@ def test_current_activity_ids_are_written(cap: CaptureBackend) -> None:
     a, r = uuid.uuid4().bytes, uuid.uuid4().bytes
     token = CURRENT_ACTIVITY.set((a, r))
     try:
+        structlog.get_logger().info("start", etw_opcode=1)
         structlog.get_logger().info("in_activity")
     finally:
         CURRENT_ACTIVITY.reset(token)
     structlog.get_logger().info("outside")
-    (_, inside), (_, outside) = events(cap)
-    assert (inside.activity, inside.related) == (a, r)
+    (_, start), (_, inside), (_, outside) = events(cap)
+    assert (start.activity, start.related) == (a, r)  # the related id only on a Start event
+    assert (inside.activity, inside.related) == (a, None)
     assert outside.activity is None
 
 
