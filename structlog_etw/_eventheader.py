@@ -238,7 +238,7 @@ def field_metadata(name: str, encoding: int, fmt: int = 0, tag: int = 0, carray_
     return bytes(out)
 
 
-def assemble_event(  # noqa: PLR0917 - mirrors the header's fields
+def assemble_event(
     level: int,
     metadata: bytes,
     payload: bytes,
@@ -668,7 +668,7 @@ class EventHeaderEncoder:
             _flatten(fields, values)
         return plan, values
 
-    def encode(  # noqa: PLR0917 - the encoder contract (docs/architecture.md)
+    def encode(
         self,
         name: str,
         fields: list[Field],

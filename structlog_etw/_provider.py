@@ -260,7 +260,7 @@ class Provider:
         return bool(self.slot(level, keyword).word[0])
 
     # -- writing ---------------------------------------------------------------------------
-    def write(  # noqa: PLR0917 - the provider contract (docs/architecture.md)
+    def write(
         self,
         slot: Slot,
         name: str,
@@ -286,7 +286,7 @@ class Provider:
             self.count_dropped("internal_error")
             return False
 
-    def _write_eventheader(  # noqa: PLR0917
+    def _write_eventheader(
         self,
         slot: Slot,
         name: str,
@@ -310,7 +310,7 @@ class Provider:
         rc = self._backend.write(slot, event)
         return self._count_result(rc)
 
-    def _write_tracelogging(  # noqa: PLR0917
+    def _write_tracelogging(
         self,
         slot: Slot,
         name: str,
