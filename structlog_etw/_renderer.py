@@ -188,28 +188,26 @@ class EtwRenderer:
 
     def _render(self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> None:
         provider = self.provider
-        has_control = False
-        for key in _CONTROL_KEYS:
-            if key in event_dict:
-                has_control = True
-                break
-        ctl = self._control if has_control or _ctx_has_etw() else _no_control
+        if not _CONTROL_SET.isdisjoint(event_dict) or _ctx_has_etw():
+            ctl = self._control
+            level = ctl(event_dict, "etw_level")
+            keyword = ctl(event_dict, "etw_keyword")
+            opcode = ctl(event_dict, "etw_opcode")
+            tags = ctl(event_dict, "etw_tags")
+            name = ctl(event_dict, "etw_name")
+        else:  # the common case: no control key anywhere
+            level = keyword = opcode = tags = name = None
 
-        level = ctl(event_dict, "etw_level")
         if level is None:
             level = LEVELS.get(method_name, 5)
         elif type(level) is not int or not 1 <= level <= 255:
             provider.count_invalid("etw_level")
             level = LEVELS.get(method_name, 5)
-        keyword = ctl(event_dict, "etw_keyword")
         if keyword is None:
             keyword = self._default_keyword(logger, event_dict)
         elif type(keyword) is not int or not 0 <= keyword <= _KEYWORD_MAX:
             provider.count_invalid("etw_keyword")
             keyword = self._default_keyword(logger, event_dict)
-        opcode = ctl(event_dict, "etw_opcode")
-        tags = ctl(event_dict, "etw_tags")
-        name = ctl(event_dict, "etw_name")
 
         slot = self._slot(level, keyword)
         if not slot.word[0]:
@@ -264,11 +262,8 @@ class EtwRenderer:
             provider.write(slot, name, fields, opcode, tags, current[0], current[1])
 
 
-def _no_control(event_dict: MutableMapping[str, Any], key: str) -> None:
-    return None
-
-
 _CTX_KEYS: Final = tuple("structlog_" + k for k in _CONTROL_KEYS)
+_CONTROL_SET: Final = frozenset(_CONTROL_KEYS)
 
 
 class _CtxWatch:
