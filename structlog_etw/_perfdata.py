@@ -13,6 +13,7 @@ returned, and every problem is appended to :attr:`PerfDataFile.problems`.
 
 from __future__ import annotations
 
+import mmap
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -200,10 +201,11 @@ class _Feature:
 class PerfDataFile:
     """A parsed perf.data file (see the module docstring).
 
-    Build with :meth:`open` or :meth:`from_bytes`; iterate :meth:`samples`.
+    Build with :meth:`open` (the file is memory-mapped, not read into memory) or
+    :meth:`from_bytes`; iterate :meth:`samples`; :meth:`close` (or ``with``) releases the map.
     """
 
-    buf: bytes
+    buf: bytes | mmap.mmap
     path: str = ""
     order: str = "<"
     pipe: bool = False
@@ -223,9 +225,32 @@ class PerfDataFile:
 
     @classmethod
     def open(cls, path: str | Path) -> PerfDataFile:
-        """Read and parse ``path`` (``"-"``: not supported; pass bytes to :meth:`from_bytes`)."""
-        data = Path(path).read_bytes()
-        return cls.from_bytes(data, str(path))
+        """Map and parse the file at ``path``. Raises OSError, or :class:`PerfDataError` if it is not one."""
+        data: bytes | mmap.mmap
+        with Path(path).open("rb") as fh:
+            try:
+                data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            except (OSError, ValueError):  # empty file, or a pipe/FIFO: read it
+                data = fh.read()
+        self = cls(data, str(path))
+        try:
+            self._parse_header()
+        except PerfDataError:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        """Release the file mapping (samples already returned stay valid)."""
+        if isinstance(self.buf, mmap.mmap):
+            self.buf.close()
+        self.buf = b""
+
+    def __enter__(self) -> PerfDataFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @classmethod
     def from_bytes(cls, data: bytes, path: str = "") -> PerfDataFile:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import subprocess
 import sys
 from pathlib import Path
@@ -202,6 +201,7 @@ def test_decode_pretty_has_no_colour_off_a_terminal(capsys: pytest.CaptureFixtur
 
 def test_decode_pretty_colours_only_a_terminal_without_no_color() -> None:
     """Run under a pseudo-terminal: colour by default, none with NO_COLOR."""
+    pty = pytest.importorskip("pty", reason="pseudo-terminals are POSIX-only")
     path = str(vector("perf.data"))
     outputs = {}
     for no_color in ("", "1"):

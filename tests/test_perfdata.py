@@ -7,6 +7,7 @@ import ipaddress
 import itertools
 import struct
 import uuid
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -266,3 +267,15 @@ def test_a_real_kernel_capture_of_this_projects_events_decodes_to_what_was_writt
         "retry": True,
     }
     assert events[5].fields == {"hits": [120, 98, 143], "ratio": 0.913, "raw": b"\x00\x01\xfe"}
+
+
+def test_open_maps_the_file_and_close_releases_it(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.data"
+    empty.write_bytes(b"")
+    with pytest.raises(PerfDataError, match="too short"):
+        PerfDataFile.open(empty)
+    with PerfDataFile.open(CAPTURE) as f:
+        samples = list(f.samples())
+    assert len(samples) == 6
+    assert f.buf == b""
+    assert decode_sample(samples[0]).name == "service_started"  # samples outlive the mapping
