@@ -22,7 +22,7 @@ from typing import Final
 
 from ._tracefs_format import TracepointFormat, parse_format
 
-__all__ = ["PerfDataError", "PerfDataFile", "Sample"]
+__all__ = ["PerfDataError", "PerfDataFile", "Sample", "read_samples"]
 
 PERF_TYPE_TRACEPOINT: Final = 2
 
@@ -642,3 +642,14 @@ class PerfDataFile:
         pending.sort(key=lambda x: x.time or 0)
         out.extend(pending)
         return out
+
+
+def read_samples(path: str | Path) -> Iterator[Sample]:
+    """Every sample of the perf.data file at ``path``, in file order.
+
+    A convenience over :class:`PerfDataFile` for callers that do not need its reports
+    (problems, record counts, lost events).  Raises OSError / :class:`PerfDataError` when
+    the file cannot be opened or is not a perf.data file.
+    """
+    with PerfDataFile.open(path) as f:
+        yield from f.samples()

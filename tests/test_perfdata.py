@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from structlog_etw._perf_events import SampleDecodeError, decode_sample
-from structlog_etw._perfdata import PerfDataError, PerfDataFile, Sample
+from structlog_etw._perfdata import PerfDataError, PerfDataFile, Sample, read_samples
 from structlog_etw._tracefs_format import parse_format
 from tests._shared import REPO, vector
 
@@ -279,3 +279,7 @@ def test_open_maps_the_file_and_close_releases_it(tmp_path: Path) -> None:
     assert len(samples) == 6
     assert f.buf == b""
     assert decode_sample(samples[0]).name == "service_started"  # samples outlive the mapping
+
+
+def test_read_samples_is_the_file_order_of_perfdatafile() -> None:
+    assert [s.offset for s in read_samples(CAPTURE)] == [s.offset for s in PerfDataFile.open(CAPTURE).samples()]
