@@ -282,4 +282,5 @@ def test_open_maps_the_file_and_close_releases_it(tmp_path: Path) -> None:
 
 
 def test_read_samples_is_the_file_order_of_perfdatafile() -> None:
-    assert [s.offset for s in read_samples(CAPTURE)] == [s.offset for s in PerfDataFile.open(CAPTURE).samples()]
+    expected = [s.offset for s in PerfDataFile.open(CAPTURE).samples()]
+    assert [s.offset for s in read_samples(CAPTURE)] == expected
