@@ -491,7 +491,7 @@ def _expected(field: F.Field) -> object:
     return value
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.dictionaries(st.text(max_size=8), _values, max_size=12))
 def test_arbitrary_event_dict_round_trips(event: dict[str, object]) -> None:
     enc = TraceLoggingEncoder("MyCompany.Test")
