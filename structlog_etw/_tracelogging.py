@@ -340,6 +340,7 @@ def _pack_ipv4(value: bytes) -> bytes:
 
 
 def _pack_ipv6(value: bytes) -> bytes:
+    """u16 length + the 16 address bytes (BINARY scalar and COUNTEDBINARY array item alike)."""
     if len(value) != 16:
         raise ValueError("IPv6 address must be 16 bytes")
     return _U16_16 + value
@@ -383,19 +384,11 @@ def _array_packer(kind: int) -> Packer:
             return struct.pack(code % n, n, *items)
 
         return pack_fixed
-    if kind == IPV6:
-        item = _pack_bytes_ipv6
 
     def pack_items(items: list[Any]) -> bytes:
         return _U16.pack(len(items)) + b"".join([item(i) for i in items])
 
     return pack_items
-
-
-def _pack_bytes_ipv6(value: bytes) -> bytes:
-    if len(value) != 16:
-        raise ValueError("IPv6 address must be 16 bytes")
-    return _U16_16 + value
 
 
 def _struct_packer(packers: list[Packer]) -> Packer:
@@ -405,10 +398,6 @@ def _struct_packer(packers: list[Packer]) -> Packer:
         return b"".join([p(f[2]) for p, f in zip(packers, value, strict=True)])
 
     return pack_struct
-
-
-class _TooLarge(Exception):
-    """Internal: the event cannot be made to fit."""
 
 
 def _compile(fields: Sequence[Field]) -> tuple[list[bytes], list[Packer], int]:
@@ -568,7 +557,10 @@ def _plain_value(kind: int, value: Any) -> Any:
 
 def _json_text(fields: list[Field]) -> str:
     """A struct's fields as JSON text (for a struct that cannot stay a struct)."""
-    return json.dumps(_plain_value(STRUCT, fields), ensure_ascii=False)
+    try:
+        return _valid_text(json.dumps(_plain_value(STRUCT, fields), ensure_ascii=False))
+    except Exception:
+        return _valid_text(safe_str(fields))
 
 
 def _var_size(f: Field) -> int:

@@ -363,6 +363,15 @@ def test_struct_over_the_field_limit_is_kept_as_json() -> None:
     assert list(ev.fields) == ["first", "big", TRUNCATED_FIELD]
 
 
+def test_struct_kept_as_json_has_valid_text_even_with_surrogates_and_nan() -> None:
+    enc = TraceLoggingEncoder("P")
+    big = {f"k\ud800{i}": [math.nan] for i in range(100)}
+    result = enc.encode("e", F.to_fields([("big", big)]))
+    assert result is not None
+    text = decode(*result).fields["big"]
+    assert json.loads(text)["k\ufffd0"] == ["nan"]
+
+
 def test_huge_string_inside_an_array_is_cut_not_dropped() -> None:
     enc = TraceLoggingEncoder("P")
     result = enc.encode("e", F.to_fields([("a", ["x" * 70_000, "y"]), ("b", 1)]))
