@@ -395,7 +395,7 @@ def _struct_packer(packers: list[Packer]) -> Packer:
     def pack_struct(value: list[Field]) -> bytes:
         if len(value) != len(packers):
             raise ValueError("struct shape changed")
-        return b"".join([p(f[2]) for p, f in zip(packers, value, strict=True)])
+        return b"".join([p(f[2]) for p, f in zip(packers, value, strict=False)])
 
     return pack_struct
 
@@ -699,9 +699,12 @@ class TraceLoggingEncoder:
     def encode(self, name: str, fields: list[Field], tags: int = 0) -> tuple[bytes, bytes] | None:
         """``(metadata, data)`` for one event, or ``None`` if it cannot fit even truncated. Never raises."""
         try:
-            plan = self._plan(name, fields, tags)
+            plan = self._cache.get((name, tags, _shape(fields)))
+            if plan is None:
+                plan = self._plan(name, fields, tags)
             if plan.ok:
-                data = b"".join([p(f[2]) for p, f in zip(plan.packers, fields, strict=True)])
+                # The shape key guarantees one packer per field (strict=False: no second check).
+                data = b"".join([p(f[2]) for p, f in zip(plan.packers, fields, strict=False)])
                 if len(plan.metadata) + len(data) <= self._budget:
                     return plan.metadata, data
         except Exception:
