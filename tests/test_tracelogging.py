@@ -538,3 +538,30 @@ def test_encoded_events_never_exceed_the_size_budget(items: list[tuple[str, obje
         return  # dropped: the caller counts it (only when even the names cannot fit)
     assert _total(enc, result) <= max_size
     decode(*result)  # and it decodes
+
+
+_any_value = st.one_of(
+    _scalars,
+    st.lists(_scalars, max_size=4),
+    st.just(_Unprintable()),
+    st.integers(),
+    st.binary(min_size=4, max_size=4),
+    st.binary(min_size=16, max_size=16),
+)
+_kinds = st.sampled_from(
+    [F.BOOL, F.I64, F.U64, F.F64, F.STR, F.BYTES, F.UUID, F.IPV4, F.IPV6, F.TIME, F.JSON, F.STRUCT, 0, 99]
+) | st.sampled_from([F.BOOL, F.I64, F.STR, F.BYTES, F.IPV6, F.TIME, F.STRUCT]).map(lambda k: k | F.ARRAY)
+_raw_fields: st.SearchStrategy[list[Any]] = st.lists(
+    st.tuples(st.text(max_size=6), _kinds, _any_value), max_size=20
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=20), _raw_fields, st.integers(min_value=-(2**40), max_value=2**40))
+def test_any_field_list_encodes_to_a_decodable_event_or_none(name: str, fields: list[Any], tags: int) -> None:
+    enc = TraceLoggingEncoder("MyCompany.Test", max_size=2048)
+    result = enc.encode(name, fields, tags)
+    assert result is not None  # nothing here is too large to truncate
+    assert _total(enc, result) <= 2048
+    ev = decode(*result)
+    assert ev.tag == tags & 0x0FFFFFFF
