@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import structlog
 
+from ._common_schema import write_common
 from ._context import CURRENT_ACTIVITY
 from ._fields import STR, safe_str, to_field
 from ._keywords import KeywordsByLogger
@@ -112,6 +113,10 @@ class EtwRenderer:
     After writing it raises :class:`structlog.DropEvent` (nothing else renders the event), or
     with ``passthrough=True`` returns the event dict (control keys removed) for later
     processors such as ``ConsoleRenderer`` or ``JSONRenderer``.
+
+    ``schema="common"`` writes Common Schema 4.0 events instead (``__csver__``, PartA, PartB,
+    PartC with the ``event`` text as ``Body``; activities as Span events at their Stop): see
+    ``structlog_etw._common_schema`` and docs/common-schema.md.
     """
 
     def __init__(
@@ -120,6 +125,7 @@ class EtwRenderer:
         *,
         default_keyword: int = 1,
         group: str | None = None,
+        schema: str = "etw",
         keywords: Iterable[int] = (),
         passthrough: bool = False,
         provider: Provider | None = None,
@@ -140,6 +146,9 @@ class EtwRenderer:
         self.provider = provider
         self.default_keyword = default_keyword
         self.passthrough = passthrough
+        if schema not in ("etw", "common"):
+            raise ValueError(f"schema must be 'etw' or 'common', got {schema!r}")
+        self.schema = schema
         self._slot = provider.slot
         self._tag_max = _TAG_MAX.get(provider.format, 0xFFFF)
 
@@ -204,6 +213,8 @@ class EtwRenderer:
 
         slot = self._slot(level, keyword)
         if not slot.word[0]:
+            if provider._closed:  # logged after close (e.g. at interpreter exit): counted
+                provider.count_dropped("closed")
             return  # nobody listens: not counted (the normal state of a provider)
 
         if opcode is None:
@@ -237,6 +248,14 @@ class EtwRenderer:
             text = _format_exc_info(exc_info)
             if text is not None:
                 fields.append(("exception", STR, text))
+
+        if self.schema == "common":
+            event = event_dict.get("event")
+            if not skip_event:  # with etw_name the event text goes to Body, not PartC
+                fields = [f for f in fields if f[0] != "event"]
+            body = event if type(event) is str else None
+            write_common(provider, slot, name, fields, opcode=opcode, tags=tags, body=body)
+            return
 
         current = CURRENT_ACTIVITY.get()
         if current is None:
