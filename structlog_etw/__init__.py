@@ -13,11 +13,15 @@ from ._activity import Activity, current_activity_id, etw_activity
 from ._otel import add_otel_ids, use_otel_activity_ids
 from ._provider import Provider, close_all, get_provider
 from ._renderer import EtwRenderer
+from ._stdlib import EtwHandler
+from ._wrapper import EtwEarlyDrop, make_etw_bound_logger
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Activity",
+    "EtwEarlyDrop",
+    "EtwHandler",
     "EtwRenderer",
     "Provider",
     "__version__",
@@ -26,5 +30,6 @@ __all__ = [
     "current_activity_id",
     "etw_activity",
     "get_provider",
+    "make_etw_bound_logger",
     "use_otel_activity_ids",
 ]
