@@ -87,12 +87,12 @@ def test_activity_ids_tags_and_opcode_are_decoded(fmt: Any) -> None:
     with capture_etw_events(fmt) as capture:
         token = CURRENT_ACTIVITY.set((activity.bytes, related.bytes))
         try:
-            _log(unique_provider()).info("step", etw_opcode=2, etw_tags=0x5)
+            _log(unique_provider()).info("step", etw_opcode=1, etw_tags=0x5)
         finally:
             CURRENT_ACTIVITY.reset(token)
     (event,) = capture.events
-    assert (event.activity_id, event.related_id) == (activity, related)
-    assert event.opcode == 2
+    assert (event.activity_id, event.related_id) == (activity, related)  # related id: Start only
+    assert event.opcode == 1
     assert event.tags == 0x5
 
 
