@@ -142,6 +142,11 @@ def _live(emit: Callable[[Any], None], say: Callable[[str], None]) -> int | None
         say(f"cannot listen in-process: {e}")
         provider.close()
         return None
+    # The kernel may set the enable words a moment after perf attaches: wait (briefly) for them.
+    probe = provider.slot(5, 1)
+    deadline = time.monotonic() + 5
+    while not probe.enabled and time.monotonic() < deadline:
+        time.sleep(0.02)
     stop = threading.Event()
     lost: list[LostEvents] = []
     thread = threading.Thread(

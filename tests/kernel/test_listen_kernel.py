@@ -103,9 +103,11 @@ def json_events(p: Proc) -> list[dict[str, Any]]:
 def tracepoints_of(provider: str) -> set[str]:
     tracefs = find_tracefs()
     assert tracefs is not None
-    return {
-        n for n in os.listdir(os.path.join(tracefs, "events", "user_events")) if n.startswith(provider + "_")
-    }
+    try:
+        names = os.listdir(os.path.join(tracefs, "events", "user_events"))
+    except FileNotFoundError:  # no user_events registered at all right now
+        return set()
+    return {n for n in names if n.startswith(provider + "_")}
 
 
 def test_listen_shows_another_processes_events_live_and_decoded(provider_name: str) -> None:
@@ -148,29 +150,30 @@ def test_listen_shows_another_processes_events_live_and_decoded(provider_name: s
 
 
 def test_listen_reports_lost_events_when_a_flood_overruns_a_one_page_ring(provider_name: str) -> None:
-    lis = listen(provider_name, "--json", "--pages", "1", "--duration", "60")
+    lis = listen(provider_name, "--json", "--pages", "1", "--duration", "120")
     try:
         lis.wait_for("err", "listening to")
         app = writer(provider_name, "flood", "20000")
         app.wait_for("out", "done")
-        assert app.finish() == 0
-        lis.wait_for("err", "lost", timeout=60)
+        assert app.finish() == 0, app.report()
+        assert "done 20020" in app.out, app.report()  # every write was taken by the kernel
+        lis.wait_for("err", "listen: lost ")
         lis.p.terminate()  # SIGTERM: a clean exit with the summary
         assert lis.finish() == 0, lis.report()
     finally:
         lis.kill()
     lost_lines = [line for line in lis.err if line.startswith("structlog-etw listen: lost ")]
-    assert lost_lines, lis.report()
     lost = sum(int(line.split()[3]) for line in lost_lines)
     summary = lis.wait_for("err", " events, ")
     seen, lost_total = int(summary.split()[2]), int(summary.split()[4])
-    assert lost_total == lost > 0
-    assert 0 < seen < 20000
+    assert lost_total == lost > 0, lis.report()
+    assert 0 < seen < 20020
     events = json_events(lis)
     assert len(events) == seen
-    assert all(e["name"] == "flood" for e in events)
-    idx = [e["fields"]["i"] for e in events]
-    assert idx == sorted(idx) and len(set(idx)) == len(idx)  # what arrived is intact and in order
+    flood = [e["fields"]["i"] for e in events if e["name"] == "flood"]
+    assert flood == sorted(flood) and len(set(flood)) == len(flood)  # what arrived is intact and in order
+    # Nothing vanished unaccounted: every event written was either shown or reported lost.
+    assert seen + lost_total == 20020, lis.report()
 
 
 def test_listen_registers_the_providers_tracepoints_when_the_app_has_not(provider_name: str) -> None:
