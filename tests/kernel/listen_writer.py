@@ -1,7 +1,7 @@
 """A separate application process for the ``listen`` kernel tests: logs through structlog + EtwRenderer.
 
     python listen_writer.py PROVIDER log N         # N events "tick" (i=0..N-1) with one field of each kind
-    python listen_writer.py PROVIDER flood N       # N events as fast as possible, then 20 "after_flood" slowly
+    python listen_writer.py PROVIDER flood N       # N events at full speed, then 20 "after_flood" slowly
     python listen_writer.py PROVIDER keyword K N   # wait until (4, K) is enabled, then N events at keyword K
 
 Prints ``ready <pid>`` when its provider is registered and ``done <written>`` at the end.
