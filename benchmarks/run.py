@@ -1,0 +1,438 @@
+"""Run the structlog-etw benchmark suite and write results as JSON and Markdown.
+
+    python benchmarks/run.py [--quick] [--out DIR] [--plot PNG]
+
+(``nox -s bench`` runs exactly this.)  Every figure is a ratio against a baseline timed in the same
+run, round-robin with it (see ``_timing.py``).  Absolute nanoseconds depend on the machine; the
+ratios are what the goals in docs/performance.md are about.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT))
+
+from _baselines import (  # noqa: E402
+    FIVE_FIELDS,
+    dropping_logger,
+    filtered_out_logger,
+    json_chain_logger,
+    stdlib_disabled_logger,
+)
+from _peer import load_traceloggingdynamic  # noqa: E402
+from _timing import Case, measure_group  # noqa: E402
+
+FIVE_KWARGS = 'user="ann", attempts=3, latency_ms=12.5, ok=True, region="eu-west-1"'
+FIELD_COUNTS = (1, 5, 20, 100)
+STRING_SIZES = (10, 100, 1000, 8000)
+
+
+@dataclass
+class Goal:
+    """A target ratio: ``case / baseline`` of a comparison must be ``<= limit``."""
+
+    comparison: str
+    case: str
+    limit: float
+    text: str
+
+
+@dataclass
+class Comparison:
+    """Cases timed together; the first is the baseline every ratio divides by."""
+
+    name: str
+    title: str
+    cases: list[Case]
+    unavailable: dict[str, str] = field(default_factory=dict)
+
+
+GOALS = [
+    Goal("disabled", "etw_fast_path", 1.5, "disabled, fast-path wrapper <= 1.5x structlog filtered-out call"),
+    Goal("enabled", "etw_enabled", 0.5, "enabled, 5 fields to the backend <= 0.5x the JSON chain"),
+    Goal("encode", "tl_encode", 0.5, "TraceLogging encoding >= 2x faster than traceloggingdynamic"),
+]
+
+
+def _ours(kind: str, **kw: Any) -> Any:
+    """Build one of our loggers/encoders (imported late: a failure marks only that case unavailable)."""
+    import _ours as ours
+
+    return getattr(ours, kind)(**kw)
+
+
+def _try(comp: Comparison, key: str, label: str, stmt: str, build: Any) -> None:
+    try:
+        ns = build()
+    except Exception as e:  # a module not on this branch yet, or a setup error: report, don't hide
+        comp.unavailable[key] = f"{type(e).__name__}: {e}"
+        return
+    comp.cases.append(Case(key, label, stmt, ns))
+
+
+def comparisons() -> list[Comparison]:
+    """Every comparison of the suite, in report order."""
+    out: list[Comparison] = []
+    F = FIVE_KWARGS
+
+    c = Comparison(
+        "disabled", "Nobody listening, 5 fields (baseline: structlog call filtered out by level)", []
+    )
+    _try(
+        c,
+        "structlog_filtered",
+        "structlog filtered-out call (held bound logger)",
+        f'log.debug("user_login", {F})',
+        lambda: {"log": filtered_out_logger()},
+    )
+    _try(
+        c,
+        "stdlib_disabled",
+        "stdlib logging, level disabled",
+        'log.debug("user_login %s %d %f %s %s", "ann", 3, 12.5, True, "eu-west-1")',
+        lambda: {"log": stdlib_disabled_logger()},
+    )
+    _try(
+        c,
+        "structlog_drop",
+        "structlog, first processor raises DropEvent",
+        f'log.info("user_login", {F})',
+        lambda: {"log": dropping_logger()},
+    )
+    _try(
+        c,
+        "etw_fast_path",
+        "structlog-etw fast-path wrapper (make_etw_bound_logger)",
+        f'log.info("user_login", {F})',
+        lambda: {"log": _ours("fast_path_logger", enabled=False)},
+    )
+    _try(
+        c,
+        "etw_early_drop",
+        "structlog-etw early-drop processor (plain structlog BoundLogger)",
+        f'log.info("user_login", {F})',
+        lambda: {"log": _ours("early_drop_logger", enabled=False)},
+    )
+    out.append(c)
+
+    c = Comparison(
+        "enabled", "A session listening, 5 typical fields (baseline: structlog JSON chain to /dev/null)", []
+    )
+    _try(
+        c,
+        "json_chain",
+        "structlog JSON chain -> /dev/null",
+        f'log.info("user_login", {F})',
+        lambda: {"log": json_chain_logger()},
+    )
+    _try(
+        c,
+        "etw_enabled",
+        "structlog-etw fast-path wrapper -> EventHeader bytes -> backend",
+        f'log.info("user_login", {F})',
+        lambda: {"log": _ours("fast_path_logger", enabled=True)},
+    )
+    _try(
+        c,
+        "etw_enabled_tl",
+        "structlog-etw fast-path wrapper -> TraceLogging bytes -> backend",
+        f'log.info("user_login", {F})',
+        lambda: {"log": _ours("fast_path_logger", enabled=True, fmt="tracelogging")},
+    )
+    _try(
+        c,
+        "etw_enabled_plain",
+        "structlog-etw, plain structlog BoundLogger + early drop + EtwRenderer",
+        f'log.info("user_login", {F})',
+        lambda: {"log": _ours("early_drop_logger", enabled=True)},
+    )
+    out.append(c)
+
+    c = Comparison(
+        "encode", "Encoding only, the same 5-field event (baseline: traceloggingdynamic EventBuilder)", []
+    )
+    _try(
+        c,
+        "tld_builder",
+        "traceloggingdynamic EventBuilder (reset + 5 add_*)",
+        "eb.reset(b'user_login', 4, 1); eb.add_str8(b'user', 'ann'); eb.add_int64(b'attempts', 3); "
+        "eb.add_float64(b'latency_ms', 12.5); eb.add_bool32(b'ok', True); eb.add_str8(b'region', 'eu-west-1')",
+        _peer_namespace,
+    )
+    _try(
+        c,
+        "tl_encode",
+        "structlog-etw TraceLoggingEncoder.encode (typed fields -> metadata, data)",
+        "enc.encode('user_login', fields)",
+        lambda: _ours("encoder_namespace", fmt="tracelogging"),
+    )
+    _try(
+        c,
+        "eh_encode",
+        "structlog-etw EventHeaderEncoder.encode (typed fields -> event bytes)",
+        "enc.encode('user_login', fields, 4)",
+        lambda: _ours("encoder_namespace", fmt="eventheader"),
+    )
+    _try(
+        c,
+        "tl_fields_encode",
+        "structlog-etw to_fields + TraceLoggingEncoder.encode",
+        "enc.encode('user_login', to_fields(kw.items()))",
+        lambda: _ours("encoder_namespace", fmt="tracelogging"),
+    )
+    out.append(c)
+
+    for n in FIELD_COUNTS:
+        kw = {f"f{i}": v for i, v in zip(range(n), _cycle_values(n))}
+        c = Comparison(f"fields_{n}", f"{n} fields per event", [])
+        _try(
+            c,
+            "json_chain",
+            "structlog JSON chain -> /dev/null",
+            'log.info("evt", **kw)',
+            lambda kw=kw: {"log": json_chain_logger(), "kw": kw},
+        )
+        _try(
+            c,
+            "etw_enabled",
+            "structlog-etw enabled (EventHeader)",
+            'log.info("evt", **kw)',
+            lambda kw=kw: {"log": _ours("fast_path_logger", enabled=True), "kw": kw},
+        )
+        _try(
+            c,
+            "etw_enabled_tl",
+            "structlog-etw enabled (TraceLogging)",
+            'log.info("evt", **kw)',
+            lambda kw=kw: {"log": _ours("fast_path_logger", enabled=True, fmt="tracelogging"), "kw": kw},
+        )
+        _try(
+            c,
+            "structlog_filtered",
+            "structlog filtered-out call",
+            'log.debug("evt", **kw)',
+            lambda kw=kw: {"log": filtered_out_logger(), "kw": kw},
+        )
+        _try(
+            c,
+            "etw_fast_path",
+            "structlog-etw disabled (fast path)",
+            'log.info("evt", **kw)',
+            lambda kw=kw: {"log": _ours("fast_path_logger", enabled=False), "kw": kw},
+        )
+        out.append(c)
+
+    for size in STRING_SIZES:
+        kw = {"msg": "x" * size, "n": 1}
+        c = Comparison(f"string_{size}", f"one string of {size} B (+ one int)", [])
+        _try(
+            c,
+            "json_chain",
+            "structlog JSON chain -> /dev/null",
+            'log.info("evt", **kw)',
+            lambda kw=kw: {"log": json_chain_logger(), "kw": kw},
+        )
+        _try(
+            c,
+            "etw_enabled",
+            "structlog-etw enabled (EventHeader)",
+            'log.info("evt", **kw)',
+            lambda kw=kw: {"log": _ours("fast_path_logger", enabled=True), "kw": kw},
+        )
+        _try(
+            c,
+            "etw_enabled_tl",
+            "structlog-etw enabled (TraceLogging)",
+            'log.info("evt", **kw)',
+            lambda kw=kw: {"log": _ours("fast_path_logger", enabled=True, fmt="tracelogging"), "kw": kw},
+        )
+        out.append(c)
+    return out
+
+
+def _cycle_values(n: int) -> list[Any]:
+    base = list(FIVE_FIELDS.values())
+    return [base[i % len(base)] for i in range(n)]
+
+
+def _peer_namespace() -> dict[str, Any]:
+    tld = load_traceloggingdynamic()
+    if tld is None:
+        raise ImportError("traceloggingdynamic is not installed (pip install traceloggingdynamic)")
+    return {"eb": tld.EventBuilder()}
+
+
+def environment() -> dict[str, Any]:
+    """The machine and versions the figures were measured on."""
+    import structlog
+
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        rev = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+        ).stdout.strip()
+    except OSError:
+        rev = ""
+    tld = load_traceloggingdynamic()
+    return {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+        "structlog": structlog.__version__,
+        "traceloggingdynamic": getattr(tld, "__version__", None) or _dist_version("traceloggingdynamic"),
+        "platform": platform.platform(),
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "commit": rev,
+    }
+
+
+def _dist_version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def run(quick: bool, only: set[str] | None) -> dict[str, Any]:
+    """Measure every comparison and return the results document."""
+    rounds, round_s = (5, 0.02) if quick else (15, 0.05)
+    results: dict[str, Any] = {
+        "environment": environment(),
+        "rounds": rounds,
+        "round_seconds": round_s,
+        "comparisons": {},
+        "goals": [],
+    }
+    for comp in comparisons():
+        if only and comp.name not in only:
+            continue
+        entry: dict[str, Any] = {"title": comp.title, "unavailable": comp.unavailable, "cases": {}}
+        results["comparisons"][comp.name] = entry
+        if not comp.cases:
+            continue
+        base = comp.cases[0].key
+        entry["baseline"] = base
+        print(f"[{comp.name}] {comp.title}", file=sys.stderr, flush=True)
+        measured = measure_group(comp.cases, rounds, round_s)
+        for case in comp.cases:
+            m = measured[case.key]
+            entry["cases"][case.key] = {
+                "label": case.label,
+                "ns": round(m.ns, 1),
+                "spread": round(m.spread, 3),
+                "ratio": round(m.ns / measured[base].ns, 3),
+                "rounds_ns": [round(x, 1) for x in m.rounds_ns],
+            }
+            print(
+                f"    {case.key:20s} {m.ns:10.1f} ns  x{m.ns / measured[base].ns:6.3f}  "
+                f"(±{m.spread * 100:.0f}%)",
+                file=sys.stderr,
+                flush=True,
+            )
+        for key, why in comp.unavailable.items():
+            print(f"    {key:20s} UNAVAILABLE {why}", file=sys.stderr, flush=True)
+    for g in GOALS:
+        case = results["comparisons"].get(g.comparison, {}).get("cases", {}).get(g.case)
+        results["goals"].append(
+            {
+                "goal": g.text,
+                "comparison": g.comparison,
+                "case": g.case,
+                "limit": g.limit,
+                "ratio": case["ratio"] if case else None,
+                "met": (case["ratio"] <= g.limit) if case else None,
+            }
+        )
+    return results
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The results document as Markdown tables."""
+    env = results["environment"]
+    lines = [
+        "# structlog-etw benchmark results",
+        "",
+        f"Measured {env['date']} on {env['cpu']} ({env['cpus']} CPUs), {env['platform']}, "
+        f"{env['implementation']} {env['python']}, structlog {env['structlog']}, "
+        f"traceloggingdynamic {env['traceloggingdynamic']}, commit {env['commit']}. "
+        f"{results['rounds']} interleaved rounds of ~{results['round_seconds'] * 1000:.0f} ms per case; "
+        "median ns per call; ratio = case / first row of its table.",
+        "",
+        "## Goals",
+        "",
+        "| goal | ratio | met |",
+        "|---|---:|---|",
+    ]
+    for g in results["goals"]:
+        ratio = "n/a" if g["ratio"] is None else f"{g['ratio']:.3f}"
+        met = "not measured" if g["met"] is None else ("yes" if g["met"] else "NO")
+        lines.append(f"| {g['goal']} | {ratio} | {met} |")
+    for name, comp in results["comparisons"].items():
+        lines += [
+            "",
+            f"## {name}: {comp['title']}",
+            "",
+            "| case | ns/call | ratio | spread (IQR) |",
+            "|---|---:|---:|---:|",
+        ]
+        for c in comp["cases"].values():
+            lines.append(f"| {c['label']} | {c['ns']:.0f} | {c['ratio']:.3f} | {c['spread'] * 100:.0f}% |")
+        for key, why in comp["unavailable"].items():
+            lines.append(f"| {key} | unavailable: {why} | | |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line entry point."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="fewer, shorter rounds (a smoke run)")
+    p.add_argument("--out", type=Path, default=HERE / "results", help="directory for results.json/results.md")
+    p.add_argument("--only", action="append", help="run only these comparisons (repeatable)")
+    p.add_argument("--plot", type=Path, default=None, help="also draw cost vs field count to this PNG")
+    p.add_argument(
+        "--guest",
+        type=Path,
+        default=None,
+        help="merge guest (real kernel) results from this JSON (benchmarks/guest.py)",
+    )
+    a = p.parse_args(argv)
+    results = run(a.quick, set(a.only) if a.only else None)
+    if a.guest and a.guest.exists():
+        results["guest"] = json.loads(a.guest.read_text())
+    a.out.mkdir(parents=True, exist_ok=True)
+    (a.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    (a.out / "results.md").write_text(markdown(results))
+    if a.plot:
+        from _plot import plot
+
+        plot(results, a.plot)
+    print(f"wrote {a.out / 'results.json'} and {a.out / 'results.md'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
