@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from structlog_etw._backend_linux import find_tracefs
 
 pytestmark = pytest.mark.kernel
