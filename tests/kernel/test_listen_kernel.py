@@ -259,18 +259,22 @@ def test_demo_shows_its_events_live_through_user_events() -> None:
     assert p.returncode == 0, p
     assert "perf record -a -k monotonic -e user_events:StructlogEtw_Demo_L1K1" in p.stderr
     assert "Listening in-process" in p.stderr
-    assert "6 of 6 events seen live" in p.stderr
+    assert "8 of 8 events seen live" in p.stderr
     assert "in-process capture" not in p.stderr
     events = [json.loads(line) for line in p.stdout.splitlines()]
     assert [e["name"] for e in events] == [
+        "HandleRequest",
         "request_started",
         "cache_lookup",
         "order_loaded",
         "slow_query",
         "discount_lookup_failed",
+        "HandleRequest",
         "request_finished",
     ]
+    assert [e["opcode"] for e in events] == [1, 0, 0, 0, 0, 0, 2, 0]
+    assert len({e["activity_id"] for e in events[:7]}) == 1 and events[7]["activity_id"] is None
     assert {e["pid"] for e in events} == {events[0]["pid"]}
-    assert all(isinstance(e["cpu"], int) for e in events)  # read from the kernel's ring buffers
-    assert events[2]["keyword"] == "0x2" and events[4]["level"] == 2
-    assert "KeyError" in events[4]["fields"]["exception"]
+    assert all(isinstance(e["cpu"], int) and e["time_ns"] > 0 for e in events)  # from the kernel's rings
+    assert events[3]["keyword"] == "0x2" and events[5]["level"] == 2
+    assert "KeyError" in events[5]["fields"]["exception"]
