@@ -219,7 +219,7 @@ class Listener:
         except BackendUnavailable as e:
             raise ListenError(f"cannot register {self.provider}'s tracepoints: {e}") from e
         keyword = self.keyword or 1
-        for level in range(1, (self.level or 5) + 1):
+        for level in range(1, min(self.level or 5, 5) + 1):
             try:
                 self._backend.open_slot(level, keyword)
             except OSError as e:
