@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from ._backend_base import BackendUnavailable
 from ._slot import Slot
-from ._tracelogging import event_descriptor, provider_traits
+from ._tracelogging import event_descriptor, group_guid, provider_traits
 from ._tracelogging import provider_id as _provider_id
 
 __all__ = ["EtwBackend"]
@@ -87,8 +87,10 @@ class EtwBackend:
     ``provider_id`` is the GUID passed to EventRegister (default: derived from the name, see
     :func:`~structlog_etw._tracelogging.provider_id`); ``traits`` the provider traits blob from the
     encoder (default: the name alone), given to EventSetInformation(EventProviderSetTraits) and as
-    the first data descriptor of every event.  Activity ids are 16 raw bytes (RFC 4122 order) and
-    are passed as GUID structures.
+    the first data descriptor of every event.  ``EtwBackend(name, group)`` with a ``str`` group (how
+    the provider builds OS backends) derives the GUID from the name and puts the provider group
+    (:func:`~structlog_etw._tracelogging.group_guid`) into the traits.  Activity ids are 16 raw
+    bytes (RFC 4122 order) and are passed as GUID structures.
     """
 
     format = "tracelogging"
@@ -108,6 +110,7 @@ class EtwBackend:
         "_traits",
         "_traits_ptr",
         "_unregister",
+        "_words",
         "provider_id",
         "provider_name",
         "set_traits_result",
@@ -116,20 +119,21 @@ class EtwBackend:
     def __init__(
         self,
         provider_name: str,
-        provider_id: uuid.UUID | None = None,
+        provider_id: uuid.UUID | str | None = None,
         traits: bytes | None = None,
         *,
         library: str | None = None,
     ) -> None:
+        group = None
+        if isinstance(provider_id, str):  # EtwBackend(name, group), as the provider builds backends
+            group = group_guid(provider_id)
+            provider_id = None
         if provider_id is None:
             provider_id = _provider_id(provider_name)
         elif not isinstance(provider_id, uuid.UUID):
-            raise TypeError(
-                "provider_id must be a uuid.UUID or None (a provider group goes into the traits: "
-                "TraceLoggingEncoder(name, group).traits)"
-            )
+            raise TypeError("provider_id must be a uuid.UUID, a provider group name (str) or None")
         if traits is None:
-            traits = provider_traits(provider_name)
+            traits = provider_traits(provider_name, group)
         lib, callback_type = _load(library)
         register = _bind(
             lib,
@@ -168,6 +172,7 @@ class EtwBackend:
         self._set_information = set_information
         self._lock = threading.Lock()
         self._slots: dict[tuple[int, int], Slot] = {}
+        self._words: dict[tuple[int, int], list[int]] = {}
         self._level_plus1 = 0
         self._match_any = 0
         self._match_all = 0
@@ -237,8 +242,8 @@ class EtwBackend:
                     self._match_all = match_all
                 else:  # 2 = capture state, others: reserved; the enable state does not change
                     return
-                for slot in self._slots.values():
-                    slot.word[0] = self._enabled(slot.level, slot.keyword)
+                for (lv, kw), word in self._words.items():
+                    word[0] = self._enabled(lv, kw)
         except Exception:  # never let an exception escape into the OS's thread
             pass
 
@@ -251,6 +256,7 @@ class EtwBackend:
                 word = [self._enabled(level, keyword)]
                 slot = Slot(level, keyword, word)
                 self._slots[key] = slot
+                self._words[key] = word  # ours to rewrite, even if a user re-points slot.word
             return slot
 
     def provider_enabled(self, level: int, keyword: int) -> bool:
@@ -323,14 +329,19 @@ class EtwBackend:
         except Exception:
             return ERROR_INVALID_PARAMETER
 
+    def __del__(self) -> None:
+        # A registration must not outlive the callback object ETW would call: unregister first.
+        with contextlib.suppress(Exception):
+            self.close()
+
     def close(self) -> None:
         """EventUnregister (once); every slot reads disabled afterwards and writes return 6."""
         with self._lock:
             handle, self._handle = self._handle, 0
             self._closed = True
             self._level_plus1 = 0
-            for slot in self._slots.values():
-                slot.word[0] = 0
+            for word in self._words.values():
+                word[0] = 0
         if handle:
             with contextlib.suppress(Exception):
                 self._unregister(handle)

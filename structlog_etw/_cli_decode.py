@@ -72,6 +72,7 @@ def decode_file(
     want_providers = set(providers) if providers else None
     want_events = set(events) if events else None
     problems: list[str] = []
+    unknown: dict[str, int] = {}  # samples without a tracepoint format, by name
     written = 0
     samples: Iterable[Sample] = f.samples_in_time_order() if time_order else f.samples()
     for sample in samples:
@@ -83,16 +84,24 @@ def decode_file(
                 continue
             if mode == "perf-json":
                 line = sample_perf_json(sample)
-                line = line.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
             elif mode == "json":
                 line = event_json(event, _meta(sample, sample.is_eventheader))
             else:
                 line = event_pretty(event, _meta(sample, sample.is_eventheader), colors=colors)
         except SampleDecodeError as exc:
-            problems.append(str(exc))
+            if sample.format is None:
+                key = sample.name or "unnamed events"
+                unknown[key] = unknown.get(key, 0) + 1
+            else:
+                problems.append(str(exc))
             continue
         out.write(line + "\n")
         written += 1
+    for name, count in unknown.items():
+        problems.append(
+            f"{count} samples of {name} not decoded: tracepoint format unknown"
+            " (the file lacks its tracing data: truncated?)"
+        )
     return written, [*f.problems, *problems]
 
 
@@ -117,6 +126,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         mode = "pretty" if tty else "json"
     colors = mode == "pretty" and tty and not os.environ.get("NO_COLOR")
+    if mode == "perf-json":
+        # perf-decode's bytes, invalid UTF-8 included (kept as surrogate escapes until written).
+        reconfigure = getattr(sys.stdout, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="surrogateescape")
     written, problems = decode_file(
         f,
         sys.stdout,

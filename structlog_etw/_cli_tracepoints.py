@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import re
 import shlex
 import sys
 from typing import Final
+
+from ._eventheader import tracepoint_name, validate_provider_name
 
 LEVELS: Final[dict[str, int]] = {
     "critical": 1,
@@ -19,28 +20,7 @@ LEVELS: Final[dict[str, int]] = {
     "verbose": 5,
 }
 
-_PROVIDER_RE: Final = re.compile(r"[A-Za-z0-9_]+")
-_GROUP_RE: Final = re.compile(r"[a-z0-9]+")
 _NAME_MAX: Final = 255  # a tracepoint name is shorter than 256 bytes
-_PROVIDER_GROUP_MAX: Final = 233  # provider + group < 234 (room for "_L<level>K<keyword>")
-
-
-def tracepoint_name(provider: str, level: int, keyword: int, group: str | None = None) -> str:
-    """``<provider>_L<level hex>K<keyword hex>[G<group>]`` (lowercase hex, no leading zeros)."""
-    return f"{provider}_L{level:x}K{keyword:x}" + (f"G{group}" if group else "")
-
-
-def validate(provider: str, group: str | None) -> None:
-    """Raise ValueError for a provider or group that user_events/EventHeader cannot use."""
-    if not _PROVIDER_RE.fullmatch(provider):
-        raise ValueError(f"provider name {provider!r} must be non-empty and use only A-Z, a-z, 0-9 and _")
-    if group is not None and not _GROUP_RE.fullmatch(group):
-        raise ValueError(f"group {group!r} must be non-empty and use only a-z and 0-9")
-    if len(provider) + len(group or "") > _PROVIDER_GROUP_MAX:
-        raise ValueError(
-            f"provider name plus group is {len(provider) + len(group or '')} characters;"
-            f" the limit is {_PROVIDER_GROUP_MAX}"
-        )
 
 
 def _level(text: str) -> int:
@@ -95,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the tracepoint names and a ``perf record`` command that captures them."""
     try:
-        validate(args.provider, args.group)
+        validate_provider_name(args.provider, args.group)
     except ValueError as exc:
         print(f"structlog-etw tracepoints: {exc}", file=sys.stderr)
         return 2

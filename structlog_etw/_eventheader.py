@@ -17,7 +17,7 @@ Size policy (docs/limits.md): an event never exceeds ``max_size`` bytes (default
 :data:`PERF_MAX_EVENT_SIZE`, what perf keeps of one event).  When the values do not fit, the
 longest variable-size values (strings, binaries, arrays) are cut to a common cap: strings end
 with :data:`TRUNCATION_MARKER`, JSON fields become plain strings (cut JSON is not JSON), and the
-event gets an extra ``etw_truncated=true`` field.  If
+event gets an extra ``_truncated=True`` field.  If
 even the fixed part (header, metadata, fixed-size values) does not fit, ``encode`` returns
 ``None`` and the caller counts the event dropped.
 """
@@ -29,6 +29,7 @@ import struct
 import sys
 import threading
 from array import array
+from collections.abc import Callable
 from typing import Any, Final
 
 from ._fields import (
@@ -113,9 +114,9 @@ NAME_MAX: Final = 256
 PROVIDER_GROUP_MAX: Final = 234
 
 #: Suffix of a string cut by the size policy.
-TRUNCATION_MARKER: Final = "…[truncated]"
+TRUNCATION_MARKER: Final = "...[truncated]"
 #: Bool field appended to an event whose values were cut by the size policy.
-TRUNCATED_FIELD: Final = "etw_truncated"
+TRUNCATED_FIELD: Final = "_truncated"
 
 _MARKER_BYTES: Final = TRUNCATION_MARKER.encode("utf-8")
 _U16_MAX: Final = 0xFFFF
@@ -296,13 +297,13 @@ _ARRAY_OP: Final[dict[int, int]] = {
 class _Plan:
     """Prebuilt metadata extension and payload steps for one event shape."""
 
-    __slots__ = ("flat", "meta_block", "nvalues", "steps")
+    __slots__ = ("flat", "meta_block", "nvalues", "pack", "steps")
 
-    def __init__(self, meta_block: bytes, steps: list[tuple[int, Any]], flat: bool, nvalues: int) -> None:
+    def __init__(self, meta_block: bytes, kinds: list[int], flat: bool) -> None:
         self.meta_block = meta_block
-        self.steps = steps
+        self.steps, self.pack = _packer(tuple(kinds))
         self.flat = flat
-        self.nvalues = nvalues
+        self.nvalues = len(kinds)
 
 
 def _field_meta(fields: list[Field], out: list[bytes], kinds: list[int]) -> None:
@@ -361,7 +362,85 @@ def _build_plan(name: str, fields: list[Field]) -> _Plan:
     if len(meta) > _U16_MAX:
         raise OverflowError("metadata larger than 65535 bytes")
     flat = all(f[1] != STRUCT for f in fields)
-    return _Plan(_EXT.pack(len(meta), EXT_METADATA) + meta, _steps(kinds), flat, len(kinds))
+    return _Plan(_EXT.pack(len(meta), EXT_METADATA) + meta, kinds, flat)
+
+
+Packer = Callable[[list[Any]], bytes]
+_PACKERS: dict[tuple[int, ...], tuple[list[tuple[int, Any]], Packer]] = {}
+_PACKER_LIMIT: Final = 1024
+
+
+def _packer(kinds: tuple[int, ...]) -> tuple[list[tuple[int, Any]], Packer]:
+    """Steps and a generated payload function for a sequence of leaf kinds (shared by all
+    shapes with the same kinds, whatever their names, so new event names cost no compilation).
+    """
+    hit = _PACKERS.get(kinds)
+    if hit is None:
+        steps = _steps(list(kinds))
+        hit = (steps, _generate(steps))
+        if len(_PACKERS) >= _PACKER_LIMIT:
+            _PACKERS.clear()
+        _PACKERS[kinds] = hit
+    return hit
+
+
+def _raw_checker(size: int) -> Callable[[bytes], bytes]:
+    def raw(b: bytes) -> bytes:
+        if len(b) != size:
+            raise ValueError(f"address must be {size} bytes")
+        return b
+
+    return raw
+
+
+def _generate(steps: list[tuple[int, Any]]) -> Packer:
+    """Compile ``values -> payload bytes`` for ``steps``: straight-line code, no per-value dispatch.
+
+    The source is built only from our own step table (indices and helper names, never from field
+    names or values).  Raises on values a plan cannot hold (non-UTF-8-encodable text, lengths past
+    u16, wrong types); the encoder then falls back to the general path.
+    """
+    env: dict[str, Any] = {"_u16": _U16.pack}
+    pre: list[str] = []
+    parts: list[str] = []
+    i = 0
+    for k, (op, arg) in enumerate(steps):
+        if op == _OP_FIXED:
+            st, n = arg
+            env[f"_s{k}"] = st.pack
+            parts.append(f"_s{k}({', '.join(f'v[{j}]' for j in range(i, i + n))})")
+            i += n
+            continue
+        if op == _OP_STR:
+            pre.append(f"b{k} = v[{i}].encode('utf-8')")
+            parts += [f"_u16(len(b{k}))", f"b{k}"]
+        elif op == _OP_TIME:
+            pre.append(f"b{k} = v[{i}].isoformat().encode('utf-8')")
+            parts += [f"_u16(len(b{k}))", f"b{k}"]
+        elif op == _OP_BYTES:
+            pre.append(f"b{k} = v[{i}]")
+            parts += [f"_u16(len(b{k}))", f"b{k}"]
+        elif op == _OP_UUID:
+            parts.append(f"v[{i}].bytes")
+        elif op == _OP_RAW:
+            env[f"_r{k}"] = _raw_checker(arg)
+            parts.append(f"_r{k}(v[{i}])")
+        else:
+            env[f"_a{k}"] = _array_function(op, arg)
+            parts += [f"_u16(len(v[{i}]))", f"_a{k}(v[{i}])"]
+        i += 1
+    body = "".join(f"    {line}\n" for line in pre)
+    src = f"def pack(v):\n{body}    return b''.join(({', '.join(parts)}{',' if parts else ''}))\n"
+    exec(compile(src, "<structlog_etw eventheader packer>", "exec"), env)
+    fn: Packer = env["pack"]
+    return fn
+
+
+def _array_function(op: int, arg: Any) -> Callable[[list[Any]], bytes]:
+    def arr(items: list[Any]) -> bytes:
+        return _array_body(op, arg, items)
+
+    return arr
 
 
 def _flatten(fields: list[Field], out: list[Any]) -> None:
@@ -615,27 +694,23 @@ class EventHeaderEncoder:
                 ids = activity_id
                 if len(ids) != 16:
                     raise ValueError("activity ids must be 16 bytes")
-            pre = head + _EXT.pack(len(ids), EXT_ACTIVITY_ID | EXT_CHAIN) + ids
-        else:
-            pre = head
-        head = pre + plan.meta_block
+            head = head + _EXT.pack(len(ids), EXT_ACTIVITY_ID | EXT_CHAIN) + ids
+        meta = plan.meta_block
         try:
-            parts = _pack_payload(plan.steps, values)
-        except struct.error:
-            parts = None  # a count or length beyond u16: the size policy cuts it
-        if parts is not None:
-            size = len(head)
-            for p in parts:
-                size += len(p)
-            if size <= self.max_size:
-                parts.insert(0, head)
-                return b"".join(parts)
-        return self._fit(name, fields, pre)
+            payload = plan.pack(values)
+        except Exception:  # surrogates, lengths past u16, odd types: the general path decides
+            try:
+                payload = b"".join(_pack_payload(plan.steps, values))
+            except struct.error:
+                return self._fit(name, fields, head)  # a count or length beyond u16
+        if len(head) + len(meta) + len(payload) <= self.max_size:
+            return b"".join((head, meta, payload))
+        return self._fit(name, fields, head)
 
     def _fit(self, name: str, fields: list[Field], pre: bytes) -> bytes | None:
         """Slow path: cut the longest variable-size values to fit, or give up (``None``).
 
-        ``pre`` is the header and activity extension; the event gets the ``etw_truncated`` field.
+        ``pre`` is the header and activity extension; the event gets the ``_truncated`` field.
         """
         marked = [*_json_as_str(fields), (TRUNCATED_FIELD, BOOL, True)]
         plan, values = self._plan(name, marked)

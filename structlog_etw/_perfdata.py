@@ -107,6 +107,41 @@ RECORD_NAMES: Final[dict[int, str]] = {
 
 _ATTR_MIN: Final = 64  # PERF_ATTR_SIZE_VER0
 
+#: perf.data feature bits -> names (for messages).
+FEATURE_NAMES: Final[dict[int, str]] = {
+    1: "TRACING_DATA",
+    2: "BUILD_ID",
+    3: "HOSTNAME",
+    4: "OSRELEASE",
+    5: "VERSION",
+    6: "ARCH",
+    7: "NRCPUS",
+    8: "CPUDESC",
+    9: "CPUID",
+    10: "TOTAL_MEM",
+    11: "CMDLINE",
+    12: "EVENT_DESC",
+    13: "CPU_TOPOLOGY",
+    14: "NUMA_TOPOLOGY",
+    15: "BRANCH_STACK",
+    16: "PMU_MAPPINGS",
+    17: "GROUP_DESC",
+    18: "AUXTRACE",
+    19: "STAT",
+    20: "CACHE",
+    21: "SAMPLE_TIME",
+    22: "MEM_TOPOLOGY",
+    23: "CLOCKID",
+    24: "DIR_FORMAT",
+    25: "BPF_PROG_INFO",
+    26: "BPF_BTF",
+    27: "COMPRESSED",
+    28: "CPU_PMU_CAPS",
+    29: "CLOCK_DATA",
+    30: "HYBRID_TOPOLOGY",
+    31: "PMU_CAPS",
+}
+
 
 class PerfDataError(ValueError):
     """The file is not a perf.data file at all (bad magic, header too short)."""
@@ -269,8 +304,10 @@ class PerfDataFile:
             off, size = self._u64(pos), self._u64(pos + 8)
             pos += 16
             if off + size > len(self.buf):
+                feature = FEATURE_NAMES.get(bit, str(bit))
                 self.problems.append(
-                    f"feature {bit} section truncated (needs {off + size}, have {len(self.buf)})"
+                    f"feature section {feature} truncated (needs {off + size} bytes,"
+                    f" file has {len(self.buf)})"
                 )
                 continue
             out[bit] = _Feature(off, size)

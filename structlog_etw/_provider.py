@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import errno as _errno
+import os
 import sys
 import threading
 import warnings
@@ -79,10 +80,16 @@ def _default_backend(name: str, group: str | None) -> Any:
         return UserEventsBackend(name, group)
     if sys.platform == "win32":
         try:
-            from ._backend_windows import EtwBackend  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
+            from ._backend_windows import EtwBackend  # noqa: PLC0415
+            from ._tracelogging import (  # noqa: PLC0415
+                group_guid,
+                provider_id,
+                provider_traits,
+            )
         except ImportError as exc:
             raise BackendUnavailable(f"ETW backend not importable: {exc}") from exc
-        return EtwBackend(name, group)
+        # The traits must equal TraceLoggingEncoder(name, group).traits (group: GUID or name hash).
+        return EtwBackend(name, provider_id(name), provider_traits(name, group_guid(group)))
     raise BackendUnavailable(f"no trace facility on platform {sys.platform!r}")
 
 
@@ -92,7 +99,7 @@ def _make_encoder(fmt: str, name: str, group: str | None) -> Any:
 
         return EventHeaderEncoder()
     if fmt == "tracelogging":
-        from ._tracelogging import TraceLoggingEncoder  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
+        from ._tracelogging import TraceLoggingEncoder  # noqa: PLC0415
 
         return TraceLoggingEncoder(name, group)
     raise ValueError(f"backend format {fmt!r} is neither 'eventheader' nor 'tracelogging'")
@@ -117,7 +124,7 @@ class Provider:
         keywords: Iterable[int] = (),
         backend: Any = None,
     ) -> None:
-        validate_provider_name(name, group)
+        _validate_name(name, group)
         keywords = tuple(keywords)
         for kw in (default_keyword, *keywords):
             _check_keyword(kw)
@@ -225,9 +232,13 @@ class Provider:
                 try:
                     slot = self._backend.open_slot(level, keyword)
                 except Exception as exc:  # registration failed: this pair stays disabled
-                    self._errors["register:" + type(exc).__name__] = (
-                        self._errors.get("register:" + type(exc).__name__, 0) + 1
+                    code = getattr(exc, "errno", None)
+                    key = "register:" + (
+                        _errno.errorcode.get(code, type(exc).__name__)
+                        if type(code) is int
+                        else type(exc).__name__
                     )
+                    self._errors[key] = self._errors.get(key, 0) + 1
                     slot = Slot(level, keyword, DISABLED_WORD, None)
             self._slots[(level, keyword)] = slot
             return slot
@@ -252,7 +263,11 @@ class Provider:
         Dropped events are counted by reason: ``not_enabled`` (nobody listens at the slot),
         ``closed``, ``too_large`` (cannot fit even truncated), ``encode_error``; a backend
         error code is counted in ``errors`` by name (``EBADF``, ``ERROR_MORE_DATA``, ...).
+        ``related_id`` is written only on a Start event (opcode 1); other events carry the
+        activity id alone (EventHeader: 16-byte ActivityId extension; ETW: no related id).
         """
+        if opcode != 1:
+            related_id = None
         try:
             return self._write(slot, name, fields, opcode, tag, activity_id, related_id)
         except Exception:
@@ -370,6 +385,17 @@ class Provider:
         return f"Provider({self.name!r}, group={self.group!r}, format={self.format!r})"
 
 
+def _validate_name(name: str, group: str | None) -> None:
+    """Linux rules everywhere but Windows, where ETW accepts any non-empty name without NUL."""
+    if sys.platform == "win32":
+        if not isinstance(name, str) or not name or "\0" in name:
+            raise ValueError(f"provider name must be a non-empty str without NUL, got {name!r}")
+        if group is not None and (not isinstance(group, str) or not group):
+            raise ValueError(f"provider group must be a non-empty str (GUID text or a name), got {group!r}")
+        return
+    validate_provider_name(name, group)
+
+
 def _check_keyword(kw: object) -> None:
     if type(kw) is not int or not 0 <= kw <= _KEYWORD_MAX:
         raise ValueError(f"keyword must be an int in 0..2**64-1, got {kw!r}")
@@ -393,9 +419,10 @@ def get_provider(
     """The process-wide provider called ``name``, created on first use.
 
     The same name always gives the same :class:`Provider`.  Asking for it again with a
-    different ``group`` raises :class:`ValueError` (a group is part of the provider's
-    identity).  ``default_keyword`` and ``keywords`` of later calls are registered too (the
-    first caller's ``default_keyword`` stays the provider's default).
+    different ``group`` raises :class:`ValueError` (a group is part of the provider's identity;
+    ``group=None`` means "whatever it already has").  ``default_keyword`` and ``keywords`` of
+    later calls are registered too (the first caller's ``default_keyword`` stays the provider's
+    default).
     """
     with _registry_lock:
         prov = _registry.get(name)
@@ -410,7 +437,7 @@ def get_provider(
             )
             _registry[name] = prov
             return prov
-    if group is not _UNSET and group != prov.group:
+    if group is not _UNSET and group is not None and group != prov.group:
         raise ValueError(
             f"provider {name!r} already exists with group {prov.group!r}; cannot also use group {group!r}"
         )
@@ -454,3 +481,19 @@ def close_all() -> None:
 
 
 atexit.register(close_all)
+
+
+def _after_fork_in_child() -> None:
+    """A fork while another thread held a lock would leave it held forever in the child."""
+    global _registry_lock, _warn_lock
+    _registry_lock = threading.Lock()
+    _warn_lock = threading.Lock()
+    for prov in list(_registry.values()):
+        prov._lock = threading.Lock()
+        for part in (prov._encoder, prov._backend):
+            if hasattr(part, "_lock"):
+                part._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import sys
 import traceback
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any, Final
 
 import structlog
 
+from ._common_schema import write_common
 from ._context import CURRENT_ACTIVITY
 from ._fields import STR, safe_str, to_field
+from ._keywords import KeywordsByLogger
 from ._provider import Provider, get_provider
 
 __all__ = ["LEVELS", "MAX_EVENT_NAME", "EtwRenderer", "event_name"]
@@ -111,6 +113,10 @@ class EtwRenderer:
     After writing it raises :class:`structlog.DropEvent` (nothing else renders the event), or
     with ``passthrough=True`` returns the event dict (control keys removed) for later
     processors such as ``ConsoleRenderer`` or ``JSONRenderer``.
+
+    ``schema="common"`` writes Common Schema 4.0 events instead (``__csver__``, PartA, PartB,
+    PartC with the ``event`` text as ``Body``; activities as Span events at their Stop): see
+    ``structlog_etw._common_schema`` and docs/common-schema.md.
     """
 
     def __init__(
@@ -119,26 +125,37 @@ class EtwRenderer:
         *,
         default_keyword: int = 1,
         group: str | None = None,
+        schema: str = "etw",
         keywords: Iterable[int] = (),
         passthrough: bool = False,
         provider: Provider | None = None,
+        keywords_by_logger: Mapping[str, int] | None = None,
     ) -> None:
         if type(default_keyword) is not int or not 0 <= default_keyword <= _KEYWORD_MAX:
             raise ValueError(f"default_keyword must be an int in 0..2**64-1, got {default_keyword!r}")
+        self.keywords_by_logger = KeywordsByLogger(keywords_by_logger)
+        keywords = (*keywords, *self.keywords_by_logger.keywords())
         if provider is None:
             provider = get_provider(
                 provider_name, group=group, default_keyword=default_keyword, keywords=keywords
             )
+        else:
+            for kw in keywords:
+                for level in range(1, 6):
+                    provider.slot(level, kw)
         self.provider = provider
         self.default_keyword = default_keyword
         self.passthrough = passthrough
+        if schema not in ("etw", "common"):
+            raise ValueError(f"schema must be 'etw' or 'common', got {schema!r}")
+        self.schema = schema
         self._slot = provider.slot
         self._tag_max = _TAG_MAX.get(provider.format, 0xFFFF)
 
     def __call__(self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> Any:
         """Write ``event_dict``; raise ``DropEvent`` (or return the dict with ``passthrough``)."""
         try:
-            self._render(method_name, event_dict)
+            self._render(logger, method_name, event_dict)
         except Exception:
             self.provider.count_dropped("render_error")
         if self.passthrough:
@@ -151,7 +168,25 @@ class EtwRenderer:
             value = _ctx_get(key)
         return value
 
-    def _render(self, method_name: str, event_dict: MutableMapping[str, Any]) -> None:
+    def _default_keyword(self, logger: Any, event_dict: MutableMapping[str, Any]) -> int:
+        """The keyword the logger's name selects (``keywords_by_logger``), else ``default_keyword``.
+
+        The name is the event's ``logger`` key (structlog's ``add_logger_name``, or bound with
+        ``get_logger(logger="db")``), else the stdlib record's name, else the wrapped logger's
+        ``name`` attribute (stdlib loggers).
+        """
+        names = self.keywords_by_logger
+        if names:
+            name = event_dict.get("logger")
+            if type(name) is not str:
+                record = event_dict.get("_record")
+                name = getattr(record, "name", None) if record is not None else getattr(logger, "name", None)
+            keyword = names.lookup(name)
+            if keyword is not None:
+                return keyword
+        return self.default_keyword
+
+    def _render(self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> None:
         provider = self.provider
         has_control = False
         for key in _CONTROL_KEYS:
@@ -168,16 +203,18 @@ class EtwRenderer:
             level = LEVELS.get(method_name, 5)
         keyword = ctl(event_dict, "etw_keyword")
         if keyword is None:
-            keyword = self.default_keyword
+            keyword = self._default_keyword(logger, event_dict)
         elif type(keyword) is not int or not 0 <= keyword <= _KEYWORD_MAX:
             provider.count_invalid("etw_keyword")
-            keyword = self.default_keyword
+            keyword = self._default_keyword(logger, event_dict)
         opcode = ctl(event_dict, "etw_opcode")
         tags = ctl(event_dict, "etw_tags")
         name = ctl(event_dict, "etw_name")
 
         slot = self._slot(level, keyword)
         if not slot.word[0]:
+            if provider._closed:  # logged after close (e.g. at interpreter exit): counted
+                provider.count_dropped("closed")
             return  # nobody listens: not counted (the normal state of a provider)
 
         if opcode is None:
@@ -211,6 +248,14 @@ class EtwRenderer:
             text = _format_exc_info(exc_info)
             if text is not None:
                 fields.append(("exception", STR, text))
+
+        if self.schema == "common":
+            event = event_dict.get("event")
+            if not skip_event:  # with etw_name the event text goes to Body, not PartC
+                fields = [f for f in fields if f[0] != "event"]
+            body = event if type(event) is str else None
+            write_common(provider, slot, name, fields, opcode=opcode, tags=tags, body=body)
+            return
 
         current = CURRENT_ACTIVITY.get()
         if current is None:

@@ -12,11 +12,13 @@ import socket
 import struct
 import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from structlog_etw._eventheader import EventHeaderEncoder
 from structlog_etw._eventheader_decode import (
     EventHeaderDecodeError,
     decode_event,
@@ -27,6 +29,7 @@ from structlog_etw._eventheader_decode import (
     perf_json_fields,
     time_text,
 )
+from structlog_etw._fields import to_fields
 
 # The worked example of shared/spec/eventheader.md ("Test vector (DYN)").
 SPEC_NAME = "MyCompany_MyComponent_L4K1fGmygroup"
@@ -319,13 +322,13 @@ int main() {
 """
 
 
-def test_float_text_agrees_with_the_cxx_library_on_random_values(tmp_path: pytest.TempPathFactory) -> None:
+def test_float_text_agrees_with_the_cxx_library_on_random_values(tmp_path: Path) -> None:
     """perf-decode prints floats with std::to_chars; compile it and compare on 4000 bit patterns."""
     gxx = shutil.which("g++")
     if gxx is None:
         pytest.skip("g++ not installed (needed to compare with std::to_chars)")
-    src = tmp_path / "to_chars.cpp"  # type: ignore[operator]
-    exe = tmp_path / "to_chars"  # type: ignore[operator]
+    src = tmp_path / "to_chars.cpp"
+    exe = tmp_path / "to_chars"
     src.write_text(_TO_CHARS_CPP)
     subprocess.run([gxx, "-std=c++17", "-O1", str(src), "-o", str(exe)], check=True)
     rng = random.Random(1234)
@@ -345,3 +348,93 @@ def test_float_text_agrees_with_the_cxx_library_on_random_values(tmp_path: pytes
         if math.isnan(value):
             continue  # NaN payload/sign printing is covered above
         assert float_text(value, single=kind == "f") == expected, (kind, hex(bits))
+
+
+# --- round trip through the project's encoder --------------------------------------------------
+
+
+def _expected(value: object) -> object:
+    """What the decoder returns for a value logged through the type table (docs/types.md)."""
+    if isinstance(value, bool | float | bytes | uuid.UUID | ipaddress.IPv4Address | ipaddress.IPv6Address):
+        return value
+    if isinstance(value, int):
+        return value if -(2**63) <= value < 2**64 else str(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {k: _expected(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expected(v) for v in value]
+    return str(value)
+
+
+def test_every_type_table_kind_round_trips_through_encoder_and_decoder() -> None:
+    values: dict[str, object] = {
+        "b": True,
+        "i": -5,
+        "u": 2**64 - 1,
+        "f": 1.5,
+        "s": "hé ✓",
+        "by": b"\x00\x01",
+        "g": uuid.UUID(int=5),
+        "ip4": ipaddress.IPv4Address("1.2.3.4"),
+        "ip6": ipaddress.IPv6Address("::1"),
+        "t": dt.datetime(2024, 1, 2, 3, 4, 5, 678901, tzinfo=dt.timezone.utc),
+        "st": {"a": 1, "b": {"c": "d"}},
+        "arr": [1, 2],
+        "sarr": ["x", "y"],
+        "barr": [True, False],
+        "big": 10**30,
+        "n": None,
+    }
+    activity, related = uuid.uuid4(), uuid.uuid4()
+    data = EventHeaderEncoder().encode(
+        "Ev",
+        to_fields(values.items()),
+        3,
+        opcode=1,
+        tag=7,
+        activity_id=activity.bytes,
+        related_id=related.bytes,
+    )
+    assert data is not None
+    ev = decode_event("MyCompany_MyService_L3K4", data)
+    assert (ev.provider, ev.name, ev.level, ev.keyword, ev.opcode, ev.tag) == (
+        "MyCompany_MyService",
+        "Ev",
+        3,
+        4,
+        1,
+        7,
+    )
+    assert (ev.activity_id, ev.related_id) == (activity, related)
+    assert ev.fields == {k: _expected(v) for k, v in values.items()}
+
+
+_scalars = (
+    st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False)
+    | st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30)
+    | st.binary(max_size=30)
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: (
+        st.dictionaries(st.text(alphabet="abcxyz", min_size=1, max_size=4), inner, min_size=1, max_size=4)
+        | st.lists(st.integers(min_value=0, max_value=2**63 - 1), max_size=5)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(alphabet="abcdefgh_", min_size=1, max_size=8), _values, max_size=8))
+def test_random_events_round_trip_through_encoder_and_decoder(values: dict[str, object]) -> None:
+    data = EventHeaderEncoder().encode("Random", to_fields(values.items()), 4)
+    assert data is not None
+    ev = decode_event("P_L4K1", data)
+    assert ev.fields == {k: _expected(v) for k, v in values.items()}
+    perf_json(ev)  # and it renders

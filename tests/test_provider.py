@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 import warnings
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -55,6 +58,10 @@ def test_conflicting_group_is_a_clear_value_error(captures: dict[str, CaptureBac
     with pytest.raises(ValueError, match="group"):
         get_provider("Co_Svc", group="g2")
     assert get_provider("Co_Svc").group == "g1"
+    assert get_provider("Co_Svc", group=None).group == "g1"  # None: whatever it has
+    get_provider("Co_Plain")
+    with pytest.raises(ValueError, match="group"):
+        get_provider("Co_Plain", group="g1")
 
 
 def test_invalid_provider_name_raises_at_setup(captures: dict[str, CaptureBackend]) -> None:
@@ -231,3 +238,45 @@ def test_stats_is_a_snapshot(captures: dict[str, CaptureBackend]) -> None:
     assert snap["written"] == 0
     assert p.stats()["written"] == 1
     assert set(snap) >= {"written", "dropped", "errors", "invalid", "truncated", "format", "backend"}
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (POSIX)")
+def test_child_after_fork_logs_even_if_a_lock_was_held_at_fork(captures: dict[str, CaptureBackend]) -> None:
+    p = get_provider("Co_Svc")
+    slot = p.slot(4, 1)
+    with p._lock, p.encoder._lock, captures["Co_Svc"]._lock:  # as if another thread held them
+        pid = os.fork()
+        if pid == 0:  # child: must not deadlock
+            ok = p.write(slot, "child", FIELDS) and p.stats()["written"] == 1
+            os._exit(0 if ok and len(captures["Co_Svc"].records) == 1 else 1)
+    deadline = time.monotonic() + 20
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("child deadlocked on a lock held at fork time")
+        time.sleep(0.01)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert p.stats()["written"] == 0  # the parent wrote nothing
+
+
+def test_registration_failure_disables_the_pair_and_is_counted_by_errno(
+    captures: dict[str, CaptureBackend],
+) -> None:
+    p = get_provider("Co_Svc")
+    backend = captures["Co_Svc"]
+    original = backend.open_slot
+
+    def refuse(level: int, keyword: int) -> Any:
+        if keyword == 0x80:
+            raise PermissionError(1, "Operation not permitted")
+        return original(level, keyword)
+
+    backend.open_slot = refuse  # type: ignore[method-assign]
+    slot = p.slot(4, 0x80)
+    assert not slot.word[0]
+    assert p.write(slot, "e", FIELDS) is False
+    assert p.stats()["errors"] == {"register:EPERM": 1}

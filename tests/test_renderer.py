@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import pathlib
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -194,12 +197,14 @@ def test_current_activity_ids_are_written(cap: CaptureBackend) -> None:
     a, r = uuid.uuid4().bytes, uuid.uuid4().bytes
     token = CURRENT_ACTIVITY.set((a, r))
     try:
+        structlog.get_logger().info("start", etw_opcode=1)
         structlog.get_logger().info("in_activity")
     finally:
         CURRENT_ACTIVITY.reset(token)
     structlog.get_logger().info("outside")
-    (_, inside), (_, outside) = events(cap)
-    assert (inside.activity, inside.related) == (a, r)
+    (_, start), (_, inside), (_, outside) = events(cap)
+    assert (start.activity, start.related) == (a, r)  # the related id only on a Start event
+    assert (inside.activity, inside.related) == (a, None)
     assert outside.activity is None
 
 
@@ -263,3 +268,34 @@ def test_renderer_with_explicit_group_and_keywords_registers_them(cap: CaptureBa
     prov = get_provider("Co_Grouped")
     assert prov.group == "grp"
     assert prov.slot(3, 0x20).handle == "Co_Grouped_L3K20Ggrp"
+
+
+def test_logging_after_close_all_at_interpreter_exit_returns_normally(tmp_path: Any) -> None:
+    script = tmp_path / "late.py"
+    script.write_text(
+        "import atexit, structlog\n"
+        "def late():\n"
+        "    log.info('at_exit_after_close', x=1)\n"
+        "    print('late-ok', prov.stats()['dropped'], prov.closed)\n"
+        "atexit.register(late)  # registered first, so it runs after close_all\n"
+        "from structlog_etw import EtwRenderer, get_provider\n"
+        "from structlog_etw._provider import set_backend_factory\n"
+        "from structlog_etw._backend_capture import CaptureBackend\n"
+        "set_backend_factory(lambda n, g: CaptureBackend(n, g))\n"
+        "log = structlog.wrap_logger(None, processors=[EtwRenderer('Co_Late')])\n"
+        "prov = get_provider('Co_Late')\n"
+        "log.info('before_exit')\n"
+        "print('written', get_provider('Co_Late').stats()['written'])\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=str(tmp_path),
+        env={"PYTHONPATH": str(pathlib.Path(__file__).resolve().parents[1])},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert proc.stdout.splitlines() == ["written 1", "late-ok {'closed': 1} True"]

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
+import importlib.util
 import os
 import shutil
 import subprocess
 import threading
+import types
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -165,7 +168,9 @@ def fake(fake_library: str) -> Iterator[Fake]:
     f = Fake(fake_library)
     f.lib.fake_reset()
     yield f
+    live = f.lib.fake_live_providers()
     f.lib.fake_reset()
+    assert live == 0, "a test left an ETW registration open"
 
 
 @pytest.fixture
@@ -312,9 +317,16 @@ def test_setting_traits_later_calls_eventsetinformation_again_and_is_used_by_wri
     assert decode_traits(rec.data[0].data) == (NAME, provider_id("mygroup"))
 
 
-def test_a_group_name_is_not_accepted_as_provider_id(fake: Fake) -> None:
+def test_a_str_second_argument_is_the_provider_group(fake: Fake, backends: Opened) -> None:
+    b = EtwBackend(NAME, "mygroup", library=fake.path)
+    backends.append(b)
+    assert b.provider_id == provider_id(NAME)
+    assert b.traits == TraceLoggingEncoder(NAME, "mygroup").traits
+    ((handle, _, blob),) = fake.setinfos()
+    assert decode_traits(blob) == (NAME, provider_id("mygroup"))
+    assert fake.provider_guid(handle) == provider_id(NAME)
     with pytest.raises(TypeError, match="provider_id"):
-        EtwBackend(NAME, "mygroup", library=fake.path)  # type: ignore[arg-type]
+        EtwBackend(NAME, 5, library=fake.path)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -418,6 +430,24 @@ def test_bad_arguments_return_an_error_code_instead_of_raising(fake: Fake, backe
     assert fake.records() == []
 
 
+def test_close_unregisters_even_if_a_slot_word_was_re_pointed(fake: Fake, backends: Opened) -> None:
+    b, _ = _open(fake, backends)
+    slot = b.open_slot(4, 1)
+    slot.word = (0,)  # the provider does this to its slots when it closes
+    b.close()
+    assert fake.lib.fake_live_providers() == 0
+    fake.enable(5)  # no callback reaches the closed backend
+
+
+def test_a_backend_dropped_without_close_unregisters(fake: Fake) -> None:
+    b, _ = _open(fake, [])
+    assert fake.lib.fake_live_providers() == 1
+    del b
+    gc.collect()
+    assert fake.lib.fake_live_providers() == 0
+    fake.enable(5)  # would call a freed callback if the registration had survived
+
+
 def test_close_unregisters_once_and_later_writes_return_invalid_handle(fake: Fake, backends: Opened) -> None:
     fake.enable(5)
     b, enc = _open(fake, backends)
@@ -453,3 +483,53 @@ def test_library_without_etw_functions_raises_backend_unavailable() -> None:
 def test_without_library_outside_windows_raises_backend_unavailable() -> None:
     with pytest.raises(BackendUnavailable, match="only available on Windows"):
         EtwBackend(NAME, provider_id(NAME), b"")
+
+
+# ---------------------------------------------------------------------------------------------
+# Same calls as Microsoft's own Python TraceLogging provider
+
+
+def _microsoft_provider_module(fake_path: str) -> types.ModuleType:
+    """A private copy of ``traceloggingdynamic`` whose "Windows DLL" is the compiled fake library."""
+    spec = importlib.util.find_spec("traceloggingdynamic")
+    if spec is None or spec.origin is None:
+        pytest.skip("traceloggingdynamic is not installed (pip install traceloggingdynamic)")
+    copy_spec = importlib.util.spec_from_file_location("_tld_on_fake_eventing", spec.origin)
+    assert copy_spec is not None
+    assert copy_spec.loader is not None
+    module = importlib.util.module_from_spec(copy_spec)
+    added = not hasattr(ctypes, "WinDLL")
+    if added:
+        ctypes.WinDLL = lambda name, mode=0: ctypes.CDLL(fake_path)  # type: ignore[attr-defined]
+    try:
+        copy_spec.loader.exec_module(module)
+    finally:
+        if added:
+            del ctypes.WinDLL  # type: ignore[attr-defined]
+    return module
+
+
+def test_backend_makes_the_same_etw_calls_as_microsofts_provider(fake: Fake, backends: Opened) -> None:
+    tld = _microsoft_provider_module(fake.path)
+    act, rel = uuid.uuid4(), uuid.uuid4()
+
+    ms = tld.Provider(NAME.encode())
+    eb = tld.EventBuilder(initial_meta_len=32768, initial_data_len=65536)
+    eb.reset(b"user_login", 4, 0x4, opcode=1)
+    eb.add_str8(b"user", "ann")
+    eb.add_int64(b"attempts", 3)
+    eb.add_bool32(b"ok", 1)
+    assert ms.write(eb, act, rel) == 0
+    ms.close()
+
+    b, enc = _open(fake, backends)
+    meta, data = _encode(enc, "user_login", F.to_fields({"user": "ann", "attempts": 3, "ok": True}.items()))
+    assert b.write(b.open_slot(4, 0x4), 1, meta, data, act.bytes, rel.bytes) == 0
+
+    theirs, ours = fake.records()
+    assert ours.descriptor == theirs.descriptor
+    assert (ours.activity, ours.related) == (theirs.activity, theirs.related)
+    assert ours.data == theirs.data  # traits, metadata, data: types, reserved fields and bytes
+    (_, their_cls, their_blob), (_, our_cls, our_blob) = fake.setinfos()
+    assert (our_cls, our_blob) == (their_cls, their_blob)
+    assert fake.provider_guid(ours.handle) == tld.providerid_from_name(NAME)

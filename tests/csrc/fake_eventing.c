@@ -398,3 +398,12 @@ uint32_t fake_callback_calls(void) { return __atomic_load_n(&callback_calls, __A
 int fake_last_callback_on_other_thread(void) {
     return __atomic_load_n(&last_callback_thread, __ATOMIC_SEQ_CST) != last_register_thread;
 }
+
+/* Number of providers registered and not yet unregistered. */
+uint32_t fake_live_providers(void) {
+    uint32_t n = 0;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_PROVIDERS; i++) n += providers[i].live ? 1u : 0u;
+    pthread_mutex_unlock(&lock);
+    return n;
+}

@@ -1,0 +1,325 @@
+"""Activities: Start/Stop events and activity ids that follow threads' contexts and asyncio tasks.
+
+``etw_activity(target, "DownloadFile", url=u)`` is a context manager, an async
+context manager and a decorator (for plain and ``async def`` functions).  On
+entry it makes a fresh activity id, writes a *Start* event (opcode 1) carrying
+that id and, as related id, the id of the activity it is nested in (if any),
+and makes it the current activity (:data:`._context.CURRENT_ACTIVITY`), so that
+the renderer stamps every event logged inside with it.  On exit it writes a
+*Stop* event (opcode 2) with the same id and name, the fields as last updated
+by :meth:`Activity.record`, ``duration_ns`` and ``outcome``, then restores the
+previous activity with the ContextVar token.
+
+The ``target`` is either a structlog logger (anything with an ``info`` method;
+the Start/Stop events then go through its processor chain, so bound keys and
+``etw_keyword`` apply and the :class:`~structlog_etw.EtwRenderer` writes them) or
+a provider (``structlog_etw._provider.Provider``, written to directly).
+
+Activity ids (:func:`new_activity_id`) are 16 bytes in RFC 4122 byte order::
+
+    bytes 0..7    per-process random (os.urandom), version nibble 4 in byte 6
+    bytes 8..15   (per-process random 62-bit value XOR a per-process counter),
+                  variant bits 10 in the top of byte 8
+
+Every id of one process differs from every other (the counter); two processes
+share the first 58 random bits with probability ~2**-58 per pair.  The seed and
+counter are renewed in a fork child (``os.register_at_fork``), so a child never
+repeats its parent's ids.  Making one id is a counter step, an XOR and two
+``int.to_bytes``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import itertools
+import os
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from contextvars import Token
+from types import TracebackType
+from typing import Any, Final, TypeVar, cast
+
+from . import _context, _otel
+from ._fields import to_fields
+from ._provider import Provider
+
+__all__ = ["Activity", "current_activity_id", "etw_activity", "new_activity_id"]
+
+OPCODE_START: Final = 1
+OPCODE_STOP: Final = 2
+LEVEL_INFO: Final = 4
+
+_VERSION_4: Final = 0x0000_0000_0000_4000  # version nibble in byte 6 of the high half
+_HI_MASK: Final = 0xFFFF_FFFF_FFFF_0FFF
+_VARIANT: Final = 0x8000_0000_0000_0000  # 10xx.... in byte 8
+_LO_MASK: Final = 0x3FFF_FFFF_FFFF_FFFF
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _seed() -> tuple[bytes, int, Iterator[int]]:
+    rnd = int.from_bytes(os.urandom(16), "big")
+    hi = ((rnd >> 64) & _HI_MASK) | _VERSION_4
+    lo = rnd & _LO_MASK
+    return hi.to_bytes(8, "big"), lo, itertools.count(1)
+
+
+# One tuple, replaced as a whole, so a reader never sees a half-renewed state.
+_state: tuple[bytes, int, Iterator[int]] = _seed()
+
+
+def _reseed() -> None:
+    global _state
+    _state = _seed()
+
+
+if hasattr(os, "register_at_fork"):  # pragma: no branch (absent on Windows)
+    os.register_at_fork(after_in_child=_reseed)
+
+
+def new_activity_id() -> bytes:
+    """A fresh 16-byte activity id (RFC 4122 byte order), unique within and across processes.
+
+    See the module docstring for the layout.  Cheap (no system call) and thread-safe.
+    """
+    hi, lo, counter = _state
+    return hi + (((lo ^ next(counter)) & _LO_MASK) | _VARIANT).to_bytes(8, "big")
+
+
+def current_activity_id() -> uuid.UUID | None:
+    """The id of the innermost activity of the current context, or ``None`` outside any activity."""
+    cur = _context.CURRENT_ACTIVITY.get()
+    return None if cur is None else uuid.UUID(bytes=cur[0])
+
+
+class _Scope:
+    """One entered activity: its ids, token, start time and the fields the Stop event will carry."""
+
+    __slots__ = ("activity_id", "fields", "otel_token", "related_id", "start_ns", "token")
+
+    def __init__(
+        self,
+        activity_id: bytes,
+        related_id: bytes | None,
+        fields: dict[str, Any],
+        token: Token[tuple[bytes, bytes | None] | None],
+    ) -> None:
+        self.activity_id = activity_id
+        self.related_id = related_id
+        self.fields = fields
+        self.token = token
+        self.otel_token: Token[bytes | None] | None = None
+        self.start_ns = time.perf_counter_ns()
+
+
+class Activity:
+    """An activity: see :func:`etw_activity`, which makes these.
+
+    Entered with ``with`` / ``async with`` it is the running activity: :attr:`id`,
+    :attr:`related_id` and :meth:`record` refer to it.  Used as a decorator,
+    each call of the decorated function runs its own fresh activity (with the
+    decorator's name and fields), so a decorated function may run concurrently
+    in many threads and tasks.  One ``Activity`` object should be entered by one
+    ``with`` at a time; nested re-entry of the same object works (LIFO) and
+    starts a new activity nested in the first.
+    """
+
+    __slots__ = ("_controls", "_fields", "_last", "_name", "_otel", "_scopes", "_target")
+
+    def __init__(
+        self,
+        target: object,
+        name: str,
+        controls: dict[str, Any],
+        fields: dict[str, Any],
+        otel: bool | None = None,
+    ) -> None:
+        self._target = target
+        self._otel = otel
+        self._name = name
+        self._controls = controls
+        self._fields = fields
+        self._scopes: list[_Scope] = []
+        self._last: _Scope | None = None
+
+    # -- the running activity -------------------------------------------------------------------
+
+    @property
+    def id(self) -> uuid.UUID | None:
+        """The running (else the last finished) activity's id; ``None`` before the first entry."""
+        scope = self._scopes[-1] if self._scopes else self._last
+        return None if scope is None else uuid.UUID(bytes=scope.activity_id)
+
+    @property
+    def related_id(self) -> uuid.UUID | None:
+        """The id of the activity this one is nested in (``None`` at top level or before entry)."""
+        scope = self._scopes[-1] if self._scopes else self._last
+        if scope is None or scope.related_id is None:
+            return None
+        return uuid.UUID(bytes=scope.related_id)
+
+    @property
+    def name(self) -> str:
+        """The activity's name: the name of its Start and Stop events."""
+        return self._name
+
+    def record(self, **fields: Any) -> None:
+        """Add or update fields that the Stop event will carry (like OpenTelemetry's ``span.record``).
+
+        Outside a running activity this updates the fields the next Start event will carry.
+        """
+        (self._scopes[-1].fields if self._scopes else self._fields).update(fields)
+
+    # -- context manager ----------------------------------------------------------------------------
+
+    def __enter__(self) -> Activity:
+        from_span = _otel.span_activity_id(self._otel)
+        activity_id = new_activity_id() if from_span is None else from_span
+        parent = _context.CURRENT_ACTIVITY.get()
+        related_id = None if parent is None else parent[0]
+        token = _context.CURRENT_ACTIVITY.set((activity_id, related_id))
+        scope = _Scope(activity_id, related_id, dict(self._fields), token)
+        if from_span is not None:
+            scope.otel_token = _otel.SPAN_ID_TAKEN.set(from_span)
+        self._scopes.append(scope)
+        self._emit(OPCODE_START, scope, scope.fields)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if not self._scopes:  # exit without enter: nothing to stop
+            return
+        scope = self._scopes.pop()
+        self._last = scope
+        try:
+            duration = time.perf_counter_ns() - scope.start_ns
+            outcome = "ok" if exc_type is None else exc_type.__name__
+            stop_fields = dict(scope.fields)
+            stop_fields["duration_ns"] = duration
+            stop_fields["outcome"] = outcome
+        except Exception:  # pragma: no cover - defensive
+            stop_fields = {}
+        self._emit(OPCODE_STOP, scope, stop_fields)
+        # ValueError: exited in another context than the one it was entered in (e.g. a
+        # context manager handed between tasks); this context never saw the activity set.
+        with contextlib.suppress(ValueError):
+            _context.CURRENT_ACTIVITY.reset(scope.token)
+        if scope.otel_token is not None:
+            with contextlib.suppress(ValueError):
+                _otel.SPAN_ID_TAKEN.reset(scope.otel_token)
+
+    async def __aenter__(self) -> Activity:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    # -- decorator ----------------------------------------------------------------------------------
+
+    def _fresh(self) -> Activity:
+        return Activity(self._target, self._name, self._controls, self._fields, self._otel)
+
+    def __call__(self, func: _F) -> _F:
+        """Decorate ``func`` (plain or ``async def``): every call runs inside its own fresh activity."""
+        if inspect.iscoroutinefunction(func):
+            afunc = cast(Callable[..., Awaitable[Any]], func)
+
+            @functools.wraps(func)
+            async def awrapper(*args: Any, **kwargs: Any) -> Any:
+                async with self._fresh():
+                    return await afunc(*args, **kwargs)
+
+            return cast(_F, awrapper)
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with self._fresh():
+                return func(*args, **kwargs)
+
+        return cast(_F, wrapper)
+
+    # -- writing --------------------------------------------------------------------------------------
+
+    def _emit(self, opcode: int, scope: _Scope, fields: dict[str, Any]) -> None:
+        """Write a Start/Stop event; never raises (a failure is the provider's to count)."""
+        try:
+            target = self._target
+            if _is_provider(target):
+                self._write_provider(target, opcode, scope, fields)
+            else:
+                # Through the logger's chain: the renderer takes the ids from CURRENT_ACTIVITY
+                # (set to (id, parent) for the whole activity) and the opcode from etw_opcode.
+                kw = {**fields, **self._controls, "etw_opcode": opcode}
+                kw.pop("event", None)  # structlog's positional event argument is the name
+                target.info(self._name, **kw)  # type: ignore[attr-defined]
+        except Exception:
+            pass
+
+    def _write_provider(self, provider: Any, opcode: int, scope: _Scope, fields: dict[str, Any]) -> None:
+        controls = self._controls
+        level = controls.get("etw_level", LEVEL_INFO)
+        keyword = controls.get("etw_keyword")
+        if keyword is None:
+            keyword = provider.default_keyword
+        slot = provider.slot(level, keyword)
+        if not slot.word[0]:
+            return
+        provider.write(
+            slot,
+            controls.get("etw_name", self._name),
+            to_fields(fields.items()),
+            opcode=opcode,
+            tag=controls.get("etw_tags", 0),
+            activity_id=scope.activity_id,
+            related_id=scope.related_id if opcode == OPCODE_START else None,
+        )
+
+    def __repr__(self) -> str:
+        return f"<Activity {self._name!r} id={self.id}>"
+
+
+def _is_provider(target: object) -> bool:
+    return isinstance(target, Provider)
+
+
+_CONTROLS: Final = frozenset({"etw_keyword", "etw_level", "etw_tags", "etw_name"})
+
+
+def etw_activity(target: object, name: str, /, **fields: Any) -> Activity:
+    """An activity named ``name`` written through ``target`` (a structlog logger or a provider).
+
+    Usable as ``with``, ``async with`` and as a decorator of plain or ``async def`` functions::
+
+        with etw_activity(log, "DownloadFile", url=url) as act:
+            log.info("chunk", n=1)          # carries act's activity id
+            act.record(bytes=123)           # the Stop event carries bytes=123
+
+    Start event: opcode 1, the fields given here, a fresh activity id and as related id the
+    enclosing activity's id.  Stop event: opcode 2, same name and id, the fields (updated by
+    :meth:`Activity.record`) plus ``duration_ns`` (int, nanoseconds on the monotonic
+    ``time.perf_counter_ns`` clock) and ``outcome`` (``"ok"``, or the exception type's
+    ``__name__`` when the body raised; the exception propagates unchanged).
+
+    Level and keyword: through a logger, both events are logged with ``info`` and so get the
+    bound ``etw_keyword`` (else the renderer's default keyword) and level 4; through a provider,
+    level 4 and the provider's default keyword.  The control keys ``etw_keyword``,
+    ``etw_level``, ``etw_tags`` and ``etw_name`` may be passed here to override them.
+    ``etw_otel=True``/``False`` decides for this activity whether it takes its id from the
+    current OpenTelemetry span (default: ``structlog_etw.use_otel_activity_ids``, off; see
+    docs/otel.md).  Nothing here raises at log time.
+    """
+    otel = fields.pop("etw_otel", None)
+    controls = {k: fields.pop(k) for k in list(fields) if k in _CONTROLS}
+    return Activity(target, name, controls, fields, None if otel is None else bool(otel))

@@ -1,0 +1,337 @@
+"""Linux user_events: register tracepoints through tracefs and write EventHeader events.
+
+The kernel ABI (``include/uapi/linux/user_events.h``, Linux 6.4+):
+
+* ``<tracefs>/user_events_data`` is opened write-only.
+* ``ioctl(fd, DIAG_IOCSREG, struct user_reg *)`` registers a tracepoint from a
+  command string and an *enable word*: memory in this process whose bit the
+  kernel sets while at least one consumer (``perf record``, ftrace) has the
+  tracepoint enabled, and clears when the last one leaves.  The kernel hands
+  back a *write index*.
+* ``writev(fd, [write_index (native int32), event bytes])`` emits one event.
+* ``ioctl(fd, DIAG_IOCSUNREG, struct user_unreg *)`` stops the kernel from
+  updating an enable word.  Until that call the kernel may write into the word
+  at any time, so its memory must stay allocated and at the same address for the
+  whole registration; a word whose unregistration failed is kept alive for the
+  rest of the process (:data:`_RETIRED_WORDS`).
+
+Nothing here imports structlog.  :meth:`UserEventsBackend.write` never raises:
+it returns 0 or the errno (``EBADF`` once closed, or when no consumer listens on
+Linux 6.5+; ``ENOENT`` for an unknown index; ``EFAULT``/``EINVAL`` for a short
+event; ...); the provider counts non-zero results by reason.
+
+``fork()``: the kernel duplicates every enable-word registration into the child
+(same addresses, now in the child's copy of memory) and the child inherits the
+descriptor, so a child keeps logging with the same slots.  The registration lock
+is replaced in the child (:func:`os.register_at_fork`) because another thread
+might have held it at the moment of the fork.  ``execve`` drops the enablers.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import importlib
+import os
+import platform
+import re
+import struct
+import sys
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Final
+
+from ._backend_base import BackendUnavailable
+from ._slot import Slot
+
+__all__ = ["DIAG_IOCSREG", "DIAG_IOCSUNREG", "UserEventsBackend", "find_tracefs"]
+
+#: ``_IOWR('*', 0, struct user_reg *)`` on 64-bit Linux.
+DIAG_IOCSREG: Final = 0xC0082A00
+#: ``_IOW('*', 2, struct user_unreg *)`` on 64-bit Linux.
+DIAG_IOCSUNREG: Final = 0x40082A02
+
+#: struct user_reg (packed, 28 bytes): size, enable_bit, enable_size, flags,
+#: enable_addr, name_args, write_index (out).
+_USER_REG: Final = struct.Struct("=IBBHQQI")
+#: struct user_unreg (packed, 16 bytes): size, disable_bit, reserved, reserved2, disable_addr.
+_USER_UNREG: Final = struct.Struct("=IBBHQ")
+_WRITE_INDEX: Final = struct.Struct("=i")
+_ENABLE_BIT: Final = 0  # bit 0 of a 32-bit word: word[0] is 1 while enabled
+_ENABLE_SIZE: Final = 4
+_MIN_KERNEL: Final = (6, 4)
+_MAX_COMMAND: Final = 512  # bytes, including the terminating NUL
+
+#: Enable words whose unregistration failed: the kernel may still write into them,
+#: so their memory must never be freed.
+_RETIRED_WORDS: list[object] = []
+
+
+def _kernel_version(release: str) -> tuple[int, int] | None:
+    m = re.match(r"(\d+)\.(\d+)", release)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _unescape_mount(path: str) -> str:
+    # /proc/mounts escapes space, tab, newline and backslash as \ooo.
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), path)
+
+
+def find_tracefs(mounts: str = "/proc/mounts") -> str | None:
+    """Return the tracefs directory that holds ``user_events_data``, or None.
+
+    Looks at ``/sys/kernel/tracing`` first, then at every tracefs mount (and
+    ``<debugfs>/tracing``) listed in *mounts*.  A directory this process may not
+    search (tracefs is mode 0700 by default) counts as found, so that opening
+    ``user_events_data`` then reports the permission problem.
+    """
+    candidates = ["/sys/kernel/tracing"]
+    try:
+        with open(mounts, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        where, fstype = _unescape_mount(parts[1]), parts[2]
+        if fstype == "tracefs":
+            candidates.append(where)
+        elif fstype == "debugfs":
+            candidates.append(os.path.join(where, "tracing"))
+    for c in candidates:
+        try:
+            os.stat(os.path.join(c, "user_events_data"))
+        except PermissionError:
+            return c  # tracefs is there but closed to us: opening it reports why
+        except OSError:
+            continue
+        return c
+    return None
+
+
+def _encoder_function(name: str) -> Callable[..., str] | None:
+    # _eventheader owns the naming rules; until it is importable use the spec's rules here.
+    try:
+        module = importlib.import_module("structlog_etw._eventheader")
+    except ImportError:  # pragma: no cover - the encoder module lands separately
+        return None
+    fn = getattr(module, name, None)
+    return fn if callable(fn) else None
+
+
+def _tracepoint_name(provider: str, level: int, keyword: int, group: str | None) -> str:
+    fn = _encoder_function("tracepoint_name")
+    if fn is not None:
+        return fn(provider, level, keyword, group)
+    suffix = f"G{group}" if group else ""
+    return f"{provider}_L{level:x}K{keyword:x}{suffix}"
+
+
+def _register_command(name: str) -> str:
+    fn = _encoder_function("register_command")
+    if fn is not None:
+        return fn(name)
+    return f"{name} u8 eventheader_flags; u8 version; u16 id; u16 tag; u8 opcode; u8 level"
+
+
+class _Registration:
+    """One registered tracepoint: its enable word (kept alive here) and write index."""
+
+    __slots__ = ("array", "index", "name")
+
+    def __init__(self, name: str, array: ctypes.Array[ctypes.c_uint32], index: int) -> None:
+        self.name = name
+        self.array = array
+        self.index = index
+
+
+_LIVE: weakref.WeakSet[UserEventsBackend] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for backend in list(_LIVE):
+        backend._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class UserEventsBackend:
+    """EventHeader events through Linux user_events (``format == "eventheader"``).
+
+    ``UserEventsBackend("MyCompany_MyService")`` opens ``user_events_data`` or raises
+    :class:`~structlog_etw._backend_base.BackendUnavailable` with the reason (not
+    Linux, kernel older than 6.4, no tracefs / no user_events, permission denied).
+
+    :meth:`open_slot` registers ``<provider>_L<level>K<keyword>[G<group>]`` and
+    returns a :class:`~structlog_etw._slot.Slot` whose ``word[0]`` is the enable word
+    the kernel updates; it raises :class:`OSError` when the kernel refuses the
+    registration.  :meth:`write` never raises.  :meth:`close` unregisters every
+    enable word and closes the descriptor; it is idempotent.
+    """
+
+    format: Final = "eventheader"
+
+    __slots__ = ("__weakref__", "_fd", "_lock", "_regs", "_slots", "group", "provider_name", "tracefs")
+
+    def __init__(self, provider_name: str, group: str | None = None) -> None:
+        self.provider_name = provider_name
+        self.group = group
+        self._fd = -1
+        self._lock = threading.Lock()
+        self._slots: dict[tuple[int, int], Slot] = {}
+        self._regs: list[_Registration] = []
+        if not sys.platform.startswith("linux"):
+            raise BackendUnavailable(f"user_events needs Linux (this is {sys.platform})")
+        release = platform.release()
+        version = _kernel_version(release)
+        if version is not None and version < _MIN_KERNEL:
+            raise BackendUnavailable(f"user_events needs Linux 6.4 or later (this kernel is {release})")
+        # A bad provider or group name is a setup error (ValueError), wherever we run.
+        _tracepoint_name(provider_name, 1, 0, group)
+        tracefs = find_tracefs()
+        if tracefs is None:
+            raise BackendUnavailable(
+                f"no user_events on this kernel ({release}): no tracefs with user_events_data "
+                "(needs CONFIG_USER_EVENTS=y and tracefs mounted at /sys/kernel/tracing)"
+            )
+        self.tracefs = tracefs
+        path = os.path.join(tracefs, "user_events_data")
+        try:
+            self._fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+        except PermissionError as e:
+            raise BackendUnavailable(
+                f"permission denied opening {path} (run as root or give this user write access "
+                "to tracefs; see docs/linux.md)"
+            ) from e
+        except OSError as e:
+            raise BackendUnavailable(f"cannot open {path}: {os.strerror(e.errno or 0)}") from e
+        _LIVE.add(self)
+
+    # -- registration ---------------------------------------------------------------
+
+    def tracepoint_name(self, level: int, keyword: int) -> str:
+        """The tracepoint name of (level, keyword) for this provider (without ``user_events:``)."""
+        return _tracepoint_name(self.provider_name, level, keyword, self.group)
+
+    def open_slot(self, level: int, keyword: int) -> Slot:
+        """Register (level, keyword) on first use and return its slot (cached).
+
+        Raises :class:`OSError` (with the kernel's errno) when the registration is
+        refused, e.g. ``EBADF`` after :meth:`close`, ``EMFILE``, ``EPERM``.
+        """
+        key = (level, keyword)
+        slot = self._slots.get(key)
+        if slot is not None:
+            return slot
+        with self._lock:
+            slot = self._slots.get(key)
+            if slot is not None:
+                return slot
+            if self._fd < 0:
+                raise OSError(errno.EBADF, "user_events backend is closed")
+            name = self.tracepoint_name(level, keyword)
+            command = _register_command(name).encode("utf-8") + b"\0"
+            if len(command) > _MAX_COMMAND:
+                raise OSError(errno.E2BIG, f"user_events command longer than {_MAX_COMMAND} bytes: {name}")
+            array = (ctypes.c_uint32 * 1)()
+            cmd_buf = ctypes.create_string_buffer(command, len(command))
+            reg = bytearray(
+                _USER_REG.pack(
+                    _USER_REG.size,
+                    _ENABLE_BIT,
+                    _ENABLE_SIZE,
+                    0,
+                    ctypes.addressof(array),
+                    ctypes.addressof(cmd_buf),
+                    0,
+                )
+            )
+            try:
+                fcntl.ioctl(self._fd, DIAG_IOCSREG, reg, True)
+            except OSError as e:
+                raise OSError(e.errno, f"user_events registration of {name!r} failed: {e.strerror}") from None
+            index = _USER_REG.unpack(reg)[6]
+            self._regs.append(_Registration(name, array, index))
+            # A memoryview over the ctypes array: the cheapest word[0] read, and it
+            # keeps the array (the memory the kernel writes) alive.
+            word = memoryview(array).cast("B").cast("I")
+            slot = Slot(level, keyword, word, _WRITE_INDEX.pack(index))
+            self._slots[key] = slot
+            return slot
+
+    # -- writing --------------------------------------------------------------------
+
+    def write(self, slot: Slot, event: bytes) -> int:
+        """Write one EventHeader event for *slot*: 0, or the errno.  Never raises."""
+        fd = self._fd
+        if fd < 0:
+            return errno.EBADF
+        try:
+            os.writev(fd, (slot.handle, event))
+        except OSError as e:
+            return e.errno or errno.EIO
+        except Exception:
+            return errno.EINVAL
+        return 0
+
+    # -- shutdown -------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Unregister every enable word and close the descriptor (idempotent).
+
+        Later writes return ``EBADF``.  The descriptor is first replaced (dup2) by a
+        read-only ``/dev/null`` so that a write racing with close fails with
+        ``EBADF`` instead of reaching a file that reused the descriptor number; that
+        placeholder is closed when the backend object is collected.
+        """
+        self._close(collected=False)
+
+    def _close(self, collected: bool) -> None:
+        with self._lock:
+            fd = self._fd
+            if fd < 0:
+                return
+            self._fd = -1
+            for reg in self._regs:
+                unreg = _USER_UNREG.pack(_USER_UNREG.size, _ENABLE_BIT, 0, 0, ctypes.addressof(reg.array))
+                try:
+                    fcntl.ioctl(fd, DIAG_IOCSUNREG, unreg)
+                except OSError:
+                    _RETIRED_WORDS.append(reg.array)  # the kernel may still write it
+                else:
+                    reg.array[0] = 0  # the slot's word now reads "disabled" for good
+            self._regs.clear()
+            if collected:
+                os.close(fd)  # nobody can be inside write(): nothing references us
+                return
+            try:
+                null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                os.close(fd)
+                return
+            try:
+                os.dup2(null, fd, inheritable=False)
+            except OSError:
+                os.close(fd)
+            else:
+                weakref.finalize(self, os.close, fd)
+            finally:
+                os.close(null)
+
+    def __del__(self) -> None:
+        # Never leave the kernel writing into enable words that are about to be freed.
+        try:
+            if self._fd >= 0:
+                self._close(collected=True)
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        state = "closed" if self._fd < 0 else f"fd={self._fd}"
+        return f"UserEventsBackend({self.provider_name!r}, group={self.group!r}, {state})"

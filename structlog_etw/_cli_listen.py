@@ -1,0 +1,206 @@
+"""``structlog-etw listen PROVIDER``: a provider's events, live (see docs/cli/listen.md).
+
+Subcommand module of `_cli`: :func:`add_arguments` and :func:`run`.  Exit codes: 0 done
+(``--count``/``--duration`` reached, Ctrl-C or SIGTERM), 2 cannot listen (not Linux, no
+user_events, no permission) or bad arguments.  Events go to stdout, one line each
+(``--json``: the object ``decode --json`` prints); status, lost-event reports and the
+final summary go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import sys
+from collections.abc import Callable
+from typing import IO, Any
+
+from ._listen import DEFAULT_PAGES, ListenedEvent, Listener, ListenError, LostEvents
+from ._listen import run as run_listener
+
+__all__ = ["add_arguments", "format_event", "make_printer", "run", "use_color"]
+
+_LEVELS = {
+    "critical": 1,
+    "fatal": 1,
+    "error": 2,
+    "warning": 3,
+    "warn": 3,
+    "info": 4,
+    "debug": 5,
+    "verbose": 5,
+}
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+
+
+def _level(text: str) -> int:
+    if text.lower() in _LEVELS:
+        return _LEVELS[text.lower()]
+    value = _int(text)
+    if not 1 <= value <= 255:
+        raise argparse.ArgumentTypeError(f"level must be 1..255 or a name (got {text!r})")
+    return value
+
+
+def _keyword(text: str) -> int:
+    value = _int(text)
+    if not 0 < value < 2**64:
+        raise argparse.ArgumentTypeError(f"keyword must be in 1..2**64-1 (got {text!r})")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = _int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (got {text!r})")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive (got {text!r})")
+    return value
+
+
+def add_color_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--color`` / ``--no-color`` (default: colour when stdout is a terminal and NO_COLOR is unset)."""
+    color = parser.add_mutually_exclusive_group()
+    color.add_argument("--color", dest="color", action="store_true", default=None, help="always colour")
+    color.add_argument("--no-color", dest="color", action="store_false", help="never colour")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``listen`` arguments."""
+    parser.description = (
+        "Show a provider's user_events live, decoded, while the application runs (Linux, root; "
+        "no perf binary needed). Registers the provider's tracepoints if the application has not yet."
+    )
+    parser.add_argument("provider", help="provider name, e.g. MyCompany_MyService")
+    parser.add_argument(
+        "--level", type=_level, help="most verbose level shown: 1..5 or critical/error/warning/info/debug"
+    )
+    parser.add_argument("--keyword", type=_keyword, help="keyword mask (e.g. 0x4): tracepoints sharing a bit")
+    parser.add_argument("--group", help="provider group (the G<group> tracepoint option)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per line (as decode --json)")
+    parser.add_argument("--count", type=_positive, help="stop after this many events")
+    parser.add_argument("--duration", type=_seconds, help="stop after this many seconds")
+    parser.add_argument(
+        "--pages",
+        type=_positive,
+        default=DEFAULT_PAGES,
+        help=f"ring buffer data pages per CPU, a power of two (default {DEFAULT_PAGES})",
+    )
+    parser.add_argument("--no-register", action="store_true", help="never register tracepoints, only listen")
+    add_color_arguments(parser)
+
+
+def _meta(ev: ListenedEvent) -> Any:
+    from ._event_format import EventMeta  # noqa: PLC0415
+
+    return EventMeta(
+        time_ns=ev.time_ns,
+        realtime_ns=ev.realtime_ns,
+        cpu=ev.cpu,
+        pid=ev.pid,
+        tid=ev.tid,
+        tracepoint=ev.tracepoint,
+    )
+
+
+def format_event(ev: ListenedEvent, json_lines: bool, colors: bool = False) -> str:
+    """One output line for ``ev`` (``decode``'s formatter; undecodable events say why)."""
+    from ._event_format import event_json, event_pretty, wallclock_text  # noqa: PLC0415
+
+    if ev.decoded is not None:
+        if json_lines:
+            return event_json(ev.decoded, _meta(ev))
+        return event_pretty(ev.decoded, _meta(ev), colors=colors)
+    stamp = wallclock_text(ev.realtime_ns) if ev.realtime_ns is not None else None
+    if json_lines:
+        obj = {
+            "timestamp": stamp,
+            "time_ns": ev.time_ns,
+            "cpu": ev.cpu,
+            "pid": ev.pid,
+            "tid": ev.tid,
+            "tracepoint": ev.tracepoint,
+            "error": ev.error,
+            "raw": ev.raw.hex(" "),
+        }
+        return json.dumps(obj, ensure_ascii=False)
+    return f"{stamp or '-'} [undecodable] {ev.tracepoint}: {ev.error} [pid={ev.pid} cpu={ev.cpu}]"
+
+
+def make_printer(json_lines: bool, colors: bool, out: IO[str]) -> Callable[[ListenedEvent], None]:
+    """A function printing one event as a line to ``out``, flushed (the reader may be a pipe)."""
+
+    def emit(ev: ListenedEvent) -> None:
+        out.write(format_event(ev, json_lines, colors) + "\n")
+        out.flush()
+
+    return emit
+
+
+def use_color(flag: bool | None, out: IO[str]) -> bool:
+    """Colour when asked, else when ``out`` is a terminal and NO_COLOR is unset."""
+    if flag is not None:
+        return flag
+    if os.environ.get("NO_COLOR"):
+        return False
+    isatty = getattr(out, "isatty", None)
+    return bool(isatty()) if isatty is not None else False
+
+
+class _Stop(Exception):
+    """SIGTERM arrived."""
+
+
+def _raise_stop(signum: int, frame: object) -> None:
+    raise _Stop
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``structlog-etw listen``; return the exit code."""
+    out, err = sys.stdout, sys.stderr
+    try:
+        listener = Listener(
+            args.provider,
+            level=args.level,
+            keyword=args.keyword,
+            group=args.group,
+            pages=args.pages,
+            register=not args.no_register,
+        )
+    except ListenError as e:
+        print(f"structlog-etw listen: {e}", file=err, flush=True)
+        return 2
+    previous = signal.signal(signal.SIGTERM, _raise_stop)
+    try:
+        names = ", ".join(listener.tracepoints) or "(none yet)"
+        mine = f" (registered by listen: {', '.join(listener.registered)})" if listener.registered else ""
+        print(f"listening to {args.provider}: {names}{mine}; Ctrl-C to stop", file=err, flush=True)
+
+        def lost(item: LostEvents) -> None:
+            print(f"structlog-etw listen: lost {item.count} events on CPU {item.cpu}", file=err, flush=True)
+
+        emit = make_printer(args.json, use_color(args.color, out), out)
+        with contextlib.suppress(KeyboardInterrupt, _Stop):  # Ctrl-C / SIGTERM: a clean stop
+            run_listener(listener, emit, lost, count=args.count, duration=args.duration)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        listener.close()
+    print(f"structlog-etw listen: {listener.events} events, {listener.lost} lost", file=err, flush=True)
+    return 0

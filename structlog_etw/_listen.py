@@ -1,0 +1,417 @@
+"""``structlog-etw listen``: a provider's user_events decoded live, with no perf binary.
+
+A :class:`Listener` finds the provider's tracepoints in tracefs
+(``events/user_events/<Provider>_L<level>K<keyword>[G<group>]``), opens each on every
+online CPU with ``perf_event_open`` (`_perf_event`), reads the per-CPU ring buffers
+(`_perf_ring`), strips the tracepoint's common fields (size from its ``format``) and
+decodes the EventHeader event.  When no tracepoint of the provider exists yet it
+registers them itself (through the user_events backend) and keeps them registered
+while it listens, so the application's later registration shares them.  It rescans
+tracefs every ``rescan`` seconds to pick up tracepoints the application registers later.
+
+Linux only; needs root (tracefs is root-only and system-wide tracepoint sampling
+needs CAP_PERFMON or ``perf_event_paranoid`` <= -1).  Every failure to start is a
+:class:`ListenError` with a message meant for a person.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import select
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ._decoded import DecodedEvent
+from ._perf_ring import PERF_RECORD_LOST, PERF_RECORD_SAMPLE, parse_lost, parse_sample
+
+__all__ = [
+    "ListenError",
+    "ListenedEvent",
+    "Listener",
+    "LostEvents",
+    "decode",
+    "eventheader_offset",
+    "match_tracepoint",
+]
+
+#: Default data pages per CPU ring (a power of two).
+DEFAULT_PAGES: Final = 64
+
+_NAME_RE: Final = re.compile(r"_L([0-9a-f]+)K([0-9a-f]+)((?:G[a-z0-9]+)?)")
+
+
+class ListenError(Exception):
+    """Listening cannot start (or go on); the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class ListenedEvent:
+    """One event read live: the decoded event plus what perf knows about it.
+
+    ``time_ns`` is the kernel's CLOCK_MONOTONIC stamp; ``realtime_ns`` the same moment
+    as nanoseconds since the Unix epoch (moved by the offset between the two clocks
+    measured when listening started).  ``decoded`` is None when the bytes could not
+    be decoded (``error`` says why; ``raw`` holds them).
+    """
+
+    tracepoint: str
+    time_ns: int | None
+    realtime_ns: int | None
+    cpu: int | None
+    pid: int | None
+    tid: int | None
+    decoded: DecodedEvent | None
+    error: str | None = None
+    raw: bytes = b""
+
+
+@dataclass(frozen=True)
+class LostEvents:
+    """The kernel dropped ``count`` events on ``cpu``: the ring buffer was full."""
+
+    cpu: int
+    count: int
+
+
+def match_tracepoint(
+    provider: str, name: str, level: int | None = None, keyword: int | None = None, group: str | None = None
+) -> tuple[int, int] | None:
+    """``(level, keyword)`` if ``name`` is one of ``provider``'s tracepoints passing the filters, else None.
+
+    ``level``: only tracepoints at that level or more severe (lower numbers).
+    ``keyword``: only tracepoints whose keyword shares a bit with it, and keyword 0
+    (as in ETW, an event without keywords passes every keyword filter).  ``group``:
+    only that provider group (None: any group).
+    """
+    prefix = provider + "_L"
+    if not name.startswith(prefix):
+        return None
+    m = _NAME_RE.fullmatch(name, len(provider))
+    if m is None:
+        return None
+    tp_level, tp_keyword, options = int(m.group(1), 16), int(m.group(2), 16), m.group(3)
+    if group is not None and options != f"G{group}":
+        return None
+    if level is not None and tp_level > level:
+        return None
+    if keyword is not None and tp_keyword and not (tp_keyword & keyword):
+        return None
+    return tp_level, tp_keyword
+
+
+def eventheader_offset(format_text: str) -> int:
+    """Where the EventHeader starts in a sample's raw data, from the tracepoint's tracefs ``format``.
+
+    That is the offset of the ``eventheader_flags`` field; failing that, the end of the
+    common fields.  Raises ValueError when the text has neither.
+    """
+    end = None
+    for line in format_text.splitlines():
+        m = re.search(r"field:[^;]*?(\w+)(?:\[\d*\])?;\s*offset:(\d+);\s*size:(\d+);", line)
+        if m is None:
+            continue
+        name, offset, size = m.group(1), int(m.group(2)), int(m.group(3))
+        if name == "eventheader_flags":
+            return offset
+        if name.startswith("common_"):
+            end = max(end or 0, offset + size)
+    if end is None:
+        raise ValueError("no fields in tracepoint format")
+    return end
+
+
+@dataclass
+class _Tracepoint:
+    name: str
+    id: int
+    offset: int
+
+
+def decode(raw: bytes, tracepoint: str) -> DecodedEvent:
+    """Decode one EventHeader event of ``tracepoint`` with the project's decoder."""
+    from ._eventheader_decode import decode_event  # noqa: PLC0415 - the decoder module lands separately
+
+    result: DecodedEvent = decode_event(tracepoint, raw)
+    return result
+
+
+class Listener:
+    """Live reader of one provider's user_events tracepoints.
+
+    ``Listener("MyCompany_MyService", level=4)`` opens everything or raises
+    :class:`ListenError`; :meth:`poll` returns what arrived; :meth:`close` (idempotent)
+    closes every fd, unmaps the rings and drops the registrations it made.
+    """
+
+    def __init__(
+        self,
+        provider: str,
+        *,
+        level: int | None = None,
+        keyword: int | None = None,
+        group: str | None = None,
+        pages: int = DEFAULT_PAGES,
+        register: bool = True,
+        rescan: float = 1.0,
+        tracefs: str | None = None,
+    ) -> None:
+        self.provider = provider
+        self.level = level
+        self.keyword = keyword
+        self.group = group
+        self.rescan_interval = rescan
+        self.events = 0
+        self.lost = 0
+        self.registered: list[str] = []
+        self._rings: list[Any] = []
+        self._by_id: dict[int, _Tracepoint] = {}
+        self._names: set[str] = set()
+        self._backend: Any = None
+        self._poll = select.poll()
+        # Samples are stamped with CLOCK_MONOTONIC (CLOCK_REALTIME is refused for tracepoints:
+        # not NMI-safe); this offset turns them into wall-clock time.
+        self._wall_offset = time.time_ns() - time.monotonic_ns()
+        self._next_scan = 0.0
+        if pages < 1 or pages & (pages - 1):
+            raise ListenError(f"--pages must be a power of two (got {pages})")
+        self._pages = pages
+        self.tracefs = tracefs or _find_tracefs()
+        try:
+            found = self._scan()
+            if not found and register:
+                self._register()
+            self._open_rings()
+            self._add(self._scan() if register else found)
+        except BaseException:
+            self.close()
+            raise
+        self._next_scan = time.monotonic() + rescan
+
+    # -- set-up -------------------------------------------------------------------
+
+    def _scan(self) -> dict[str, tuple[int, int]]:
+        directory = os.path.join(self.tracefs, "events", "user_events")
+        try:
+            names = os.listdir(directory)
+        except FileNotFoundError:
+            return {}
+        except PermissionError as e:
+            raise ListenError(f"permission denied reading {directory}: listen needs root") from e
+        out = {}
+        for name in names:
+            lk = match_tracepoint(self.provider, name, self.level, self.keyword, self.group)
+            if lk is not None:
+                out[name] = lk
+        return out
+
+    def _register(self) -> None:
+        from ._backend_base import BackendUnavailable  # noqa: PLC0415
+        from ._backend_linux import UserEventsBackend  # noqa: PLC0415
+
+        try:
+            self._backend = UserEventsBackend(self.provider, self.group)
+        except BackendUnavailable as e:
+            raise ListenError(f"cannot register {self.provider}'s tracepoints: {e}") from e
+        keyword = self.keyword or 1
+        for level in range(1, (self.level or 5) + 1):
+            try:
+                self._backend.open_slot(level, keyword)
+            except OSError as e:
+                raise ListenError(f"cannot register {self.provider} level {level}: {e}") from e
+            self.registered.append(self._backend.tracepoint_name(level, keyword))
+
+    def _open_rings(self) -> None:
+        from ._perf_event import CLOCK_MONOTONIC, CpuRing, PerfError, online_cpus  # noqa: PLC0415
+
+        for cpu in online_cpus():
+            try:
+                ring = CpuRing(cpu, self._pages, clockid=CLOCK_MONOTONIC)
+            except PerfError as e:
+                raise ListenError(_perf_error_message(e)) from e
+            self._rings.append(ring)
+            self._poll.register(ring.fd, select.POLLIN)
+
+    def _add(self, names: dict[str, tuple[int, int]]) -> list[str]:
+        from ._perf_event import PerfError  # noqa: PLC0415
+
+        added = []
+        for name in sorted(names):
+            if name in self._names:
+                continue
+            base = os.path.join(self.tracefs, "events", "user_events", name)
+            try:
+                with open(os.path.join(base, "id")) as f:
+                    tp_id = int(f.read().strip())
+                with open(os.path.join(base, "format")) as f:
+                    offset = eventheader_offset(f.read())
+            except (OSError, ValueError):
+                continue  # deleted between listing and reading: next scan decides
+            for ring in self._rings:
+                try:
+                    ident = ring.add_tracepoint(tp_id)
+                except PerfError as e:
+                    if e.errno == errno.ENOENT:
+                        break  # the tracepoint went away
+                    raise ListenError(_perf_error_message(e)) from e
+                self._by_id[ident] = _Tracepoint(name, tp_id, offset)
+            else:
+                self._names.add(name)
+                added.append(name)
+        return added
+
+    # -- reading ------------------------------------------------------------------
+
+    @property
+    def tracepoints(self) -> list[str]:
+        """The tracepoints being listened to (sorted)."""
+        return sorted(self._names)
+
+    def rescan(self) -> list[str]:
+        """Look for the provider's tracepoints registered since the last scan; return the new ones."""
+        self._next_scan = time.monotonic() + self.rescan_interval
+        return self._add(self._scan())
+
+    def poll(self, timeout: float | None = 0.2) -> list[ListenedEvent | LostEvents]:
+        """Wait up to ``timeout`` seconds for events; return those that arrived (maybe none).
+
+        Also rescans tracefs when it is time to.
+        """
+        if time.monotonic() >= self._next_scan:
+            self.rescan()
+        wait = self._next_scan - time.monotonic()
+        if timeout is not None:
+            wait = min(wait, timeout)
+        self._poll.poll(max(0, int(wait * 1000)))
+        return self.drain()
+
+    def drain(self) -> list[ListenedEvent | LostEvents]:
+        """Everything in the rings right now, without waiting."""
+        out: list[ListenedEvent | LostEvents] = []
+        for ring in self._rings:
+            for rtype, _misc, body in ring.ring.read():
+                if rtype == PERF_RECORD_SAMPLE:
+                    item = self._sample(body)
+                    if item is not None:
+                        self.events += 1
+                        out.append(item)
+                elif rtype == PERF_RECORD_LOST:
+                    try:
+                        _ident, count = parse_lost(body)
+                    except ValueError:
+                        continue
+                    self.lost += count
+                    out.append(LostEvents(ring.cpu, count))
+        return out
+
+    def _sample(self, body: bytes) -> ListenedEvent | None:
+        try:
+            sample = parse_sample(body)
+        except ValueError:
+            return None
+        tp = self._by_id.get(sample.id) if sample.id is not None else None
+        if tp is None:
+            return None
+        raw = sample.raw[tp.offset :]
+        wall = None if sample.time is None else sample.time + self._wall_offset
+        where = (tp.name, sample.time, wall, sample.cpu, sample.pid, sample.tid)
+        try:
+            decoded = decode(raw, tp.name)
+        except Exception as e:
+            return ListenedEvent(*where, None, str(e), raw)
+        return ListenedEvent(*where, decoded, None, raw)
+
+    def close(self) -> None:
+        """Close every perf fd, unmap the rings, drop our registrations (idempotent)."""
+        rings, self._rings = self._rings, []
+        for ring in rings:
+            with contextlib.suppress(KeyError, ValueError):
+                self._poll.unregister(ring.fd)
+            ring.close()
+        backend, self._backend = self._backend, None
+        if backend is not None:
+            backend.close()
+
+    def __enter__(self) -> Listener:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _find_tracefs() -> str:
+    if not sys.platform.startswith("linux"):
+        raise ListenError(f"listen needs Linux with user_events (this is {sys.platform})")
+    from ._backend_linux import find_tracefs  # noqa: PLC0415
+
+    found = find_tracefs()
+    if found is not None:
+        return found
+    default = "/sys/kernel/tracing"
+    if os.geteuid() != 0 and os.path.isdir(default) and not os.access(default, os.R_OK | os.X_OK):
+        raise ListenError(f"permission denied: {default} is readable by root only; run listen as root")
+    release = os.uname().release
+    raise ListenError(
+        f"no user_events on this kernel ({release}): no tracefs with user_events_data "
+        "(needs Linux 6.4+ with CONFIG_USER_EVENTS=y and tracefs mounted at /sys/kernel/tracing)"
+    )
+
+
+def _perf_error_message(e: OSError) -> str:
+    if e.errno in (errno.EACCES, errno.EPERM):
+        try:
+            with open("/proc/sys/kernel/perf_event_paranoid") as f:
+                paranoid = f.read().strip()
+        except OSError:
+            paranoid = "?"
+        return (
+            f"permission denied opening perf events ({os.strerror(e.errno)}): listen needs root or "
+            f"CAP_PERFMON (kernel.perf_event_paranoid is {paranoid})"
+        )
+    if e.errno == errno.ENOSYS:
+        return f"perf events are not available: {e}"
+    return f"perf_event_open failed: {e}"
+
+
+def run(
+    listener: Listener,
+    emit: Callable[[ListenedEvent], None],
+    lost: Callable[[LostEvents], None],
+    *,
+    count: int | None = None,
+    duration: float | None = None,
+    stop: Callable[[], bool] = lambda: False,
+) -> int:
+    """Feed ``listener``'s events to ``emit`` until ``count`` events, ``duration`` seconds, or ``stop()``.
+
+    Returns the number of events emitted.
+    """
+    deadline = None if duration is None else time.monotonic() + duration
+    seen = 0
+    while not stop():
+        timeout = 0.2
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            timeout = min(timeout, left)
+        for item in listener.poll(timeout):
+            if isinstance(item, LostEvents):
+                lost(item)
+                continue
+            emit(item)
+            seen += 1
+            if count is not None and seen >= count:
+                return seen
+    for item in listener.drain():
+        if isinstance(item, LostEvents):
+            lost(item)
+        elif count is None or seen < count:
+            emit(item)
+            seen += 1
+    return seen

@@ -1,0 +1,215 @@
+"""perf_event_open(2) through ctypes: per-CPU tracepoint events sharing one mmap ring per CPU.
+
+Linux only.  No perf binary: the syscall, three ioctls and mmap.  Every CPU gets a
+software "dummy" event that owns the CPU's ring buffer; each tracepoint event on
+that CPU is redirected into it with PERF_EVENT_IOC_SET_OUTPUT, and
+PERF_SAMPLE_IDENTIFIER tells the tracepoints apart.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import mmap
+import os
+import platform
+import struct
+from typing import Final
+
+from ._perf_ring import SAMPLE_TYPE, RingBuffer
+
+__all__ = ["CpuRing", "PerfError", "PerfEventAttr", "online_cpus", "open_event"]
+
+PERF_TYPE_SOFTWARE: Final = 1
+PERF_TYPE_TRACEPOINT: Final = 2
+PERF_COUNT_SW_DUMMY: Final = 9
+PERF_ATTR_SIZE_VER5: Final = 112
+
+# attr flag bits
+_DISABLED = 1 << 0
+_USE_CLOCKID = 1 << 25
+
+PERF_EVENT_IOC_ENABLE: Final = 0x2400
+PERF_EVENT_IOC_DISABLE: Final = 0x2401
+PERF_EVENT_IOC_SET_OUTPUT: Final = 0x2405
+PERF_EVENT_IOC_ID: Final = 0x80082407
+
+_SYSCALL_NR: Final = {"x86_64": 298, "amd64": 298, "aarch64": 241, "arm64": 241}
+
+CLOCK_REALTIME: Final = 0
+CLOCK_MONOTONIC: Final = 1
+
+
+class PerfError(OSError):
+    """perf_event_open or one of its ioctls failed (errno in ``.errno``)."""
+
+
+class PerfEventAttr(ctypes.Structure):
+    """``struct perf_event_attr`` up to PERF_ATTR_SIZE_VER5 (112 bytes)."""
+
+    _fields_ = (
+        ("type", ctypes.c_uint32),
+        ("size", ctypes.c_uint32),
+        ("config", ctypes.c_uint64),
+        ("sample_period", ctypes.c_uint64),
+        ("sample_type", ctypes.c_uint64),
+        ("read_format", ctypes.c_uint64),
+        ("flags", ctypes.c_uint64),
+        ("wakeup_events", ctypes.c_uint32),
+        ("bp_type", ctypes.c_uint32),
+        ("config1", ctypes.c_uint64),
+        ("config2", ctypes.c_uint64),
+        ("branch_sample_type", ctypes.c_uint64),
+        ("sample_regs_user", ctypes.c_uint64),
+        ("sample_stack_user", ctypes.c_uint32),
+        ("clockid", ctypes.c_int32),
+        ("sample_regs_intr", ctypes.c_uint64),
+        ("aux_watermark", ctypes.c_uint32),
+        ("sample_max_stack", ctypes.c_uint16),
+        ("reserved_2", ctypes.c_uint16),
+    )
+
+
+assert ctypes.sizeof(PerfEventAttr) == PERF_ATTR_SIZE_VER5
+
+_libc: ctypes.CDLL | None = None
+
+
+def _syscall_nr() -> int:
+    nr = _SYSCALL_NR.get(platform.machine().lower())
+    if nr is None:
+        raise PerfError(errno.ENOSYS, f"perf_event_open: unsupported machine {platform.machine()!r}")
+    return nr
+
+
+def _open(attr: PerfEventAttr, pid: int, cpu: int, group_fd: int = -1, flags: int = 0) -> int:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.syscall.restype = ctypes.c_long
+    fd = int(
+        _libc.syscall(
+            ctypes.c_long(_syscall_nr()),
+            ctypes.byref(attr),
+            ctypes.c_int(pid),
+            ctypes.c_int(cpu),
+            ctypes.c_int(group_fd),
+            ctypes.c_ulong(flags),
+        )
+    )
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise PerfError(err, f"perf_event_open: {os.strerror(err)}")
+    return fd
+
+
+PERF_FLAG_FD_CLOEXEC: Final = 1 << 3
+
+
+def open_event(
+    type_: int, config: int, cpu: int, *, clockid: int | None = CLOCK_MONOTONIC, disabled: bool = False
+) -> int:
+    """Open one sampling event on ``cpu`` for every process (pid -1); return its fd.
+
+    Every sample is taken (period 1) with :data:`SAMPLE_TYPE`, and every sample wakes
+    a poller (wakeup_events 1).  ``clockid`` selects the timestamp clock (None: perf's
+    own clock; tracepoints refuse the non-NMI-safe CLOCK_REALTIME with EINVAL).
+    """
+    attr = PerfEventAttr()
+    attr.type = type_
+    attr.size = ctypes.sizeof(PerfEventAttr)
+    attr.config = config
+    attr.sample_period = 1
+    attr.sample_type = SAMPLE_TYPE
+    attr.wakeup_events = 1
+    flags = _DISABLED if disabled else 0
+    if clockid is not None:
+        flags |= _USE_CLOCKID
+        attr.clockid = clockid
+    attr.flags = flags
+    return _open(attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC)
+
+
+def event_id(fd: int) -> int:
+    """The kernel's id of the event behind ``fd`` (what PERF_SAMPLE_IDENTIFIER carries)."""
+    buf = bytearray(8)
+    fcntl.ioctl(fd, PERF_EVENT_IOC_ID, buf, True)
+    return int(struct.unpack("=Q", buf)[0])
+
+
+def set_output(fd: int, target_fd: int) -> None:
+    """Send ``fd``'s records into ``target_fd``'s ring buffer."""
+    fcntl.ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, target_fd)
+
+
+def enable(fd: int) -> None:
+    """Start counting/sampling on ``fd``."""
+    fcntl.ioctl(fd, PERF_EVENT_IOC_ENABLE, 0)
+
+
+def online_cpus(path: str = "/sys/devices/system/cpu/online") -> list[int]:
+    """The online CPUs, from a list like ``0-3,5,7-8``."""
+    with open(path) as f:
+        text = f.read().strip()
+    return parse_cpu_list(text)
+
+
+def parse_cpu_list(text: str) -> list[int]:
+    """Parse the kernel's CPU list format (``0-3,5``)."""
+    cpus: list[int] = []
+    for item in text.split(","):
+        part = item.strip()
+        if not part:
+            continue
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            cpus.extend(range(int(lo), int(hi) + 1))
+        else:
+            cpus.append(int(part))
+    return cpus
+
+
+class CpuRing:
+    """One CPU's ring buffer: a dummy leader event, its mmap, and the tracepoint fds feeding it."""
+
+    __slots__ = ("clockid", "cpu", "fd", "fds", "mm", "ring")
+
+    def __init__(self, cpu: int, pages: int, clockid: int | None) -> None:
+        if pages < 1 or pages & (pages - 1):
+            raise ValueError("pages must be a power of two")
+        self.cpu = cpu
+        self.clockid = clockid
+        self.fds: list[int] = []
+        self.fd = open_event(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_DUMMY, cpu, clockid=clockid)
+        try:
+            page = mmap.PAGESIZE
+            self.mm = mmap.mmap(
+                self.fd, (pages + 1) * page, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE
+            )
+        except OSError:
+            os.close(self.fd)
+            raise
+        self.ring = RingBuffer(self.mm, mmap.PAGESIZE)
+
+    def add_tracepoint(self, tracepoint_id: int) -> int:
+        """Open tracepoint ``tracepoint_id`` on this CPU into this ring; return its sample identifier."""
+        fd = open_event(PERF_TYPE_TRACEPOINT, tracepoint_id, self.cpu, clockid=self.clockid, disabled=True)
+        try:
+            set_output(fd, self.fd)
+            ident = event_id(fd)
+            enable(fd)
+        except OSError:
+            os.close(fd)
+            raise
+        self.fds.append(fd)
+        return ident
+
+    def close(self) -> None:
+        """Close every fd and unmap the ring."""
+        for fd in self.fds:
+            os.close(fd)
+        self.fds.clear()
+        self.ring.release()
+        self.mm.close()
+        os.close(self.fd)

@@ -1,0 +1,228 @@
+"""Test your own instrumentation: capture what would be handed to the kernel, and decode it.
+
+Works on any OS and needs no kernel, no root and no trace session::
+
+    import structlog
+    from structlog_etw import EtwRenderer
+    from structlog_etw.testing import capture_etw_events
+
+    with capture_etw_events() as capture:
+        log = structlog.wrap_logger(None, processors=[EtwRenderer("MyCompany_MyService")])
+        log.info("user_login", user="ann")
+    (event,) = capture.events
+    assert event.name == "user_login" and event.fields == {"user": "ann"}
+
+While the context manager is active every provider of the process (existing and new) writes
+to an in-memory capture backend instead of the OS; on exit the previous backends come back.
+Each :class:`CapturedEvent` holds the exact bytes the OS would have received (EventHeader:
+the event after the write index; TraceLogging: the EVENT_DESCRIPTOR fields, metadata and data
+blobs and activity ids) and their decoding by the project's own decoders.  The pytest fixture
+``etw_capture`` (plugin ``structlog_etw.pytest_plugin``) gives the same for one test.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ._backend_capture import CaptureBackend, CaptureRecord
+from ._decoded import DecodedEvent
+from ._provider import get_provider, set_backend_factory
+from ._slot import Slot
+
+__all__ = ["CapturedEvent", "EtwCapture", "capture_etw_events"]
+
+Format = Literal["eventheader", "tracelogging"]
+
+
+@dataclass(frozen=True)
+class CapturedEvent:
+    """One event as the OS would have received it, and decoded.
+
+    ``raw`` is the EventHeader event (EventHeader format) or TraceLogging ``metadata + data``;
+    ``record`` holds every captured piece (tracepoint name, descriptor, traits, metadata, data).
+    ``fields`` maps field names to decoded Python values (structs as ``dict``, arrays as
+    ``list``); ``decoded`` is the full :class:`~structlog_etw._decoded.DecodedEvent` with wire
+    types.  ``tags`` is the EventHeader tag or the TraceLogging event tags.
+    """
+
+    format: str
+    provider: str
+    name: str
+    level: int
+    keyword: int
+    opcode: int
+    tags: int
+    activity_id: uuid.UUID | None
+    related_id: uuid.UUID | None
+    fields: dict[str, Any] = field(repr=True)
+    raw: bytes = field(repr=False)
+    tracepoint: str = ""
+    record: CaptureRecord | None = field(default=None, repr=False, compare=False)
+    decoded: DecodedEvent | None = field(default=None, repr=False, compare=False)
+
+
+def _uuid(raw: bytes | None) -> uuid.UUID | None:
+    return None if raw is None else uuid.UUID(bytes=bytes(raw))
+
+
+def decode_record(record: CaptureRecord) -> CapturedEvent:
+    """Decode one capture record with the project's EventHeader or TraceLogging decoder."""
+    if record.format == "eventheader":
+        from ._eventheader_decode import decode_event  # noqa: PLC0415 - decoders load on first use
+
+        decoded = decode_event(record.tracepoint, record.event)
+        raw = record.event
+    else:
+        from ._tracelogging_decode import decode  # noqa: PLC0415
+
+        decoded = decode(
+            record.metadata,
+            record.data,
+            provider=record.provider,
+            level=record.level,
+            keyword=record.keyword,
+            opcode=record.opcode,
+            activity_id=_uuid(record.activity_id),
+            related_id=_uuid(record.related_id),
+        )
+        raw = record.metadata + record.data
+    return CapturedEvent(
+        format=record.format,
+        provider=record.provider,
+        name=decoded.name,
+        level=decoded.level,
+        keyword=decoded.keyword,
+        opcode=decoded.opcode,
+        tags=decoded.tag,
+        activity_id=decoded.activity_id,
+        related_id=decoded.related_id,
+        fields=dict(decoded.fields),
+        raw=raw,
+        tracepoint=record.tracepoint,
+        record=record,
+        decoded=decoded,
+    )
+
+
+class _SharedCaptureBackend(CaptureBackend):
+    """A capture backend that also appends to its capture's process-wide, ordered list."""
+
+    def __init__(self, capture: EtwCapture, provider_name: str, group: str | None) -> None:
+        super().__init__(provider_name, group, capture.format, enabled=capture._enabled)
+        self._capture = capture
+        for (level, keyword), state in capture._rules.items():
+            super().set_enabled(state, level, keyword)
+
+    def open_slot(self, level: int, keyword: int) -> Slot:
+        slot = super().open_slot(level, keyword)
+        with self._capture._lock:
+            self._capture._registered.setdefault(self.provider_name, {})[(level, keyword)] = str(slot.handle)
+        return slot
+
+    def write(self, slot: Slot, *args: object) -> int:
+        capture = self._capture
+        with capture._lock:
+            before = len(self._records)
+            rc = super().write(slot, *args)
+            if rc == 0 and len(self._records) > before:
+                capture._records.append(self._records[-1])
+        return rc
+
+
+class EtwCapture:
+    """What :func:`capture_etw_events` yields: the captured events of every provider, in order."""
+
+    def __init__(self, format: Format = "eventheader", *, enabled: bool = True) -> None:
+        if format not in ("eventheader", "tracelogging"):
+            raise ValueError(f"format must be 'eventheader' or 'tracelogging', got {format!r}")
+        self.format: Format = format
+        self._enabled = enabled
+        self._rules: dict[tuple[int | None, int | None], bool] = {}
+        self._lock = threading.Lock()
+        self._records: list[CaptureRecord] = []
+        self._backends: dict[str, _SharedCaptureBackend] = {}
+        self._registered: dict[str, dict[tuple[int, int], str]] = {}
+
+    def _factory(self, name: str, group: str | None) -> CaptureBackend:
+        backend = _SharedCaptureBackend(self, name, group)
+        self._backends[name] = backend
+        return backend
+
+    @property
+    def records(self) -> list[CaptureRecord]:
+        """The raw capture records so far (what the OS would have received), in write order."""
+        with self._lock:
+            return list(self._records)
+
+    @property
+    def events(self) -> list[CapturedEvent]:
+        """Every event so far, decoded, in write order."""
+        return [decode_record(r) for r in self.records]
+
+    def named(self, name: str) -> list[CapturedEvent]:
+        """The events called *name*."""
+        return [e for e in self.events if e.name == name]
+
+    def clear(self) -> None:
+        """Forget the events captured so far."""
+        with self._lock:
+            self._records.clear()
+
+    def set_enabled(self, enabled: bool, level: int | None = None, keyword: int | None = None) -> None:
+        """Pretend a session does (not) listen at (level, keyword) (``None``: any), for every provider.
+
+        Lets tests check that nothing is written - and nothing is even built, with
+        ``make_etw_bound_logger`` - while nobody listens.
+        """
+        self._rules[(level, keyword)] = enabled
+        for backend in list(self._backends.values()):
+            backend.set_enabled(enabled, level, keyword)
+
+    def registered(self, provider_name: str) -> list[str]:
+        """The tracepoint names (``<Provider>_L<level>K<keyword>``) *provider_name* has registered.
+
+        Registered means what a Linux ``perf record`` could name up front: the provider's
+        default keyword and its declared keywords at levels 1-5, then every pair used since.
+        """
+        with self._lock:
+            return sorted(self._registered.get(provider_name, {}).values())
+
+    def stats(self, provider_name: str) -> dict[str, Any]:
+        """``stats()`` of the provider called *provider_name* (written, dropped, errors, ...)."""
+        return get_provider(provider_name).stats()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._records)
+
+    def __iter__(self) -> Iterator[CapturedEvent]:
+        return iter(self.events)
+
+    def __repr__(self) -> str:
+        return f"<EtwCapture format={self.format!r} events={len(self)}>"
+
+
+@contextmanager
+def capture_etw_events(format: Format = "eventheader", *, enabled: bool = True) -> Iterator[EtwCapture]:
+    """Route every provider to an in-memory capture in *format* for the ``with`` block.
+
+    Args:
+        format: ``"eventheader"`` (what Linux user_events receives) or ``"tracelogging"``
+            (what Windows ETW receives), whatever the OS running the test.
+        enabled: whether every (level, keyword) starts enabled, as if a session listened to
+            everything; use :meth:`EtwCapture.set_enabled` to change single ones.
+
+    Yields:
+        An :class:`EtwCapture` whose ``events`` are the decoded events, in write order.
+    """
+    capture = EtwCapture(format, enabled=enabled)
+    previous = set_backend_factory(capture._factory)
+    try:
+        yield capture
+    finally:
+        set_backend_factory(previous)

@@ -1,0 +1,76 @@
+"""A separate application process for the ``listen`` kernel tests: logs through structlog + EtwRenderer.
+
+    python listen_writer.py PROVIDER log N         # N events "tick" (i=0..N-1) with one field of each kind
+    python listen_writer.py PROVIDER flood N       # N events as fast as possible (for lost-event tests)
+    python listen_writer.py PROVIDER keyword K N   # wait until (4, K) is enabled, then N events at keyword K
+
+Prints ``ready <pid>`` when its provider is registered and ``done <written>`` at the end.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import os
+import sys
+import time
+import uuid
+
+import structlog
+
+from structlog_etw._fields import I64, STR
+from structlog_etw._renderer import EtwRenderer
+
+
+def main(argv: list[str]) -> int:
+    provider_name, mode, *rest = argv
+    renderer = EtwRenderer(provider_name)
+    log = structlog.wrap_logger(
+        None, processors=[renderer], wrapper_class=structlog.make_filtering_bound_logger(0)
+    ).bind(run=provider_name)
+    provider = renderer.provider
+    print(f"ready {os.getpid()}", flush=True)
+    if mode == "log":
+        for i in range(int(rest[0])):
+            log.info(
+                "tick",
+                i=i,
+                big=2**64 - 1,
+                neg=-5,
+                ratio=0.5,
+                ok=True,
+                text="héllo",
+                blob=b"\x00\x01\xff",
+                uid=uuid.UUID(int=i + 1),
+                ip=ipaddress.ip_address("10.0.0.1"),
+                ip6=ipaddress.ip_address("::1"),
+                when=dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc),
+                nums=[1, 2, 3],
+                inner={"a": 1, "b": "x"},
+            )
+        log.warning("done_logging", count=int(rest[0]))
+    elif mode == "flood":
+        # Straight to the provider (no structlog processors): as fast as Python can write.
+        slot = provider.slot(4, 1)
+        pad = "x" * 100
+        for i in range(int(rest[0])):
+            provider.write(slot, "flood", [("i", I64, i), ("pad", STR, pad)])
+    elif mode == "keyword":
+        keyword, count = int(rest[0], 0), int(rest[1])
+        slot = provider.slot(4, keyword)
+        deadline = time.monotonic() + 60
+        while not slot.word[0]:
+            if time.monotonic() > deadline:
+                print("never enabled", flush=True)
+                return 1
+            time.sleep(0.05)
+        for i in range(count):
+            log.info("late_keyword", etw_keyword=keyword, i=i)
+    else:
+        raise SystemExit(f"unknown mode {mode}")
+    print(f"done {provider.stats().get('written')}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

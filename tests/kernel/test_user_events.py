@@ -1,0 +1,329 @@
+"""The user_events backend against a real kernel, captured by real perf (marker ``kernel``).
+
+These tests run in the virtme-ng guest (``python tests/kernel/run_in_guest.py``).  Events here
+are built by hand (one Value32 field) so the backend is proven byte-exact on its own; the
+structlog path is proven in ``test_structlog_kernel.py``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import os
+import signal
+import struct
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from kernel_harness import PerfSession, wait_until
+
+from structlog_etw._backend_base import BackendUnavailable
+from structlog_etw._backend_linux import DIAG_IOCSREG, DIAG_IOCSUNREG, UserEventsBackend, find_tracefs
+
+pytestmark = pytest.mark.kernel
+
+BackendFactory = Callable[..., UserEventsBackend]
+PerfFactory = Callable[..., PerfSession]
+
+
+def raw_event(level: int, name: str, n: int) -> bytes:
+    """A minimal valid EventHeader event: header, Metadata extension, one u32 field ``n``."""
+    meta = name.encode() + b"\0" + b"n\0" + bytes([4])  # Value32, default format
+    header = struct.pack("<BBHHBB", 0x07, 0, 0, 0, 0, level)
+    ext = struct.pack("<HH", len(meta), 0x0001)
+    return header + ext + meta + struct.pack("<I", n)
+
+
+def _payload_n(data: bytes) -> int:
+    """The ``n`` of a :func:`raw_event` (perf may have padded the data)."""
+    (meta_size,) = struct.unpack_from("<H", data, 8)
+    return int(struct.unpack_from("<I", data, 12 + meta_size)[0])
+
+
+def _exact(sample_data: bytes, event: bytes) -> bool:
+    # perf pads the raw record: the event is a prefix, the rest is zero padding.
+    return sample_data[: len(event)] == event and not any(sample_data[len(event) :])
+
+
+def test_open_slot_registers_a_tracepoint_visible_in_tracefs(
+    user_events_backend: BackendFactory, provider_name: str
+) -> None:
+    backend = user_events_backend(provider_name)
+    slot = backend.open_slot(4, 1)
+    name = f"{provider_name}_L4K1"
+    assert backend.tracepoint_name(4, 1) == name
+    tracefs = find_tracefs()
+    assert tracefs is not None
+    assert os.path.isdir(os.path.join(tracefs, "events", "user_events", name))
+    with open(os.path.join(tracefs, "user_events_status")) as f:
+        status = f.read()
+    assert name in status
+    with open(os.path.join(tracefs, "events", "user_events", name, "format")) as f:
+        assert "eventheader_flags" in f.read()  # registered with the EventHeader field list
+    assert slot.word[0] == 0  # nobody listens yet
+    assert backend.open_slot(4, 1) is slot  # cached: registered once
+
+
+def test_group_becomes_part_of_the_tracepoint_name(
+    user_events_backend: BackendFactory, provider_name: str
+) -> None:
+    backend = user_events_backend(provider_name, "grp1")
+    backend.open_slot(5, 0x10)
+    tracefs = find_tracefs()
+    assert tracefs is not None
+    assert os.path.isdir(os.path.join(tracefs, "events", "user_events", f"{provider_name}_L5K10Ggrp1"))
+
+
+def test_enable_word_flips_when_perf_attaches_and_back_when_it_leaves(
+    user_events_backend: BackendFactory, provider_name: str, perf_session: PerfFactory
+) -> None:
+    backend = user_events_backend(provider_name)
+    slot = backend.open_slot(4, 1)
+    assert slot.word[0] == 0
+    with perf_session([f"{provider_name}_L4K1"]):
+        assert slot.word[0] == 1
+        assert slot.enabled
+    wait_until(lambda: slot.word[0] == 0, what="the enable word to clear after perf exits")
+    # and again: a second session flips it again
+    with perf_session([f"{provider_name}_L4K1"], label="second"):
+        assert slot.word[0] == 1
+    wait_until(lambda: slot.word[0] == 0, what="the enable word to clear after the second session")
+
+
+def test_written_events_arrive_byte_exact_in_perf_with_pid_and_tid(
+    user_events_backend: BackendFactory, provider_name: str, perf_session: PerfFactory
+) -> None:
+    backend = user_events_backend(provider_name)
+    slot = backend.open_slot(4, 1)
+    events = [raw_event(4, f"ev{i}", i) for i in range(20)]
+    with perf_session([f"{provider_name}_L4K1"]) as session:
+        results = [backend.write(slot, e) for e in events]
+    assert results == [0] * 20
+    samples = [s for s in session.samples() if s.name == f"user_events:{provider_name}_L4K1"]
+    assert len(samples) == 20
+    for sample, event in zip(samples, events, strict=True):
+        assert _exact(sample.data, event)
+        assert sample.pid == os.getpid()
+        assert sample.tid == threading.get_native_id()
+
+
+def test_write_without_a_listener_returns_ebadf_and_nothing_reaches_a_later_session(
+    user_events_backend: BackendFactory, provider_name: str, perf_session: PerfFactory
+) -> None:
+    backend = user_events_backend(provider_name)
+    slot = backend.open_slot(4, 1)
+    assert slot.word[0] == 0
+    assert backend.write(slot, raw_event(4, "before", 1)) == errno.EBADF
+    with perf_session([f"{provider_name}_L4K1"]) as session:
+        assert backend.write(slot, raw_event(4, "during", 2)) == 0
+    wait_until(lambda: slot.word[0] == 0, what="the session to end")
+    assert backend.write(slot, raw_event(4, "after", 3)) == errno.EBADF
+    assert [_payload_n(s.data) for s in session.samples()] == [2]
+
+
+def test_a_level_and_keyword_the_session_did_not_name_stays_disabled(
+    user_events_backend: BackendFactory, provider_name: str, perf_session: PerfFactory
+) -> None:
+    backend = user_events_backend(provider_name)
+    wanted = backend.open_slot(4, 1)
+    other_keyword = backend.open_slot(4, 2)
+    other_level = backend.open_slot(5, 1)
+    with perf_session([f"{provider_name}_L4K1"]) as session:
+        assert wanted.word[0] == 1
+        assert other_keyword.word[0] == 0
+        assert other_level.word[0] == 0
+        assert backend.write(wanted, raw_event(4, "wanted", 1)) == 0
+        assert backend.write(other_keyword, raw_event(4, "other", 2)) == errno.EBADF
+    names = {s.name for s in session.samples()}
+    assert names == {f"user_events:{provider_name}_L4K1"}
+
+
+def test_two_providers_and_several_tracepoints_in_one_session(
+    user_events_backend: BackendFactory, provider_name: str, perf_session: PerfFactory
+) -> None:
+    a = user_events_backend(provider_name + "A")
+    b = user_events_backend(provider_name + "B")
+    sa, sb = a.open_slot(3, 1), b.open_slot(2, 0x80)
+    tps = [f"{provider_name}A_L3K1", f"{provider_name}B_L2K80"]
+    with perf_session(tps) as session:
+        assert a.write(sa, raw_event(3, "a", 1)) == 0
+        assert b.write(sb, raw_event(2, "b", 2)) == 0
+        assert a.write(sa, raw_event(3, "a", 3)) == 0
+    got = [(s.name.split(":", 1)[1], _payload_n(s.data)) for s in session.samples()]
+    assert got == [(tps[0], 1), (tps[1], 2), (tps[0], 3)]
+
+
+# -- faults: every error comes back as an errno, never as an exception -------------------------
+
+
+def test_unknown_write_index_returns_enoent(user_events_backend: BackendFactory, provider_name: str) -> None:
+    backend = user_events_backend(provider_name)
+    slot = backend.open_slot(4, 1)
+    forged = type(slot)(4, 1, slot.word, struct.pack("=i", 4000))
+    assert backend.write(forged, raw_event(4, "x", 1)) == errno.ENOENT
+
+
+def test_event_shorter_than_an_eventheader_returns_einval(
+    user_events_backend: BackendFactory, provider_name: str, perf_session: PerfFactory
+) -> None:
+    backend = user_events_backend(provider_name)
+    slot = backend.open_slot(4, 1)
+    with perf_session([f"{provider_name}_L4K1"]) as session:
+        assert backend.write(slot, b"\x07\x00\x00") == errno.EINVAL
+        assert backend.write(slot, raw_event(4, "ok", 7)) == 0
+    assert [_exact(s.data, raw_event(4, "ok", 7)) for s in session.samples()] == [True]
+
+
+def test_write_shorter_than_the_index_returns_efault(
+    user_events_backend: BackendFactory, provider_name: str
+) -> None:
+    backend = user_events_backend(provider_name)
+    slot = backend.open_slot(4, 1)
+    short = type(slot)(4, 1, slot.word, b"\0\0")
+    assert backend.write(short, b"") == errno.EFAULT
+
+
+def test_write_with_an_unusable_event_object_returns_an_errno(
+    user_events_backend: BackendFactory, provider_name: str
+) -> None:
+    backend = user_events_backend(provider_name)
+    slot = backend.open_slot(4, 1)
+    assert backend.write(slot, None) == errno.EINVAL  # type: ignore[arg-type]
+
+
+def test_write_after_close_returns_ebadf_and_never_touches_a_reused_descriptor(
+    user_events_backend: BackendFactory, provider_name: str, tmp_path: Path
+) -> None:
+    backend = user_events_backend(provider_name)
+    slot = backend.open_slot(4, 1)
+    fd = backend._fd
+    backend.close()
+    backend.close()  # idempotent
+    assert backend.write(slot, raw_event(4, "late", 1)) == errno.EBADF
+    with pytest.raises(OSError) as exc:
+        backend.open_slot(4, 2)
+    assert exc.value.errno == errno.EBADF
+    # The old number stays taken by a read-only placeholder: a new file never gets it ...
+    target = tmp_path / "victim"
+    new_fd = os.open(target, os.O_WRONLY | os.O_CREAT)
+    try:
+        assert new_fd != fd
+        # ... and even a write through the stale number cannot reach anything.
+        with pytest.raises(OSError) as raw:
+            os.writev(fd, [slot.handle, raw_event(4, "late", 1)])
+        assert raw.value.errno == errno.EBADF
+    finally:
+        os.close(new_fd)
+    assert target.read_bytes() == b""
+
+
+def test_close_unregisters_so_the_word_reads_zero_even_while_perf_records(
+    user_events_backend: BackendFactory, provider_name: str, perf_session: PerfFactory
+) -> None:
+    backend = user_events_backend(provider_name)
+    slot = backend.open_slot(4, 1)
+    with perf_session([f"{provider_name}_L4K1"]) as session:
+        assert slot.word[0] == 1
+        backend.close()
+        assert slot.word[0] == 0
+        assert backend.write(slot, raw_event(4, "closed", 1)) == errno.EBADF
+    assert session.samples() == []
+
+
+def test_registration_the_kernel_refuses_raises_oserror_and_the_backend_keeps_working(
+    user_events_backend: BackendFactory, provider_name: str, perf_session: PerfFactory
+) -> None:
+    backend = user_events_backend(provider_name)
+    # Somebody else registered this provider's L4K2 name with another field list first:
+    # the kernel refuses our EventHeader registration of the same name (EADDRINUSE).
+    word = (ctypes.c_uint32 * 1)()
+    cmd = ctypes.create_string_buffer(f"{provider_name}_L4K2 u32 other".encode())
+    clash_fd = os.open(os.path.join(str(find_tracefs()), "user_events_data"), os.O_WRONLY)
+    reg = bytearray(struct.pack("=IBBHQQI", 28, 0, 4, 0, ctypes.addressof(word), ctypes.addressof(cmd), 0))
+    fcntl.ioctl(clash_fd, DIAG_IOCSREG, reg, True)
+    try:
+        with pytest.raises(OSError) as exc:
+            backend.open_slot(4, 2)
+        assert exc.value.errno == errno.EADDRINUSE
+        slot = backend.open_slot(4, 1)  # other slots still register and write
+        with perf_session([f"{provider_name}_L4K1"]) as session:
+            assert backend.write(slot, raw_event(4, "fine", 5)) == 0
+        assert [_payload_n(s.data) for s in session.samples()] == [5]
+    finally:
+        unreg = struct.pack("=IBBHQ", 16, 0, 0, 0, ctypes.addressof(word))
+        fcntl.ioctl(clash_fd, DIAG_IOCSUNREG, unreg)
+        os.close(clash_fd)
+
+
+# -- fork ----------------------------------------------------------------------------------------
+
+
+def test_forked_child_writes_through_inherited_slots_and_registers_new_ones(
+    user_events_backend: BackendFactory, provider_name: str, perf_session: PerfFactory
+) -> None:
+    backend = user_events_backend(provider_name)
+    slot = backend.open_slot(4, 1)
+    child_slot_tp = f"{provider_name}_L3K1"
+    backend.open_slot(3, 1)  # registered so perf can name it; the child re-uses the cache
+    with perf_session([f"{provider_name}_L4K1", child_slot_tp]) as session:
+        assert slot.word[0] == 1
+        # Hold the registration lock in another thread while forking: the child must not
+        # inherit it locked.
+        held = threading.Event()
+        release = threading.Event()
+
+        def hold() -> None:
+            with backend._lock:
+                held.set()
+                release.wait(30)
+
+        t = threading.Thread(target=hold)
+        t.start()
+        held.wait(30)
+        pid = os.fork()
+        if pid == 0:  # child
+            code = 1
+            try:
+                signal.alarm(20)  # a deadlock fails the test instead of hanging it
+                ok = slot.word[0] == 1  # the kernel duplicated the enabler into the child
+                r1 = backend.write(slot, raw_event(4, "child", 1))
+                s2 = backend.open_slot(4, 8)  # takes the (re-initialised) lock
+                r2 = backend.write(backend.open_slot(3, 1), raw_event(3, "child3", 2))
+                code = 0 if (ok and r1 == 0 and r2 == 0 and s2.word[0] == 0) else 3
+            finally:
+                os._exit(code)
+        release.set()
+        t.join()
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert backend.write(slot, raw_event(4, "parent", 3)) == 0
+    got = sorted((s.pid == pid, s.name, _payload_n(s.data)) for s in session.samples())
+    assert got == [
+        (False, f"user_events:{provider_name}_L4K1", 3),
+        (True, f"user_events:{child_slot_tp}", 2),
+        (True, f"user_events:{provider_name}_L4K1", 1),
+    ]
+
+
+def test_constructor_reports_permission_problems_as_backend_unavailable(provider_name: str) -> None:
+    if os.getuid() != 0:
+        pytest.fail("this test drops privileges and needs root (the guest runs as root)")
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            try:
+                UserEventsBackend(provider_name)
+            except BackendUnavailable as e:
+                code = 0 if "permission denied" in str(e) else 4
+            else:
+                code = 5
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

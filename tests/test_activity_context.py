@@ -1,0 +1,238 @@
+"""etw_activity through a structlog logger: what reaches the processor chain and which activity is current.
+
+These tests look at the event dicts the activity hands to the logger's chain and at the
+activity the chain sees (``_context.CURRENT_ACTIVITY``, what the EtwRenderer reads); the
+encoded events are checked in test_activity_formats.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import structlog
+
+from structlog_etw import _context
+from structlog_etw._activity import current_activity_id, etw_activity
+
+Seen = list[tuple[dict[str, Any], tuple[bytes, bytes | None] | None]]
+
+
+@pytest.fixture
+def seen() -> Iterator[Seen]:
+    got: Seen = []
+
+    def record(_logger: Any, _name: str, event_dict: dict[str, Any]) -> Any:
+        got.append((dict(event_dict), _context.CURRENT_ACTIVITY.get()))
+        raise structlog.DropEvent
+
+    structlog.configure(processors=[record], cache_logger_on_first_use=False)
+    try:
+        yield got
+    finally:
+        structlog.reset_defaults()
+
+
+def test_with_block_logs_start_and_stop_with_opcode_fields_duration_and_outcome(seen: Seen) -> None:
+    log = structlog.get_logger()
+    with etw_activity(log, "DownloadFile", url="http://x/") as act:
+        assert act.id is not None
+        log.info("chunk", n=1)
+        act.record(bytes=123)
+    (start, s_cur), (inner, i_cur), (stop, e_cur) = seen
+    assert start == {"event": "DownloadFile", "url": "http://x/", "etw_opcode": 1}
+    assert inner == {"event": "chunk", "n": 1}
+    assert stop["event"] == "DownloadFile"
+    assert stop["etw_opcode"] == 2
+    assert stop["url"] == "http://x/"
+    assert stop["bytes"] == 123
+    assert stop["outcome"] == "ok"
+    assert type(stop["duration_ns"]) is int
+    assert stop["duration_ns"] >= 0
+    assert s_cur is not None
+    assert s_cur == i_cur == e_cur
+    assert s_cur[0] == act.id.bytes
+    assert s_cur[1] is None  # top level: no related id
+    assert _context.CURRENT_ACTIVITY.get() is None  # reset on exit
+    assert act.id is not None  # the finished activity's id stays readable
+
+
+def test_exception_in_body_propagates_unchanged_and_stop_outcome_is_its_type_name(seen: Seen) -> None:
+    log = structlog.get_logger()
+    err = KeyError("missing")
+    with pytest.raises(KeyError) as info, etw_activity(log, "Lookup"):
+        raise err
+    assert info.value is err
+    stop = seen[-1][0]
+    assert stop["etw_opcode"] == 2
+    assert stop["outcome"] == "KeyError"
+    assert _context.CURRENT_ACTIVITY.get() is None
+
+
+def test_nested_activity_has_parent_id_as_related_id_and_restores_parent_on_exit(seen: Seen) -> None:
+    log = structlog.get_logger()
+    with etw_activity(log, "Outer") as outer:
+        with etw_activity(log, "Inner") as inner:
+            assert inner.related_id == outer.id
+            assert current_activity_id() == inner.id
+        assert current_activity_id() == outer.id
+        log.info("after_inner")
+    assert current_activity_id() is None
+    by_event = [(e["event"], e.get("etw_opcode"), cur) for e, cur in seen]
+    outer_id = by_event[0][2][0]  # type: ignore[index]
+    inner_id = by_event[1][2][0]  # type: ignore[index]
+    assert by_event[1][2] == (inner_id, outer_id)
+    assert by_event[3] == ("after_inner", None, (outer_id, None))
+
+
+def test_control_keys_given_to_the_activity_pass_to_the_chain_and_are_not_fields(seen: Seen) -> None:
+    log = structlog.get_logger()
+    with etw_activity(log, "Job", etw_keyword=0x4, etw_tags=7, job=1):
+        pass
+    start = seen[0][0]
+    assert start == {"event": "Job", "job": 1, "etw_keyword": 4, "etw_tags": 7, "etw_opcode": 1}
+
+
+def test_a_failing_processor_chain_never_raises_out_of_the_activity() -> None:
+    def boom(_l: Any, _n: str, _e: dict[str, Any]) -> Any:
+        raise RuntimeError("broken processor")
+
+    structlog.configure(processors=[boom], cache_logger_on_first_use=False)
+    try:
+        with etw_activity(structlog.get_logger(), "Survives") as act:
+            assert act.id is not None
+        assert current_activity_id() is None
+    finally:
+        structlog.reset_defaults()
+
+
+def test_activity_follows_copy_context_into_a_thread_and_does_not_leak_back(seen: Seen) -> None:
+    log = structlog.get_logger()
+    in_thread: list[Any] = []
+    with etw_activity(log, "Request") as act:
+        ctx = contextvars.copy_context()
+
+        def work() -> None:
+            in_thread.append(current_activity_id())
+            with etw_activity(log, "Sub") as sub:
+                in_thread.append((sub.id, sub.related_id))
+
+        t = threading.Thread(target=ctx.run, args=(work,))
+        t.start()
+        t.join()
+        assert current_activity_id() == act.id
+        outer_id = act.id
+    assert in_thread[0] == outer_id
+    assert in_thread[1][1] == outer_id
+    assert in_thread[1][0] != outer_id
+
+
+def test_concurrent_asyncio_tasks_each_see_only_their_own_activity(seen: Seen) -> None:
+    log = structlog.get_logger()
+
+    async def task(i: int) -> tuple[Any, list[Any]]:
+        observed = []
+        async with etw_activity(log, "Task", i=i) as act:
+            for _ in range(3):
+                await asyncio.sleep(0)
+                observed.append(current_activity_id())
+                log.info("step", i=i)
+            return act.id, observed
+
+    async def main() -> list[tuple[Any, list[Any]]]:
+        async with etw_activity(log, "Batch") as batch:
+            results = await asyncio.gather(*(task(i) for i in range(5)))
+            assert current_activity_id() == batch.id
+            return results
+
+    results = asyncio.run(main())
+    ids = [r[0] for r in results]
+    assert len(set(ids)) == 5
+    for act_id, observed in results:
+        assert observed == [act_id] * 3
+    for event, cur in seen:
+        if event["event"] == "step":
+            assert cur is not None
+            assert cur[0] == ids[event["i"]].bytes
+    assert current_activity_id() is None
+
+
+def test_decorator_gives_each_call_its_own_activity_sync_and_async(seen: Seen) -> None:
+    log = structlog.get_logger()
+
+    @etw_activity(log, "Handle", kind="sync")
+    def handle(x: int) -> Any:
+        return x, current_activity_id()
+
+    @etw_activity(log, "AHandle", kind="async")
+    async def ahandle(x: int) -> Any:
+        await asyncio.sleep(0)
+        return x, current_activity_id()
+
+    r1 = handle(1)
+    r2 = handle(2)
+    assert r1[0] == 1
+    assert r1[1] is not None
+    assert r1[1] != r2[1]
+    assert handle.__name__ == "handle"
+    a1, a2 = asyncio.run(_gather(ahandle(1), ahandle(2)))
+    assert a1[1] != a2[1]
+    assert None not in (a1[1], a2[1])
+    starts = [e for e, _ in seen if e.get("etw_opcode") == 1]
+    assert [e["event"] for e in starts] == ["Handle", "Handle", "AHandle", "AHandle"]
+    assert all(e["kind"] in ("sync", "async") for e in starts)
+    assert current_activity_id() is None
+
+
+async def _gather(*aws: Any) -> list[Any]:
+    return list(await asyncio.gather(*aws))
+
+
+def test_decorated_function_exception_propagates_and_stop_records_it(seen: Seen) -> None:
+    log = structlog.get_logger()
+
+    @etw_activity(log, "Fails")
+    def fails() -> None:
+        raise ValueError("bad")
+
+    with pytest.raises(ValueError, match="bad"):
+        fails()
+    assert seen[-1][0]["outcome"] == "ValueError"
+
+
+def test_record_before_enter_sets_start_fields_and_record_inside_updates_stop_only(seen: Seen) -> None:
+    log = structlog.get_logger()
+    act = etw_activity(log, "Rec", a=1)
+    act.record(b=2)
+    with act:
+        act.record(a=10, c=3)
+    start, stop = seen[0][0], seen[1][0]
+    assert (start["a"], start["b"]) == (1, 2)
+    assert "c" not in start
+    assert (stop["a"], stop["b"], stop["c"]) == (10, 2, 3)
+
+
+def test_exit_in_another_context_does_not_raise_and_leaves_that_context_clean(seen: Seen) -> None:
+    log = structlog.get_logger()
+    act = etw_activity(log, "Handed")
+    ctx = contextvars.copy_context()
+    ctx.run(act.__enter__)
+    act.__exit__(None, None, None)  # exited here, entered in ctx
+    assert current_activity_id() is None
+    assert seen[-1][0]["etw_opcode"] == 2
+
+
+def test_exit_without_enter_is_a_no_op(seen: Seen) -> None:
+    act = etw_activity(structlog.get_logger(), "Never")
+    act.__exit__(None, None, None)
+    assert seen == []
+
+
+def test_event_key_in_fields_does_not_break_the_start_event(seen: Seen) -> None:
+    with etw_activity(structlog.get_logger(), "Evt", event="dropped", x=1):
+        pass
+    assert seen[0][0] == {"event": "Evt", "x": 1, "etw_opcode": 1}

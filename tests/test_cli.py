@@ -1,0 +1,306 @@
+"""The structlog-etw command: guid, tracepoints, decode — as a subprocess and in-process."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from structlog_etw._cli import COMMANDS, main
+from structlog_etw._eventheader_decode import perf_json_fields
+from structlog_etw._perf_events import decode_sample, sample_perf_json
+from structlog_etw._perfdata import PerfDataFile
+from tests._shared import REPO, load_expected, pairs, vector
+
+GUID_VECTORS = {
+    "MyProvider": "b3864c38-4273-58c5-545b-8b3608343471",
+    "TestProvider": "97c801ee-c28b-5bb6-2ae4-11e18fe6137a",
+    "MyProviderName": "b7aa4d18-240c-5f41-5852-817dbf477472",
+}
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m structlog_etw ARGS`` from the work tree."""
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "structlog_etw", *args],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        errors="surrogateescape",
+        env=full_env,
+        cwd=REPO,
+        check=False,
+        timeout=120,
+    )
+
+
+# --- guid --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "guid"), GUID_VECTORS.items())
+def test_guid_prints_the_eventsource_hash_and_the_star_form(name: str, guid: str) -> None:
+    proc = run_cli("guid", name)
+    assert proc.returncode == 0, proc.stderr
+    assert f"guid:    {guid}" in proc.stdout
+    assert f"*{name}" in proc.stdout
+
+
+def test_guid_quiet_prints_one_guid_per_name(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["guid", "-q", *GUID_VECTORS]) == 0
+    assert capsys.readouterr().out.split() == list(GUID_VECTORS.values())
+
+
+def test_guid_warns_about_non_ascii_names(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["guid", "-q", "Prövider"]) == 0
+    assert "not ASCII" in capsys.readouterr().err
+
+
+# --- tracepoints -------------------------------------------------------------------------------
+
+
+def test_tracepoints_default_is_keyword_1_at_levels_1_to_5(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tracepoints", "MyCompany_MyService"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:5] == [f"MyCompany_MyService_L{lv}K1" for lv in range(1, 6)]
+    perf = next(line for line in out if line.startswith("perf record"))
+    assert perf.startswith("perf record -a -k monotonic -o perf.data ")
+    assert perf.count(" -e user_events:MyCompany_MyService_L") == 5
+
+
+def test_tracepoints_keywords_levels_and_group(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["tracepoints", "P", "-k", "0x1F", "-k", "4", "-l", "info", "-l", "2", "-g", "grp1"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:4] == ["P_L2K1fGgrp1", "P_L4K1fGgrp1", "P_L2K4Ggrp1", "P_L4K4Ggrp1"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["tracepoints", "Bad-Name"],
+        ["tracepoints", "Bad:Name"],
+        ["tracepoints", "P", "-g", "Upper"],
+        ["tracepoints", "P" * 240, "-g", "x"],
+    ],
+)
+def test_tracepoints_rejects_names_the_encoder_rejects(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    assert "structlog-etw tracepoints:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv", [["tracepoints", "P", "-l", "loud"], ["tracepoints", "P", "-k", "0x1" + "0" * 16]]
+)
+def test_tracepoints_rejects_bad_levels_and_keywords(argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+
+
+def test_tracepoints_via_python_dash_m() -> None:
+    proc = run_cli("tracepoints", "MyCompany_MyService", "--keyword", "4", "--level", "4")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0] == "MyCompany_MyService_L4K4"
+    assert "-e user_events:MyCompany_MyService_L4K4" in proc.stdout
+
+
+# --- decode ------------------------------------------------------------------------------------
+
+
+def test_decode_json_agrees_with_the_decoder_api() -> None:
+    path = vector("perf.data")
+    proc = run_cli("decode", "--json", str(path))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    samples = list(PerfDataFile.open(path).samples())
+    assert len(lines) == len(samples) == 539
+    for line, sample in zip(lines, samples, strict=True):
+        obj = json.loads(line)
+        ev = decode_sample(sample)
+        assert (obj["provider"], obj["name"], obj["level"], obj["keyword"]) == (
+            ev.provider,
+            ev.name,
+            ev.level,
+            f"0x{ev.keyword:X}",
+        )
+        assert (obj["opcode"], obj["id"], obj["version"]) == (ev.opcode, ev.id, ev.version)
+        assert obj["activity_id"] == (str(ev.activity_id) if ev.activity_id else None)
+        assert obj["related_id"] == (str(ev.related_id) if ev.related_id else None)
+        assert (obj["cpu"], obj["pid"], obj["tid"], obj["time_ns"]) == (
+            sample.cpu,
+            sample.pid,
+            sample.tid,
+            sample.time,
+        )
+        assert obj["tracepoint"] == sample.name
+        assert obj["timestamp"].endswith("Z")
+        if sample.is_eventheader:
+            text = "{" + perf_json_fields(ev, field_tags=False) + "}"
+            # --json keeps its output valid UTF-8: what perf-decode writes as invalid UTF-8 becomes U+FFFD
+            expected_fields = pairs(text.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
+            got_fields = json.loads(json.dumps(obj["fields"]), object_pairs_hook=list)
+            if len(dict(expected_fields)) == len(expected_fields):  # no duplicate names
+                assert got_fields == expected_fields
+            assert [k for k, _ in expected_fields if k in obj["fields"]] == [k for k, _ in expected_fields]
+        else:
+            assert obj["fields"] == {k: v for k, v in ev.fields.items()}
+
+
+def test_decode_perf_json_matches_perf_decode_output() -> None:
+    """Byte for byte the values perf-decode writes, invalid UTF-8 included."""
+    proc = run_cli("decode", "--perf-json", str(vector("perf.data")))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    expected = load_expected(vector("perf.data.linux.json"))
+    assert len(lines) == len(expected)
+    for line, exp in zip(lines, expected, strict=True):
+        assert pairs(line) == exp
+
+
+def test_decode_filters_by_provider_and_event(capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(vector("perf.data"))
+    assert main(["decode", "--json", "--provider", "TestProviderCpp", path]) == 0
+    objs = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert objs
+    assert {o["provider"] for o in objs} == {"TestProviderCpp"}
+    assert main(["decode", "--json", "--provider", "TestProviderC", "--event", "u32", path]) == 0
+    objs = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [(o["name"], o["fields"]) for o in objs] == [
+        ("u32", {"u32": 4000000000, "(4294967295U)": 4294967295})
+    ]
+
+
+def test_decode_pretty_has_no_colour_off_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        main(
+            [
+                "decode",
+                "--pretty",
+                "--provider",
+                "TestProviderC",
+                "--event",
+                "CScalars3",
+                str(vector("perf.data")),
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "\x1b[" not in out
+    assert "[info     ] CScalars3" in out
+    assert "Struct20={hi=hi, ch10=[H, o, w]}" in out
+    assert "opcode=3" in out
+
+
+def test_decode_pretty_colours_only_a_terminal_without_no_color() -> None:
+    """Run under a pseudo-terminal: colour by default, none with NO_COLOR."""
+    path = str(vector("perf.data"))
+    outputs = {}
+    for no_color in ("", "1"):
+        env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+        env["PYTHONPATH"] = str(REPO)
+        if no_color:
+            env["NO_COLOR"] = no_color
+        main_fd, child_fd = pty.openpty()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "structlog_etw", "decode", "--event", "u8", path],
+            stdout=child_fd,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=REPO,
+        )
+        os.close(child_fd)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(main_fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        proc.wait(timeout=60)
+        os.close(main_fd)
+        outputs[no_color] = b"".join(chunks).decode()
+    assert "\x1b[34mdebug" in outputs[""]  # u8 is a level-5 event: debug, in blue
+    assert "\x1b[" not in outputs["1"]
+    assert "u8=200" in outputs["1"]
+
+
+def _cut(tmp_path: Path, fraction: float) -> Path:
+    data = vector("perf.data").read_bytes()
+    out = tmp_path / f"cut{int(fraction * 100)}.data"
+    out.write_bytes(data[: int(len(data) * fraction)])
+    return out
+
+
+def test_decode_truncated_in_the_data_reports_and_exits_non_zero(tmp_path: Path) -> None:
+    proc = run_cli("decode", "--json", str(_cut(tmp_path, 0.5)))
+    assert proc.returncode == 1
+    assert "file truncated" in proc.stderr
+    assert "format unknown" in proc.stderr  # the tracepoint formats were in the lost tail
+    assert "problems" in proc.stderr
+
+
+def test_decode_truncated_in_the_features_still_decodes_every_event(tmp_path: Path) -> None:
+    cut = _cut(tmp_path, 0.97)
+    proc = run_cli("decode", "--json", str(cut))
+    assert proc.returncode == 1
+    assert "truncated" in proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 539
+    full = [sample_perf_json(s) for s in PerfDataFile.open(vector("perf.data")).samples()]
+    assert len(full) == len(lines)
+
+
+def test_decode_damaged_record_keeps_what_came_before(tmp_path: Path) -> None:
+    data = bytearray(vector("perf.data").read_bytes())
+    samples = list(PerfDataFile.from_bytes(bytes(data)).samples())
+    victim = samples[300].offset
+    data[victim + 6 : victim + 8] = b"\x00\x00"
+    path = tmp_path / "damaged.data"
+    path.write_bytes(bytes(data))
+    proc = run_cli("decode", "--json", str(path))
+    assert proc.returncode == 1
+    assert len(proc.stdout.splitlines()) == 300
+    assert f"damaged record at offset {victim}" in proc.stderr
+
+
+def test_decode_unreadable_inputs_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["decode", str(tmp_path / "missing.data")]) == 2
+    assert "missing.data" in capsys.readouterr().err
+    junk = tmp_path / "junk.data"
+    junk.write_bytes(b"this is not perf data")
+    assert main(["decode", str(junk)]) == 2
+    assert "not a perf.data file" in capsys.readouterr().err
+
+
+# --- the command itself ------------------------------------------------------------------------
+
+
+def test_no_subcommand_prints_usage_and_exits_2() -> None:
+    proc = run_cli()
+    assert proc.returncode == 2
+    assert "guid" in proc.stderr
+    assert "decode" in proc.stderr
+
+
+def test_every_registered_subcommand_has_help() -> None:
+    for name, _module, _help in COMMANDS:
+        proc = run_cli(name, "--help")
+        assert proc.returncode == 0, proc.stderr
+        assert f"structlog-etw {name}" in proc.stdout
+
+
+def test_version() -> None:
+    proc = run_cli("--version")
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("structlog-etw ")

@@ -1,0 +1,158 @@
+"""The ring-buffer reader and record parsers the live ``listen`` path uses, fed synthetic rings."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from structlog_etw._perf_ring import (
+    DATA_HEAD_OFFSET,
+    DATA_TAIL_OFFSET,
+    PERF_RECORD_LOST,
+    PERF_RECORD_SAMPLE,
+    SAMPLE_TYPE,
+    RingBuffer,
+    parse_lost,
+    parse_sample,
+    read_records,
+)
+
+PAGE = 4096
+
+
+class FakeKernel:
+    """Writes records into a bytearray laid out like a perf mmap, as the kernel does."""
+
+    def __init__(self, data_size: int) -> None:
+        self.buf = bytearray(PAGE + data_size)
+        self.size = data_size
+        self.head = 0
+
+    def start_at(self, pos: int) -> None:
+        self.head = pos
+        struct.pack_into("=Q", self.buf, DATA_HEAD_OFFSET, pos)
+        struct.pack_into("=Q", self.buf, DATA_TAIL_OFFSET, pos)
+
+    def put(self, rtype: int, body: bytes, misc: int = 0) -> None:
+        record = struct.pack("=IHH", rtype, misc, 8 + len(body)) + body
+        for i, b in enumerate(record):
+            self.buf[PAGE + (self.head + i) % self.size] = b
+        self.head += len(record)
+
+    def publish(self) -> None:
+        struct.pack_into("=Q", self.buf, DATA_HEAD_OFFSET, self.head)
+
+    @property
+    def tail(self) -> int:
+        return int(struct.unpack_from("=Q", self.buf, DATA_TAIL_OFFSET)[0])
+
+
+def sample_body(ident: int, pid: int, tid: int, time: int, cpu: int, raw: bytes) -> bytes:  # noqa: PLR0917
+    # IDENTIFIER, TID, TIME, CPU, RAW; raw padded so the record stays 8-byte aligned.
+    pad = (-(4 + len(raw))) % 8
+    return (
+        struct.pack("=QIIQII", ident, pid, tid, time, cpu, 0)
+        + struct.pack("=I", len(raw) + pad)
+        + raw
+        + bytes(pad)
+    )
+
+
+def test_sample_fields_are_parsed_in_kernel_order() -> None:
+    body = sample_body(7, 100, 101, 123456789, 3, b"\x01\x02\x03\x04common!!EVENT")
+    s = parse_sample(body, SAMPLE_TYPE)
+    assert (s.id, s.pid, s.tid, s.time, s.cpu) == (7, 100, 101, 123456789, 3)
+    assert s.raw.startswith(b"\x01\x02\x03\x04common!!EVENT")
+    assert len(s.raw) % 8 == 4  # size field + raw keeps 8-byte alignment
+
+
+def test_truncated_sample_is_rejected_not_misread() -> None:
+    body = sample_body(7, 1, 1, 1, 0, b"x" * 20)
+    with pytest.raises(ValueError):
+        parse_sample(body[:-12], SAMPLE_TYPE)
+    with pytest.raises(ValueError):
+        parse_sample(body[:10], SAMPLE_TYPE)
+
+
+def test_lost_record_gives_id_and_count() -> None:
+    assert parse_lost(struct.pack("=QQ", 9, 1234)) == (9, 1234)
+    with pytest.raises(ValueError):
+        parse_lost(b"\0" * 8)
+
+
+def test_records_wrapping_the_end_of_the_ring_are_reassembled() -> None:
+    k = FakeKernel(1024)
+    k.start_at(1024 * 5 - 20)  # free-running counter: 20 bytes before the end of the area
+    raws = [bytes([i]) * (30 + i) for i in range(6)]
+    for i, raw in enumerate(raws):
+        k.put(PERF_RECORD_SAMPLE, sample_body(1, 10, 11, 1000 + i, 0, raw))
+    k.publish()
+    ring = RingBuffer(k.buf, PAGE)
+    records = ring.read()
+    assert [r[0] for r in records] == [PERF_RECORD_SAMPLE] * 6
+    samples = [parse_sample(body) for _t, _m, body in records]
+    assert [s.time for s in samples] == [1000 + i for i in range(6)]
+    assert [s.raw[: len(raw)] for s, raw in zip(samples, raws, strict=True)] == raws
+    assert k.tail == k.head  # space handed back to the kernel
+    assert ring.read() == []
+    ring.release()
+
+
+def test_reading_in_steps_continues_where_the_last_read_stopped() -> None:
+    k = FakeKernel(128)
+    k.start_at(100)
+    ring = RingBuffer(k.buf, PAGE)
+    seen = []
+    for step in range(20):  # goes round the 128-byte area many times
+        k.put(PERF_RECORD_SAMPLE, sample_body(2, 1, 1, step, 1, b"abc"))
+        if step % 3 == 0:
+            k.put(PERF_RECORD_LOST, struct.pack("=QQ", 2, step))
+        k.publish()
+        for rtype, _misc, body in ring.read():
+            if rtype == PERF_RECORD_SAMPLE:
+                seen.append(("s", parse_sample(body).time))
+            else:
+                seen.append(("l", parse_lost(body)[1]))
+    expected = []
+    for step in range(20):
+        expected.append(("s", step))
+        if step % 3 == 0:
+            expected.append(("l", step))
+    assert seen == expected
+    ring.release()
+
+
+def test_a_corrupt_record_size_ends_the_walk_instead_of_looping() -> None:
+    data = bytearray(64)
+    struct.pack_into("=IHH", data, 0, PERF_RECORD_SAMPLE, 0, 4)  # size smaller than a header
+    assert read_records(data, 0, 32) == []
+    struct.pack_into("=IHH", data, 0, PERF_RECORD_SAMPLE, 0, 40)  # runs past head
+    assert read_records(data, 0, 32) == []
+
+
+def test_data_area_must_be_a_power_of_two() -> None:
+    with pytest.raises(ValueError):
+        RingBuffer(bytearray(PAGE + 100), PAGE)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    start=st.integers(min_value=0, max_value=2**40),
+    bodies=st.lists(st.binary(min_size=0, max_size=60).map(lambda b: b + bytes(-len(b) % 8)), max_size=12),
+)
+def test_any_record_sequence_at_any_position_comes_back_intact(start: int, bodies: list[bytes]) -> None:
+    k = FakeKernel(1024)  # 12 records of at most 72 bytes fit
+    k.start_at(start)
+    for i, body in enumerate(bodies):
+        k.put(PERF_RECORD_SAMPLE if i % 2 else PERF_RECORD_LOST, body, misc=i)
+    k.publish()
+    ring = RingBuffer(k.buf, PAGE)
+    got = ring.read()
+    ring.release()
+    assert got == [
+        (PERF_RECORD_SAMPLE if i % 2 else PERF_RECORD_LOST, i, body) for i, body in enumerate(bodies)
+    ]
+    assert k.tail == k.head

@@ -1,0 +1,215 @@
+"""EtwHandler: stdlib LogRecords (foreign and structlog-routed) become the same trace events."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import structlog
+
+from structlog_etw import EtwRenderer
+from structlog_etw._keywords import level_from_stdlib
+from structlog_etw._stdlib import EtwHandler
+from structlog_etw.testing import EtwCapture, capture_etw_events
+from tests.surface_util import unique_provider
+
+
+@pytest.fixture
+def capture() -> Iterator[EtwCapture]:
+    with capture_etw_events() as cap:
+        yield cap
+
+
+@pytest.fixture
+def stdlib_logger() -> logging.Logger:
+    # A logger outside logging's manager: only the handlers the test adds (pytest's capture
+    # handlers would otherwise re-raise the errors the handler under test must swallow).
+    logger = logging.Logger(f"surface.test.{uuid.uuid4().hex[:8]}", level=1)
+    logger.propagate = False
+    return logger
+
+
+def test_foreign_record_fields(capture: EtwCapture, stdlib_logger: logging.Logger) -> None:
+    handler = EtwHandler(unique_provider())
+    stdlib_logger.addHandler(handler)
+    stdlib_logger.warning("disk %s at %d%%", "/var", 93, extra={"host": "db1", "etw_keyword": 0x4})
+    (event,) = capture.events
+    assert event.name == "disk %s at %d%%"
+    assert event.level == 3
+    assert event.keyword == 0x4  # extra= control key, not a field
+    assert event.fields["message"] == "disk /var at 93%"
+    assert event.fields["logger"] == stdlib_logger.name
+    assert event.fields["func"] == "test_foreign_record_fields"
+    assert isinstance(event.fields["lineno"], int)
+    assert event.fields["host"] == "db1"
+    assert set(event.fields) == {"message", "logger", "func", "lineno", "host"}
+
+
+def test_foreign_exception_and_stack(capture: EtwCapture, stdlib_logger: logging.Logger) -> None:
+    stdlib_logger.addHandler(EtwHandler(unique_provider()))
+    try:
+        {}["missing"]
+    except KeyError:
+        stdlib_logger.exception("lookup failed")
+    stdlib_logger.info("where", stack_info=True)
+    failed, where = capture.events
+    assert failed.level == 2
+    assert "KeyError: 'missing'" in failed.fields["exception"]
+    assert "Traceback (most recent call last)" in failed.fields["exception"]
+    assert "test_foreign_exception_and_stack" in where.fields["stack"]
+
+
+@pytest.mark.parametrize(
+    ("levelno", "etw_level"),
+    [
+        (60, 1),
+        (50, 1),
+        (45, 2),
+        (40, 2),
+        (35, 3),
+        (30, 3),
+        (25, 4),
+        (20, 4),
+        (15, 5),
+        (10, 5),
+        (5, 5),
+        (1, 5),
+    ],
+)
+def test_level_map_including_custom_levels(
+    capture: EtwCapture, stdlib_logger: logging.Logger, levelno: int, etw_level: int
+) -> None:
+    assert level_from_stdlib(levelno) == etw_level
+    stdlib_logger.addHandler(EtwHandler(unique_provider()))
+    stdlib_logger.log(levelno, "custom")
+    (event,) = capture.events
+    assert event.level == etw_level
+
+
+def test_handler_level_and_nobody_listening(capture: EtwCapture, stdlib_logger: logging.Logger) -> None:
+    handler = EtwHandler(unique_provider(), level=logging.INFO)
+    stdlib_logger.addHandler(handler)
+    stdlib_logger.debug("below_handler_level")
+    capture.set_enabled(False, level=3)
+    stdlib_logger.warning("nobody_listens_at_warning")
+    stdlib_logger.error("written")
+    assert [e.name for e in capture.events] == ["written"]
+    assert handler.provider.stats()["dropped"] == {}
+
+
+def test_structlog_records_keep_their_event_dict(capture: EtwCapture, stdlib_logger: logging.Logger) -> None:
+    stdlib_logger.addHandler(EtwHandler(unique_provider()))
+    log = structlog.wrap_logger(
+        stdlib_logger,
+        wrapper_class=structlog.stdlib.BoundLogger,
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
+    )
+    with structlog.contextvars.bound_contextvars(request_id="r-7"):
+        log.bind(user="ann").info("user_login", attempts=3, ok=True, etw_keyword=0x2)
+    (event,) = capture.events
+    assert event.name == "user_login"
+    assert event.level == 4
+    assert event.keyword == 0x2
+    assert event.fields == {"request_id": "r-7", "user": "ann", "attempts": 3, "ok": True}
+
+
+def test_structlog_record_exception_via_format_exc_info(
+    capture: EtwCapture, stdlib_logger: logging.Logger
+) -> None:
+    stdlib_logger.addHandler(EtwHandler(unique_provider()))
+    log = structlog.wrap_logger(
+        stdlib_logger,
+        wrapper_class=structlog.stdlib.BoundLogger,
+        processors=[
+            structlog.processors.format_exc_info,
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
+    )
+    try:
+        raise RuntimeError("db down")
+    except RuntimeError:
+        log.exception("query_failed")
+    (event,) = capture.events
+    assert event.level == 2
+    assert "RuntimeError: db down" in event.fields["exception"]
+
+
+def test_keywords_by_logger_name_in_handler(capture: EtwCapture) -> None:
+    handler = EtwHandler(unique_provider(), keywords_by_logger={"sqlalchemy": 0x2, "urllib3": 0x4})
+    loggers = [logging.getLogger(n) for n in ("sqlalchemy.engine", "urllib3", "other")]
+    for logger in loggers:
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+    try:
+        capture.set_enabled(False)
+        capture.set_enabled(True, keyword=0x2)
+        capture.set_enabled(True, keyword=0x1)
+        for logger in loggers:
+            logger.info("hello")
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+    assert [(e.fields["logger"], e.keyword) for e in capture.events] == [
+        ("sqlalchemy.engine", 0x2),
+        ("other", 0x1),
+    ]
+
+
+class _Unprintable:
+    def __str__(self) -> str:
+        raise RuntimeError("no str for you")
+
+    __repr__ = __str__
+
+
+def test_handler_never_raises_and_counts(
+    capture: EtwCapture, stdlib_logger: logging.Logger, capsys: pytest.CaptureFixture[str]
+) -> None:
+    handler = EtwHandler(unique_provider())
+    stdlib_logger.addHandler(handler)
+    stdlib_logger.info("bad %d", "not-a-number")  # getMessage() raises TypeError
+    stdlib_logger.info(_Unprintable())
+    stdlib_logger.info("fine")
+    assert handler.errors == 2
+    assert handler.provider.stats()["dropped"]["handler_error"] == 2
+    assert [e.name for e in capture.events] == ["fine"]
+    assert capsys.readouterr().err == ""
+
+
+def test_reentrant_record_is_dropped_not_recursed(capture: EtwCapture, stdlib_logger: logging.Logger) -> None:
+    handler = EtwHandler(unique_provider())
+    stdlib_logger.addHandler(handler)
+
+    class Reenter:
+        def __str__(self) -> str:
+            stdlib_logger.info("inner")
+            return "outer"
+
+    stdlib_logger.info("%s", Reenter())
+    assert [e.fields["message"] for e in capture.events] == ["outer"]
+    assert handler.provider.stats()["dropped"]["reentrant"] == 1
+
+
+def test_handler_shares_renderer_provider(capture: EtwCapture, stdlib_logger: logging.Logger) -> None:
+    renderer = EtwRenderer(unique_provider(), keywords_by_logger={"surface": 0x8})
+    handler = EtwHandler(renderer)
+    assert handler.provider is renderer.provider
+    stdlib_logger.addHandler(handler)
+    stdlib_logger.info("via_renderer_config")
+    (event,) = capture.events
+    assert event.keyword == 0x8  # the renderer's keywords_by_logger ("surface" prefix)
+
+
+def test_extra_does_not_override_record_fields(capture: EtwCapture, stdlib_logger: logging.Logger) -> None:
+    stdlib_logger.addHandler(EtwHandler(unique_provider()))
+    extra: dict[str, Any] = {"func": "spoofed", "tenant": 7}
+    stdlib_logger.info("x", extra=extra)
+    (event,) = capture.events
+    assert event.fields["func"] == "test_extra_does_not_override_record_fields"
+    assert event.fields["tenant"] == 7

@@ -1,0 +1,158 @@
+"""structlog_etw.testing: capture exactly what the OS would receive, in either format, decoded."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+import structlog
+
+from structlog_etw import EtwRenderer
+from structlog_etw._context import CURRENT_ACTIVITY
+from structlog_etw._eventheader_decode import decode_event
+from structlog_etw.pytest_plugin import etw_capture, etw_capture_tracelogging  # noqa: F401 - fixtures
+from structlog_etw.testing import EtwCapture, capture_etw_events
+from tests.surface_util import unique_provider
+
+FORMATS = ["eventheader", "tracelogging"]
+VALUES: dict[str, Any] = {
+    "user": "ann",
+    "attempts": 3,
+    "big": 2**63 + 5,
+    "ratio": 0.25,
+    "ok": True,
+    "blob": b"\x00\x01\xff",
+    "id": uuid.UUID("12345678-1234-5678-1234-567812345678"),
+    "ports": [80, 443],
+    "where": {"city": "Oslo", "floor": 4},
+}
+
+
+def _log(provider: str) -> Any:
+    return structlog.wrap_logger(structlog.ReturnLogger(), processors=[EtwRenderer(provider)])
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_capture_decodes_name_level_keyword_and_typed_fields(fmt: Any) -> None:
+    name = unique_provider()
+    with capture_etw_events(fmt) as capture:
+        _log(name).warning("user_login", etw_keyword=0x6, **VALUES)
+    (event,) = capture.events
+    assert event.format == fmt
+    assert event.provider == name
+    assert (event.name, event.level, event.keyword) == ("user_login", 3, 0x6)
+    assert event.fields["user"] == "ann"
+    assert event.fields["attempts"] == 3
+    assert event.fields["big"] == 2**63 + 5
+    assert event.fields["ratio"] == 0.25
+    assert event.fields["ok"] is True
+    assert event.fields["blob"] == b"\x00\x01\xff"
+    assert event.fields["id"] == VALUES["id"]
+    assert event.fields["ports"] == [80, 443]
+    assert event.fields["where"] == {"city": "Oslo", "floor": 4}
+    assert event.decoded is not None and event.decoded.name == "user_login"
+
+
+def test_eventheader_raw_is_exactly_what_writev_gets() -> None:
+    name = unique_provider()
+    with capture_etw_events("eventheader") as capture:
+        _log(name).info("ev", n=1)
+    (record,) = capture.records
+    (event,) = capture.events
+    assert record.tracepoint == f"{name}_L4K1"
+    assert event.tracepoint == record.tracepoint
+    assert event.raw == record.event
+    assert decode_event(record.tracepoint, event.raw).fields == {"n": 1}
+
+
+def test_tracelogging_record_has_descriptor_traits_metadata_and_data() -> None:
+    name = unique_provider()
+    with capture_etw_events("tracelogging") as capture:
+        _log(name).error("ev", n=1, etw_keyword=0x20, etw_opcode=1)
+    (record,) = capture.records
+    assert record.descriptor is not None
+    _id, _version, channel, level, opcode, _task, keyword = record.descriptor
+    assert (channel, level, opcode, keyword) == (11, 2, 1, 0x20)
+    assert name.encode() in record.traits
+    assert b"ev\x00" in record.metadata
+    (event,) = capture.events
+    assert event.raw == record.metadata + record.data
+    assert event.opcode == 1
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_activity_ids_tags_and_opcode_are_decoded(fmt: Any) -> None:
+    activity, related = uuid.uuid4(), uuid.uuid4()
+    with capture_etw_events(fmt) as capture:
+        token = CURRENT_ACTIVITY.set((activity.bytes, related.bytes))
+        try:
+            _log(unique_provider()).info("step", etw_opcode=2, etw_tags=0x5)
+        finally:
+            CURRENT_ACTIVITY.reset(token)
+    (event,) = capture.events
+    assert (event.activity_id, event.related_id) == (activity, related)
+    assert event.opcode == 2
+    assert event.tags == 0x5
+
+
+def test_events_of_several_providers_keep_write_order() -> None:
+    a, b = unique_provider(), unique_provider()
+    with capture_etw_events() as capture:
+        log_a, log_b = _log(a), _log(b)
+        log_a.info("a1")
+        log_b.info("b1")
+        log_a.info("a2")
+    assert [(e.provider, e.name) for e in capture] == [(a, "a1"), (b, "b1"), (a, "a2")]
+    assert len(capture) == 3
+    assert [e.name for e in capture.named("a2")] == ["a2"]
+    capture.clear()
+    assert capture.events == []
+
+
+def test_capture_ends_and_nests() -> None:
+    name = unique_provider()
+    log = _log(name)
+    with capture_etw_events() as outer:
+        log.info("outer1")
+        with capture_etw_events("tracelogging") as inner:
+            log.info("inner")
+        log.info("outer2")
+    log.info("after")  # back to the OS backend (or the null one): not captured anywhere
+    assert [e.name for e in outer.events] == ["outer1", "outer2"]
+    assert [(e.name, e.format) for e in inner.events] == [("inner", "tracelogging")]
+    assert "Capture" not in type(EtwRenderer(name).provider.backend).__name__
+
+
+def test_start_disabled_and_enable_one_slot() -> None:
+    with capture_etw_events(enabled=False) as capture:
+        log = _log(unique_provider())
+        log.info("nobody")
+        capture.set_enabled(True, level=2)
+        log.info("still_nobody")
+        log.error("listened")
+    assert [e.name for e in capture.events] == ["listened"]
+
+
+def test_bad_format_is_a_setup_error() -> None:
+    with pytest.raises(ValueError, match="format"), capture_etw_events("etl"):  # type: ignore[arg-type]
+        pass
+
+
+def test_stats_of_a_provider() -> None:
+    name = unique_provider()
+    with capture_etw_events() as capture:
+        _log(name).info("one")
+        assert capture.stats(name)["written"] == 1
+
+
+def test_pytest_fixture_captures_eventheader(etw_capture: EtwCapture) -> None:  # noqa: F811
+    _log(unique_provider()).info("from_fixture")
+    (event,) = etw_capture.events
+    assert (event.format, event.name) == ("eventheader", "from_fixture")
+
+
+def test_pytest_fixture_captures_tracelogging(etw_capture_tracelogging: EtwCapture) -> None:  # noqa: F811
+    _log(unique_provider()).info("from_fixture")
+    (event,) = etw_capture_tracelogging.events
+    assert (event.format, event.name) == ("tracelogging", "from_fixture")

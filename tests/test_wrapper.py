@@ -1,0 +1,259 @@
+"""make_etw_bound_logger: calls nobody listens to return before any event dict exists;
+calls someone listens to behave like structlog's own bound logger.  EtwEarlyDrop likewise."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+import structlog
+
+from structlog_etw import EtwRenderer
+from structlog_etw._wrapper import EtwEarlyDrop, make_etw_bound_logger
+from structlog_etw.testing import EtwCapture, capture_etw_events
+from tests.surface_util import Exploding, Spy, bound, unique_provider
+
+
+@pytest.fixture
+def capture() -> Any:
+    with capture_etw_events() as cap:
+        yield cap
+
+
+def _setup(capture: EtwCapture, **wrapper_kw: Any) -> tuple[EtwRenderer, Spy, Any]:
+    renderer = EtwRenderer(unique_provider())
+    spy = Spy()
+    cls = make_etw_bound_logger(renderer, **wrapper_kw)
+    return renderer, spy, cls
+
+
+def test_disabled_call_builds_no_event_dict_and_formats_nothing(capture: EtwCapture) -> None:
+    renderer, spy, cls = _setup(capture)
+    capture.set_enabled(False)
+    log = bound(cls, [spy, renderer])
+    arg = Exploding()
+    for method in ("debug", "info", "msg", "warning", "warn", "error", "critical", "fatal"):
+        assert getattr(log, method)("event %s", arg, user="ann") is None
+    assert log.exception("boom") is None
+    assert log.log(logging.ERROR, "event %s", arg) is None
+    assert spy.calls == []
+    assert arg.formatted == 0
+    assert capture.records == []
+
+
+def test_plain_structlog_logger_would_have_run_the_chain(capture: EtwCapture) -> None:
+    """The control for the test above: without the wrapper the chain runs while nobody listens."""
+    renderer, spy, _ = _setup(capture)
+    capture.set_enabled(False)
+    log = bound(structlog.make_filtering_bound_logger(logging.NOTSET), [spy, renderer])
+    log.info("event")
+    assert len(spy.calls) == 1
+    assert capture.records == []
+
+
+def test_enabled_call_runs_processors_and_writes_event(capture: EtwCapture) -> None:
+    renderer, spy, cls = _setup(capture)
+    log = bound(cls, [spy, renderer], request="r1")
+    assert log.warning("user %s logged in", "ann", attempts=3) is None
+    assert spy.calls == [("warning", {"request": "r1", "attempts": 3, "event": "user ann logged in"})]
+    (event,) = capture.events
+    assert event.name == "user ann logged in"
+    assert event.level == 3
+    assert event.keyword == 1
+    assert event.fields == {"request": "r1", "attempts": 3}
+
+
+def test_each_method_writes_at_its_level(capture: EtwCapture) -> None:
+    renderer, _, cls = _setup(capture)
+    log = bound(cls, [renderer])
+    for method in ("critical", "fatal", "error", "exception", "warning", "warn", "info", "msg", "debug"):
+        getattr(log, method)(method)
+    log.log(logging.INFO, "log")
+    log.log(45, "custom45")
+    log.log(5, "custom5")
+    got = [(e.name, e.level) for e in capture.events]
+    assert got == [
+        ("critical", 1),
+        ("fatal", 1),
+        ("error", 2),
+        ("exception", 2),
+        ("warning", 3),
+        ("warn", 3),
+        ("info", 4),
+        ("msg", 4),
+        ("debug", 5),
+        ("log", 4),
+        ("custom45", 2),
+        ("custom5", 5),
+    ]
+
+
+def test_min_level_drops_below_even_when_listening(capture: EtwCapture) -> None:
+    renderer, spy, cls = _setup(capture, min_level="warning")
+    log = bound(cls, [spy, renderer])
+    log.debug("d")
+    log.info("i")
+    log.log(logging.INFO, "l")
+    log.warning("w")
+    assert [e.name for e in capture.events] == ["w"]
+    assert [c[0] for c in spy.calls] == ["warning"]
+    assert log.is_enabled_for(logging.WARNING)
+    assert not log.is_enabled_for(logging.INFO)
+    assert log.get_effective_level() == logging.WARNING
+
+
+def test_per_call_keyword_is_checked_against_its_own_slot(capture: EtwCapture) -> None:
+    renderer, spy, cls = _setup(capture)
+    capture.set_enabled(False)
+    capture.set_enabled(True, keyword=0x4)
+    log = bound(cls, [spy, renderer])
+    log.info("default_keyword_nobody_listens")
+    log.info("keyword4", etw_keyword=0x4)
+    assert [(e.name, e.keyword) for e in capture.events] == [("keyword4", 0x4)]
+    assert len(spy.calls) == 1
+
+
+def test_bound_keyword_is_resolved_at_bind_and_after_unbind(capture: EtwCapture) -> None:
+    renderer, spy, cls = _setup(capture)
+    capture.set_enabled(False)
+    capture.set_enabled(True, keyword=0x8)
+    log = bound(cls, [spy, renderer])
+    k8 = log.bind(etw_keyword=0x8)
+    k8.info("bound8")
+    k8.unbind("etw_keyword").info("unbound")
+    k8.try_unbind("etw_keyword", "missing").info("try_unbound")
+    k8.new(user="x").info("new_context")
+    k8.bind(etw_keyword=0x8).info("rebound8")
+    assert [(e.name, e.keyword) for e in capture.events] == [("bound8", 8), ("rebound8", 8)]
+    assert [c[1]["event"] for c in spy.calls] == ["bound8", "rebound8"]
+
+
+def test_bound_level_override_selects_the_slot(capture: EtwCapture) -> None:
+    renderer, spy, cls = _setup(capture)
+    capture.set_enabled(False)
+    capture.set_enabled(True, level=1)
+    log = bound(cls, [spy, renderer])
+    log.info("info_nobody_listens")
+    log.bind(etw_level=1).info("promoted")
+    log.info("promoted_per_call", etw_level=1)
+    assert [(e.name, e.level) for e in capture.events] == [("promoted", 1), ("promoted_per_call", 1)]
+
+
+def test_contextvar_keyword_is_honoured_by_the_fast_path(capture: EtwCapture) -> None:
+    renderer, spy, cls = _setup(capture)
+    capture.set_enabled(False)
+    capture.set_enabled(True, keyword=0x10)
+    log = bound(cls, [structlog.contextvars.merge_contextvars, spy, renderer])
+    log.info("before")
+    with structlog.contextvars.bound_contextvars(etw_keyword=0x10):
+        log.info("inside")
+    log.info("after")
+    assert [(e.name, e.keyword) for e in capture.events] == [("inside", 0x10)]
+    assert len(spy.calls) == 1
+
+
+def test_bound_keyword_wins_over_contextvar(capture: EtwCapture) -> None:
+    renderer, _, cls = _setup(capture)
+    capture.set_enabled(False)
+    capture.set_enabled(True, keyword=0x10)
+    log = bound(cls, [structlog.contextvars.merge_contextvars, renderer], etw_keyword=0x20)
+    with structlog.contextvars.bound_contextvars(etw_keyword=0x10):
+        log.info("bound_wins")
+    assert capture.records == []
+
+
+def test_invalid_bound_keyword_falls_back_and_never_raises(capture: EtwCapture) -> None:
+    renderer, _, cls = _setup(capture)
+    log = bound(cls, [renderer], etw_keyword="not-a-keyword")
+    log.info("fallback")
+    log.info("fallback_call", etw_keyword=-1)
+    assert [(e.name, e.keyword) for e in capture.events] == [("fallback", 1), ("fallback_call", 1)]
+    assert renderer.provider.stats()["invalid"]["etw_keyword"] == 2
+
+
+def test_exception_adds_formatted_traceback(capture: EtwCapture) -> None:
+    renderer, spy, cls = _setup(capture)
+    log = bound(cls, [spy, renderer])
+    try:
+        raise ValueError("bad input")
+    except ValueError:
+        log.exception("failed", step=2)
+    assert spy.calls[0][1]["exc_info"] is True
+    (event,) = capture.events
+    assert event.level == 2
+    assert event.fields["step"] == 2
+    assert "ValueError: bad input" in event.fields["exception"]
+    assert "Traceback (most recent call last)" in event.fields["exception"]
+
+
+def test_class_built_before_capture_follows_the_new_backend() -> None:
+    """Slots are resolved at bind time but re-pointed in place when the backend changes."""
+    renderer = EtwRenderer(unique_provider())
+    cls = make_etw_bound_logger(renderer)
+    log = bound(cls, [renderer])
+    log.info("before_capture")
+    with capture_etw_events() as cap:
+        log.info("during_capture")
+        cap.set_enabled(False)
+        log.info("disabled_in_capture")
+    assert [e.name for e in cap.events] == ["during_capture"]
+
+
+def test_provider_name_and_default_keyword(capture: EtwCapture) -> None:
+    name = unique_provider()
+    cls = make_etw_bound_logger(name, default_keyword=0x40)
+    renderer = EtwRenderer(name, default_keyword=0x40)
+    capture.set_enabled(False)
+    capture.set_enabled(True, keyword=0x40)
+    bound(cls, [renderer]).info("k40")
+    assert [(e.name, e.keyword) for e in capture.events] == [("k40", 0x40)]
+
+
+def test_setup_errors_are_clear() -> None:
+    with pytest.raises(ValueError, match="default_keyword"):
+        make_etw_bound_logger(unique_provider(), default_keyword=-1)
+    with pytest.raises(ValueError, match="min_level"):
+        make_etw_bound_logger(unique_provider(), min_level="chatty")
+    with pytest.raises(TypeError):
+        make_etw_bound_logger(42)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="keyword"):
+        make_etw_bound_logger(unique_provider(), keywords_by_logger={"db": 2**64})
+    with pytest.raises(ValueError):
+        make_etw_bound_logger("not a valid name!")
+
+
+def test_early_drop_stops_the_chain_when_nobody_listens(capture: EtwCapture) -> None:
+    renderer = EtwRenderer(unique_provider())
+    spy = Spy()
+    chain = [EtwEarlyDrop(renderer), spy, renderer]
+    log = bound(structlog.make_filtering_bound_logger(logging.NOTSET), chain)
+    capture.set_enabled(False)
+    capture.set_enabled(True, keyword=0x2)
+    log.info("dropped_early")
+    log.info("passes", etw_keyword=0x2)
+    with structlog.contextvars.bound_contextvars(etw_keyword=0x2):
+        log.info("passes_contextvar")
+    assert [c[1]["event"] for c in spy.calls] == ["passes", "passes_contextvar"]
+    # the renderer reads contextvar control keys itself, merged or not
+    assert [(e.name, e.keyword) for e in capture.events] == [("passes", 2), ("passes_contextvar", 2)]
+
+
+def test_early_drop_reads_contextvars_before_merge(capture: EtwCapture) -> None:
+    renderer = EtwRenderer(unique_provider())
+    chain = [EtwEarlyDrop(renderer), structlog.contextvars.merge_contextvars, renderer]
+    log = bound(structlog.make_filtering_bound_logger(logging.NOTSET), chain)
+    capture.set_enabled(False)
+    capture.set_enabled(True, keyword=0x2)
+    with structlog.contextvars.bound_contextvars(etw_keyword=0x2):
+        log.info("contextvar_keyword")
+    assert [(e.name, e.keyword) for e in capture.events] == [("contextvar_keyword", 2)]
+
+
+def test_is_etw_enabled_reports_the_slot(capture: EtwCapture) -> None:
+    renderer, _, cls = _setup(capture)
+    log = bound(cls, [renderer])
+    assert log.is_etw_enabled("info")
+    capture.set_enabled(False, level=4)
+    assert not log.is_etw_enabled("info")
+    assert log.is_etw_enabled("error")
