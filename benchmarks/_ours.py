@@ -100,4 +100,9 @@ def encoder_namespace(fmt: str) -> dict[str, Any]:
         from structlog_etw._eventheader import EventHeaderEncoder  # noqa: PLC0415
 
         enc = EventHeaderEncoder()
-    return {"enc": enc, "fields": to_fields(FIVE_FIELDS.items()), "kw": dict(FIVE_FIELDS), "to_fields": to_fields}
+    return {
+        "enc": enc,
+        "fields": to_fields(FIVE_FIELDS.items()),
+        "kw": dict(FIVE_FIELDS),
+        "to_fields": to_fields,
+    }

@@ -70,7 +70,7 @@ GOALS = [
 
 def _ours(kind: str, **kw: Any) -> Any:
     """Build one of our loggers/encoders (imported late: a failure marks only that case unavailable)."""
-    import _ours as ours
+    import _ours as ours  # noqa: PLC0415 - optional/late import
 
     return getattr(ours, kind)(**kw)
 
@@ -177,7 +177,8 @@ def comparisons() -> list[Comparison]:
         "tld_builder",
         "traceloggingdynamic EventBuilder (reset + 5 add_*)",
         "eb.reset(b'user_login', 4, 1); eb.add_str8(b'user', 'ann'); eb.add_int64(b'attempts', 3); "
-        "eb.add_float64(b'latency_ms', 12.5); eb.add_bool32(b'ok', True); eb.add_str8(b'region', 'eu-west-1')",
+        "eb.add_float64(b'latency_ms', 12.5); eb.add_bool32(b'ok', True); "
+        "eb.add_str8(b'region', 'eu-west-1')",
         _peer_namespace,
     )
     _try(
@@ -204,7 +205,7 @@ def comparisons() -> list[Comparison]:
     out.append(c)
 
     for n in FIELD_COUNTS:
-        kw = {f"f{i}": v for i, v in zip(range(n), _cycle_values(n))}
+        kw = {f"f{i}": v for i, v in zip(range(n), _cycle_values(n), strict=True)}
         c = Comparison(f"fields_{n}", f"{n} fields per event", [])
         _try(
             c,
@@ -285,7 +286,7 @@ def _peer_namespace() -> dict[str, Any]:
 
 def environment() -> dict[str, Any]:
     """The machine and versions the figures were measured on."""
-    import structlog
+    import structlog  # noqa: PLC0415 - optional/late import
 
     cpu = platform.processor() or ""
     try:
@@ -317,7 +318,7 @@ def environment() -> dict[str, Any]:
 
 
 def _dist_version(name: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415 - optional/late import
 
     try:
         return version(name)
@@ -362,7 +363,8 @@ def run(quick: bool, only: set[str] | None) -> dict[str, Any]:
                 "rounds_ns": [round(x, 1) for x in m.rounds_ns],
             }
             print(
-                f"    {case.key:20s} {m.ns:10.1f} ns  x{paired_ratio(m.rounds_ns, measured[base].rounds_ns):6.3f}  "
+                f"    {case.key:20s} {m.ns:10.1f} ns  "
+                f"x{paired_ratio(m.rounds_ns, measured[base].rounds_ns):6.3f}  "
                 f"(±{m.spread * 100:.0f}%)",
                 file=sys.stderr,
                 flush=True,
@@ -395,7 +397,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"traceloggingdynamic {env['traceloggingdynamic']}, commit {env['commit']}. "
         f"{results['rounds']} interleaved rounds of ~{results['round_seconds'] * 1000:.0f} ms per case; "
         "median ns per call; ratio = median over rounds of (case / first row of its table), "
-             "each pair timed back to back.",
+        "each pair timed back to back.",
         "",
         "## Goals",
         "",
@@ -442,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
     (a.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     (a.out / "results.md").write_text(markdown(results))
     if a.plot:
-        from _plot import plot
+        from _plot import plot  # noqa: PLC0415 - optional/late import
 
         plot(results, a.plot)
     print(f"wrote {a.out / 'results.json'} and {a.out / 'results.md'}", file=sys.stderr)
