@@ -16,7 +16,7 @@ nox.options.default_venv_backend = "venv"
 nox.options.sessions = ["lint", "docs", "kernel", "tests"]
 nox.options.error_on_missing_interpreters = True
 
-TEST_DEPS = ["pytest>=7", "hypothesis>=6"]
+TEST_DEPS = ["pytest>=7", "hypothesis>=6", "traceloggingdynamic", "opentelemetry-api", "opentelemetry-sdk"]
 
 
 @nox.session
