@@ -219,7 +219,7 @@ class Listener:
         except BackendUnavailable as e:
             raise ListenError(f"cannot register {self.provider}'s tracepoints: {e}") from e
         keyword = self.keyword or 1
-        for level in range(1, (self.level or 5) + 1):
+        for level in range(1, min(self.level or 5, 5) + 1):
             try:
                 self._backend.open_slot(level, keyword)
             except OSError as e:
@@ -291,23 +291,30 @@ class Listener:
         return self.drain()
 
     def drain(self) -> list[ListenedEvent | LostEvents]:
-        """Everything in the rings right now, without waiting."""
-        out: list[ListenedEvent | LostEvents] = []
+        """Everything in the rings right now, without waiting.
+
+        Lost-event reports first, then the events of every CPU merged in time order
+        (a thread that moves between CPUs writes into several rings).
+        """
+        lost: list[ListenedEvent | LostEvents] = []
+        events: list[ListenedEvent] = []
         for ring in self._rings:
             for rtype, _misc, body in ring.ring.read():
                 if rtype == PERF_RECORD_SAMPLE:
                     item = self._sample(body)
                     if item is not None:
                         self.events += 1
-                        out.append(item)
+                        events.append(item)
                 elif rtype == PERF_RECORD_LOST:
                     try:
                         _ident, count = parse_lost(body)
                     except ValueError:
                         continue
                     self.lost += count
-                    out.append(LostEvents(ring.cpu, count))
-        return out
+                    lost.append(LostEvents(ring.cpu, count))
+        if len(self._rings) > 1:
+            events.sort(key=_time_key)
+        return lost + events
 
     def _sample(self, body: bytes) -> ListenedEvent | None:
         try:
@@ -342,6 +349,10 @@ class Listener:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _time_key(ev: ListenedEvent) -> int:
+    return ev.time_ns if ev.time_ns is not None else 0
 
 
 def _find_tracefs() -> str:
@@ -389,29 +400,36 @@ def run(
 ) -> int:
     """Feed ``listener``'s events to ``emit`` until ``count`` events, ``duration`` seconds, or ``stop()``.
 
-    Returns the number of events emitted.
+    Also when interrupted (KeyboardInterrupt, or an exception a signal handler raises), what
+    is already in the rings is shown before the exception goes on.  Returns the number of
+    events emitted.
     """
     deadline = None if duration is None else time.monotonic() + duration
     seen = 0
-    while not stop():
-        timeout = 0.2
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            timeout = min(timeout, left)
-        for item in listener.poll(timeout):
+
+    def feed(items: list[ListenedEvent | LostEvents]) -> bool:
+        nonlocal seen
+        for item in items:
             if isinstance(item, LostEvents):
                 lost(item)
                 continue
             emit(item)
             seen += 1
             if count is not None and seen >= count:
+                return True
+        return False
+
+    try:
+        while not stop():
+            timeout = 0.2
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                timeout = min(timeout, left)
+            if feed(listener.poll(timeout)):
                 return seen
-    for item in listener.drain():
-        if isinstance(item, LostEvents):
-            lost(item)
-        elif count is None or seen < count:
-            emit(item)
-            seen += 1
+    finally:
+        if count is None or seen < count:
+            feed(listener.drain())
     return seen

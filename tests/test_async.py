@@ -125,6 +125,8 @@ def test_current_activity_follows_into_the_executor(capture: EtwCapture) -> None
     assert (start.activity_id, start.related_id) == (activity, related)  # related id: Start only
     assert (inside.activity_id, inside.related_id) == (activity, None)
     assert (outside.activity_id, outside.related_id) == (None, None)
+    # the chain merges structlog's contextvars: the activity must not leak in as a field
+    assert inside.fields == {}
 
 
 def test_aexception_captures_the_exception_before_leaving_the_thread(capture: EtwCapture) -> None:
