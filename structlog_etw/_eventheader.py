@@ -238,7 +238,7 @@ def field_metadata(name: str, encoding: int, fmt: int = 0, tag: int = 0, carray_
     return bytes(out)
 
 
-def assemble_event(  # noqa: PLR0917 - mirrors the header's fields
+def assemble_event(
     level: int,
     metadata: bytes,
     payload: bytes,
@@ -668,7 +668,7 @@ class EventHeaderEncoder:
             _flatten(fields, values)
         return plan, values
 
-    def encode(  # noqa: PLR0917 - the encoder contract (docs/architecture.md)
+    def encode(
         self,
         name: str,
         fields: list[Field],
@@ -683,7 +683,10 @@ class EventHeaderEncoder:
         Raises only on a malformed call (wrong value types for the field kinds, level or opcode
         outside a byte, ids not 16 bytes); the provider counts that as ``encode_error``.
         """
-        plan, values = self._plan(name, fields)
+        try:
+            plan, values = self._plan(name, fields)
+        except OverflowError:  # the metadata alone is past the u16 extension size: too large
+            return None
         head = _HEADER.pack(FLAGS_WITH_EXTENSION, 0, 0, tag, opcode, level)
         if activity_id is not None:
             if related_id is not None:
@@ -713,7 +716,10 @@ class EventHeaderEncoder:
         ``pre`` is the header and activity extension; the event gets the ``_truncated`` field.
         """
         marked = [*_json_as_str(fields), (TRUNCATED_FIELD, BOOL, True)]
-        plan, values = self._plan(name, marked)
+        try:
+            plan, values = self._plan(name, marked)
+        except OverflowError:
+            return None
         head = pre + plan.meta_block
         pieces = _var_pieces(plan.steps, values)
         fixed = len(head)

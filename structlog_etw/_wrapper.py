@@ -260,6 +260,7 @@ class _EtwBoundLoggerBase(structlog.BoundLoggerBase):
     _etw_min_level: int
     _etw_slots: tuple[Slot, ...]
     _etw_cv: bool
+    _etw_methods: dict[str, tuple[Callable[..., Any], Callable[..., Any]]]
 
     def __init__(self, logger: WrappedLogger, processors: Iterable[Any], context: Any) -> None:
         super().__init__(logger, processors, context)
@@ -296,15 +297,13 @@ class _EtwBoundLoggerBase(structlog.BoundLoggerBase):
         """Log at stdlib level number *level* (custom numbers map to the standard level below)."""
         if level < self._etw_min_level:
             return None
-        name = _method_for_stdlib(level)
-        return getattr(self, name)(event, *args, **kw)
+        return self._etw_methods[_method_for_stdlib(level)][0](self, event, *args, **kw)
 
     async def alog(self, level: int, event: Any = None, *args: Any, **kw: Any) -> Any:
         """Async :meth:`log`."""
         if level < self._etw_min_level:
             return None
-        name = _method_for_stdlib(level)
-        return await getattr(self, f"a{name}")(event, *args, **kw)
+        return await self._etw_methods[_method_for_stdlib(level)][1](self, event, *args, **kw)
 
     def is_enabled_for(self, level: int) -> bool:
         """Whether *level* passes the minimum level (listeners are checked per call)."""
@@ -378,12 +377,15 @@ def make_etw_bound_logger(
     provider, keyword, names = _resolve_provider(provider_or_name, default_keyword, keywords_by_logger, group)
     state = _EtwState(provider, keyword, names)
 
-    meths: dict[str, Any] = {"_etw": state, "_etw_min_level": min_level}
-    for name, etw_level in _ETW_LEVEL.items():
+    # log()/alog() take any level number >= min_level, also one that maps down to a
+    # standard level below min_level (25 with min_level 25 -> info): they use these.
+    full = {name: _make_methods(name, etw_level) for name, etw_level in _ETW_LEVEL.items()}
+    meths: dict[str, Any] = {"_etw": state, "_etw_min_level": min_level, "_etw_methods": full}
+    for name in _ETW_LEVEL:
         if _STDLIB_LEVEL[name] < min_level:
             meths[name], meths[f"a{name}"] = _nop, _anop
         else:
-            meths[name], meths[f"a{name}"] = _make_methods(name, etw_level)
+            meths[name], meths[f"a{name}"] = full[name]
     meths["exception"] = _exception
     meths["aexception"] = _aexception
     meths["fatal"] = meths["critical"]

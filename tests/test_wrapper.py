@@ -98,9 +98,20 @@ def test_min_level_drops_below_even_when_listening(capture: EtwCapture) -> None:
     log.warning("w")
     assert [e.name for e in capture.events] == ["w"]
     assert [c[0] for c in spy.calls] == ["warning"]
+    log.log(35, "custom35")
+    log.log(25, "custom25_below_min")
+    assert [e.name for e in capture.events] == ["w", "custom35"]
     assert log.is_enabled_for(logging.WARNING)
     assert not log.is_enabled_for(logging.INFO)
     assert log.get_effective_level() == logging.WARNING
+
+
+def test_log_with_a_custom_level_at_min_level_is_written(capture: EtwCapture) -> None:
+    renderer, _, cls = _setup(capture, min_level=25)
+    log = bound(cls, [renderer])
+    log.log(25, "custom25")  # >= min_level, maps down to info (which is below min_level)
+    log.info("info_below")
+    assert [(e.name, e.level) for e in capture.events] == [("custom25", 4)]
 
 
 def test_per_call_keyword_is_checked_against_its_own_slot(capture: EtwCapture) -> None:

@@ -16,21 +16,21 @@ EventHeader decoder.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
 import selectors
 import shutil
 import signal
-import struct
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import Any
 
 from structlog_etw._backend_linux import find_tracefs
 from structlog_etw._decoded import DecodedEvent
+from structlog_etw._eventheader_decode import decode_event
+from structlog_etw._perfdata import PerfDataFile, Sample
 
 __all__ = [
     "PerfSession",
@@ -196,7 +196,7 @@ class PerfSession:
         if proc.returncode not in (0, -signal.SIGINT, 128 + signal.SIGINT):
             raise AssertionError(f"perf record failed with {proc.returncode}:\n{self._log_tail()}")
 
-    def samples(self) -> list[Any]:
+    def samples(self) -> list[Sample]:
         """The raw samples of the capture (see :func:`read_samples`)."""
         return read_samples(self.path)
 
@@ -205,106 +205,20 @@ class PerfSession:
         return read_events(self.path)
 
 
-def read_samples(path: Path) -> list[Any]:
-    """Read a perf.data file with ``structlog_etw._perfdata``: its samples, in file order.
+def read_samples(path: Path) -> list[Sample]:
+    """The samples of a perf.data file (``structlog_etw._perfdata``), in file order.
 
-    Each sample has ``name`` (``user_events:Prov_L4K1``) and ``data`` (the event bytes
-    after the tracepoint's common fields), ``time``, ``cpu``, ``pid``, ``tid``.
+    Each has ``name`` (``user_events:Prov_L4K1``), ``data`` (the event bytes after the
+    tracepoint's common fields), ``time``, ``cpu``, ``pid``, ``tid``.  A file the reader
+    reports problems with, or that lost events, fails the test.
     """
-    try:
-        perfdata = importlib.import_module("structlog_etw._perfdata")
-    except ImportError:  # until the project's reader lands
-        return _minimal_samples(path)
-    return list(perfdata.read_samples(str(path)))
-
-
-class _Sample(NamedTuple):
-    name: str
-    data: bytes
-    time: int
-    cpu: int
-    pid: int
-    tid: int
-
-
-def _minimal_samples(path: Path) -> list[Any]:
-    # Temporary: enough of perf.data for `perf record -e user_events:...` on x86_64
-    # (8 bytes of common fields) until structlog_etw._perfdata is merged.
-    buf = Path(path).read_bytes()
-    if buf[:8] != b"PERFILE2":
-        raise ValueError(f"{path}: not a perf.data file")
-    _hsize, attr_size, a_off, a_size, d_off, d_size = struct.unpack_from("<6Q", buf, 8)
-    features = int.from_bytes(buf[72:104], "little")
-    attrs = []
-    for off in range(a_off, a_off + a_size, attr_size):
-        sample_type, read_format = struct.unpack_from("<QQ", buf, off + 24)
-        flags = struct.unpack_from("<Q", buf, off + 40)[0]
-        ids_off, ids_size = struct.unpack_from("<QQ", buf, off + attr_size - 16)
-        ids = struct.unpack_from(f"<{ids_size // 8}Q", buf, ids_off)
-        attrs.append([sample_type, read_format, flags, ids, ""])
-    # HEADER_EVENT_DESC (feature 12) names every attr.
-    sec = d_off + d_size
-    for bit in range(256):
-        if not features >> bit & 1:
-            continue
-        f_off, _f_size = struct.unpack_from("<QQ", buf, sec)
-        sec += 16
-        if bit == 12:
-            nr, asz = struct.unpack_from("<II", buf, f_off)
-            pos = f_off + 8
-            for i in range(nr):
-                pos += asz
-                nids, slen = struct.unpack_from("<II", buf, pos)
-                name = buf[pos + 8 : pos + 8 + slen].split(b"\0", 1)[0].decode()
-                pos += 8 + slen + 8 * nids
-                attrs[i][4] = name
-    by_id = {i: a for a in attrs for i in a[3]}
-    out: list[Any] = []
-    pos, end = d_off, d_off + d_size
-    while pos + 8 <= end:
-        rtype, _misc, size = struct.unpack_from("<IHH", buf, pos)
-        if size < 8:
-            break
-        if rtype == 9:
-            body = pos + 8
-            st = attrs[0][0]
-            attr = attrs[0]
-            if st & 0x10000:  # IDENTIFIER
-                attr = by_id[struct.unpack_from("<Q", buf, body)[0]]
-                body += 8
-            st = attr[0]
-            pid = tid = tm = cpu = 0
-            if st & 0x1:
-                body += 8
-            if st & 0x2:
-                pid, tid = struct.unpack_from("<ii", buf, body)
-                body += 8
-            if st & 0x4:
-                tm = struct.unpack_from("<Q", buf, body)[0]
-                body += 8
-            if st & 0x8:
-                body += 8
-            if st & 0x40:
-                if not st & 0x10000:
-                    attr = by_id.get(struct.unpack_from("<Q", buf, body)[0], attr)
-                body += 8
-            if st & 0x200:
-                body += 8
-            if st & 0x80:
-                cpu = struct.unpack_from("<I", buf, body)[0]
-                body += 8
-            if st & 0x100:
-                body += 8
-            if st & 0x10:
-                raise ValueError("PERF_SAMPLE_READ is not supported here")
-            if st & 0x20:
-                body += 8 + 8 * struct.unpack_from("<Q", buf, body)[0]
-            if st & 0x400:
-                rsize = struct.unpack_from("<I", buf, body)[0]
-                raw = buf[body + 4 : body + 4 + rsize]
-                out.append(_Sample(attr[4], raw[8:], tm, cpu, pid, tid))
-        pos += size
-    return out
+    f = PerfDataFile.open(path)
+    samples = list(f.samples())
+    if f.problems:
+        raise AssertionError(f"{path}: perf.data problems: {f.problems}")
+    if f.lost:
+        raise AssertionError(f"{path}: perf lost {f.lost} events")
+    return samples
 
 
 def read_events(path: Path, tracepoint_prefix: str | None = None) -> list[DecodedEvent]:
@@ -312,7 +226,6 @@ def read_events(path: Path, tracepoint_prefix: str | None = None) -> list[Decode
 
     *tracepoint_prefix* keeps only tracepoints whose name starts with it.
     """
-    decode_event = importlib.import_module("structlog_etw._eventheader_decode").decode_event
     out: list[DecodedEvent] = []
     for s in read_samples(path):
         name: str = s.name

@@ -30,8 +30,8 @@ from typing import Any
 import pytest
 import structlog
 from kernel_harness import PerfSession, wait_until
-from structlog_etw._backend_linux import UserEventsBackend
 
+from structlog_etw._backend_linux import UserEventsBackend
 from structlog_etw._eventheader import TRUNCATED_FIELD, TRUNCATION_MARKER
 from structlog_etw._eventheader_decode import decode_event
 from structlog_etw._perfdata import PerfDataFile
@@ -178,6 +178,7 @@ def test_session_churn_no_error_and_events_only_while_attached(
     thread = threading.Thread(target=app)
     thread.start()
     sessions: list[PerfSession] = []
+    windows: list[tuple[int, int]] = []  # seqs logged while perf was surely recording
     written_detached = []
     try:
         for k in range(4):
@@ -186,7 +187,9 @@ def test_session_churn_no_error_and_events_only_while_attached(
             written_detached.append(provider.stats()["written"] - before)
             with perf_session([tp], label=f"churn{k}", extra_args=["-m", "256"]) as s:
                 wait_until(lambda: provider.enabled(4, 1), what="perf to enable the tracepoint")
+                lo = seq[0] + 1
                 time.sleep(0.6)
+                windows.append((lo, seq[0] - 1))
             sessions.append(s)
             wait_until(lambda: not provider.enabled(4, 1), what="the enable word to clear")
     finally:
@@ -200,19 +203,20 @@ def test_session_churn_no_error_and_events_only_while_attached(
     # A write racing a detach may find the tracepoint just disabled (EBADF on 6.5+): counted, rare.
     racing = sum(stats["errors"].values())
     assert set(stats["errors"]) <= {"EBADF"} and racing <= len(sessions), stats
-    all_seqs: list[int] = []
-    for s in sessions:
+    total = 0
+    for s, (lo, hi) in zip(sessions, windows, strict=True):
         events, lost = captured(s)
         assert lost == 0
         seqs = [ev.fields["seq"] for _, ev in events]
-        assert seqs, f"{s.path}: nothing captured while attached"
-        assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
-        all_seqs += seqs
-    # Everything captured was written, and everything written while attached was captured,
-    # except events written in the instant between the enable bit flipping and perf's
-    # per-CPU buffers being live (the harness README: perf enables after the bit is set).
-    assert len(all_seqs) <= stats["written"]
-    assert stats["written"] - len(all_seqs) <= 2 * len(sessions), (stats["written"], len(all_seqs))
+        assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs), f"{s.path}: duplicated or reordered"
+        assert hi - lo > 10, (lo, hi)
+        missing = sorted(set(range(lo, hi + 1)) - set(seqs))
+        assert not missing, f"{s.path}: logged while perf recorded but not captured: {missing[:10]}"
+        total += len(seqs)
+    # Everything captured was written.  (Not everything written is captured: the enable bit is
+    # set from the moment perf opens the tracepoint until it closes it, and perf is not reading
+    # its buffers during its own start-up and shut-down; those events are perf's, not lost by us.)
+    assert total <= stats["written"]
 
 
 def test_oversized_event_arrives_truncated_with_marker_or_is_counted(

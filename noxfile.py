@@ -1,0 +1,50 @@
+"""Development sessions; plain ``nox`` runs lint, docs, kernel and tests (see README.md).
+
+* ``tests``  - the host test suite (kernel tests are deselected here and run by ``kernel``).
+* ``kernel`` - every ``kernel``-marked test in one virtme-ng guest with a user_events kernel
+  (``tests/kernel/run_in_guest.py``), or directly on a host whose kernel has user_events.
+* ``lint``   - ruff check, ruff format --check, mypy --strict.
+* ``docs``   - runs every ```python block of README.md and docs/*.md.
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.default_venv_backend = "venv"
+# The host suite runs last: its pytest summary line closes the CI log.
+nox.options.sessions = ["lint", "docs", "kernel", "tests"]
+nox.options.error_on_missing_interpreters = True
+
+TEST_DEPS = ["pytest>=7", "hypothesis>=6", "traceloggingdynamic", "opentelemetry-api", "opentelemetry-sdk"]
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Run the host test suite."""
+    session.install("-e", ".", *TEST_DEPS)
+    session.run("python", "-m", "pytest", *(session.posargs or ["-q"]))
+
+
+@nox.session
+def kernel(session: nox.Session) -> None:
+    """Run the kernel tests in one virtme-ng guest (or here if this kernel has user_events)."""
+    # The guest runs this session's interpreter from the host's (read-only) filesystem.
+    session.install("-e", ".", *TEST_DEPS, "virtme-ng")
+    session.run("python", "tests/kernel/run_in_guest.py", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check, ruff format --check and mypy --strict."""
+    session.install("-e", ".", "ruff", "mypy", *TEST_DEPS)
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    session.run("mypy", "--strict")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Execute the ```python examples of README.md and docs/*.md."""
+    session.install("-e", ".", *TEST_DEPS)
+    session.run("python", "-m", "pytest", "-v", "tests/test_docs.py", *session.posargs)
