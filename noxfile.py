@@ -5,6 +5,9 @@
   (``tests/kernel/run_in_guest.py``), or directly on a host whose kernel has user_events.
 * ``lint``   - ruff check, ruff format --check, mypy --strict.
 * ``docs``   - runs every ```python block of README.md and docs/*.md.
+* ``bench``  - the benchmark suite (``benchmarks/run.py``): ratios against structlog, stdlib logging
+  and traceloggingdynamic measured in the same run; ``nox -s bench -- --guest-run`` adds the real
+  kernel write in the virtme-ng guest.  Not part of the default sessions.
 """
 
 from __future__ import annotations
@@ -50,3 +53,18 @@ def docs(session: nox.Session) -> None:
     """Execute the ```python examples of README.md and docs/*.md."""
     session.install("-e", ".", *TEST_DEPS)
     session.run("python", "-m", "pytest", "-v", "tests/test_docs.py", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Run the benchmarks; results in benchmarks/results/, the plot in docs/performance.png."""
+    session.install("-e", ".", "traceloggingdynamic", "matplotlib", "virtme-ng")
+    session.run(
+        "python",
+        "benchmarks/run.py",
+        "--out",
+        "benchmarks/results",
+        "--plot",
+        "docs/performance.png",
+        *session.posargs,
+    )
