@@ -42,6 +42,8 @@ __all__ = [
 
 #: Default data pages per CPU ring (a power of two).
 DEFAULT_PAGES: Final = 64
+#: Events younger than this (ns) wait one more round for earlier events from other CPUs' rings.
+REORDER_WINDOW_NS: Final = 50_000_000
 
 _NAME_RE: Final = re.compile(r"_L([0-9a-f]+)K([0-9a-f]+)((?:G[a-z0-9]+)?)")
 
@@ -174,6 +176,7 @@ class Listener:
         self._names: set[str] = set()
         self._backend: Any = None
         self._poll = select.poll()
+        self._pending: list[ListenedEvent] = []
         # Samples are stamped with CLOCK_MONOTONIC (CLOCK_REALTIME is refused for tracepoints:
         # not NMI-safe); this offset turns them into wall-clock time.
         self._wall_offset = time.time_ns() - time.monotonic_ns()
@@ -278,33 +281,37 @@ class Listener:
         return self._add(self._scan())
 
     def poll(self, timeout: float | None = 0.2) -> list[ListenedEvent | LostEvents]:
-        """Wait up to ``timeout`` seconds for events; return those that arrived (maybe none).
+        """Wait up to ``timeout`` seconds for events; return those ready (maybe none).
 
-        Also rescans tracefs when it is time to.
+        Also rescans tracefs when it is time to.  See :meth:`drain` for "ready".
         """
         if time.monotonic() >= self._next_scan:
             self.rescan()
         wait = self._next_scan - time.monotonic()
         if timeout is not None:
             wait = min(wait, timeout)
+        if self._pending:
+            wait = min(wait, 2 * REORDER_WINDOW_NS / 1e9)
         self._poll.poll(max(0, int(wait * 1000)))
         return self.drain()
 
-    def drain(self) -> list[ListenedEvent | LostEvents]:
-        """Everything in the rings right now, without waiting.
+    def drain(self, flush: bool = False) -> list[ListenedEvent | LostEvents]:
+        """What is in the rings now, without waiting: lost-event reports, then events in time order.
 
-        Lost-event reports first, then the events of every CPU merged in time order
-        (a thread that moves between CPUs writes into several rings).
+        Each CPU has its own ring, and a thread moving between CPUs writes into several, so
+        events are merged by timestamp.  An event stamped less than :data:`REORDER_WINDOW_NS`
+        before this call started may still have an earlier companion on its way into another
+        ring: it is held back until the next call (``flush=True``: everything now).
         """
+        cutoff = time.monotonic_ns() - REORDER_WINDOW_NS
         lost: list[ListenedEvent | LostEvents] = []
-        events: list[ListenedEvent] = []
+        pending = self._pending
         for ring in self._rings:
             for rtype, _misc, body in ring.ring.read():
                 if rtype == PERF_RECORD_SAMPLE:
                     item = self._sample(body)
                     if item is not None:
-                        self.events += 1
-                        events.append(item)
+                        pending.append(item)
                 elif rtype == PERF_RECORD_LOST:
                     try:
                         _ident, count = parse_lost(body)
@@ -312,9 +319,18 @@ class Listener:
                         continue
                     self.lost += count
                     lost.append(LostEvents(ring.cpu, count))
-        if len(self._rings) > 1:
-            events.sort(key=_time_key)
-        return lost + events
+        if not pending:
+            return lost
+        pending.sort(key=_time_key)
+        if flush:
+            ready, self._pending = pending, []
+        else:
+            n = 0
+            while n < len(pending) and _time_key(pending[n]) < cutoff:
+                n += 1
+            ready, self._pending = pending[:n], pending[n:]
+        self.events += len(ready)
+        return [*lost, *ready]
 
     def _sample(self, body: bytes) -> ListenedEvent | None:
         try:
@@ -431,5 +447,5 @@ def run(
                 return seen
     finally:
         if count is None or seen < count:
-            feed(listener.drain())
+            feed(listener.drain(flush=True))
     return seen
