@@ -304,6 +304,7 @@ SHUTDOWN_SCRIPT = textwrap.dedent(
     def spinner():
         while True:  # a daemon thread logging while the interpreter shuts down
             log.info("spin", n=3)
+            time.sleep(0.001)
 
     class LogsOnDelete:
         def __del__(self):
