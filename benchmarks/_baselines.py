@@ -27,7 +27,7 @@ FIVE_FIELDS: dict[str, Any] = {
 
 
 def _devnull_text() -> Any:
-    return open(os.devnull, "w")  # noqa: SIM115 (held for the process lifetime by the logger)
+    return open(os.devnull, "w")
 
 
 def filtered_out_logger() -> Any:

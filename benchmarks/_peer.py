@@ -40,7 +40,7 @@ def load_traceloggingdynamic() -> types.ModuleType | None:
         ctypes.WinDLL = _StandInDLL  # type: ignore[attr-defined]
         added = True
     try:
-        import traceloggingdynamic
+        import traceloggingdynamic  # noqa: PLC0415 - optional/late import
     except ImportError:
         return None
     finally:

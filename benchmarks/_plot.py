@@ -18,10 +18,10 @@ _SERIES = [
 
 def plot(results: dict[str, Any], out: Path) -> None:
     """Write a PNG: ns per call against fields per event, one line per case (log-log)."""
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 - optional/late import
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415 - optional/late import
 
     comps = results["comparisons"]
     counts = sorted(int(k.split("_")[1]) for k in comps if k.startswith("fields_"))

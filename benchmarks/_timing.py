@@ -5,6 +5,10 @@ same loop overhead on both sides of a ratio).  The cases of one comparison are t
 round 1 times case A, then B, then C; round 2 again A, B, C; ... so a burst of load on the machine
 hits every case of a comparison alike.  A case's figure is the median over rounds of ns per call.
 The garbage collector stays enabled (allocation cost is part of what is measured).
+
+The clock is the thread's CPU time (``time.thread_time``, CLOCK_THREAD_CPUTIME_ID: user + system
+time of this thread, ns resolution), not wall time: on a shared machine other processes preempt
+us, and wall time would charge their time slices to whichever case happened to be running.
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ class Measurement:
 def _timer(case: Case) -> timeit.Timer:
     ns = dict(case.namespace)
     ns.setdefault("gc", __import__("gc"))
-    return timeit.Timer(case.stmt, setup=case.setup, timer=time.perf_counter, globals=ns)
+    return timeit.Timer(case.stmt, setup=case.setup, timer=time.thread_time, globals=ns)
 
 
 def _calibrate(timer: timeit.Timer, target_s: float) -> int:

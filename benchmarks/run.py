@@ -14,6 +14,7 @@ import datetime as dt
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -69,7 +70,7 @@ GOALS = [
 
 def _ours(kind: str, **kw: Any) -> Any:
     """Build one of our loggers/encoders (imported late: a failure marks only that case unavailable)."""
-    import _ours as ours
+    import _ours as ours  # noqa: PLC0415 - optional/late import
 
     return getattr(ours, kind)(**kw)
 
@@ -159,6 +160,13 @@ def comparisons() -> list[Comparison]:
         f'log.info("user_login", {F})',
         lambda: {"log": _ours("early_drop_logger", enabled=True)},
     )
+    _try(
+        c,
+        "etw_renderer_only",
+        "structlog-etw, plain structlog BoundLogger + merge_contextvars + EtwRenderer",
+        f'log.info("user_login", {F})',
+        lambda: {"log": _ours("renderer_logger", enabled=True)},
+    )
     out.append(c)
 
     c = Comparison(
@@ -169,7 +177,8 @@ def comparisons() -> list[Comparison]:
         "tld_builder",
         "traceloggingdynamic EventBuilder (reset + 5 add_*)",
         "eb.reset(b'user_login', 4, 1); eb.add_str8(b'user', 'ann'); eb.add_int64(b'attempts', 3); "
-        "eb.add_float64(b'latency_ms', 12.5); eb.add_bool32(b'ok', True); eb.add_str8(b'region', 'eu-west-1')",
+        "eb.add_float64(b'latency_ms', 12.5); eb.add_bool32(b'ok', True); "
+        "eb.add_str8(b'region', 'eu-west-1')",
         _peer_namespace,
     )
     _try(
@@ -196,7 +205,7 @@ def comparisons() -> list[Comparison]:
     out.append(c)
 
     for n in FIELD_COUNTS:
-        kw = {f"f{i}": v for i, v in zip(range(n), _cycle_values(n))}
+        kw = {f"f{i}": v for i, v in zip(range(n), _cycle_values(n), strict=True)}
         c = Comparison(f"fields_{n}", f"{n} fields per event", [])
         _try(
             c,
@@ -277,7 +286,7 @@ def _peer_namespace() -> dict[str, Any]:
 
 def environment() -> dict[str, Any]:
     """The machine and versions the figures were measured on."""
-    import structlog
+    import structlog  # noqa: PLC0415 - optional/late import
 
     cpu = platform.processor() or ""
     try:
@@ -309,12 +318,17 @@ def environment() -> dict[str, Any]:
 
 
 def _dist_version(name: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415 - optional/late import
 
     try:
         return version(name)
     except PackageNotFoundError:
         return None
+
+
+def paired_ratio(case: list[float], base: list[float]) -> float:
+    """Median over rounds of case/baseline, each pair timed back to back (robust to machine load)."""
+    return statistics.median(c / b for c, b in zip(case, base, strict=True))
 
 
 def run(quick: bool, only: set[str] | None) -> dict[str, Any]:
@@ -344,11 +358,13 @@ def run(quick: bool, only: set[str] | None) -> dict[str, Any]:
                 "label": case.label,
                 "ns": round(m.ns, 1),
                 "spread": round(m.spread, 3),
-                "ratio": round(m.ns / measured[base].ns, 3),
+                "ratio": round(paired_ratio(m.rounds_ns, measured[base].rounds_ns), 3),
+                "min_ns": round(min(m.rounds_ns), 1),
                 "rounds_ns": [round(x, 1) for x in m.rounds_ns],
             }
             print(
-                f"    {case.key:20s} {m.ns:10.1f} ns  x{m.ns / measured[base].ns:6.3f}  "
+                f"    {case.key:20s} {m.ns:10.1f} ns  "
+                f"x{paired_ratio(m.rounds_ns, measured[base].rounds_ns):6.3f}  "
                 f"(±{m.spread * 100:.0f}%)",
                 file=sys.stderr,
                 flush=True,
@@ -380,7 +396,8 @@ def markdown(results: dict[str, Any]) -> str:
         f"{env['implementation']} {env['python']}, structlog {env['structlog']}, "
         f"traceloggingdynamic {env['traceloggingdynamic']}, commit {env['commit']}. "
         f"{results['rounds']} interleaved rounds of ~{results['round_seconds'] * 1000:.0f} ms per case; "
-        "median ns per call; ratio = case / first row of its table.",
+        "median ns per call; ratio = median over rounds of (case / first row of its table), "
+        "each pair timed back to back.",
         "",
         "## Goals",
         "",
@@ -403,6 +420,17 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(f"| {c['label']} | {c['ns']:.0f} | {c['ratio']:.3f} | {c['spread'] * 100:.0f}% |")
         for key, why in comp["unavailable"].items():
             lines.append(f"| {key} | unavailable: {why} | | |")
+    guest = results.get("guest")
+    if guest:
+        lines += [
+            "",
+            f"## guest: the real kernel write (Linux {guest['kernel']}, TCG-emulated guest, perf recording)",
+            "",
+            "| case | ns/call | ratio |",
+            "|---|---:|---:|",
+        ]
+        for c in guest["cases"].values():
+            lines.append(f"| {c['label']} | {c['ns']:.0f} | {c['ratio']:.3f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -419,7 +447,20 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="merge guest (real kernel) results from this JSON (benchmarks/guest.py)",
     )
+    p.add_argument(
+        "--guest-run",
+        action="store_true",
+        help="also measure the real kernel write (benchmarks/guest.py: boots the virtme-ng guest)",
+    )
     a = p.parse_args(argv)
+    a.out.mkdir(parents=True, exist_ok=True)
+    if a.guest_run:
+        cmd = [sys.executable, str(HERE / "guest.py"), "--out", str(a.out), *(["--quick"] if a.quick else [])]
+        rc = subprocess.call(cmd)
+        if rc != 0:
+            print(f"guest run failed with exit code {rc}", file=sys.stderr)
+            return rc
+        a.guest = a.out / "guest.json"
     results = run(a.quick, set(a.only) if a.only else None)
     if a.guest and a.guest.exists():
         results["guest"] = json.loads(a.guest.read_text())
@@ -427,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     (a.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     (a.out / "results.md").write_text(markdown(results))
     if a.plot:
-        from _plot import plot
+        from _plot import plot  # noqa: PLC0415 - optional/late import
 
         plot(results, a.plot)
     print(f"wrote {a.out / 'results.json'} and {a.out / 'results.md'}", file=sys.stderr)

@@ -10,10 +10,12 @@ the renderer stamps every event logged inside with it.  On exit it writes a
 by :meth:`Activity.record`, ``duration_ns`` and ``outcome``, then restores the
 previous activity with the ContextVar token.
 
-The ``target`` is either a structlog logger (anything with an ``info`` method;
-the Start/Stop events then go through its processor chain, so bound keys and
-``etw_keyword`` apply and the :class:`~structlog_etw.EtwRenderer` writes them) or
-a provider (``structlog_etw._provider.Provider``, written to directly).
+The ``target`` is a structlog logger (anything with an ``info`` method; the
+Start/Stop events then go through its processor chain, so bound keys and
+``etw_keyword`` apply and the :class:`~structlog_etw.EtwRenderer` writes them), a
+stdlib ``logging.Logger`` / ``LoggerAdapter`` (fields and control keys go in
+``extra=``, for an :class:`~structlog_etw.EtwHandler`), or a provider
+(``structlog_etw._provider.Provider``, written to directly).
 
 Activity ids (:func:`new_activity_id`) are 16 bytes in RFC 4122 byte order::
 
@@ -34,6 +36,7 @@ import contextlib
 import functools
 import inspect
 import itertools
+import logging
 import os
 import time
 import uuid
@@ -258,10 +261,13 @@ class Activity:
             target = self._target
             if _is_provider(target):
                 self._write_provider(target, opcode, scope, fields)
+                return
+            # Through the logger's chain: the renderer takes the ids from CURRENT_ACTIVITY
+            # (set to (id, parent) for the whole activity) and the opcode from etw_opcode.
+            kw = {**fields, **self._controls, "etw_opcode": opcode}
+            if isinstance(target, (logging.Logger, logging.LoggerAdapter)):
+                target.info(self._name, extra=kw)  # EtwHandler: extra= keys are fields/controls
             else:
-                # Through the logger's chain: the renderer takes the ids from CURRENT_ACTIVITY
-                # (set to (id, parent) for the whole activity) and the opcode from etw_opcode.
-                kw = {**fields, **self._controls, "etw_opcode": opcode}
                 kw.pop("event", None)  # structlog's positional event argument is the name
                 target.info(self._name, **kw)  # type: ignore[attr-defined]
         except Exception:

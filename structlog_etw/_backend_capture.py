@@ -74,6 +74,7 @@ class CaptureBackend:
         self._default = 1 if enabled else 0
         self._rules: dict[tuple[int | None, int | None], int] = {}
         self._words: dict[tuple[int, int], list[int]] = {}
+        self._slots: dict[tuple[int, int], Slot] = {}
         self._records: list[CaptureRecord] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -87,14 +88,15 @@ class CaptureBackend:
         return self._default
 
     def open_slot(self, level: int, keyword: int) -> Slot:
-        """The slot for (level, keyword); its word is shared by every slot of that pair."""
+        """The slot for (level, keyword), cached like the OS backends do."""
         with self._lock:
-            word = self._words.get((level, keyword))
-            if word is None:
+            slot = self._slots.get((level, keyword))
+            if slot is None:
                 word = [0 if self._closed else self._state(level, keyword)]
                 self._words[(level, keyword)] = word
-        handle = tracepoint_name(self.provider_name, level, keyword, self.group)
-        return Slot(level, keyword, word, handle)
+                handle = tracepoint_name(self.provider_name, level, keyword, self.group)
+                slot = self._slots[(level, keyword)] = Slot(level, keyword, word, handle)
+            return slot
 
     def set_enabled(self, enabled: bool, level: int | None = None, keyword: int | None = None) -> None:
         """Enable or disable (level, keyword); ``None`` matches any level / any keyword."""

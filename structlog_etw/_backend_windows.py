@@ -218,7 +218,7 @@ class EtwBackend:
             return 0
         return 1 if keyword & self._match_all == self._match_all else 0
 
-    def _on_enable(  # noqa: PLR0917 (the ETW callback signature)
+    def _on_enable(
         self,
         source_id: int | None,
         is_enabled: int,
@@ -270,7 +270,7 @@ class EtwBackend:
 
     # -- writing -----------------------------------------------------------------------------
 
-    def write(  # noqa: PLR0917 (the backend contract)
+    def write(
         self,
         slot: Slot,
         opcode: int,

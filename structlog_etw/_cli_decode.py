@@ -22,7 +22,11 @@ _MAX_REPORTED = 20
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``decode``."""
-    parser.add_argument("file", metavar="FILE", help="perf.data file written by perf record")
+    parser.add_argument(
+        "file",
+        metavar="FILE",
+        help="perf.data file written by perf record ('-': read stdin, e.g. perf's pipe mode)",
+    )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
         "--json", action="store_true", help="one JSON object per line (default when not a terminal)"
@@ -109,7 +113,10 @@ def run(args: argparse.Namespace) -> int:
     """Decode ``args.file`` to stdout; report problems on stderr."""
     prog = "structlog-etw decode"
     try:
-        f = PerfDataFile.open(args.file)
+        if args.file == "-":  # perf record -o - | structlog-etw decode -
+            f = PerfDataFile.from_bytes(sys.stdin.buffer.read(), "stdin")
+        else:
+            f = PerfDataFile.open(args.file)
     except OSError as exc:
         print(f"{prog}: {args.file}: {exc.strerror or exc}", file=sys.stderr)
         return 2

@@ -10,7 +10,6 @@ final summary go to stderr.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import signal
@@ -164,14 +163,6 @@ def use_color(flag: bool | None, out: IO[str]) -> bool:
     return bool(isatty()) if isatty is not None else False
 
 
-class _Stop(Exception):
-    """SIGTERM arrived."""
-
-
-def _raise_stop(signum: int, frame: object) -> None:
-    raise _Stop
-
-
 def run(args: argparse.Namespace) -> int:
     """Run ``structlog-etw listen``; return the exit code."""
     out, err = sys.stdout, sys.stderr
@@ -187,7 +178,15 @@ def run(args: argparse.Namespace) -> int:
     except ListenError as e:
         print(f"structlog-etw listen: {e}", file=err, flush=True)
         return 2
-    previous = signal.signal(signal.SIGTERM, _raise_stop)
+    # Ctrl-C and SIGTERM only raise a flag: the loop sees it within a poll round and stops
+    # cleanly, showing everything already read (nothing is cut off mid-batch).
+    stopping: list[int] = []
+
+    def on_signal(signum: int, frame: object) -> None:
+        stopping.append(signum)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    shown = 0
     try:
         names = ", ".join(listener.tracepoints) or "(none yet)"
         mine = f" (registered by listen: {', '.join(listener.registered)})" if listener.registered else ""
@@ -197,10 +196,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"structlog-etw listen: lost {item.count} events on CPU {item.cpu}", file=err, flush=True)
 
         emit = make_printer(args.json, use_color(args.color, out), out)
-        with contextlib.suppress(KeyboardInterrupt, _Stop):  # Ctrl-C / SIGTERM: a clean stop
-            run_listener(listener, emit, lost, count=args.count, duration=args.duration)
+        shown = run_listener(
+            listener, emit, lost, count=args.count, duration=args.duration, stop=lambda: bool(stopping)
+        )
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         listener.close()
-    print(f"structlog-etw listen: {listener.events} events, {listener.lost} lost", file=err, flush=True)
+    print(f"structlog-etw listen: {shown} events, {listener.lost} lost", file=err, flush=True)
     return 0

@@ -14,10 +14,11 @@ always matches (an unknown trace id or parent id is left out, not written empty)
 holds 1..127 fields: an event with no own fields has no PartC, and fields beyond 126 go into
 PartC's last field ``_more`` as JSON text.
 
-Ids (lowercase hex strings): ``traceId`` 32 digits and ``spanId`` 16 digits from the current
-OpenTelemetry span; without one, inside an activity, ``spanId`` is the activity id (32 digits,
-no ``traceId``).  Span events (activities, written once at their Stop) use activity ids for
-``spanId``/``parentId`` and the OpenTelemetry trace id, when known, as ``traceId``.
+Ids (lowercase hex strings): ``traceId`` is the current OpenTelemetry span's trace id (32
+digits) when there is one.  ``spanId`` is the innermost activity's id (32 digits) inside an
+activity, so every Log event joins the Span event written for that activity; else the current
+OpenTelemetry span's id (16 digits); else there is no ``ext_dt``.  Span events (activities,
+written once at their Stop) use activity ids for ``spanId``/``parentId``.
 
 Common Schema events have opcode 0 and carry no ETW activity ids (as tracing-etw writes
 them); an activity's Start event is not written at all.  ``__csver__`` is written as this
@@ -179,9 +180,9 @@ def write_common(
             trace_id=trace_id,
         )
     else:
-        if otel is not None:
-            span_id: str | None = f"{otel[1]:016x}"
+        if current is not None:  # the innermost activity: a Span event of ours has this spanId
+            span_id: str | None = current[0].hex()
         else:
-            span_id = None if current is None else current[0].hex()
+            span_id = None if otel is None else f"{otel[1]:016x}"
         out = log_fields(name, fields, time_ns=now, body=body, trace_id=trace_id, span_id=span_id)
     provider.write(slot, name, out, 0, tags)

@@ -30,33 +30,41 @@ ORDERS_KEYWORD = 0x2
 
 
 def log_sequence(log: Any) -> int:
-    """Log the demo's events through ``log`` (a structlog logger); return how many were logged."""
+    """Log the demo's events through ``log`` (a structlog logger); return how many were written.
+
+    One request: an activity (Start and Stop events; every event inside carries its id),
+    bound context, fields of every kind, a warning and a logged exception.
+    """
+    from ._activity import etw_activity  # noqa: PLC0415
+
     req = log.bind(
         request_id=uuid.UUID("6f1c2a4e-8d3b-4c5a-9e7f-0123456789ab"),
         client=ipaddress.ip_address("192.0.2.10"),
     )
-    req.info("request_started", method="GET", path="/orders/42", secure=True, attempt=1)
-    req.debug("cache_lookup", key="orders:42", hit=False, elapsed_ms=0.42)
-    req.info(
-        "order_loaded",
-        etw_keyword=ORDERS_KEYWORD,
-        order_id=42,
-        items=["apple", "pear"],
-        quantities=[3, 1],
-        total=19.99,
-        customer={"name": "ann", "tier": 2},
-        signature=b"\x8a\x01\xfe",
-        server=ipaddress.ip_address("2001:db8::1"),
-        created=_dt.datetime(2026, 11, 29, 9, 30, tzinfo=_dt.timezone.utc),
-    )
-    req.warning("slow_query", table="orders", duration_ms=812.5, threshold_ms=500)
-    discounts: dict[str, float] = {}
-    try:
-        discounts["spring_sale"]  # the demo's exception
-    except KeyError:
-        req.exception("discount_lookup_failed", order_id=42)
+    with etw_activity(req, "HandleRequest", method="GET", path="/orders/42") as activity:
+        req.info("request_started", secure=True, attempt=1)
+        req.debug("cache_lookup", key="orders:42", hit=False, elapsed_ms=0.42)
+        req.info(
+            "order_loaded",
+            etw_keyword=ORDERS_KEYWORD,
+            order_id=42,
+            items=["apple", "pear"],
+            quantities=[3, 1],
+            total=19.99,
+            customer={"name": "ann", "tier": 2},
+            signature=b"\x8a\x01\xfe",
+            server=ipaddress.ip_address("2001:db8::1"),
+            created=_dt.datetime(2026, 11, 29, 9, 30, tzinfo=_dt.timezone.utc),
+        )
+        req.warning("slow_query", table="orders", duration_ms=812.5, threshold_ms=500)
+        discounts: dict[str, float] = {}
+        try:
+            discounts["spring_sale"]  # the demo's exception
+        except KeyError:
+            req.exception("discount_lookup_failed", order_id=42)
+        activity.record(status=200)
     req.info("request_finished", status=200, bytes_sent=1536)
-    return 6
+    return 8
 
 
 def _make_logger(keywords: tuple[int, ...] = (ORDERS_KEYWORD,)) -> Any:
@@ -67,7 +75,7 @@ def _make_logger(keywords: tuple[int, ...] = (ORDERS_KEYWORD,)) -> Any:
     renderer = EtwRenderer(PROVIDER, keywords=keywords)
     logger = structlog.wrap_logger(
         None,
-        processors=[structlog.contextvars.merge_contextvars, renderer],
+        processors=[renderer],
         wrapper_class=structlog.make_filtering_bound_logger(0),
     )
     return logger, renderer.provider
@@ -142,6 +150,11 @@ def _live(emit: Callable[[Any], None], say: Callable[[str], None]) -> int | None
         say(f"cannot listen in-process: {e}")
         provider.close()
         return None
+    # The kernel may set the enable words a moment after perf attaches: wait (briefly) for them.
+    probe = provider.slot(5, 1)
+    deadline = time.monotonic() + 5
+    while not probe.enabled and time.monotonic() < deadline:
+        time.sleep(0.02)
     stop = threading.Event()
     lost: list[LostEvents] = []
     thread = threading.Thread(

@@ -42,6 +42,8 @@ __all__ = [
 
 #: Default data pages per CPU ring (a power of two).
 DEFAULT_PAGES: Final = 64
+#: Events younger than this (ns) wait one more round for earlier events from other CPUs' rings.
+REORDER_WINDOW_NS: Final = 50_000_000
 
 _NAME_RE: Final = re.compile(r"_L([0-9a-f]+)K([0-9a-f]+)((?:G[a-z0-9]+)?)")
 
@@ -174,10 +176,15 @@ class Listener:
         self._names: set[str] = set()
         self._backend: Any = None
         self._poll = select.poll()
+        self._pending: list[ListenedEvent] = []
+        # Per CPU: lost events seen in PERF_RECORD_LOST records, and already reported.
+        self._lost_records: dict[int, int] = {}
+        self._lost_reported: dict[int, int] = {}
         # Samples are stamped with CLOCK_MONOTONIC (CLOCK_REALTIME is refused for tracepoints:
         # not NMI-safe); this offset turns them into wall-clock time.
         self._wall_offset = time.time_ns() - time.monotonic_ns()
         self._next_scan = 0.0
+        self._check_counters = False
         if pages < 1 or pages & (pages - 1):
             raise ListenError(f"--pages must be a power of two (got {pages})")
         self._pages = pages
@@ -219,7 +226,7 @@ class Listener:
         except BackendUnavailable as e:
             raise ListenError(f"cannot register {self.provider}'s tracepoints: {e}") from e
         keyword = self.keyword or 1
-        for level in range(1, (self.level or 5) + 1):
+        for level in range(1, min(self.level or 5, 5) + 1):
             try:
                 self._backend.open_slot(level, keyword)
             except OSError as e:
@@ -275,39 +282,77 @@ class Listener:
     def rescan(self) -> list[str]:
         """Look for the provider's tracepoints registered since the last scan; return the new ones."""
         self._next_scan = time.monotonic() + self.rescan_interval
+        self._check_counters = True
         return self._add(self._scan())
 
-    def poll(self, timeout: float | None = 0.2) -> list[ListenedEvent | LostEvents]:
-        """Wait up to ``timeout`` seconds for events; return those that arrived (maybe none).
+    def _new_lost(self, cpu: int, counted: int) -> LostEvents | None:
+        total = max(self._lost_records.get(cpu, 0), counted)
+        new = total - self._lost_reported.get(cpu, 0)
+        if new <= 0:
+            return None
+        self._lost_reported[cpu] = total
+        self.lost += new
+        return LostEvents(cpu, new)
 
-        Also rescans tracefs when it is time to.
+    def poll(self, timeout: float | None = 0.2) -> list[ListenedEvent | LostEvents]:
+        """Wait up to ``timeout`` seconds for events; return those ready (maybe none).
+
+        Also rescans tracefs when it is time to.  See :meth:`drain` for "ready".
         """
         if time.monotonic() >= self._next_scan:
             self.rescan()
         wait = self._next_scan - time.monotonic()
         if timeout is not None:
             wait = min(wait, timeout)
+        if self._pending:
+            wait = min(wait, 2 * REORDER_WINDOW_NS / 1e9)
         self._poll.poll(max(0, int(wait * 1000)))
         return self.drain()
 
-    def drain(self) -> list[ListenedEvent | LostEvents]:
-        """Everything in the rings right now, without waiting."""
-        out: list[ListenedEvent | LostEvents] = []
+    def drain(self, flush: bool = False) -> list[ListenedEvent | LostEvents]:
+        """What is in the rings now, without waiting: lost-event reports, then events in time order.
+
+        Each CPU has its own ring, and a thread moving between CPUs writes into several, so
+        events are merged by timestamp.  An event stamped less than :data:`REORDER_WINDOW_NS`
+        before this call started may still have an earlier companion on its way into another
+        ring: it is held back until the next call (``flush=True``: everything now).
+        """
+        cutoff = time.monotonic_ns() - REORDER_WINDOW_NS
+        lost: list[ListenedEvent | LostEvents] = []
+        pending = self._pending
+        counters = flush or self._check_counters
+        self._check_counters = False
         for ring in self._rings:
+            got_lost = False
             for rtype, _misc, body in ring.ring.read():
                 if rtype == PERF_RECORD_SAMPLE:
                     item = self._sample(body)
                     if item is not None:
-                        self.events += 1
-                        out.append(item)
+                        pending.append(item)
                 elif rtype == PERF_RECORD_LOST:
                     try:
                         _ident, count = parse_lost(body)
                     except ValueError:
                         continue
-                    self.lost += count
-                    out.append(LostEvents(ring.cpu, count))
-        return out
+                    self._lost_records[ring.cpu] = self._lost_records.get(ring.cpu, 0) + count
+                    got_lost = True
+            if got_lost or counters:
+                # The kernel's per-event counters also hold losses not yet written as records.
+                report = self._new_lost(ring.cpu, ring.lost_samples() if counters else 0)
+                if report is not None:
+                    lost.append(report)
+        if not pending:
+            return lost
+        pending.sort(key=_time_key)
+        if flush:
+            ready, self._pending = pending, []
+        else:
+            n = 0
+            while n < len(pending) and _time_key(pending[n]) < cutoff:
+                n += 1
+            ready, self._pending = pending[:n], pending[n:]
+        self.events += len(ready)
+        return [*lost, *ready]
 
     def _sample(self, body: bytes) -> ListenedEvent | None:
         try:
@@ -342,6 +387,10 @@ class Listener:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _time_key(ev: ListenedEvent) -> int:
+    return ev.time_ns if ev.time_ns is not None else 0
 
 
 def _find_tracefs() -> str:
@@ -389,29 +438,36 @@ def run(
 ) -> int:
     """Feed ``listener``'s events to ``emit`` until ``count`` events, ``duration`` seconds, or ``stop()``.
 
-    Returns the number of events emitted.
+    Also when interrupted (KeyboardInterrupt, or an exception a signal handler raises), what
+    is already in the rings is shown before the exception goes on.  Returns the number of
+    events emitted.
     """
     deadline = None if duration is None else time.monotonic() + duration
     seen = 0
-    while not stop():
-        timeout = 0.2
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            timeout = min(timeout, left)
-        for item in listener.poll(timeout):
+
+    def feed(items: list[ListenedEvent | LostEvents]) -> bool:
+        nonlocal seen
+        for item in items:
             if isinstance(item, LostEvents):
                 lost(item)
                 continue
             emit(item)
             seen += 1
             if count is not None and seen >= count:
+                return True
+        return False
+
+    try:
+        while not stop():
+            timeout = 0.2
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                timeout = min(timeout, left)
+            if feed(listener.poll(timeout)):
                 return seen
-    for item in listener.drain():
-        if isinstance(item, LostEvents):
-            lost(item)
-        elif count is None or seen < count:
-            emit(item)
-            seen += 1
+    finally:
+        if count is None or seen < count:
+            feed(listener.drain(flush=True))
     return seen

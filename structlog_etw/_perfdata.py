@@ -13,6 +13,7 @@ returned, and every problem is appended to :attr:`PerfDataFile.problems`.
 
 from __future__ import annotations
 
+import mmap
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from typing import Final
 
 from ._tracefs_format import TracepointFormat, parse_format
 
-__all__ = ["PerfDataError", "PerfDataFile", "Sample"]
+__all__ = ["PerfDataError", "PerfDataFile", "Sample", "read_samples"]
 
 PERF_TYPE_TRACEPOINT: Final = 2
 
@@ -200,10 +201,11 @@ class _Feature:
 class PerfDataFile:
     """A parsed perf.data file (see the module docstring).
 
-    Build with :meth:`open` or :meth:`from_bytes`; iterate :meth:`samples`.
+    Build with :meth:`open` (the file is memory-mapped, not read into memory) or
+    :meth:`from_bytes`; iterate :meth:`samples`; :meth:`close` (or ``with``) releases the map.
     """
 
-    buf: bytes
+    buf: bytes | mmap.mmap
     path: str = ""
     order: str = "<"
     pipe: bool = False
@@ -223,9 +225,32 @@ class PerfDataFile:
 
     @classmethod
     def open(cls, path: str | Path) -> PerfDataFile:
-        """Read and parse ``path`` (``"-"``: not supported; pass bytes to :meth:`from_bytes`)."""
-        data = Path(path).read_bytes()
-        return cls.from_bytes(data, str(path))
+        """Map and parse the file at ``path``. Raises OSError, or :class:`PerfDataError` if it is not one."""
+        data: bytes | mmap.mmap
+        with Path(path).open("rb") as fh:
+            try:
+                data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            except (OSError, ValueError):  # empty file, or a pipe/FIFO: read it
+                data = fh.read()
+        self = cls(data, str(path))
+        try:
+            self._parse_header()
+        except PerfDataError:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        """Release the file mapping (samples already returned stay valid)."""
+        if isinstance(self.buf, mmap.mmap):
+            self.buf.close()
+        self.buf = b""
+
+    def __enter__(self) -> PerfDataFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @classmethod
     def from_bytes(cls, data: bytes, path: str = "") -> PerfDataFile:
@@ -617,3 +642,14 @@ class PerfDataFile:
         pending.sort(key=lambda x: x.time or 0)
         out.extend(pending)
         return out
+
+
+def read_samples(path: str | Path) -> Iterator[Sample]:
+    """Every sample of the perf.data file at ``path``, in file order.
+
+    A convenience over :class:`PerfDataFile` for callers that do not need its reports
+    (problems, record counts, lost events).  Raises OSError / :class:`PerfDataError` when
+    the file cannot be opened or is not a perf.data file.
+    """
+    with PerfDataFile.open(path) as f:
+        yield from f.samples()

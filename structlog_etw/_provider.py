@@ -192,10 +192,14 @@ class Provider:
             self.format = fmt
             self._write = self._write_eventheader if fmt == "eventheader" else self._write_tracelogging
             slots = list(self._slots.values())
-        for slot in slots:
-            fresh = backend.open_slot(slot.level, slot.keyword)
-            slot.word = fresh.word
-            slot.handle = fresh.handle
+        for slot in slots:  # the provider's own Slot objects: re-pointed, never the backend's
+            try:
+                fresh = backend.open_slot(slot.level, slot.keyword)
+            except Exception as exc:
+                self._count_register_error(exc)
+                slot.word, slot.handle = DISABLED_WORD, None
+            else:
+                slot.word, slot.handle = fresh.word, fresh.handle
 
     def _use_factory(self, factory: BackendFactory | None) -> None:
         if self._closed:
@@ -230,25 +234,33 @@ class Provider:
                 slot = Slot(level, keyword, DISABLED_WORD, None)
             else:
                 try:
-                    slot = self._backend.open_slot(level, keyword)
+                    fresh = self._backend.open_slot(level, keyword)
                 except Exception as exc:  # registration failed: this pair stays disabled
-                    code = getattr(exc, "errno", None)
-                    key = "register:" + (
-                        _errno.errorcode.get(code, type(exc).__name__)
-                        if type(code) is int
-                        else type(exc).__name__
-                    )
-                    self._errors[key] = self._errors.get(key, 0) + 1
+                    self._count_register_error(exc, locked=True)
                     slot = Slot(level, keyword, DISABLED_WORD, None)
+                else:
+                    # Our own Slot (sharing the backend's word and handle): switching backends
+                    # re-points it without touching the objects a backend keeps.
+                    slot = Slot(level, keyword, fresh.word, fresh.handle)
             self._slots[(level, keyword)] = slot
             return slot
+
+    def _count_register_error(self, exc: Exception, locked: bool = False) -> None:
+        code = getattr(exc, "errno", None)
+        name = _errno.errorcode.get(code, type(exc).__name__) if type(code) is int else type(exc).__name__
+        key = "register:" + name
+        if locked:
+            self._errors[key] = self._errors.get(key, 0) + 1
+            return
+        with self._lock:
+            self._errors[key] = self._errors.get(key, 0) + 1
 
     def enabled(self, level: int, keyword: int) -> bool:
         """Whether a session wants events at (level, keyword) right now."""
         return bool(self.slot(level, keyword).word[0])
 
     # -- writing ---------------------------------------------------------------------------
-    def write(  # noqa: PLR0917 - the provider contract (docs/architecture.md)
+    def write(
         self,
         slot: Slot,
         name: str,
@@ -274,7 +286,7 @@ class Provider:
             self.count_dropped("internal_error")
             return False
 
-    def _write_eventheader(  # noqa: PLR0917
+    def _write_eventheader(
         self,
         slot: Slot,
         name: str,
@@ -298,7 +310,7 @@ class Provider:
         rc = self._backend.write(slot, event)
         return self._count_result(rc)
 
-    def _write_tracelogging(  # noqa: PLR0917
+    def _write_tracelogging(
         self,
         slot: Slot,
         name: str,

@@ -188,28 +188,28 @@ class EtwRenderer:
 
     def _render(self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> None:
         provider = self.provider
-        has_control = False
-        for key in _CONTROL_KEYS:
-            if key in event_dict:
-                has_control = True
-                break
-        ctl = self._control if has_control or _ctx_has_etw() else _no_control
+        if not _CONTROL_SET.isdisjoint(event_dict) or _ctx_has_etw():
+            ctl = self._control
+            level = ctl(event_dict, "etw_level")
+            keyword = ctl(event_dict, "etw_keyword")
+            opcode = ctl(event_dict, "etw_opcode")
+            tags = ctl(event_dict, "etw_tags")
+            name = ctl(event_dict, "etw_name")
+        else:  # the common case: no control key anywhere, nothing to look up
+            level = keyword = opcode = tags = name = None
 
-        level = ctl(event_dict, "etw_level")
         if level is None:
             level = LEVELS.get(method_name, 5)
         elif type(level) is not int or not 1 <= level <= 255:
             provider.count_invalid("etw_level")
             level = LEVELS.get(method_name, 5)
-        keyword = ctl(event_dict, "etw_keyword")
         if keyword is None:
-            keyword = self._default_keyword(logger, event_dict)
+            keyword = (
+                self._default_keyword(logger, event_dict) if self.keywords_by_logger else self.default_keyword
+            )
         elif type(keyword) is not int or not 0 <= keyword <= _KEYWORD_MAX:
             provider.count_invalid("etw_keyword")
             keyword = self._default_keyword(logger, event_dict)
-        opcode = ctl(event_dict, "etw_opcode")
-        tags = ctl(event_dict, "etw_tags")
-        name = ctl(event_dict, "etw_name")
 
         slot = self._slot(level, keyword)
         if not slot.word[0]:
@@ -264,34 +264,35 @@ class EtwRenderer:
             provider.write(slot, name, fields, opcode, tags, current[0], current[1])
 
 
-def _no_control(event_dict: MutableMapping[str, Any], key: str) -> None:
-    return None
-
-
 _CTX_KEYS: Final = tuple("structlog_" + k for k in _CONTROL_KEYS)
+_CONTROL_SET: Final = frozenset(_CONTROL_KEYS)
 
 
 class _CtxWatch:
-    """Whether an ``etw_*`` key was ever bound through structlog's contextvars.
+    """Which structlog contextvars could hold an ``etw_*`` control key.
 
-    structlog never forgets a contextvar it created, so the answer only changes when its
-    registry grows: re-checked then, otherwise one ``len`` per call.
+    structlog never forgets a contextvar it created, so the list only changes when its
+    registry grows: re-built then, otherwise one ``len`` per call.
     """
 
-    __slots__ = ("has", "seen")
+    __slots__ = ("seen", "vars")
 
     def __init__(self) -> None:
         self.seen = -1
-        self.has = False
+        self.vars: tuple[Any, ...] = ()
 
 
 _watch = _CtxWatch()
 
 
 def _ctx_has_etw() -> bool:
+    """Whether an ``etw_*`` key is bound through structlog's contextvars in the current context.
+
+    A registered variable holding structlog's "unset" marker (``Ellipsis``, what
+    ``clear_contextvars``/``unbind_contextvars`` leave) does not count: the wrapper registers
+    ``etw_keyword``/``etw_level`` up front, and most events then have no control key at all.
+    """
     watch = _watch
-    if watch.has:
-        return True
     try:
         registry = structlog.contextvars._CONTEXT_VARS
     except AttributeError:  # pragma: no cover - structlog without the registry
@@ -299,5 +300,8 @@ def _ctx_has_etw() -> bool:
     n = len(registry)
     if n != watch.seen:
         watch.seen = n
-        watch.has = any(k in registry for k in _CTX_KEYS)
-    return watch.has
+        watch.vars = tuple(registry[k] for k in _CTX_KEYS if k in registry)
+    for var in watch.vars:  # noqa: SIM110 - a plain loop is cheaper than any() + generator
+        if var.get(Ellipsis) is not Ellipsis:
+            return True
+    return False

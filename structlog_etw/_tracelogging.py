@@ -340,6 +340,7 @@ def _pack_ipv4(value: bytes) -> bytes:
 
 
 def _pack_ipv6(value: bytes) -> bytes:
+    """u16 length + the 16 address bytes (BINARY scalar and COUNTEDBINARY array item alike)."""
     if len(value) != 16:
         raise ValueError("IPv6 address must be 16 bytes")
     return _U16_16 + value
@@ -383,8 +384,6 @@ def _array_packer(kind: int) -> Packer:
             return struct.pack(code % n, n, *items)
 
         return pack_fixed
-    if kind == IPV6:
-        item = _pack_bytes_ipv6
 
     def pack_items(items: list[Any]) -> bytes:
         return _U16.pack(len(items)) + b"".join([item(i) for i in items])
@@ -392,23 +391,13 @@ def _array_packer(kind: int) -> Packer:
     return pack_items
 
 
-def _pack_bytes_ipv6(value: bytes) -> bytes:
-    if len(value) != 16:
-        raise ValueError("IPv6 address must be 16 bytes")
-    return _U16_16 + value
-
-
 def _struct_packer(packers: list[Packer]) -> Packer:
     def pack_struct(value: list[Field]) -> bytes:
         if len(value) != len(packers):
             raise ValueError("struct shape changed")
-        return b"".join([p(f[2]) for p, f in zip(packers, value, strict=True)])
+        return b"".join([p(f[2]) for p, f in zip(packers, value, strict=False)])
 
     return pack_struct
-
-
-class _TooLarge(Exception):
-    """Internal: the event cannot be made to fit."""
 
 
 def _compile(fields: Sequence[Field]) -> tuple[list[bytes], list[Packer], int]:
@@ -568,7 +557,10 @@ def _plain_value(kind: int, value: Any) -> Any:
 
 def _json_text(fields: list[Field]) -> str:
     """A struct's fields as JSON text (for a struct that cannot stay a struct)."""
-    return json.dumps(_plain_value(STRUCT, fields), ensure_ascii=False)
+    try:
+        return _valid_text(json.dumps(_plain_value(STRUCT, fields), ensure_ascii=False))
+    except Exception:
+        return _valid_text(safe_str(fields))
 
 
 def _var_size(f: Field) -> int:
@@ -707,9 +699,12 @@ class TraceLoggingEncoder:
     def encode(self, name: str, fields: list[Field], tags: int = 0) -> tuple[bytes, bytes] | None:
         """``(metadata, data)`` for one event, or ``None`` if it cannot fit even truncated. Never raises."""
         try:
-            plan = self._plan(name, fields, tags)
+            plan = self._cache.get((name, tags, _shape(fields)))
+            if plan is None:
+                plan = self._plan(name, fields, tags)
             if plan.ok:
-                data = b"".join([p(f[2]) for p, f in zip(plan.packers, fields, strict=True)])
+                # The shape key guarantees one packer per field (strict=False: no second check).
+                data = b"".join([p(f[2]) for p, f in zip(plan.packers, fields, strict=False)])
                 if len(plan.metadata) + len(data) <= self._budget:
                     return plan.metadata, data
         except Exception:

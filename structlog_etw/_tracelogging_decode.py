@@ -5,8 +5,8 @@ widths, hex integers, FLOAT/DOUBLE, BOOL32, NUL-terminated and counted strings (
 UTF-16), BINARY/COUNTEDBINARY, GUID, FILETIME, SYSTEMTIME, SID, structs (nested), constant
 and variable-count arrays (also of structs).  Malformed input raises :class:`ValueError`.
 
-Decoded values: ints -> ``int``; FLOAT/DOUBLE -> ``float``; BOOL32 -> ``bool`` (0/1, else
-``int``); strings -> ``str`` (invalid UTF-8 replaced); binary -> ``bytes``; GUID ->
+Decoded values: ints -> ``int``; FLOAT/DOUBLE -> ``float``; BOOL32 and UINT8/BOOLEAN -> ``bool``
+(0/1, else ``int``); strings -> ``str`` (invalid UTF-8 replaced); binary -> ``bytes``; GUID ->
 ``uuid.UUID``; UINT32/IPV4 -> ``ipaddress.IPv4Address``; binary/IPV6 ->
 ``ipaddress.IPv6Address``; FILETIME and SYSTEMTIME -> aware UTC ``datetime`` (``int`` ticks when
 out of ``datetime``'s range); structs -> ``list[DecodedField]`` (``dict`` in
@@ -196,6 +196,8 @@ def _scalar(r: _Reader, f: FieldMeta) -> Any:
             return _filetime(v)
         if t == InType.UINT32 and f.out_type == OutType.IPV4:
             return ipaddress.IPv4Address(struct.pack("<I", v))
+        if t == InType.UINT8 and f.out_type == OutType.BOOLEAN:
+            return bool(v) if v in (0, 1) else v
         return v
     if t == InType.GUID:
         return uuid.UUID(bytes_le=r.take(16))

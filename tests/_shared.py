@@ -66,3 +66,32 @@ def read_dat(path: Path) -> list[tuple[str, bytes]]:
         out.append((body[:nul].decode("utf-8"), body[nul + 1 :]))
         pos += size
     return out
+
+
+def pipe_mode_copy(data: bytes) -> bytes:
+    """Rewrite a file-mode perf.data as perf's pipe mode (perf record -o -): all metadata in records."""
+    attr_entry = struct.unpack_from("<Q", data, 16)[0]
+    attrs_off, attrs_size = struct.unpack_from("<QQ", data, 24)
+    out = bytearray(b"PERFILE2" + struct.pack("<Q", 16))
+    for pos in range(attrs_off, attrs_off + attrs_size, attr_entry):
+        attr = data[pos : pos + attr_entry - 16]
+        ids_off, ids_size = struct.unpack_from("<QQ", data, pos + attr_entry - 16)
+        body = attr + data[ids_off : ids_off + ids_size]
+        out += struct.pack("<IHH", 64, 0, 8 + len(body)) + body
+    # feature sections: the table follows the data section
+    data_off, data_size = struct.unpack_from("<QQ", data, 40)
+    bits = int.from_bytes(data[72:104], "little")
+    table = data_off + data_size
+    sections = {}
+    for bit in range(256):
+        if bits >> bit & 1:
+            sections[bit] = struct.unpack_from("<QQ", data, table)
+            table += 16
+    t_off, t_size = sections[1]
+    tracing = data[t_off : t_off + t_size]
+    padded = tracing + b"\0" * (-len(tracing) % 8)
+    out += struct.pack("<IHHI", 66, 0, 12, len(padded)) + padded
+    c_off, c_size = sections[29]
+    out += struct.pack("<IHHQ", 80, 0, 16 + c_size, 29) + data[c_off : c_off + c_size]
+    out += data[data_off : data_off + data_size]
+    return bytes(out)

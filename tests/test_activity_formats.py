@@ -193,3 +193,32 @@ def test_concurrent_tasks_events_carry_their_own_task_activity(setup: Setup) -> 
     ids = asyncio.run(main())
     for _, e in setup.events():
         assert e.activity_id == ids[e.fields["i"]]
+
+
+def test_activity_through_a_stdlib_logger_and_etw_handler_writes_start_stop_with_ids() -> None:
+    import logging  # noqa: PLC0415
+
+    from structlog_etw import EtwHandler  # noqa: PLC0415
+
+    backend = CaptureBackend("ActTest_Stdlib", format="eventheader")
+    provider = Provider("ActTest_Stdlib", backend=backend)
+    logger = logging.getLogger("act_test_stdlib")
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    handler = EtwHandler(provider)
+    logger.addHandler(handler)
+    try:
+        with etw_activity(logger, "Job", job=1) as outer, etw_activity(logger, "Step") as inner:
+            logger.info("inside %s", "x")
+    finally:
+        logger.removeHandler(handler)
+    ev = [decoded(r) for r in backend.records]
+    assert [(e.name, e.opcode, e.activity_id, e.related_id) for e in ev] == [
+        ("Job", 1, outer.id, None),
+        ("Step", 1, inner.id, outer.id),
+        ("inside %s", 0, inner.id, None),  # EtwHandler names events by the message template
+        ("Step", 2, inner.id, None),
+        ("Job", 2, outer.id, None),
+    ]
+    assert ev[0].fields["job"] == 1
+    assert ev[-1].fields["outcome"] == "ok"

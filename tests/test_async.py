@@ -40,7 +40,9 @@ def _logger(**context: Any) -> tuple[ThreadSpy, Any]:
     renderer = EtwRenderer(unique_provider())
     spy = ThreadSpy()
     log = bound(
-        make_etw_bound_logger(renderer), [structlog.contextvars.merge_contextvars, spy, renderer], **context
+        make_etw_bound_logger(renderer, contextvars=True),
+        [structlog.contextvars.merge_contextvars, spy, renderer],
+        **context,
     )
     return spy, log
 
@@ -114,15 +116,19 @@ def test_current_activity_follows_into_the_executor(capture: EtwCapture) -> None
     async def main() -> None:
         token = CURRENT_ACTIVITY.set((activity.bytes, related.bytes))
         try:
+            await log.ainfo("start", etw_opcode=1)
             await log.ainfo("in_activity")
         finally:
             CURRENT_ACTIVITY.reset(token)
         await log.ainfo("no_activity")
 
     asyncio.run(main())
-    inside, outside = capture.events
-    assert (inside.activity_id, inside.related_id) == (activity, related)
+    start, inside, outside = capture.events
+    assert (start.activity_id, start.related_id) == (activity, related)  # related id: Start only
+    assert (inside.activity_id, inside.related_id) == (activity, None)
     assert (outside.activity_id, outside.related_id) == (None, None)
+    # the chain merges structlog's contextvars: the activity must not leak in as a field
+    assert inside.fields == {}
 
 
 def test_aexception_captures_the_exception_before_leaving_the_thread(capture: EtwCapture) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ from structlog_etw._cli import COMMANDS, main
 from structlog_etw._eventheader_decode import perf_json_fields
 from structlog_etw._perf_events import decode_sample, sample_perf_json
 from structlog_etw._perfdata import PerfDataFile
-from tests._shared import REPO, load_expected, pairs, vector
+from tests._shared import REPO, load_expected, pairs, pipe_mode_copy, vector
 
 GUID_VECTORS = {
     "MyProvider": "b3864c38-4273-58c5-545b-8b3608343471",
@@ -202,6 +201,7 @@ def test_decode_pretty_has_no_colour_off_a_terminal(capsys: pytest.CaptureFixtur
 
 def test_decode_pretty_colours_only_a_terminal_without_no_color() -> None:
     """Run under a pseudo-terminal: colour by default, none with NO_COLOR."""
+    pty = pytest.importorskip("pty", reason="pseudo-terminals are POSIX-only")
     path = str(vector("perf.data"))
     outputs = {}
     for no_color in ("", "1"):
@@ -304,3 +304,21 @@ def test_version() -> None:
     proc = run_cli("--version")
     assert proc.returncode == 0
     assert proc.stdout.startswith("structlog-etw ")
+
+
+def test_decode_reads_a_pipe_mode_stream_from_stdin() -> None:
+    """``perf record -o - | structlog-etw decode -``: perf's pipe format on stdin."""
+    stream = pipe_mode_copy(vector("perf.data").read_bytes())
+    proc = subprocess.run(
+        [sys.executable, "-m", "structlog_etw", "decode", "--perf-json", "-"],
+        input=stream,
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        cwd=REPO,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.decode("utf-8", "surrogateescape").splitlines()
+    expected = load_expected(vector("perf.data.linux.json"))
+    assert [pairs(line) for line in lines] == expected

@@ -126,15 +126,15 @@ def test_activity_is_one_span_event_at_stop_and_inner_logs_point_at_it(cs: CS) -
     assert outer_span.fields["PartC"]["job"] == 1
 
 
-def test_activity_in_an_otel_span_carries_the_trace_id(cs: CS) -> None:
+def test_activity_in_an_otel_span_carries_the_trace_id_and_its_logs_join_its_span(cs: CS) -> None:
     with TRACER.start_as_current_span("req") as span, etw_activity(cs.log, "Job") as act:
-        pass
-    (ev,) = cs.events()
+        cs.log.info("inside")
+    inside, ev = cs.events()
     assert act.id is not None
-    assert ev.fields["PartA"]["ext_dt"] == {
-        "traceId": format(span.get_span_context().trace_id, "032x"),
-        "spanId": act.id.hex,
-    }
+    expected = {"traceId": format(span.get_span_context().trace_id, "032x"), "spanId": act.id.hex}
+    assert ev.fields["PartB"]["_typeName"] == "Span"
+    assert ev.fields["PartA"]["ext_dt"] == expected
+    assert inside.fields["PartA"]["ext_dt"] == expected
 
 
 def test_event_without_fields_has_body_only_part_c(cs: CS) -> None:

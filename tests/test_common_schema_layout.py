@@ -6,7 +6,7 @@ import datetime as dt
 import json
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from structlog_etw import _common_schema as cs
@@ -108,6 +108,7 @@ def _check_structs(fields: list[Field]) -> None:
             _check_structs(f[2])
 
 
+@settings(deadline=None, max_examples=60)
 @given(
     st.dictionaries(st.text(max_size=5), st.integers(-5, 5) | st.text(max_size=3), max_size=200),
     st.none() | st.text(max_size=4),

@@ -16,11 +16,13 @@ from structlog_etw._demo import demo
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {**os.environ, "PYTHONPATH": REPO, "NO_COLOR": "1"}
 NAMES = [
+    "HandleRequest",
     "request_started",
     "cache_lookup",
     "order_loaded",
     "slow_query",
     "discount_lookup_failed",
+    "HandleRequest",
     "request_finished",
 ]
 
@@ -48,14 +50,20 @@ def test_demo_says_why_and_shows_every_event_decoded_from_the_capture(
     events = [json.loads(line) for line in out.splitlines()]
     assert [e["name"] for e in events] == NAMES
     assert {e["provider"] for e in events} == {"StructlogEtw_Demo"}
-    assert [e["level"] for e in events] == [4, 5, 4, 3, 2, 4]
+    assert [e["level"] for e in events] == [4, 4, 5, 4, 3, 2, 4, 4]
+    assert [e["opcode"] for e in events] == [1, 0, 0, 0, 0, 0, 2, 0]  # the activity's Start and Stop
+    activity = events[0]["activity_id"]
+    assert activity is not None
+    assert [e["activity_id"] for e in events] == [activity] * 7 + [None]
     assert {e["pid"] for e in events} == {os.getpid()}
-    started, _, order, slow, failed, finished = (e["fields"] for e in events)
+    start, started, _, order, slow, failed, stop, finished = (e["fields"] for e in events)
+    assert (start["method"], start["path"]) == ("GET", "/orders/42")
+    assert stop["outcome"] == "ok" and stop["status"] == 200
     # bound context on every event
     assert {e["fields"]["request_id"] for e in events} == {"6f1c2a4e-8d3b-4c5a-9e7f-0123456789ab"}
     assert {e["fields"]["client"] for e in events} == {"192.0.2.10"}
-    assert (started["method"], started["secure"], started["attempt"]) == ("GET", True, 1)
-    assert events[2]["keyword"] == "0x2"
+    assert (started["secure"], started["attempt"]) == (True, 1)
+    assert events[3]["keyword"] == "0x2"
     assert order["items"] == ["apple", "pear"] and order["quantities"] == [3, 1]
     assert order["total"] == 19.99 and order["customer"] == {"name": "ann", "tier": 2}
     assert order["server"] == "2001:db8::1"

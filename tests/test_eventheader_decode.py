@@ -417,7 +417,7 @@ _scalars = (
     st.booleans()
     | st.integers(min_value=-(2**70), max_value=2**70)
     | st.floats(allow_nan=False)
-    | st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30)
+    | st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=30)
     | st.binary(max_size=30)
 )
 _values = st.recursive(

@@ -50,7 +50,7 @@ class FakeKernel:
         return int(struct.unpack_from("=Q", self.buf, DATA_TAIL_OFFSET)[0])
 
 
-def sample_body(ident: int, pid: int, tid: int, time: int, cpu: int, raw: bytes) -> bytes:  # noqa: PLR0917
+def sample_body(ident: int, pid: int, tid: int, time: int, cpu: int, raw: bytes) -> bytes:
     # IDENTIFIER, TID, TIME, CPU, RAW; raw padded so the record stays 8-byte aligned.
     pad = (-(4 + len(raw))) % 8
     return (

@@ -7,15 +7,16 @@ import ipaddress
 import itertools
 import struct
 import uuid
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from structlog_etw._perf_events import SampleDecodeError, decode_sample
-from structlog_etw._perfdata import PerfDataError, PerfDataFile, Sample
+from structlog_etw._perfdata import PerfDataError, PerfDataFile, Sample, read_samples
 from structlog_etw._tracefs_format import parse_format
-from tests._shared import REPO, vector
+from tests._shared import REPO, pipe_mode_copy, vector
 
 SCHED_FORMAT = """name: sched_switch
 ID: 316
@@ -129,39 +130,8 @@ def test_random_damage_never_raises(perf_bytes: bytes, flips: list[tuple[int, in
             decode_sample(s)
 
 
-def _pipe_mode_copy(data: bytes) -> bytes:
-    """Rewrite a file-mode perf.data as perf's pipe mode (perf record -o -): all metadata in records."""
-    f = PerfDataFile.from_bytes(data)
-    attr_entry = struct.unpack_from("<Q", data, 16)[0]
-    attrs_off, attrs_size = struct.unpack_from("<QQ", data, 24)
-    out = bytearray(b"PERFILE2" + struct.pack("<Q", 16))
-    for pos in range(attrs_off, attrs_off + attrs_size, attr_entry):
-        attr = data[pos : pos + attr_entry - 16]
-        ids_off, ids_size = struct.unpack_from("<QQ", data, pos + attr_entry - 16)
-        body = attr + data[ids_off : ids_off + ids_size]
-        out += struct.pack("<IHH", 64, 0, 8 + len(body)) + body
-    # feature sections: the table follows the data section
-    data_off, data_size = struct.unpack_from("<QQ", data, 40)
-    bits = int.from_bytes(data[72:104], "little")
-    table = data_off + data_size
-    sections = {}
-    for bit in range(256):
-        if bits >> bit & 1:
-            sections[bit] = struct.unpack_from("<QQ", data, table)
-            table += 16
-    t_off, t_size = sections[1]
-    tracing = data[t_off : t_off + t_size]
-    padded = tracing + b"\0" * (-len(tracing) % 8)
-    out += struct.pack("<IHHI", 66, 0, 12, len(padded)) + padded
-    c_off, c_size = sections[29]
-    out += struct.pack("<IHHQ", 80, 0, 16 + c_size, 29) + data[c_off : c_off + c_size]
-    out += data[data_off : data_off + data_size]
-    assert not f.problems
-    return bytes(out)
-
-
 def test_pipe_mode_files_are_read_like_normal_ones(perf_bytes: bytes, reference: list[Sample]) -> None:
-    f = PerfDataFile.from_bytes(_pipe_mode_copy(perf_bytes))
+    f = PerfDataFile.from_bytes(pipe_mode_copy(perf_bytes))
     assert f.pipe
     samples = list(f.samples())
     assert f.problems == []
@@ -266,3 +236,20 @@ def test_a_real_kernel_capture_of_this_projects_events_decodes_to_what_was_writt
         "retry": True,
     }
     assert events[5].fields == {"hits": [120, 98, 143], "ratio": 0.913, "raw": b"\x00\x01\xfe"}
+
+
+def test_open_maps_the_file_and_close_releases_it(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.data"
+    empty.write_bytes(b"")
+    with pytest.raises(PerfDataError, match="too short"):
+        PerfDataFile.open(empty)
+    with PerfDataFile.open(CAPTURE) as f:
+        samples = list(f.samples())
+    assert len(samples) == 6
+    assert f.buf == b""
+    assert decode_sample(samples[0]).name == "service_started"  # samples outlive the mapping
+
+
+def test_read_samples_is_the_file_order_of_perfdatafile() -> None:
+    expected = [s.offset for s in PerfDataFile.open(CAPTURE).samples()]
+    assert [s.offset for s in read_samples(CAPTURE)] == expected

@@ -280,3 +280,20 @@ def test_registration_failure_disables_the_pair_and_is_counted_by_errno(
     assert not slot.word[0]
     assert p.write(slot, "e", FIELDS) is False
     assert p.stats()["errors"] == {"register:EPERM": 1}
+
+
+def test_switching_back_to_a_backend_finds_its_own_slots_untouched(
+    captures: dict[str, CaptureBackend],
+) -> None:
+    first = captures.setdefault("direct", CaptureBackend("Co_Direct"))
+    p = Provider("Co_Direct", backend=first)
+    slot = p.slot(4, 1)
+    second = CaptureBackend("Co_Direct")
+    p._install(second)
+    p._install(first)  # e.g. the OS backend again after a capture
+    first.set_enabled(False, level=4)
+    assert not slot.word[0]  # the provider's slot follows the first backend's word again
+    first.set_enabled(True, level=4)
+    assert p.write(slot, "back", FIELDS) is True
+    assert len(first.records) == 1 and second.records == []
+    p.close()

@@ -50,8 +50,9 @@ def test_foreign_record_fields(capture: EtwCapture, stdlib_logger: logging.Logge
 
 def test_foreign_exception_and_stack(capture: EtwCapture, stdlib_logger: logging.Logger) -> None:
     stdlib_logger.addHandler(EtwHandler(unique_provider()))
+    table: dict[str, int] = {}
     try:
-        {}["missing"]
+        table["missing"]
     except KeyError:
         stdlib_logger.exception("lookup failed")
     stdlib_logger.info("where", stack_info=True)

@@ -87,13 +87,15 @@ def test_activity_ids_tags_and_opcode_are_decoded(fmt: Any) -> None:
     with capture_etw_events(fmt) as capture:
         token = CURRENT_ACTIVITY.set((activity.bytes, related.bytes))
         try:
-            _log(unique_provider()).info("step", etw_opcode=2, etw_tags=0x5)
+            log = _log(unique_provider())
+            log.info("begin", etw_opcode=1, etw_tags=0x5)  # a Start event carries the related id
+            log.info("step", etw_opcode=0)
         finally:
             CURRENT_ACTIVITY.reset(token)
-    (event,) = capture.events
-    assert (event.activity_id, event.related_id) == (activity, related)
-    assert event.opcode == 2
-    assert event.tags == 0x5
+    begin, step = capture.events
+    assert (begin.activity_id, begin.related_id) == (activity, related)
+    assert (begin.opcode, begin.tags) == (1, 0x5)
+    assert (step.activity_id, step.related_id, step.opcode, step.tags) == (activity, None, 0, 0)
 
 
 def test_events_of_several_providers_keep_write_order() -> None:

@@ -77,6 +77,10 @@ def test_filetime_and_systemtime_decode_to_utc_datetimes() -> None:
     )
 
 
+def test_uint8_with_boolean_outtype_is_a_bool() -> None:
+    assert _one(field_metadata("b", InType.UINT8, OutType.BOOLEAN), b"\x01") is True
+
+
 def test_constant_count_array() -> None:
     meta = field_metadata("xs", InType.UINT16, ccount=3)
     assert _one(meta, struct.pack("<3H", 1, 2, 3)) == [1, 2, 3]

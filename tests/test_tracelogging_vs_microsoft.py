@@ -185,7 +185,7 @@ _values = st.recursive(
 _no_surrogates = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\0"), max_size=10)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     _no_surrogates,
     st.dictionaries(_no_surrogates, _values, max_size=10),

@@ -73,16 +73,36 @@ def test_nothing_is_written_while_no_session_listens(etw: Fake) -> None:
     assert [r.decoded().name for r in etw.records()] == ["loud"]
 
 
-@pytest.mark.parametrize("code", [8, 234, 534])
-def test_etw_write_errors_are_counted_by_the_provider(etw: Fake, code: int) -> None:
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [(8, "ERROR_NOT_ENOUGH_MEMORY"), (234, "ERROR_MORE_DATA"), (534, "ERROR_ARITHMETIC_OVERFLOW")],
+)
+def test_etw_write_errors_are_counted_by_reason(etw: Fake, code: int, reason: str) -> None:
     etw.enable(5)
     renderer = EtwRenderer(NAME)
     log = _logger(renderer)
     etw.lib.fake_set_write_result(code)
     log.error("failed_write", n=1)  # returns normally
+    log.error("failed_write", n=2)
+    etw.lib.fake_set_write_result(0)
+    log.error("written", n=3)
     stats = renderer.provider.stats()
-    assert stats["written"] == 0
-    assert sum(stats["errors"].values()) == 1
+    assert stats["written"] == 1
+    assert stats["errors"] == {reason: 2}
+    assert [r.result for r in etw.records()] == [code, code, 0]
+
+
+def test_oversized_event_arrives_truncated_and_counted(etw: Fake) -> None:
+    etw.enable(5)
+    renderer = EtwRenderer(NAME)
+    _logger(renderer).info("big", blob="x" * 100_000, n=1)
+    (rec,) = etw.records()
+    assert sum(len(d.data) for d in rec.data) <= 64_000
+    ev = rec.decoded()
+    assert ev.fields["n"] == 1
+    assert ev.fields["blob"].endswith("...[truncated]")
+    assert ev.fields["_truncated"] is True
+    assert renderer.provider.stats()["truncated"] == 1
 
 
 def test_activity_ids_reach_eventwritetransfer(etw: Fake) -> None:

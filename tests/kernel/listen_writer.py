@@ -1,7 +1,7 @@
 """A separate application process for the ``listen`` kernel tests: logs through structlog + EtwRenderer.
 
     python listen_writer.py PROVIDER log N         # N events "tick" (i=0..N-1) with one field of each kind
-    python listen_writer.py PROVIDER flood N       # N events as fast as possible (for lost-event tests)
+    python listen_writer.py PROVIDER flood N       # N events at full speed, then 20 "after_flood" slowly
     python listen_writer.py PROVIDER keyword K N   # wait until (4, K) is enabled, then N events at keyword K
 
 Prints ``ready <pid>`` when its provider is registered and ``done <written>`` at the end.
@@ -15,11 +15,22 @@ import os
 import sys
 import time
 import uuid
+from typing import Any
 
 import structlog
 
 from structlog_etw._fields import I64, STR
 from structlog_etw._renderer import EtwRenderer
+
+
+def wait_enabled(slot: Any, timeout: float = 60.0) -> bool:
+    """Wait until a session has the slot enabled (the kernel may set the bit a moment after registration)."""
+    deadline = time.monotonic() + timeout
+    while not slot.word[0]:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def main(argv: list[str]) -> int:
@@ -30,6 +41,9 @@ def main(argv: list[str]) -> int:
     ).bind(run=provider_name)
     provider = renderer.provider
     print(f"ready {os.getpid()}", flush=True)
+    if mode in ("log", "flood") and not wait_enabled(provider.slot(4, 1)):
+        print("never enabled", flush=True)
+        return 1
     if mode == "log":
         for i in range(int(rest[0])):
             log.info(
@@ -55,20 +69,23 @@ def main(argv: list[str]) -> int:
         pad = "x" * 100
         for i in range(int(rest[0])):
             provider.write(slot, "flood", [("i", I64, i), ("pad", STR, pad)])
+        # The kernel reports lost events in front of the next event that fits: keep writing
+        # a few, slowly, so the listener (which has drained the ring by then) gets the report.
+        for i in range(20):
+            time.sleep(0.5)
+            provider.write(slot, "after_flood", [("i", I64, i)])
     elif mode == "keyword":
         keyword, count = int(rest[0], 0), int(rest[1])
-        slot = provider.slot(4, keyword)
-        deadline = time.monotonic() + 60
-        while not slot.word[0]:
-            if time.monotonic() > deadline:
-                print("never enabled", flush=True)
-                return 1
-            time.sleep(0.05)
+        if not wait_enabled(provider.slot(4, keyword)):
+            print("never enabled", flush=True)
+            return 1
         for i in range(count):
             log.info("late_keyword", etw_keyword=keyword, i=i)
     else:
         raise SystemExit(f"unknown mode {mode}")
-    print(f"done {provider.stats().get('written')}", flush=True)
+    stats = provider.stats()
+    print(f"stats {stats}", flush=True)
+    print(f"done {stats.get('written')}", flush=True)
     return 0
 
 

@@ -56,29 +56,30 @@ def _pytest_args(extra: list[str]) -> list[str]:
     return [*args, kernel_dir, *extra]
 
 
-def _run_streaming(cmd: list[str], env: dict[str, str]) -> int | None:
-    """Run *cmd*, copying its output to ours through a pipe; None on timeout.
+def _run_relayed(cmd: list[str], env: dict[str, str], timeout: float) -> int | None:
+    """Run *cmd* with its output relayed through a pipe; None if it ran past *timeout*.
 
-    vng/qemu never get our stdout itself: they reopen it, which truncates a log file that
-    stdout was redirected to (``.ci/run > log``).
+    qemu opens its stdout chardev (``/proc/self/fd/1``) with O_TRUNC: handed our stdout
+    directly, it would truncate a log file that CI or a user redirects this run into.  Behind a
+    pipe, everything printed before the guest started stays in the log.
     """
     proc = subprocess.Popen(
         cmd, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
-    timer = threading.Timer(GUEST_TIMEOUT, proc.kill)
+    timer = threading.Timer(timeout, proc.kill)
     timer.start()
-    out = sys.stdout.buffer
-    stream = proc.stdout
-    assert stream is not None
     try:
-        for chunk in iter(lambda: stream.read1(65536), b""):
+        pipe = proc.stdout
+        assert pipe is not None
+        out = sys.stdout.buffer
+        while chunk := os.read(pipe.fileno(), 65536):
             out.write(chunk)
             out.flush()
         rc = proc.wait()
     finally:
-        timed_out = not timer.is_alive()
+        expired = not timer.is_alive()
         timer.cancel()
-    return None if timed_out and rc != 0 else rc
+    return None if expired and rc < 0 else rc
 
 
 def main(argv: list[str]) -> int:
@@ -146,7 +147,7 @@ def main(argv: list[str]) -> int:
     ]
     print("run_in_guest: " + " ".join(cmd), flush=True)
     start = time.monotonic()
-    rc = _run_streaming(cmd, env)
+    rc = _run_relayed(cmd, env, GUEST_TIMEOUT)
     if rc is None:
         return _fail(f"the guest did not finish within {GUEST_TIMEOUT:.0f}s")
     took = time.monotonic() - start

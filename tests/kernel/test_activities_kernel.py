@@ -24,6 +24,8 @@ from kernel_harness import PerfSession, wait_until
 
 from structlog_etw import EtwRenderer, etw_activity
 from structlog_etw._decoded import DecodedEvent
+from structlog_etw._eventheader_decode import decode_event
+from structlog_etw._perfdata import PerfDataFile
 from structlog_etw._provider import Provider
 
 pytestmark = pytest.mark.kernel
@@ -31,6 +33,16 @@ pytestmark = pytest.mark.kernel
 THREADS = 2
 TASKS = 4
 STEPS = 3
+
+
+def decoded_capture(session: PerfSession, provider_name: str) -> list[DecodedEvent]:
+    """The provider's events in the perf.data file, read by ``_perfdata`` and decoded, in file order."""
+    perf = PerfDataFile.open(session.path)
+    prefix = f"user_events:{provider_name}_"
+    events = [decode_event(s.name, s.data) for s in perf.samples() if s.name.startswith(prefix)]
+    assert not perf.problems, perf.problems
+    assert perf.lost == 0
+    return events
 
 
 def _workload(log: Any) -> None:
@@ -83,7 +95,7 @@ def test_activities_across_threads_and_tasks_pair_chain_and_never_leak_in_perf(
             _workload(log)
     finally:
         provider.close()
-    events = [e for e in session.events() if e.provider == provider_name]
+    events = decoded_capture(session, provider_name)
     stats = provider.stats()
     assert stats["written"] == len(events), (stats, len(events))
     _check(events)

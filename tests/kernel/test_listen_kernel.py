@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from structlog_etw._backend_linux import find_tracefs
 
 pytestmark = pytest.mark.kernel
@@ -103,9 +104,11 @@ def json_events(p: Proc) -> list[dict[str, Any]]:
 def tracepoints_of(provider: str) -> set[str]:
     tracefs = find_tracefs()
     assert tracefs is not None
-    return {
-        n for n in os.listdir(os.path.join(tracefs, "events", "user_events")) if n.startswith(provider + "_")
-    }
+    try:
+        names = os.listdir(os.path.join(tracefs, "events", "user_events"))
+    except FileNotFoundError:  # no user_events registered at all right now
+        return set()
+    return {n for n in names if n.startswith(provider + "_")}
 
 
 def test_listen_shows_another_processes_events_live_and_decoded(provider_name: str) -> None:
@@ -122,7 +125,7 @@ def test_listen_shows_another_processes_events_live_and_decoded(provider_name: s
     events = json_events(lis)
     assert [e["name"] for e in events] == ["tick"] * 5 + ["done_logging"], lis.report()
     for i, e in enumerate(events[:5]):
-        assert (e["provider"], e["level"], e["keyword"], e["opcode"]) == (provider_name, 4, 1, 0)
+        assert (e["provider"], e["level"], e["keyword"], e["opcode"]) == (provider_name, 4, "0x1", 0)
         assert (e["pid"], e["tid"]) == (pid, pid)  # the writer's, not the listener's
         assert isinstance(e["cpu"], int)
         f = e["fields"]
@@ -135,7 +138,7 @@ def test_listen_shows_another_processes_events_live_and_decoded(provider_name: s
             True,
             "héllo",
         )
-        assert f["blob"] in ("0001ff", "00 01 ff")
+        assert f["blob"] == "00 01 ff"
         assert f["uid"] == str(uuid.UUID(int=i + 1))
         assert (f["ip"], f["ip6"]) == ("10.0.0.1", "::1")
         assert f["when"].startswith("2026-01-02T03:04:05")
@@ -148,29 +151,30 @@ def test_listen_shows_another_processes_events_live_and_decoded(provider_name: s
 
 
 def test_listen_reports_lost_events_when_a_flood_overruns_a_one_page_ring(provider_name: str) -> None:
-    lis = listen(provider_name, "--json", "--pages", "1", "--duration", "60")
+    lis = listen(provider_name, "--json", "--pages", "1", "--duration", "120")
     try:
         lis.wait_for("err", "listening to")
         app = writer(provider_name, "flood", "20000")
         app.wait_for("out", "done")
-        assert app.finish() == 0
-        lis.wait_for("err", "lost", timeout=60)
+        assert app.finish() == 0, app.report()
+        assert "done 20020" in app.out, app.report()  # every write was taken by the kernel
+        lis.wait_for("err", "listen: lost ")
         lis.p.terminate()  # SIGTERM: a clean exit with the summary
         assert lis.finish() == 0, lis.report()
     finally:
         lis.kill()
     lost_lines = [line for line in lis.err if line.startswith("structlog-etw listen: lost ")]
-    assert lost_lines, lis.report()
     lost = sum(int(line.split()[3]) for line in lost_lines)
     summary = lis.wait_for("err", " events, ")
     seen, lost_total = int(summary.split()[2]), int(summary.split()[4])
-    assert lost_total == lost > 0
-    assert 0 < seen < 20000
+    assert lost_total == lost > 0, lis.report()
+    assert 0 < seen < 20020
     events = json_events(lis)
     assert len(events) == seen
-    assert all(e["name"] == "flood" for e in events)
-    idx = [e["fields"]["i"] for e in events]
-    assert idx == sorted(idx) and len(set(idx)) == len(idx)  # what arrived is intact and in order
+    flood = [e["fields"]["i"] for e in events if e["name"] == "flood"]
+    assert flood == sorted(flood) and len(set(flood)) == len(flood)  # what arrived is intact and in order
+    # Nothing vanished unaccounted: every event written was either shown or reported lost.
+    assert seen + lost_total == 20020, lis.report()
 
 
 def test_listen_registers_the_providers_tracepoints_when_the_app_has_not(provider_name: str) -> None:
@@ -191,7 +195,7 @@ def test_listen_registers_the_providers_tracepoints_when_the_app_has_not(provide
         lis.kill()
     events = json_events(lis)
     assert [(e["name"], e["level"], e["keyword"], e["fields"]["i"]) for e in events] == [
-        ("late_keyword", 4, 4, 0)
+        ("late_keyword", 4, "0x4", 0)
     ]
 
 
@@ -208,8 +212,8 @@ def test_listen_picks_up_a_tracepoint_the_app_registers_later(provider_name: str
         lis.kill()
     events = json_events(lis)
     assert [(e["name"], e["level"], e["keyword"], e["fields"]["i"]) for e in events] == [
-        ("late_keyword", 4, 8, 0),
-        ("late_keyword", 4, 8, 1),
+        ("late_keyword", 4, "0x8", 0),
+        ("late_keyword", 4, "0x8", 1),
     ]
 
 
@@ -255,18 +259,22 @@ def test_demo_shows_its_events_live_through_user_events() -> None:
     assert p.returncode == 0, p
     assert "perf record -a -k monotonic -e user_events:StructlogEtw_Demo_L1K1" in p.stderr
     assert "Listening in-process" in p.stderr
-    assert "6 of 6 events seen live" in p.stderr
+    assert "8 of 8 events seen live" in p.stderr
     assert "in-process capture" not in p.stderr
     events = [json.loads(line) for line in p.stdout.splitlines()]
     assert [e["name"] for e in events] == [
+        "HandleRequest",
         "request_started",
         "cache_lookup",
         "order_loaded",
         "slow_query",
         "discount_lookup_failed",
+        "HandleRequest",
         "request_finished",
     ]
+    assert [e["opcode"] for e in events] == [1, 0, 0, 0, 0, 0, 2, 0]
+    assert len({e["activity_id"] for e in events[:7]}) == 1 and events[7]["activity_id"] is None
     assert {e["pid"] for e in events} == {events[0]["pid"]}
-    assert all(isinstance(e["cpu"], int) for e in events)  # read from the kernel's ring buffers
-    assert events[2]["keyword"] == 2 and events[4]["level"] == 2
-    assert "KeyError" in events[4]["fields"]["exception"]
+    assert all(isinstance(e["cpu"], int) and e["time_ns"] > 0 for e in events)  # from the kernel's rings
+    assert events[3]["keyword"] == "0x2" and events[5]["level"] == 2
+    assert "KeyError" in events[5]["fields"]["exception"]

@@ -30,10 +30,11 @@ from typing import Any
 import pytest
 import structlog
 from kernel_harness import PerfSession, wait_until
-from structlog_etw._backend_linux import UserEventsBackend
 
+from structlog_etw._backend_linux import UserEventsBackend
 from structlog_etw._eventheader import TRUNCATED_FIELD, TRUNCATION_MARKER
 from structlog_etw._eventheader_decode import decode_event
+from structlog_etw._fields import to_field
 from structlog_etw._perfdata import PerfDataFile
 from structlog_etw._provider import Provider
 from structlog_etw._renderer import EtwRenderer
@@ -130,23 +131,50 @@ def test_8_threads_and_200_tasks_every_event_captured_once_intact_in_order(
     assert stats["written"] == total, stats
     assert stats["errors"] == {} and stats["dropped"] == {}, stats
 
-    events, lost = captured(session)
-    assert lost == 0, f"perf lost {lost} events (buffer too small?)"
+    # Intact = byte for byte what the encoder makes of that (thread, seq): every thread event is
+    # looked up by its exact bytes (cheap in the emulated guest); every 250th thread event and
+    # every task event is also decoded with the project decoder.
+    expected: dict[bytes, tuple[int, int]] = {}
+    for t in range(THREADS):
+        for i in range(PER_THREAD):
+            fields = [
+                to_field(k, v)
+                for k, v in (("thread", t), ("seq", i), ("payload", payload), ("ok", True), ("ratio", i / 7))
+            ]
+            raw = provider.encoder.encode("thread_event", fields, 4)
+            assert raw is not None
+            expected[raw] = (t, i)
+    size = len(next(iter(expected)))
+    pf = PerfDataFile.open(session.path)
+    samples = sorted(pf.samples(), key=lambda s: s.time or 0)
+    assert not pf.problems, pf.problems[:5]
+    assert pf.lost == 0, f"perf lost {pf.lost} events (buffer too small?)"
     assert not perf_log_lost(session), perf_log_lost(session)
+    assert len(samples) == total, f"captured {len(samples)} of {total}"
     per_thread: dict[int, list[int]] = defaultdict(list)
     tids: dict[int, set[int]] = defaultdict(set)
     per_task: dict[int, list[int]] = defaultdict(list)
-    for sample, ev in events:
-        assert ev.provider == provider.name and ev.level == 4 and ev.keyword == 1
-        if ev.name == "thread_event":
-            f = ev.fields
-            assert f["payload"] == payload and f["ok"] is True and f["ratio"] == f["seq"] / 7, f
-            per_thread[f["thread"]].append(f["seq"])
-            tids[f["thread"]].add(sample.tid)
-        else:
-            assert ev.name == "task_event" and ev.fields["payload"] == payload, ev
-            per_task[ev.fields["task"]].append(ev.fields["seq"])
-    assert len(events) == total, f"captured {len(events)} of {total}"
+    thread_tp = f"user_events:{tp}"
+    for n, sample in enumerate(samples):
+        assert sample.name == thread_tp, sample.name
+        key = expected.get(sample.data[:size]) if not any(sample.data[size:]) else None
+        if key is not None:
+            t, i = key
+            per_thread[t].append(i)
+            tids[t].add(sample.tid)
+            if i % 250 == 0:
+                ev = decode_event(tp, sample.data)
+                assert ev.name == "thread_event" and ev.fields == {
+                    "thread": t,
+                    "seq": i,
+                    "payload": payload,
+                    "ok": True,
+                    "ratio": i / 7,
+                }, ev.fields
+            continue
+        ev = decode_event(tp, sample.data)  # anything else must be an intact task event
+        assert ev.name == "task_event" and ev.fields["payload"] == payload, (n, ev)
+        per_task[ev.fields["task"]].append(ev.fields["seq"])
     assert sorted(per_thread) == list(range(THREADS))
     for t, seqs in per_thread.items():
         assert seqs == list(range(PER_THREAD)), f"thread {t}: out of order, lost or duplicated"
@@ -178,6 +206,7 @@ def test_session_churn_no_error_and_events_only_while_attached(
     thread = threading.Thread(target=app)
     thread.start()
     sessions: list[PerfSession] = []
+    windows: list[tuple[int, int]] = []  # seqs logged while perf was surely recording
     written_detached = []
     try:
         for k in range(4):
@@ -186,7 +215,9 @@ def test_session_churn_no_error_and_events_only_while_attached(
             written_detached.append(provider.stats()["written"] - before)
             with perf_session([tp], label=f"churn{k}", extra_args=["-m", "256"]) as s:
                 wait_until(lambda: provider.enabled(4, 1), what="perf to enable the tracepoint")
+                lo = seq[0] + 1
                 time.sleep(0.6)
+                windows.append((lo, seq[0] - 1))
             sessions.append(s)
             wait_until(lambda: not provider.enabled(4, 1), what="the enable word to clear")
     finally:
@@ -200,19 +231,20 @@ def test_session_churn_no_error_and_events_only_while_attached(
     # A write racing a detach may find the tracepoint just disabled (EBADF on 6.5+): counted, rare.
     racing = sum(stats["errors"].values())
     assert set(stats["errors"]) <= {"EBADF"} and racing <= len(sessions), stats
-    all_seqs: list[int] = []
-    for s in sessions:
+    total = 0
+    for s, (lo, hi) in zip(sessions, windows, strict=True):
         events, lost = captured(s)
         assert lost == 0
         seqs = [ev.fields["seq"] for _, ev in events]
-        assert seqs, f"{s.path}: nothing captured while attached"
-        assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
-        all_seqs += seqs
-    # Everything captured was written, and everything written while attached was captured,
-    # except events written in the instant between the enable bit flipping and perf's
-    # per-CPU buffers being live (the harness README: perf enables after the bit is set).
-    assert len(all_seqs) <= stats["written"]
-    assert stats["written"] - len(all_seqs) <= 2 * len(sessions), (stats["written"], len(all_seqs))
+        assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs), f"{s.path}: duplicated or reordered"
+        assert hi - lo > 10, (lo, hi)
+        missing = sorted(set(range(lo, hi + 1)) - set(seqs))
+        assert not missing, f"{s.path}: logged while perf recorded but not captured: {missing[:10]}"
+        total += len(seqs)
+    # Everything captured was written.  (Not everything written is captured: the enable bit is
+    # set from the moment perf opens the tracepoint until it closes it, and perf is not reading
+    # its buffers during its own start-up and shut-down; those events are perf's, not lost by us.)
+    assert total <= stats["written"]
 
 
 def test_oversized_event_arrives_truncated_with_marker_or_is_counted(
@@ -272,6 +304,7 @@ SHUTDOWN_SCRIPT = textwrap.dedent(
     def spinner():
         while True:  # a daemon thread logging while the interpreter shuts down
             log.info("spin", n=3)
+            time.sleep(0.001)
 
     class LogsOnDelete:
         def __del__(self):

@@ -1,0 +1,138 @@
+"""The structlog surface against a real kernel, captured by real perf (marker ``kernel``).
+
+Events from the stdlib handler (foreign and structlog-routed records) and from ``await
+log.ainfo(...)`` reach perf intact (name, level, keyword, fields, activity ids); the wrapper's
+fast path follows the kernel's enable words (the chain runs only while perf records).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import structlog
+from kernel_harness import PerfSession, wait_until
+
+from structlog_etw import EtwHandler, EtwRenderer, get_provider, make_etw_bound_logger
+from structlog_etw._context import CURRENT_ACTIVITY
+
+pytestmark = pytest.mark.kernel
+
+PerfFactory = Callable[..., PerfSession]
+
+
+class Spy:
+    """A processor that records the events the chain saw."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def __call__(self, logger: Any, method_name: str, event_dict: Any) -> Any:
+        self.events.append(str(event_dict.get("event")))
+        return event_dict
+
+
+def _ours(session: PerfSession, provider: str) -> list[Any]:
+    return [e for e in session.events() if e.provider == provider]
+
+
+def test_stdlib_handler_events_reach_perf_intact(provider_name: str, perf_session: PerfFactory) -> None:
+    handler = EtwHandler(provider_name, keywords_by_logger={"surface.db": 0x2})
+    foreign = logging.Logger("surface.http", level=logging.DEBUG)
+    db = logging.Logger("surface.db.pool", level=logging.DEBUG)
+    routed = logging.Logger("surface.routed", level=logging.DEBUG)
+    for logger in (foreign, db, routed):
+        logger.addHandler(handler)
+    slog = structlog.wrap_logger(
+        routed,
+        wrapper_class=structlog.stdlib.BoundLogger,
+        processors=[structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+    )
+    tracepoints = [f"{provider_name}_L3K1", f"{provider_name}_L4K1", f"{provider_name}_L2K2"]
+    with perf_session(tracepoints) as session:
+        foreign.warning("disk %s at %d%%", "/var", 93, extra={"host": "db1"})
+        try:
+            raise KeyError("order-7")
+        except KeyError:
+            db.exception("lookup failed")
+        slog.info("charge_captured", amount_cents=1299, currency="EUR", ok=True)
+        foreign.debug("not recorded: level 5 is not in the session")
+    events = _ours(session, provider_name)
+    assert [(e.name, e.level, e.keyword) for e in events] == [
+        ("disk %s at %d%%", 3, 0x1),
+        ("lookup failed", 2, 0x2),
+        ("charge_captured", 4, 0x1),
+    ]
+    disk, failed, charge = events
+    assert disk.fields["message"] == "disk /var at 93%"
+    assert disk.fields["logger"] == "surface.http"
+    assert disk.fields["host"] == "db1"
+    assert disk.fields["func"] == "test_stdlib_handler_events_reach_perf_intact"
+    assert isinstance(disk.fields["lineno"], int)
+    assert "KeyError: 'order-7'" in failed.fields["exception"]
+    assert charge.fields == {"amount_cents": 1299, "currency": "EUR", "ok": True}
+    assert handler.errors == 0
+    assert get_provider(provider_name).stats()["errors"] == {}
+
+
+def test_ainfo_events_reach_perf_with_context_and_activity(
+    provider_name: str, perf_session: PerfFactory
+) -> None:
+    renderer = EtwRenderer(provider_name, keywords=(0x4,))
+    spy = Spy()
+    log = structlog.wrap_logger(
+        structlog.ReturnLogger(),
+        wrapper_class=make_etw_bound_logger(renderer, contextvars=True),
+        processors=[structlog.contextvars.merge_contextvars, spy, renderer],
+    ).bind(service="checkout")
+    activity, related = uuid.uuid4(), uuid.uuid4()
+
+    async def request() -> None:
+        structlog.contextvars.bind_contextvars(request_id="r-42", etw_keyword=0x4)
+        token = CURRENT_ACTIVITY.set((activity.bytes, related.bytes))
+        try:
+            await log.ainfo("request_done", status=204, ms=12.5)
+        finally:
+            CURRENT_ACTIVITY.reset(token)
+        await log.adebug("not_recorded")  # L5K4: not in the session
+
+    async def main() -> None:
+        await asyncio.create_task(request())
+        await log.awarning("outside_request")  # keyword 1: the task's contextvars stay in the task
+
+    with perf_session([f"{provider_name}_L4K4", f"{provider_name}_L3K1"]) as session:
+        asyncio.run(main())
+    events = _ours(session, provider_name)
+    assert [(e.name, e.level, e.keyword) for e in events] == [
+        ("request_done", 4, 0x4),
+        ("outside_request", 3, 0x1),
+    ]
+    done, outside = events
+    assert done.fields == {"service": "checkout", "request_id": "r-42", "status": 204, "ms": 12.5}
+    assert (done.activity_id, done.related_id) == (activity, None)  # related: Start events only
+    assert outside.fields == {"service": "checkout"}
+    assert outside.activity_id is None
+    assert spy.events == ["request_done", "outside_request"]  # the disabled adebug never ran the chain
+
+
+def test_wrapper_runs_the_chain_only_while_perf_records(
+    provider_name: str, perf_session: PerfFactory
+) -> None:
+    renderer = EtwRenderer(provider_name)
+    spy = Spy()
+    log = structlog.wrap_logger(
+        structlog.ReturnLogger(), wrapper_class=make_etw_bound_logger(renderer), processors=[spy, renderer]
+    ).bind(pid=os.getpid())
+    slot = renderer.provider.slot(4, 1)
+    log.info("before")
+    with perf_session([f"{provider_name}_L4K1"]) as session:
+        log.info("during")
+    wait_until(lambda: slot.word[0] == 0, what="the enable word to clear after perf exits")
+    log.info("after")
+    assert spy.events == ["during"]
+    assert [e.name for e in _ours(session, provider_name)] == ["during"]
