@@ -177,10 +177,14 @@ class Listener:
         self._backend: Any = None
         self._poll = select.poll()
         self._pending: list[ListenedEvent] = []
+        # Per CPU: lost events seen in PERF_RECORD_LOST records, and already reported.
+        self._lost_records: dict[int, int] = {}
+        self._lost_reported: dict[int, int] = {}
         # Samples are stamped with CLOCK_MONOTONIC (CLOCK_REALTIME is refused for tracepoints:
         # not NMI-safe); this offset turns them into wall-clock time.
         self._wall_offset = time.time_ns() - time.monotonic_ns()
         self._next_scan = 0.0
+        self._check_counters = False
         if pages < 1 or pages & (pages - 1):
             raise ListenError(f"--pages must be a power of two (got {pages})")
         self._pages = pages
@@ -278,7 +282,17 @@ class Listener:
     def rescan(self) -> list[str]:
         """Look for the provider's tracepoints registered since the last scan; return the new ones."""
         self._next_scan = time.monotonic() + self.rescan_interval
+        self._check_counters = True
         return self._add(self._scan())
+
+    def _new_lost(self, cpu: int, counted: int) -> LostEvents | None:
+        total = max(self._lost_records.get(cpu, 0), counted)
+        new = total - self._lost_reported.get(cpu, 0)
+        if new <= 0:
+            return None
+        self._lost_reported[cpu] = total
+        self.lost += new
+        return LostEvents(cpu, new)
 
     def poll(self, timeout: float | None = 0.2) -> list[ListenedEvent | LostEvents]:
         """Wait up to ``timeout`` seconds for events; return those ready (maybe none).
@@ -306,7 +320,10 @@ class Listener:
         cutoff = time.monotonic_ns() - REORDER_WINDOW_NS
         lost: list[ListenedEvent | LostEvents] = []
         pending = self._pending
+        counters = flush or self._check_counters
+        self._check_counters = False
         for ring in self._rings:
+            got_lost = False
             for rtype, _misc, body in ring.ring.read():
                 if rtype == PERF_RECORD_SAMPLE:
                     item = self._sample(body)
@@ -317,8 +334,13 @@ class Listener:
                         _ident, count = parse_lost(body)
                     except ValueError:
                         continue
-                    self.lost += count
-                    lost.append(LostEvents(ring.cpu, count))
+                    self._lost_records[ring.cpu] = self._lost_records.get(ring.cpu, 0) + count
+                    got_lost = True
+            if got_lost or counters:
+                # The kernel's per-event counters also hold losses not yet written as records.
+                report = self._new_lost(ring.cpu, ring.lost_samples() if counters else 0)
+                if report is not None:
+                    lost.append(report)
         if not pending:
             return lost
         pending.sort(key=_time_key)

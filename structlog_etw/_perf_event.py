@@ -30,6 +30,9 @@ PERF_ATTR_SIZE_VER5: Final = 112
 _DISABLED = 1 << 0
 _USE_CLOCKID = 1 << 25
 
+#: read() also returns the samples the kernel dropped for this event (Linux 6.0+).
+PERF_FORMAT_LOST: Final = 1 << 4
+
 PERF_EVENT_IOC_ENABLE: Final = 0x2400
 PERF_EVENT_IOC_DISABLE: Final = 0x2401
 PERF_EVENT_IOC_SET_OUTPUT: Final = 0x2405
@@ -108,7 +111,13 @@ PERF_FLAG_FD_CLOEXEC: Final = 1 << 3
 
 
 def open_event(
-    type_: int, config: int, cpu: int, *, clockid: int | None = CLOCK_MONOTONIC, disabled: bool = False
+    type_: int,
+    config: int,
+    cpu: int,
+    *,
+    clockid: int | None = CLOCK_MONOTONIC,
+    disabled: bool = False,
+    read_format: int = 0,
 ) -> int:
     """Open one sampling event on ``cpu`` for every process (pid -1); return its fd.
 
@@ -123,6 +132,7 @@ def open_event(
     attr.sample_period = 1
     attr.sample_type = SAMPLE_TYPE
     attr.wakeup_events = 1
+    attr.read_format = read_format
     flags = _DISABLED if disabled else 0
     if clockid is not None:
         flags |= _USE_CLOCKID
@@ -194,7 +204,14 @@ class CpuRing:
 
     def add_tracepoint(self, tracepoint_id: int) -> int:
         """Open tracepoint ``tracepoint_id`` on this CPU into this ring; return its sample identifier."""
-        fd = open_event(PERF_TYPE_TRACEPOINT, tracepoint_id, self.cpu, clockid=self.clockid, disabled=True)
+        fd = open_event(
+            PERF_TYPE_TRACEPOINT,
+            tracepoint_id,
+            self.cpu,
+            clockid=self.clockid,
+            disabled=True,
+            read_format=PERF_FORMAT_LOST,
+        )
         try:
             set_output(fd, self.fd)
             ident = event_id(fd)
@@ -204,6 +221,22 @@ class CpuRing:
             raise
         self.fds.append(fd)
         return ident
+
+    def lost_samples(self) -> int:
+        """How many samples of this CPU's tracepoint events the kernel dropped (ring full), so far.
+
+        The kernel's own counters (PERF_FORMAT_LOST): exact even for losses whose
+        PERF_RECORD_LOST has not been written yet (that happens only once an event fits again).
+        """
+        total = 0
+        for fd in self.fds:
+            try:
+                data = os.read(fd, 16)
+            except OSError:
+                continue
+            if len(data) == 16:
+                total += struct.unpack("=QQ", data)[1]
+        return total
 
     def close(self) -> None:
         """Close every fd and unmap the ring."""
