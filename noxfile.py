@@ -5,6 +5,9 @@
   (``tests/kernel/run_in_guest.py``), or directly on a host whose kernel has user_events.
 * ``lint``   - ruff check, ruff format --check, mypy --strict.
 * ``docs``   - runs every ```python block of README.md and docs/*.md.
+* ``bench``  - the benchmark suite (``benchmarks/run.py``): ratios against structlog, stdlib logging
+  and traceloggingdynamic measured in the same run; ``nox -s bench -- --guest-run`` adds the real
+  kernel write in the virtme-ng guest.  Not part of the default sessions.
 """
 
 from __future__ import annotations
@@ -16,7 +19,17 @@ nox.options.default_venv_backend = "venv"
 nox.options.sessions = ["lint", "docs", "kernel", "tests"]
 nox.options.error_on_missing_interpreters = True
 
-TEST_DEPS = ["pytest>=7", "hypothesis>=6", "traceloggingdynamic", "opentelemetry-api", "opentelemetry-sdk"]
+# The OpenTelemetry SDK: the otel integration is tested (and documented) against the real one.
+# traceloggingdynamic: Microsoft's TraceLogging builder, the differential encoder tests' reference.
+TEST_DEPS = [
+    "pytest>=7",
+    "hypothesis>=6",
+    "opentelemetry-api>=1.20",
+    "opentelemetry-sdk>=1.20",
+    "traceloggingdynamic",
+]
+# Linters pinned: a new ruff or mypy release must not turn a green tree red by itself.
+LINT_DEPS = ["ruff==0.17.6", "mypy==2.4.1"]
 
 
 @nox.session
@@ -37,7 +50,7 @@ def kernel(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff check, ruff format --check and mypy --strict."""
-    session.install("-e", ".", "ruff", "mypy", *TEST_DEPS)
+    session.install("-e", ".", *LINT_DEPS, *TEST_DEPS)
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy", "--strict")
@@ -48,3 +61,18 @@ def docs(session: nox.Session) -> None:
     """Execute the ```python examples of README.md and docs/*.md."""
     session.install("-e", ".", *TEST_DEPS)
     session.run("python", "-m", "pytest", "-v", "tests/test_docs.py", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Run the benchmarks; results in benchmarks/results/, the plot in docs/performance.png."""
+    session.install("-e", ".", "traceloggingdynamic", "matplotlib", "virtme-ng")
+    session.run(
+        "python",
+        "benchmarks/run.py",
+        "--out",
+        "benchmarks/results",
+        "--plot",
+        "docs/performance.png",
+        *session.posargs,
+    )

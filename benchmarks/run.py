@@ -420,6 +420,17 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(f"| {c['label']} | {c['ns']:.0f} | {c['ratio']:.3f} | {c['spread'] * 100:.0f}% |")
         for key, why in comp["unavailable"].items():
             lines.append(f"| {key} | unavailable: {why} | | |")
+    guest = results.get("guest")
+    if guest:
+        lines += [
+            "",
+            f"## guest: the real kernel write (Linux {guest['kernel']}, TCG-emulated guest, perf recording)",
+            "",
+            "| case | ns/call | ratio |",
+            "|---|---:|---:|",
+        ]
+        for c in guest["cases"].values():
+            lines.append(f"| {c['label']} | {c['ns']:.0f} | {c['ratio']:.3f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -436,7 +447,20 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="merge guest (real kernel) results from this JSON (benchmarks/guest.py)",
     )
+    p.add_argument(
+        "--guest-run",
+        action="store_true",
+        help="also measure the real kernel write (benchmarks/guest.py: boots the virtme-ng guest)",
+    )
     a = p.parse_args(argv)
+    a.out.mkdir(parents=True, exist_ok=True)
+    if a.guest_run:
+        cmd = [sys.executable, str(HERE / "guest.py"), "--out", str(a.out), *(["--quick"] if a.quick else [])]
+        rc = subprocess.call(cmd)
+        if rc != 0:
+            print(f"guest run failed with exit code {rc}", file=sys.stderr)
+            return rc
+        a.guest = a.out / "guest.json"
     results = run(a.quick, set(a.only) if a.only else None)
     if a.guest and a.guest.exists():
         results["guest"] = json.loads(a.guest.read_text())

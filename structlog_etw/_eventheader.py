@@ -29,7 +29,7 @@ import struct
 import sys
 import threading
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from ._fields import (
@@ -365,7 +365,7 @@ def _build_plan(name: str, fields: list[Field]) -> _Plan:
     return _Plan(_EXT.pack(len(meta), EXT_METADATA) + meta, kinds, flat)
 
 
-Packer = Callable[[list[Any]], bytes]
+Packer = Callable[[Sequence[Any]], bytes]
 _PACKERS: dict[tuple[int, ...], tuple[list[tuple[int, Any]], Packer]] = {}
 _PACKER_LIMIT: Final = 1024
 
@@ -471,7 +471,7 @@ def _counted(data: bytes) -> bytes:
     return _U16.pack(len(data)) + data
 
 
-def _pack_payload(steps: list[tuple[int, Any]], values: list[Any]) -> list[bytes]:
+def _pack_payload(steps: list[tuple[int, Any]], values: Sequence[Any]) -> list[bytes]:
     """Payload pieces for ``values``; raises on a value a plan cannot hold (caller falls back)."""
     parts: list[bytes] = []
     append = parts.append
@@ -567,7 +567,7 @@ class _Var:
         return _U16.pack(len(kept)) + b"".join(kept)
 
 
-def _var_pieces(steps: list[tuple[int, Any]], values: list[Any]) -> list[bytes | _Var]:
+def _var_pieces(steps: list[tuple[int, Any]], values: Sequence[Any]) -> list[bytes | _Var]:
     """Like :func:`_pack_payload` but variable-size values stay cuttable :class:`_Var` objects."""
     pieces: list[bytes | _Var] = []
     i = 0
@@ -647,11 +647,17 @@ class EventHeaderEncoder:
         self._cache: dict[Any, _Plan] = {}
         self._lock = threading.Lock()
 
-    def _plan(self, name: str, fields: list[Field]) -> tuple[_Plan, list[Any]]:
-        names = tuple([f[0] for f in fields])
-        kinds = tuple([f[1] for f in fields])
+    def _plan(self, name: str, fields: list[Field]) -> tuple[_Plan, Sequence[Any]]:
+        values: Sequence[Any]
+        if fields:
+            names, kinds, values = zip(*fields, strict=True)  # one C-level pass over the fields
+        else:
+            names = kinds = values = ()
         if STRUCT in kinds:
             key: Any = (name, _shape(fields))
+            flat: list[Any] = []
+            _flatten(fields, flat)
+            values = flat
         else:
             key = (name, names, kinds)
         plan = self._cache.get(key)
@@ -661,11 +667,6 @@ class EventHeaderEncoder:
             if len(cache) >= self.cache_limit:
                 cache.clear()
             cache[key] = plan
-        if plan.flat:
-            values = [f[2] for f in fields]
-        else:
-            values = []
-            _flatten(fields, values)
         return plan, values
 
     def encode(

@@ -225,6 +225,8 @@ def to_field(key: object, value: object, depth: int = 0) -> Field:
         if t is str:
             return (name, STR, value)
         if t is int:
+            if _I64_MIN <= value < _I64_END:  # type: ignore[operator]
+                return (name, I64, value)
             return _int_field(name, value)  # type: ignore[arg-type]
         if t is float:
             return (name, F64, value)

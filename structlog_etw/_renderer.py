@@ -188,12 +188,7 @@ class EtwRenderer:
 
     def _render(self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> None:
         provider = self.provider
-        has_control = False
-        for key in _CONTROL_KEYS:
-            if key in event_dict:
-                has_control = True
-                break
-        if has_control or _ctx_has_etw():
+        if not _CONTROL_SET.isdisjoint(event_dict) or _ctx_has_etw():
             ctl = self._control
             level = ctl(event_dict, "etw_level")
             keyword = ctl(event_dict, "etw_keyword")
@@ -270,6 +265,7 @@ class EtwRenderer:
 
 
 _CTX_KEYS: Final = tuple("structlog_" + k for k in _CONTROL_KEYS)
+_CONTROL_SET: Final = frozenset(_CONTROL_KEYS)
 
 
 class _CtxWatch:

@@ -61,8 +61,12 @@ def _structlog_var(key: str) -> contextvars.ContextVar[Any]:
     return var
 
 
-_CV_KEYWORD = _structlog_var("etw_keyword")
-_CV_LEVEL = _structlog_var("etw_level")
+def _cv_value(key: str) -> Any:
+    """The value ``bind_contextvars(key=...)`` set in this context, else ``Ellipsis`` (no copy)."""
+    var = _slcv._CONTEXT_VARS.get(_slcv.STRUCTLOG_KEY_PREFIX + key)
+    return Ellipsis if var is None else var.get()
+
+
 _ASYNC_THREAD: contextvars.ContextVar[Any] | None = getattr(_slcv, "_ASYNC_CALLING_THREAD", None)
 _ASYNC_STACK: contextvars.ContextVar[Any] | None = getattr(_slcv, "_ASYNC_CALLING_STACK", None)
 
@@ -119,12 +123,16 @@ def _resolve_provider(
 class _EtwState:
     """What one wrapper class decided at build time (shared by its instances)."""
 
-    __slots__ = ("default_keyword", "names", "provider", "slots")
+    __slots__ = ("contextvars", "default_keyword", "names", "provider", "slots")
 
-    def __init__(self, provider: Provider, default_keyword: int, names: KeywordsByLogger) -> None:
+    def __init__(
+        self, provider: Provider, default_keyword: int, names: KeywordsByLogger, contextvars: bool = True
+    ) -> None:
         self.provider = provider
         self.default_keyword = default_keyword
         self.names = names
+        #: whether contextvar-bound etw_keyword/etw_level are consulted
+        self.contextvars = contextvars
         # (keyword, fixed level or 0) -> slot per ETW level, index 0 unused.
         self.slots: dict[tuple[int, int], tuple[Slot, ...]] = {}
 
@@ -165,14 +173,14 @@ class _EtwState:
             if not valid_level(level):
                 level = context.get("etw_level")
                 if not valid_level(level):
-                    level = _CV_LEVEL.get()
+                    level = _cv_value("etw_level") if self.contextvars else None
                     if not valid_level(level):
                         level = etw_level
             keyword = kw.get("etw_keyword")
             if not valid_keyword(keyword):
                 keyword = context.get("etw_keyword")
                 if not valid_keyword(keyword):
-                    keyword = _CV_KEYWORD.get()
+                    keyword = _cv_value("etw_keyword") if self.contextvars else None
                     if not valid_keyword(keyword):
                         keyword = self.name_keyword(logger, context)
             return bool(self.provider.slot(cast(int, level), cast(int, keyword)).word[0])
@@ -209,13 +217,47 @@ async def _in_executor(self: Any, method_name: str, event: Any, kw: dict[str, An
 
 
 def _make_methods(name: str, etw_level: int) -> tuple[Callable[..., Any], Callable[..., Any]]:
-    """The sync and async log methods for one level; the disabled check comes first."""
+    """The sync and async log methods for one level; the disabled check comes first.
+
+    The check reads the enable word of the slot resolved at bind time; only a call with an
+    ``etw_keyword``/``etw_level`` argument takes the slower exact resolution.
+    """
+
+    def meth(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
+        if not self._etw_slots[etw_level].word[0] and (
+            (not kw or ("etw_keyword" not in kw and "etw_level" not in kw))
+            or not self._etw.listening(etw_level, self._context, self._logger, kw)
+        ):
+            return None
+        return self._proxy_to_logger(name, _maybe_interpolate(event, args), **kw)
+
+    async def ameth(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
+        if not self._etw_slots[etw_level].word[0] and (
+            (not kw or ("etw_keyword" not in kw and "etw_level" not in kw))
+            or not self._etw.listening(etw_level, self._context, self._logger, kw)
+        ):
+            return None
+        return await _in_executor(self, name, _maybe_interpolate(event, args), kw)
+
+    meth.__name__ = name
+    ameth.__name__ = f"a{name}"
+    meth.__doc__ = f"Log *event* at {name} level (returns at once when nobody listens)."
+    ameth.__doc__ = f"Log *event* at {name} level from async code (chain runs in an executor)."
+    return meth, ameth
+
+
+def _make_cv_methods(name: str, etw_level: int) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """Like :func:`_make_methods`, but contextvar-bound ``etw_keyword``/``etw_level`` count too
+    (two ``ContextVar.get()`` more on the disabled path, unless both are bound on the logger).
+    """
+    cv_keyword = _structlog_var("etw_keyword")
+    cv_level = _structlog_var("etw_level")
 
     def meth(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
         if not self._etw_slots[etw_level].word[0] and (
             (
                 (not kw or ("etw_keyword" not in kw and "etw_level" not in kw))
-                and (not self._etw_cv or (_CV_KEYWORD.get() is Ellipsis and _CV_LEVEL.get() is Ellipsis))
+                and (not self._etw_cv or (cv_keyword.get() is Ellipsis and cv_level.get() is Ellipsis))
             )
             or not self._etw.listening(etw_level, self._context, self._logger, kw)
         ):
@@ -226,7 +268,7 @@ def _make_methods(name: str, etw_level: int) -> tuple[Callable[..., Any], Callab
         if not self._etw_slots[etw_level].word[0] and (
             (
                 (not kw or ("etw_keyword" not in kw and "etw_level" not in kw))
-                and (not self._etw_cv or (_CV_KEYWORD.get() is Ellipsis and _CV_LEVEL.get() is Ellipsis))
+                and (not self._etw_cv or (cv_keyword.get() is Ellipsis and cv_level.get() is Ellipsis))
             )
             or not self._etw.listening(etw_level, self._context, self._logger, kw)
         ):
@@ -278,7 +320,7 @@ class _EtwBoundLoggerBase(structlog.BoundLoggerBase):
         bound_level = valid_level(level)
         self._etw_slots = state.slots_for(cast(int, keyword), cast(int, level) if bound_level else 0)
         # contextvars (which the renderer reads too) can still change keyword/level per call
-        # unless both are bound here.
+        # unless both are bound here (only consulted with contextvars=True).
         self._etw_cv = not (bound_keyword and bound_level)
 
     def unbind(self, *keys: str) -> Any:
@@ -339,6 +381,7 @@ def make_etw_bound_logger(
     default_keyword: int | None = None,
     keywords_by_logger: Mapping[str, int] | None = None,
     group: str | None = None,
+    contextvars: bool = False,
 ) -> type[FilteringBoundLogger]:
     """Build a bound-logger class whose calls return at once when no trace session listens.
 
@@ -350,9 +393,10 @@ def make_etw_bound_logger(
     enable word of the provider's slot for the call's level and keyword and returns ``None``
     before any event dict is built when it is zero.  The keyword is the call's
     ``etw_keyword``, else the bound one (resolved once at bind time), else a contextvar-bound
-    one, else the one *keywords_by_logger* gives the logger's name, else *default_keyword*;
-    ``etw_level`` overrides the level the same way.  When someone listens, the call behaves
-    exactly like structlog's bound logger (processors run, ``exception`` adds ``exc_info``).
+    one (only with ``contextvars=True``), else the one *keywords_by_logger* gives the logger's
+    name, else *default_keyword*; ``etw_level`` overrides the level the same way.  When someone
+    listens, the call behaves exactly like structlog's bound logger (processors run,
+    ``exception`` adds ``exc_info``).
 
     Args:
         provider_or_name: a provider name (shared with renderers of that name), a
@@ -363,6 +407,12 @@ def make_etw_bound_logger(
         keywords_by_logger: logger name (or dotted prefix, or ``"prefix*"``) -> keyword;
             must match the renderer's.  Its keywords are registered up front.
         group: provider group (only with a provider name).
+        contextvars: also honour ``etw_keyword``/``etw_level`` bound with
+            ``structlog.contextvars.bind_contextvars`` on the fast path (two ``ContextVar.get()``
+            per disabled call).  Off by default: then such a call returns early when nobody
+            listens at the logger's own (bound, by-name or default) keyword and level, even if a
+            session listens at the contextvar's keyword.  Turn it on if you bind those keys
+            through contextvars.
 
     Raises:
         ValueError, TypeError: on an invalid set-up (never at log time).
@@ -375,11 +425,12 @@ def make_etw_bound_logger(
     if type(min_level) is not int:
         raise TypeError(f"min_level must be an int or a level name, got {min_level!r}")
     provider, keyword, names = _resolve_provider(provider_or_name, default_keyword, keywords_by_logger, group)
-    state = _EtwState(provider, keyword, names)
+    state = _EtwState(provider, keyword, names, contextvars)
+    factory = _make_cv_methods if contextvars else _make_methods
 
     # log()/alog() take any level number >= min_level, also one that maps down to a
     # standard level below min_level (25 with min_level 25 -> info): they use these.
-    full = {name: _make_methods(name, etw_level) for name, etw_level in _ETW_LEVEL.items()}
+    full = {name: factory(name, etw_level) for name, etw_level in _ETW_LEVEL.items()}
     meths: dict[str, Any] = {"_etw": state, "_etw_min_level": min_level, "_etw_methods": full}
     for name in _ETW_LEVEL:
         if _STDLIB_LEVEL[name] < min_level:

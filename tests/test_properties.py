@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import struct
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -136,25 +137,15 @@ def _recursive_dict() -> dict[str, Any]:
     return d
 
 
-special_values = st.sampled_from(
-    [
-        "recursive_list",
-        "recursive_dict",
-        "list_of_unprintables",
-        "deep_dict",
-        "big_dict",
-        "huge_int_list",
-    ]
-).map(
-    lambda k: {
-        "recursive_list": _recursive_list,
-        "recursive_dict": _recursive_dict,
-        "list_of_unprintables": lambda: [Unprintable(), BadStrGoodRepr()],
-        "deep_dict": lambda: _deep(40),
-        "big_dict": lambda: {f"k{i}": i for i in range(500)},
-        "huge_int_list": lambda: [2**100, -(2**100)],
-    }[k]()
-)
+_SPECIAL_VALUES: dict[str, Callable[[], Any]] = {
+    "recursive_list": _recursive_list,
+    "recursive_dict": _recursive_dict,
+    "list_of_unprintables": lambda: [Unprintable(), BadStrGoodRepr()],
+    "deep_dict": lambda: _deep(40),
+    "big_dict": lambda: {f"k{i}": i for i in range(500)},
+    "huge_int_list": lambda: [2**100, -(2**100)],
+}
+special_values = st.sampled_from(sorted(_SPECIAL_VALUES)).map(lambda k: _SPECIAL_VALUES[k]())
 
 
 def _deep(n: int) -> dict[str, Any]:
@@ -234,9 +225,9 @@ def _values_match(kind: int, got: Any, want: Any, cut_ok: bool, marker: str) -> 
         return False
     if kind in (_fields.STR, _fields.JSON) and isinstance(got, str) and got.endswith(marker):
         kept = got[: -len(marker)]
-        return want.startswith(kept)
+        return bool(want.startswith(kept))
     if kind == _fields.BYTES and isinstance(got, bytes):
-        return want.startswith(got)
+        return bool(want.startswith(got))
     return False
 
 

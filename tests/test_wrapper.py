@@ -151,8 +151,8 @@ def test_bound_level_override_selects_the_slot(capture: EtwCapture) -> None:
     assert [(e.name, e.level) for e in capture.events] == [("promoted", 1), ("promoted_per_call", 1)]
 
 
-def test_contextvar_keyword_is_honoured_by_the_fast_path(capture: EtwCapture) -> None:
-    renderer, spy, cls = _setup(capture)
+def test_contextvar_keyword_is_honoured_by_the_fast_path_when_asked(capture: EtwCapture) -> None:
+    renderer, spy, cls = _setup(capture, contextvars=True)
     capture.set_enabled(False)
     capture.set_enabled(True, keyword=0x10)
     log = bound(cls, [structlog.contextvars.merge_contextvars, spy, renderer])
@@ -164,8 +164,31 @@ def test_contextvar_keyword_is_honoured_by_the_fast_path(capture: EtwCapture) ->
     assert len(spy.calls) == 1
 
 
+def test_default_fast_path_does_not_read_contextvars(capture: EtwCapture) -> None:
+    """Documented: without contextvars=True only call, bound, name and default keys count."""
+    renderer, spy, cls = _setup(capture)
+    capture.set_enabled(False)
+    capture.set_enabled(True, keyword=0x10)
+    log = bound(cls, [structlog.contextvars.merge_contextvars, spy, renderer])
+    with structlog.contextvars.bound_contextvars(etw_keyword=0x10):
+        log.info("returns_early")
+        log.info("per_call_key_is_exact", etw_keyword=0x10)
+    assert [(e.name, e.keyword) for e in capture.events] == [("per_call_key_is_exact", 0x10)]
+    assert len(spy.calls) == 1
+
+
+def test_contextvar_level_is_honoured_when_asked(capture: EtwCapture) -> None:
+    renderer, _, cls = _setup(capture, contextvars=True)
+    capture.set_enabled(False)
+    capture.set_enabled(True, level=1)
+    log = bound(cls, [renderer])
+    with structlog.contextvars.bound_contextvars(etw_level=1):
+        log.debug("promoted_by_contextvar")
+    assert [(e.name, e.level) for e in capture.events] == [("promoted_by_contextvar", 1)]
+
+
 def test_bound_keyword_wins_over_contextvar(capture: EtwCapture) -> None:
-    renderer, _, cls = _setup(capture)
+    renderer, _, cls = _setup(capture, contextvars=True)
     capture.set_enabled(False)
     capture.set_enabled(True, keyword=0x10)
     log = bound(cls, [structlog.contextvars.merge_contextvars, renderer], etw_keyword=0x20)

@@ -8,9 +8,11 @@ Import from a kernel test module as ``from kernel_harness import PerfSession, re
 pipe (``--control fd:...``), then sends ``enable`` and waits for perf's ``ack``: when
 ``__enter__`` returns, every per-CPU perf event is enabled, so nothing written afterwards is
 lost to perf's start-up (the kernel sets the tracepoints' enable words as soon as perf
-*opens* them, which is earlier).  Leaving the block stops perf with SIGINT and waits for it;
-:meth:`PerfSession.events` then decodes the capture with the project's perf.data reader and
-EventHeader decoder.
+*opens* them, which is earlier: a write between the word flipping and ``__enter__`` returning
+is accepted by the kernel but not recorded).  ``enabled_ns``/``stop_ns`` bound the recorded
+window on CLOCK_MONOTONIC, the clock of the sample times.  Leaving the block stops perf with
+SIGINT and waits for it; :meth:`PerfSession.events` then decodes the capture with the
+project's perf.data reader and EventHeader decoder.
 """
 
 from __future__ import annotations
@@ -94,6 +96,10 @@ class PerfSession:
         self.log_path = self.out_dir / f"{label}.log"
         self.extra_args = list(extra_args)
         self.returncode: int | None = None
+        #: CLOCK_MONOTONIC ns (the clock of ``-k monotonic`` sample times) when perf acknowledged
+        #: 'enable' (everything written after it is recorded) and just before SIGINT was sent.
+        self.enabled_ns: int | None = None
+        self.stop_ns: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctl: Any = None
         self._ack: Any = None
@@ -145,6 +151,7 @@ class PerfSession:
         except BaseException:
             self.stop()
             raise
+        self.enabled_ns = time.monotonic_ns()
         if reply != "ack":
             self.stop()
             raise AssertionError(
@@ -177,6 +184,7 @@ class PerfSession:
         # Keep the control pipe open until perf has exited: perf 6.1 aborts without writing
         # the file header ("Thread and evlist pollfd index mismatch") when it sees it hang up.
         try:
+            self.stop_ns = time.monotonic_ns()
             if proc.poll() is None:
                 proc.send_signal(signal.SIGINT)
             try:

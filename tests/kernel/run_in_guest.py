@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -53,6 +54,32 @@ def _pytest_args(extra: list[str]) -> list[str]:
     kernel_dir = str(REPO / "tests" / "kernel")
     args = [sys.executable, "-m", "pytest", "-m", "kernel", "-v", "-p", "no:cacheprovider"]
     return [*args, kernel_dir, *extra]
+
+
+def _run_relayed(cmd: list[str], env: dict[str, str], timeout: float) -> int | None:
+    """Run *cmd* with its output relayed through a pipe; None if it ran past *timeout*.
+
+    qemu opens its stdout chardev (``/proc/self/fd/1``) with O_TRUNC: handed our stdout
+    directly, it would truncate a log file that CI or a user redirects this run into.  Behind a
+    pipe, everything printed before the guest started stays in the log.
+    """
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    try:
+        pipe = proc.stdout
+        assert pipe is not None
+        out = sys.stdout.buffer
+        while chunk := os.read(pipe.fileno(), 65536):
+            out.write(chunk)
+            out.flush()
+        rc = proc.wait()
+    finally:
+        expired = not timer.is_alive()
+        timer.cancel()
+    return None if expired and rc < 0 else rc
 
 
 def main(argv: list[str]) -> int:
@@ -120,9 +147,8 @@ def main(argv: list[str]) -> int:
     ]
     print("run_in_guest: " + " ".join(cmd), flush=True)
     start = time.monotonic()
-    try:
-        rc = subprocess.call(cmd, cwd=REPO, env=env, stdin=subprocess.DEVNULL, timeout=GUEST_TIMEOUT)
-    except subprocess.TimeoutExpired:
+    rc = _run_relayed(cmd, env, GUEST_TIMEOUT)
+    if rc is None:
         return _fail(f"the guest did not finish within {GUEST_TIMEOUT:.0f}s")
     took = time.monotonic() - start
     print(

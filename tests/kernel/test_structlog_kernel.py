@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import ipaddress
+import struct
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -15,6 +16,7 @@ from kernel_harness import PerfSession, wait_until
 
 from structlog_etw import EtwRenderer
 from structlog_etw._backend_linux import UserEventsBackend
+from structlog_etw._slot import Slot
 
 pytestmark = pytest.mark.kernel
 
@@ -153,3 +155,21 @@ def test_default_keyword_is_registered_at_every_level_before_the_first_event(
         pass
     assert session.returncode is not None  # perf started on all ten names and stopped cleanly
     assert session.events() == []
+
+
+def test_backend_errors_are_returned_not_raised_and_counted_by_errno_name(
+    renderer_for: Callable[..., EtwRenderer], provider_name: str, perf_session: PerfFactory
+) -> None:
+    renderer = renderer_for()
+    provider = renderer.provider
+    slot = provider.slot(4, 1)
+    unknown_index = Slot(4, 1, slot.word, struct.pack("=i", 4000))
+    with perf_session([f"{provider_name}_L4K1"]) as session:
+        assert provider.write(unknown_index, "forged", []) is False  # writev -> ENOENT
+        assert provider.write(slot, "fine", []) is True
+        provider.backend.close()  # the descriptor is gone under the provider's feet
+        assert provider.write(Slot(4, 1, [1], slot.handle), "late", []) is False  # -> EBADF
+    assert [e.name for e in session.events()] == ["fine"]
+    stats = provider.stats()
+    assert stats["written"] == 1
+    assert stats["errors"] == {"ENOENT": 1, "EBADF": 1}

@@ -87,7 +87,7 @@ def test_ainfo_events_reach_perf_with_context_and_activity(
     spy = Spy()
     log = structlog.wrap_logger(
         structlog.ReturnLogger(),
-        wrapper_class=make_etw_bound_logger(renderer),
+        wrapper_class=make_etw_bound_logger(renderer, contextvars=True),
         processors=[structlog.contextvars.merge_contextvars, spy, renderer],
     ).bind(service="checkout")
     activity, related = uuid.uuid4(), uuid.uuid4()
