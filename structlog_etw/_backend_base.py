@@ -39,7 +39,7 @@ class TraceLoggingBackend(Protocol):
     def open_slot(self, level: int, keyword: int) -> Slot:
         """Return the slot for (level, keyword)."""
 
-    def write(  # noqa: PLR0917 (the backend contract)
+    def write(
         self,
         slot: Slot,
         opcode: int,

@@ -105,7 +105,9 @@ class EtwRenderer:
 
     Level from structlog's method name (critical/fatal 1, error/exception 2, warning/warn 3,
     info/msg 4, debug 5, anything else 5; ``etw_level`` overrides).  Keyword ``etw_keyword``,
-    else ``default_keyword``.  Event name ``etw_name``, else the ``event`` string made valid
+    else the one ``keywords_by_logger`` gives the logger's name (the event's ``logger`` key, the
+    stdlib record's or the wrapped logger's ``name``; see ``_keywords.KeywordsByLogger``), else
+    ``default_keyword``.  Event name ``etw_name``, else the ``event`` string made valid
     (:func:`event_name`; with ``etw_name`` the ``event`` value stays a field called
     ``event``).  Every other key becomes a typed field; ``exc_info`` becomes an ``exception``
     field holding the formatted traceback unless ``exception`` is already there.

@@ -20,7 +20,7 @@ _FENCE = re.compile(r"^```python([^\n]*)\n(.*?)^```[ \t]*$", re.DOTALL | re.MULT
 
 
 def _doc_files() -> list[Path]:
-    files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
     return [f for f in files if f.is_file()]
 
 
