@@ -66,7 +66,7 @@ def measure(out: Path, quick: bool) -> dict[str, Any]:
             {"log": fast_path_logger(enabled=True)},
         ),
     ]
-    rounds, round_s = (5, 0.05) if quick else (9, 0.1)
+    rounds, round_s = (5, 0.05) if quick else (21, 0.05)
     tp = f"{prov.name}_L4K1"
     with PerfSession([tp], out, label="bench", extra_args=["-m", "64"]) as session:
         wait_until(lambda: prov.enabled(4, 1), what="perf to enable the tracepoint")
