@@ -340,8 +340,11 @@ class Provider:
             with self._lock:
                 self._written += 1
             return True
-        key = _error_name(self.format, rc)
         with self._lock:
+            if self._closed:  # a write that raced close(): the backend refused it as closed
+                self._dropped["closed"] = self._dropped.get("closed", 0) + 1
+                return False
+            key = _error_name(self.format, rc)
             self._errors[key] = self._errors.get(key, 0) + 1
         return False
 

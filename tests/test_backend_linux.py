@@ -6,15 +6,20 @@ tests/kernel/test_user_events.py (run in the virtme-ng guest).
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import platform
+import struct
 import sys
 from pathlib import Path
 
 import pytest
+import structlog
 
-from structlog_etw import _backend_linux
+from structlog_etw import EtwRenderer, _backend_linux
 from structlog_etw._backend_base import BackendUnavailable
 from structlog_etw._backend_linux import UserEventsBackend, find_tracefs
+from structlog_etw._provider import Provider
 
 
 def _fake_tracefs(root: Path) -> Path:
@@ -77,3 +82,37 @@ def test_kernel_version_parsing() -> None:
     assert _backend_linux._kernel_version("6.18.44-fc-v669") == (6, 18)
     assert _backend_linux._kernel_version("5.15.0") == (5, 15)
     assert _backend_linux._kernel_version("weird") is None
+
+
+def test_writev_enospc_is_counted_by_a_provider_and_never_raised_from_a_log_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real UserEventsBackend writes into /dev/full, whose every write fails with ENOSPC."""
+    if not sys.platform.startswith("linux"):
+        pytest.fail("this test runs on Linux")
+    tracefs = tmp_path / "tracing"
+    tracefs.mkdir()
+    (tracefs / "user_events_data").symlink_to("/dev/full")
+    monkeypatch.setattr(platform, "release", lambda: "6.12.0")
+    monkeypatch.setattr(_backend_linux, "find_tracefs", lambda: str(tracefs))
+    backend = UserEventsBackend("SlEtw_EnospcHost")  # the real constructor opens /dev/full O_WRONLY
+    provider = Provider("SlEtw_EnospcHost", backend=backend)
+    try:
+        # /dev/full is no user_events_data: every up-front registration is refused and counted.
+        assert provider.stats()["errors"] == {"register:ENOTTY": 5}
+        # A session listens at L4K1: an enable word reading 1 and the write index the kernel
+        # would have handed back (what the backend's open_slot stores in a slot).
+        slot = provider.slot(4, 1)
+        word = (ctypes.c_uint32 * 1)(1)
+        slot.word, slot.handle = memoryview(word).cast("B").cast("I"), struct.pack("=i", 0)
+        assert backend.write(slot, b"\x07" + bytes(7)) == errno.ENOSPC  # the real writev
+        log = structlog.wrap_logger(None, processors=[EtwRenderer(provider.name, provider=provider)])
+        for i in range(3):
+            assert log.info("disk_full", n=i) is None  # returns normally, no exception
+        log.debug("not_listened")  # L5K1 stays disabled: nothing attempted, nothing counted
+        stats = provider.stats()
+        assert stats["errors"] == {"register:ENOTTY": 5, "ENOSPC": 3}
+        assert stats["written"] == 0
+        assert stats["dropped"] == {}
+    finally:
+        provider.close()

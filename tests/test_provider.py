@@ -297,3 +297,26 @@ def test_switching_back_to_a_backend_finds_its_own_slots_untouched(
     assert p.write(slot, "back", FIELDS) is True
     assert len(first.records) == 1 and second.records == []
     p.close()
+
+
+class _ClosesMidWrite(str):
+    """A string value whose encoding closes every provider: ``close_all`` (e.g. at interpreter
+    exit) running between the provider's enable check and the backend's write."""
+
+    def encode(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+        close_all()
+        return str(self).encode(encoding, errors)
+
+
+def test_write_racing_close_all_is_counted_closed_not_as_an_error(
+    captures: dict[str, CaptureBackend],
+) -> None:
+    p = get_provider("Co_Race")
+    slot = p.slot(4, 1)
+    assert slot.word[0]  # enabled: the write passes the check, then close_all runs mid-encode
+    assert p.write(slot, "racing", [("msg", STR, _ClosesMidWrite("bye"))]) is False
+    assert p.closed
+    assert captures["Co_Race"].records == []  # the closed capture backend refused it (EBADF)
+    stats = p.stats()
+    assert stats["dropped"] == {"closed": 1}
+    assert stats["errors"] == {}
