@@ -27,6 +27,20 @@ class Color(enum.Enum):
     RED = 1
 
 
+class Prio(enum.IntEnum):
+    HIGH = 2
+
+
+class Unprintable:
+    """Neither ``str`` nor ``repr`` works: the type table's last resort."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no str")
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
 UID = uuid.UUID("12345678-1234-5678-1234-567812345678")
 
 #: One value of every row of the type table, and (decoded value, encoding, format, is_array)
@@ -61,6 +75,37 @@ TYPE_TABLE: dict[str, tuple[Any, Any, int, int, bool]] = {
     "nothing": (None, "None", 10, 0, False),
     "color": (Color.RED, "Color.RED", 10, 0, False),
     "err": (ValueError("bad"), "ValueError: bad", 10, 0, False),
+    # The remaining rows of docs/types.md (and edge cases of the rows above).
+    "view": (memoryview(b"mv\x00"), b"mv\x00", 13, 9, False),  # memoryview -> BinaryLength16Char8 / HexBytes
+    "naive": (dt.datetime(2024, 5, 6, 7, 8, 9), "2024-05-06T07:08:09", 10, 0, False),  # stays naive
+    "day": (dt.date(2024, 5, 6), "2024-05-06", 10, 0, False),
+    "clock": (dt.time(7, 8, 9), "07:08:09", 10, 0, False),
+    "empty": ([], [], 10, 0, True),  # empty list -> StringLength16Char8 VArray, count 0
+    "empty_tuple": ((), [], 10, 0, True),
+    "members": ({7}, [7], 5, 2, True),  # a set of one scalar kind -> VArray
+    "u64s": ([2**64 - 1, 2**63], [2**64 - 1, 2**63], 5, 1, True),  # VArray of Value64 / UnsignedInt
+    "v4s": (
+        [ipaddress.IPv4Address("10.0.0.1"), ipaddress.IPv4Address("192.168.1.2")],
+        [ipaddress.IPv4Address("10.0.0.1"), ipaddress.IPv4Address("192.168.1.2")],
+        4,
+        17,
+        True,
+    ),  # VArray of Value32 / IpAddress
+    "v6s": (
+        [ipaddress.IPv6Address("::1"), ipaddress.IPv6Address("fe80::2")],
+        [ipaddress.IPv6Address("::1"), ipaddress.IPv6Address("fe80::2")],
+        6,
+        17,
+        True,
+    ),  # VArray of Value128 / IpAddress
+    "nodict": ({}, "{}", 10, 14, False),  # empty dict -> JSON
+    "opaque": (Unprintable(), "<unprintable Unprintable>", 10, 0, False),
+    "bigneg": (-(2**63) - 1, str(-(2**63) - 1), 10, 0, False),  # below int64 -> decimal string
+    "huge": (2**64, str(2**64), 10, 0, False),  # just past uint64 -> decimal string
+    "prio": (Prio.HIGH, "Prio.HIGH", 10, 0, False),  # IntEnum members are enums (text), not ints
+    "bare_err": (KeyError("k"), "KeyError: 'k'", 10, 0, False),
+    "deep": ({"x": {"y": {"z": 1}}}, {"x": {"y": {"z": 1}}}, 1, 1, False),  # nested Struct (1 field)
+    "records": ([{"a": 1}, {"b": "x"}], '[{"a": 1}, {"b": "x"}]', 10, 14, False),  # list of dicts -> JSON
 }
 
 
