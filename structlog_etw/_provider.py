@@ -55,9 +55,10 @@ _WIN32_ERRORS: Final[dict[int, str]] = {
 _PLATFORM: str = sys.platform
 #: Shared library the Windows backend loads instead of the Windows DLLs (internal, tests only).
 _ETW_LIBRARY: str | None = None
-#: TraceLogging provider traits carry their total size in a u16: name + NUL + group trait must fit.
-_TRAITS_MAX: Final = 0xFFFF
+#: TraceLogging provider traits: u16 size, name, NUL, optional 19-byte group trait.  They go with
+#: every event, so the encoder wants at least this much of the event budget left for the event.
 _GROUP_TRAIT_SIZE: Final = 19
+_MIN_EVENT_ROOM: Final = 256
 
 _warned: set[str] = set()
 _warn_lock = threading.Lock()
@@ -498,9 +499,10 @@ def _name_problem(name: str, group: str | None, fmt: str) -> str | None:
 
     EventHeader (Linux user_events): the tracepoint name rules of
     :func:`~structlog_etw._eventheader.validate_provider_name` (``[A-Za-z0-9_]``, no dots).
-    TraceLogging (Windows ETW): what Microsoft's TraceLogging providers accept: a non-empty
-    name without NUL that encodes as UTF-8, and a provider traits blob (u16 size, name, NUL,
-    optional 19-byte group trait) of at most 65535 bytes; the group is GUID text or a name.
+    TraceLogging (Windows ETW): what Microsoft's TraceLogging providers accept (a non-empty
+    name without NUL that encodes as UTF-8; the group GUID text or a name) and a provider traits
+    blob (u16 size, name, NUL, optional 19-byte group trait) that leaves the encoder at least 256
+    bytes of its 64000-byte event (stricter than the u16 size limit of 65535 bytes).
     """
     if fmt != "tracelogging":
         try:
@@ -516,11 +518,16 @@ def _name_problem(name: str, group: str | None, fmt: str) -> str | None:
         return f"provider name {name!r} is not valid Unicode (lone surrogate)"
     if group is not None and (not isinstance(group, str) or not group):
         return f"provider group must be a non-empty str (GUID text or a name), got {group!r}"
-    total = 2 + size + 1 + (_GROUP_TRAIT_SIZE if group is not None else 0)
-    if total > _TRAITS_MAX:
+    traits = 2 + size + 1 + (_GROUP_TRAIT_SIZE if group is not None else 0)
+    from ._tracelogging import DEFAULT_MAX_SIZE, TraceLoggingEncoder  # noqa: PLC0415
+
+    try:
+        TraceLoggingEncoder(name, group)  # the encoder's own limit: room for events after the traits
+    except Exception:  # ValueError (no room left), struct.error (traits size past the u16)
         return (
-            f"provider name is too long for TraceLogging: its traits would take {total} bytes "
-            f"(at most {_TRAITS_MAX}; the name is {size} UTF-8 bytes)"
+            f"provider name is too long for TraceLogging: its traits blob takes {traits} bytes of the "
+            f"{DEFAULT_MAX_SIZE}-byte event (the name is {size} UTF-8 bytes; at most "
+            f"{DEFAULT_MAX_SIZE - _MIN_EVENT_ROOM - 3} bytes, {_GROUP_TRAIT_SIZE} fewer with a group)"
         )
     return None
 
