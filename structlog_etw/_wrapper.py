@@ -470,7 +470,8 @@ class EtwEarlyDrop:
     event's level and keyword is not enabled.  Its cost is that of a structlog call that
     builds the event dict and enters the chain (several times the wrapper's disabled path,
     which returns before any event dict exists); it saves the rest of the chain.
-    Never raises anything else: when in doubt it lets the event through.
+    Never raises anything else: when in doubt it lets the event through.  It takes the same
+    provider options as :func:`make_etw_bound_logger` (``group``, ``provider_id``, ...).
     """
 
     __slots__ = ("_state",)
