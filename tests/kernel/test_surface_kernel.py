@@ -87,7 +87,7 @@ def test_ainfo_events_reach_perf_with_context_and_activity(
     spy = Spy()
     log = structlog.wrap_logger(
         structlog.ReturnLogger(),
-        wrapper_class=make_etw_bound_logger(renderer, contextvars=True),
+        wrapper_class=make_etw_bound_logger(renderer),
         processors=[structlog.contextvars.merge_contextvars, spy, renderer],
     ).bind(service="checkout")
     activity, related = uuid.uuid4(), uuid.uuid4()
@@ -143,15 +143,15 @@ def test_structlog_logger_name_selects_keyword_in_perf(provider_name: str, perf_
     spy = Spy()
     wrapper = make_etw_bound_logger(renderer)
     bound_db = structlog.wrap_logger(
-        structlog.ReturnLogger(), wrapper_class=wrapper, processors=[spy, renderer], logger="db.pool"
-    )
+        structlog.ReturnLogger(), wrapper_class=wrapper, processors=[spy, renderer]
+    ).bind(logger="db.pool")
     # A stdlib logger from structlog's LoggerFactory: the keyword comes from its name.
     factory_db = structlog.wrap_logger(
         structlog.stdlib.LoggerFactory()("db"), wrapper_class=wrapper, processors=[spy, renderer]
     )
     http = structlog.wrap_logger(
-        structlog.ReturnLogger(), wrapper_class=wrapper, processors=[spy, renderer], logger="http"
-    )
+        structlog.ReturnLogger(), wrapper_class=wrapper, processors=[spy, renderer]
+    ).bind(logger="http")
     with perf_session([f"{provider_name}_L4K2"]) as session:
         bound_db.info("query_done", rows=3)
         factory_db.info("pool_checkout", size=5)
