@@ -111,12 +111,13 @@ def _resolve_provider(
 class _EtwState:
     """What one wrapper class decided at build time (shared by its instances)."""
 
-    __slots__ = ("default_keyword", "names", "provider", "slots")
+    __slots__ = ("default_keyword", "has_names", "names", "provider", "slots")
 
     def __init__(self, provider: Provider, default_keyword: int, names: KeywordsByLogger) -> None:
         self.provider = provider
         self.default_keyword = default_keyword
         self.names = names
+        self.has_names = bool(names)  # KeywordsByLogger.__bool__ is a Python call: once here
         # (keyword, fixed level or 0) -> slot per ETW level, index 0 unused.
         self.slots: dict[tuple[int, int], tuple[Slot, ...]] = {}
 
@@ -139,7 +140,7 @@ class _EtwState:
 
     def name_keyword(self, logger: object, context: Mapping[str, Any]) -> int:
         """The keyword a logger's name selects (bound ``logger`` key, else the wrapped logger's ``name``)."""
-        if self.names:
+        if self.has_names:
             name = context.get("logger")
             if type(name) is not str:
                 name = getattr(logger, "name", None)
@@ -464,6 +465,7 @@ def make_etw_bound_logger(
 
 
 _CONTROL_SET = frozenset(CONTROL_KEYS)
+_DropEvent = structlog.DropEvent
 
 
 class EtwEarlyDrop:
@@ -481,7 +483,7 @@ class EtwEarlyDrop:
     Never raises anything else: when in doubt it lets the event through.
     """
 
-    __slots__ = ("_by_method", "_state")
+    __slots__ = ("_by_method", "_lookup", "_names", "_state", "_tables", "_verbose")
 
     def __init__(
         self,
@@ -493,30 +495,35 @@ class EtwEarlyDrop:
     ) -> None:
         state = _EtwState(*_resolve_provider(provider_or_name, default_keyword, keywords_by_logger, group))
         self._state = state
-        # method name -> slot at the default keyword (only used without keywords_by_logger)
+        self._names = bool(state.names)
+        # method name -> slot at the default keyword (used without keywords_by_logger)
         slots = state.slots_for(state.default_keyword, 0)
-        for keyword in state.names.keywords():  # the per-level tables of the name keywords
-            state.slots_for(keyword, 0)
         self._by_method: dict[str, Slot] = {name: slots[level] for name, level in METHOD_LEVELS.items()}
+        self._verbose = slots[5]  # unknown method names: level 5, like the renderer
+        self._lookup = state.names.lookup
+        # keyword -> slot per ETW level, for the default keyword and every name keyword
+        self._tables = {kw: state.slots_for(kw, 0) for kw in (state.default_keyword, *state.names.keywords())}
 
     def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
         """Return *event_dict* unchanged, or raise ``DropEvent`` when nobody listens."""
-        state = self._state
-        if _CONTROL_SET.isdisjoint(event_dict) and not ctx_has_etw():
-            try:
-                if state.names:
-                    keyword = state.name_keyword(logger, event_dict)
-                    slot = state.slots_for(keyword, 0)[level_from_method(method_name)]
-                else:
-                    slot = self._by_method.get(method_name) or state.slots_for(state.default_keyword, 0)[5]
-                enabled = slot.word[0]
-            except Exception:
-                return event_dict  # cannot tell: let the chain run
-            if not enabled:
-                raise structlog.DropEvent
-            return event_dict
-        if not state.listening(level_from_method(method_name), event_dict, logger, {}):
-            raise structlog.DropEvent
+        if _CONTROL_SET.isdisjoint(event_dict) and (not watch.bound or not ctx_has_etw()):
+            if self._names:
+                try:
+                    name = event_dict.get("logger")
+                    if type(name) is not str:
+                        name = getattr(logger, "name", None)
+                    keyword = self._lookup(name)
+                    slots = self._tables[self._state.default_keyword if keyword is None else keyword]
+                    enabled = slots[METHOD_LEVELS.get(method_name, 5)].word[0]
+                except Exception:
+                    return event_dict  # cannot tell: let the chain run
+            else:
+                enabled = self._by_method.get(method_name, self._verbose).word[0]
+            if enabled:
+                return event_dict
+            raise _DropEvent
+        if not self._state.listening(level_from_method(method_name), event_dict, logger, {}):
+            raise _DropEvent
         return event_dict
 
     def __repr__(self) -> str:
