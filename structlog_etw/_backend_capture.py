@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import threading
+import uuid
 from dataclasses import dataclass
 
 from ._eventheader import tracepoint_name
@@ -29,7 +30,8 @@ class CaptureRecord:
 
     EventHeader: ``tracepoint`` and ``event``.  TraceLogging: ``descriptor`` (Id, Version,
     Channel, Level, Opcode, Task, Keyword), ``traits``, ``metadata``, ``data``,
-    ``activity_id``/``related_id`` (16 raw bytes, RFC 4122 order).
+    ``activity_id``/``related_id`` (16 raw bytes, RFC 4122 order) and ``provider_id``, the
+    provider GUID EventRegister would have received (explicit ``provider_id`` or the name hash).
     """
 
     format: str
@@ -45,6 +47,7 @@ class CaptureRecord:
     data: bytes = b""
     activity_id: bytes | None = None
     related_id: bytes | None = None
+    provider_id: uuid.UUID | None = None
 
 
 class CaptureBackend:
@@ -63,6 +66,7 @@ class CaptureBackend:
         *,
         enabled: bool = True,
         traits: bytes | None = None,
+        provider_id: uuid.UUID | None = None,
     ) -> None:
         if format not in ("eventheader", "tracelogging"):
             raise ValueError(f"format must be 'eventheader' or 'tracelogging', got {format!r}")
@@ -71,6 +75,8 @@ class CaptureBackend:
         self.format = format
         #: TraceLogging provider traits (descriptor 0); the provider sets it from its encoder.
         self.traits = traits
+        #: TraceLogging provider GUID (for EventRegister); the provider sets it.
+        self.provider_id = provider_id
         self._default = 1 if enabled else 0
         self._rules: dict[tuple[int | None, int | None], int] = {}
         self._words: dict[tuple[int, int], list[int]] = {}
@@ -136,6 +142,7 @@ class CaptureBackend:
                     data=bytes(data),  # type: ignore[call-overload]
                     activity_id=activity_id,  # type: ignore[arg-type]
                     related_id=related_id,  # type: ignore[arg-type]
+                    provider_id=self.provider_id,
                 )
         except Exception:
             return errno.EINVAL if self.format == "eventheader" else 87  # ERROR_INVALID_PARAMETER

@@ -32,7 +32,6 @@ from __future__ import annotations
 import ctypes
 import errno
 import fcntl
-import importlib
 import os
 import platform
 import re
@@ -40,10 +39,10 @@ import struct
 import sys
 import threading
 import weakref
-from collections.abc import Callable
 from typing import Final
 
 from ._backend_base import BackendUnavailable
+from ._eventheader import register_command, tracepoint_name, validate_provider_name
 from ._slot import Slot
 
 __all__ = ["DIAG_IOCSREG", "DIAG_IOCSUNREG", "UserEventsBackend", "find_tracefs"]
@@ -79,15 +78,17 @@ def _unescape_mount(path: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), path)
 
 
-def find_tracefs(mounts: str = "/proc/mounts") -> str | None:
+def find_tracefs(
+    mounts: str = "/proc/mounts", first: tuple[str, ...] = ("/sys/kernel/tracing",)
+) -> str | None:
     """Return the tracefs directory that holds ``user_events_data``, or None.
 
-    Looks at ``/sys/kernel/tracing`` first, then at every tracefs mount (and
+    Looks at *first* (``/sys/kernel/tracing``), then at every tracefs mount (and
     ``<debugfs>/tracing``) listed in *mounts*.  A directory this process may not
     search (tracefs is mode 0700 by default) counts as found, so that opening
     ``user_events_data`` then reports the permission problem.
     """
-    candidates = ["/sys/kernel/tracing"]
+    candidates = list(first)
     try:
         with open(mounts, encoding="utf-8", errors="replace") as f:
             lines = f.read().splitlines()
@@ -111,31 +112,6 @@ def find_tracefs(mounts: str = "/proc/mounts") -> str | None:
             continue
         return c
     return None
-
-
-def _encoder_function(name: str) -> Callable[..., str] | None:
-    # _eventheader owns the naming rules; until it is importable use the spec's rules here.
-    try:
-        module = importlib.import_module("structlog_etw._eventheader")
-    except ImportError:  # pragma: no cover - the encoder module lands separately
-        return None
-    fn = getattr(module, name, None)
-    return fn if callable(fn) else None
-
-
-def _tracepoint_name(provider: str, level: int, keyword: int, group: str | None) -> str:
-    fn = _encoder_function("tracepoint_name")
-    if fn is not None:
-        return fn(provider, level, keyword, group)
-    suffix = f"G{group}" if group else ""
-    return f"{provider}_L{level:x}K{keyword:x}{suffix}"
-
-
-def _register_command(name: str) -> str:
-    fn = _encoder_function("register_command")
-    if fn is not None:
-        return fn(name)
-    return f"{name} u8 eventheader_flags; u8 version; u16 id; u16 tag; u8 opcode; u8 level"
 
 
 class _Registration:
@@ -193,7 +169,7 @@ class UserEventsBackend:
         if version is not None and version < _MIN_KERNEL:
             raise BackendUnavailable(f"user_events needs Linux 6.4 or later (this kernel is {release})")
         # A bad provider or group name is a setup error (ValueError), wherever we run.
-        _tracepoint_name(provider_name, 1, 0, group)
+        validate_provider_name(provider_name, group)
         tracefs = find_tracefs()
         if tracefs is None:
             raise BackendUnavailable(
@@ -217,7 +193,7 @@ class UserEventsBackend:
 
     def tracepoint_name(self, level: int, keyword: int) -> str:
         """The tracepoint name of (level, keyword) for this provider (without ``user_events:``)."""
-        return _tracepoint_name(self.provider_name, level, keyword, self.group)
+        return tracepoint_name(self.provider_name, level, keyword, self.group)
 
     def open_slot(self, level: int, keyword: int) -> Slot:
         """Register (level, keyword) on first use and return its slot (cached).
@@ -236,7 +212,7 @@ class UserEventsBackend:
             if self._fd < 0:
                 raise OSError(errno.EBADF, "user_events backend is closed")
             name = self.tracepoint_name(level, keyword)
-            command = _register_command(name).encode("utf-8") + b"\0"
+            command = register_command(name).encode("utf-8") + b"\0"
             if len(command) > _MAX_COMMAND:
                 raise OSError(errno.E2BIG, f"user_events command longer than {_MAX_COMMAND} bytes: {name}")
             array = (ctypes.c_uint32 * 1)()

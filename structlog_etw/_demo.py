@@ -118,6 +118,8 @@ def demo(*, json_lines: bool = False, colors: bool = False, capture: bool = Fals
 def _user_events_reason() -> str | None:
     from ._backend_base import BackendUnavailable  # noqa: PLC0415
 
+    if not sys.platform.startswith("linux"):
+        return f"user_events is Linux-only (this is {sys.platform})"
     try:
         from ._backend_linux import UserEventsBackend  # noqa: PLC0415
     except ImportError as e:  # pragma: no cover - part of the package

@@ -11,10 +11,12 @@ This module knows nothing about structlog.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import errno as _errno
 import os
 import sys
 import threading
+import uuid
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, Final
@@ -48,6 +50,16 @@ _WIN32_ERRORS: Final[dict[int, str]] = {
     534: "ERROR_ARITHMETIC_OVERFLOW",
 }
 
+#: The platform whose OS backend providers use (internal: tests set "win32" together with
+#: ``_ETW_LIBRARY`` to run the Windows path against the compiled fake ETW library).
+_PLATFORM: str = sys.platform
+#: Shared library the Windows backend loads instead of the Windows DLLs (internal, tests only).
+_ETW_LIBRARY: str | None = None
+#: TraceLogging provider traits: u16 size, name, NUL, optional 19-byte group trait.  They go with
+#: every event, so the encoder wants at least this much of the event budget left for the event.
+_GROUP_TRAIT_SIZE: Final = 19
+_MIN_EVENT_ROOM: Final = 256
+
 _warned: set[str] = set()
 _warn_lock = threading.Lock()
 
@@ -70,15 +82,23 @@ def _error_name(fmt: str, code: int) -> str:
     return _WIN32_ERRORS.get(code, f"WIN32_{code}")
 
 
-def _default_backend(name: str, group: str | None) -> Any:
-    """The OS backend for this platform; raises BackendUnavailable when there is none."""
-    if sys.platform.startswith("linux"):
+def _os_format() -> str:
+    """The event format of this platform's OS backend."""
+    return "tracelogging" if _PLATFORM == "win32" else "eventheader"
+
+
+def _default_backend(name: str, group: str | None, guid: uuid.UUID | None = None) -> Any:
+    """The OS backend for this platform; raises BackendUnavailable when there is none.
+
+    ``guid`` is an explicit ETW provider GUID (Windows only; default: the name hash).
+    """
+    if _PLATFORM.startswith("linux"):
         try:
             from ._backend_linux import UserEventsBackend  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
         except ImportError as exc:
             raise BackendUnavailable(f"user_events backend not importable: {exc}") from exc
         return UserEventsBackend(name, group)
-    if sys.platform == "win32":
+    if _PLATFORM == "win32":
         try:
             from ._backend_windows import EtwBackend  # noqa: PLC0415
             from ._tracelogging import (  # noqa: PLC0415
@@ -89,8 +109,13 @@ def _default_backend(name: str, group: str | None) -> Any:
         except ImportError as exc:
             raise BackendUnavailable(f"ETW backend not importable: {exc}") from exc
         # The traits must equal TraceLoggingEncoder(name, group).traits (group: GUID or name hash).
-        return EtwBackend(name, provider_id(name), provider_traits(name, group_guid(group)))
-    raise BackendUnavailable(f"no trace facility on platform {sys.platform!r}")
+        return EtwBackend(
+            name,
+            provider_id(name) if guid is None else guid,
+            provider_traits(name, group_guid(group)),
+            library=_ETW_LIBRARY,
+        )
+    raise BackendUnavailable(f"no trace facility on platform {_PLATFORM!r}")
 
 
 def _make_encoder(fmt: str, name: str, group: str | None) -> Any:
@@ -113,6 +138,12 @@ class Provider:
     registered at levels 1-5, plus every keyword in ``keywords``, so that trace tools can name
     the tracepoints before the first event; other (level, keyword) pairs are registered on
     first use.
+
+    ``provider_id`` (a :class:`uuid.UUID` or GUID text) is the ETW provider GUID given to
+    EventRegister instead of the one derived from the name (:attr:`provider_id`); the EventHeader
+    format (Linux) has no provider GUID and ignores it.  The name is checked against the rules of
+    the format the provider's backend uses (see :func:`get_provider`): a name that format cannot
+    carry raises :class:`ValueError` here.
     """
 
     def __init__(
@@ -120,16 +151,20 @@ class Provider:
         name: str,
         *,
         group: str | None = None,
+        provider_id: uuid.UUID | str | None = None,
         default_keyword: int = 1,
         keywords: Iterable[int] = (),
         backend: Any = None,
     ) -> None:
-        _validate_name(name, group)
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"provider name must be a non-empty str, got {name!r}")
+        explicit_id = _parse_provider_id(provider_id)
         keywords = tuple(keywords)
         for kw in (default_keyword, *keywords):
             _check_keyword(kw)
         self.name = name
         self.group = group
+        self._explicit_id = explicit_id
         self.default_keyword = default_keyword
         self._lock = threading.Lock()  # counters and slot table; never held across a write
         self._slots: dict[tuple[int, int], Slot] = {}
@@ -143,8 +178,13 @@ class Provider:
         self._encoder: Any = None
         self.format = "eventheader"
         self._write: Callable[..., bool] = self._write_eventheader
-        if backend is None:
-            backend = self._backend_from(_factory)
+        if backend is None and _factory is None:
+            _validate_name(name, group, _os_format())  # before anything is registered with the OS
+            backend = self._os_backend()
+        elif backend is None:
+            backend = self._backend_from(_factory, strict=True)
+        else:
+            _validate_name(name, group, getattr(backend, "format", "eventheader"))
         self._install(backend)
         for level in DEFAULT_LEVELS:
             self.slot(level, default_keyword)
@@ -153,26 +193,57 @@ class Provider:
                 self.slot(level, kw)
 
     # -- backend ---------------------------------------------------------------------------
+    @property
+    def provider_id(self) -> uuid.UUID:
+        """The ETW provider GUID: the explicit ``provider_id``, else the hash of the name."""
+        if self._explicit_id is not None:
+            return self._explicit_id
+        from ._tracelogging import provider_id  # noqa: PLC0415
+
+        return provider_id(self.name)
+
     def _os_backend(self) -> Any:
         if self._base_backend is None:
+            fmt = _os_format()
+            problem = _name_problem(self.name, self.group, fmt)
+            if problem is not None:  # e.g. back from a TraceLogging capture with a dotted name
+                reason = f"the {fmt} format cannot use this provider: {problem}"
+                _warn_once(self.name, reason)
+                self._base_backend = NullBackend(reason, fmt)
+                return self._base_backend
             try:
-                self._base_backend = _default_backend(self.name, self.group)
+                self._base_backend = _default_backend(self.name, self.group, self._explicit_id)
             except BackendUnavailable as exc:
                 reason = str(exc) or type(exc).__name__
                 _warn_once(self.name, reason)
-                fmt = "tracelogging" if sys.platform == "win32" else "eventheader"
                 self._base_backend = NullBackend(reason, fmt)
         return self._base_backend
 
-    def _backend_from(self, factory: BackendFactory | None) -> Any:
+    def _backend_from(self, factory: BackendFactory | None, strict: bool = False) -> Any:
+        """The backend ``factory`` builds (None: the OS backend).
+
+        A backend whose format cannot carry the provider's name is closed; ``strict`` (at
+        construction) raises the ValueError, otherwise the provider runs disabled with a warning.
+        """
         if factory is None:
             return self._os_backend()
         try:
-            return factory(self.name, self.group)
+            backend = factory(self.name, self.group)
         except BackendUnavailable as exc:
             reason = str(exc) or type(exc).__name__
             _warn_once(self.name, reason)
             return NullBackend(reason)
+        fmt = getattr(backend, "format", "eventheader")
+        problem = _name_problem(self.name, self.group, fmt)
+        if problem is None:
+            return backend
+        with contextlib.suppress(Exception):
+            backend.close()
+        if strict:
+            raise ValueError(problem)
+        reason = f"the {fmt} format cannot use this provider: {problem}"
+        _warn_once(self.name, reason)
+        return NullBackend(reason, fmt)
 
     def _install(self, backend: Any) -> None:
         """Use ``backend`` from now on; existing Slot objects are re-pointed in place."""
@@ -186,6 +257,8 @@ class Provider:
             encoder = _make_encoder(fmt, self.name, self.group)
         if fmt == "tracelogging" and getattr(backend, "traits", b"") is None:
             backend.traits = encoder.traits
+        if fmt == "tracelogging" and getattr(backend, "provider_id", 0) is None:
+            backend.provider_id = self.provider_id  # what EventRegister would receive
         with self._lock:
             self._backend = backend
             self._encoder = encoder
@@ -397,15 +470,73 @@ class Provider:
         return f"Provider({self.name!r}, group={self.group!r}, format={self.format!r})"
 
 
-def _validate_name(name: str, group: str | None) -> None:
-    """Linux rules everywhere but Windows, where ETW accepts any non-empty name without NUL."""
-    if sys.platform == "win32":
-        if not isinstance(name, str) or not name or "\0" in name:
-            raise ValueError(f"provider name must be a non-empty str without NUL, got {name!r}")
-        if group is not None and (not isinstance(group, str) or not group):
-            raise ValueError(f"provider group must be a non-empty str (GUID text or a name), got {group!r}")
-        return
-    validate_provider_name(name, group)
+def _parse_provider_id(value: object) -> uuid.UUID | None:
+    """``uuid.UUID``, GUID text or None -> ``uuid.UUID`` or None; anything else raises."""
+    if value is None or isinstance(value, uuid.UUID):
+        return value
+    if isinstance(value, str):
+        try:
+            return uuid.UUID(value)
+        except ValueError:
+            raise ValueError(
+                f"provider_id must be GUID text such as '1fd9a3b4-5c6e-4f70-8a9b-0c1d2e3f4a5b', got {value!r}"
+            ) from None
+    raise TypeError(f"provider_id must be a uuid.UUID, GUID text or None, got {type(value).__name__}")
+
+
+def check_provider_id(provider: Provider, provider_id: uuid.UUID | str) -> None:
+    """Raise ValueError unless ``provider_id`` (UUID or GUID text) is ``provider``'s GUID."""
+    guid = _parse_provider_id(provider_id)
+    if guid is not None and guid != provider.provider_id:
+        raise ValueError(
+            f"provider {provider.name!r} already exists with provider_id {provider.provider_id}; "
+            f"cannot also use provider_id {guid}"
+        )
+
+
+def _name_problem(name: str, group: str | None, fmt: str) -> str | None:
+    """Why ``name``/``group`` cannot be used with format ``fmt`` (None when they can).
+
+    EventHeader (Linux user_events): the tracepoint name rules of
+    :func:`~structlog_etw._eventheader.validate_provider_name` (``[A-Za-z0-9_]``, no dots).
+    TraceLogging (Windows ETW): what Microsoft's TraceLogging providers accept (a non-empty
+    name without NUL that encodes as UTF-8; the group GUID text or a name) and a provider traits
+    blob (u16 size, name, NUL, optional 19-byte group trait) that leaves the encoder at least 256
+    bytes of its 64000-byte event (stricter than the u16 size limit of 65535 bytes).
+    """
+    if fmt != "tracelogging":
+        try:
+            validate_provider_name(name, group)
+        except ValueError as exc:
+            return str(exc) + " (EventHeader/user_events provider names have no dots; see docs/linux.md)"
+        return None
+    if not isinstance(name, str) or not name or "\0" in name:
+        return f"provider name must be a non-empty str without NUL, got {name!r}"
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        return f"provider name {name!r} is not valid Unicode (lone surrogate)"
+    if group is not None and (not isinstance(group, str) or not group):
+        return f"provider group must be a non-empty str (GUID text or a name), got {group!r}"
+    traits = 2 + size + 1 + (_GROUP_TRAIT_SIZE if group is not None else 0)
+    from ._tracelogging import DEFAULT_MAX_SIZE, TraceLoggingEncoder  # noqa: PLC0415
+
+    try:
+        TraceLoggingEncoder(name, group)  # the encoder's own limit: room for events after the traits
+    except Exception:  # ValueError (no room left), struct.error (traits size past the u16)
+        return (
+            f"provider name is too long for TraceLogging: its traits blob takes {traits} bytes of the "
+            f"{DEFAULT_MAX_SIZE}-byte event (the name is {size} UTF-8 bytes; at most "
+            f"{DEFAULT_MAX_SIZE - _MIN_EVENT_ROOM - 3} bytes, {_GROUP_TRAIT_SIZE} fewer with a group)"
+        )
+    return None
+
+
+def _validate_name(name: str, group: str | None, fmt: str) -> None:
+    """Raise ValueError unless ``fmt`` (``eventheader`` or ``tracelogging``) can carry the name."""
+    problem = _name_problem(name, group, fmt)
+    if problem is not None:
+        raise ValueError(problem)
 
 
 def _check_keyword(kw: object) -> None:
@@ -425,6 +556,7 @@ def get_provider(
     name: str,
     *,
     group: str | None = _UNSET,
+    provider_id: uuid.UUID | str | None = None,
     default_keyword: int = _UNSET,
     keywords: Iterable[int] = (),
 ) -> Provider:
@@ -435,7 +567,17 @@ def get_provider(
     ``group=None`` means "whatever it already has").  ``default_keyword`` and ``keywords`` of
     later calls are registered too (the first caller's ``default_keyword`` stays the provider's
     default).
+
+    ``provider_id`` (a :class:`uuid.UUID` or GUID text) overrides the ETW provider GUID derived
+    from the name (``*Name`` in the Windows tools); asking for an existing provider with a
+    different ``provider_id`` raises :class:`ValueError` (``None``: whatever it already has).
+
+    The name must suit the format the provider writes: EventHeader (Linux user_events, and
+    the default capture format) takes ``[A-Za-z0-9_]`` names such as ``MyCompany_MyService``;
+    TraceLogging (Windows ETW, ``capture_etw_events("tracelogging")``) also takes the Windows
+    convention ``MyCompany.MyService``.  A name the format cannot carry raises ValueError here.
     """
+    guid = _parse_provider_id(provider_id)
     with _registry_lock:
         prov = _registry.get(name)
         if prov is not None and prov.closed:
@@ -444,6 +586,7 @@ def get_provider(
             prov = Provider(
                 name,
                 group=None if group is _UNSET else group,
+                provider_id=guid,
                 default_keyword=1 if default_keyword is _UNSET else default_keyword,
                 keywords=keywords,
             )
@@ -453,6 +596,8 @@ def get_provider(
         raise ValueError(
             f"provider {name!r} already exists with group {prov.group!r}; cannot also use group {group!r}"
         )
+    if guid is not None:
+        check_provider_id(prov, guid)
     extra = tuple(keywords)
     if default_keyword is not _UNSET:
         extra = (default_keyword, *extra)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import traceback
+import uuid
 from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any, Final
 
@@ -21,7 +22,7 @@ from ._context import CURRENT_ACTIVITY
 from ._ctxwatch import ctx_has_etw as _ctx_has_etw
 from ._fields import STR, safe_str, to_field
 from ._keywords import KeywordsByLogger
-from ._provider import Provider, get_provider
+from ._provider import Provider, check_provider_id, get_provider
 
 __all__ = ["LEVELS", "MAX_EVENT_NAME", "EtwRenderer", "event_name"]
 
@@ -120,6 +121,12 @@ class EtwRenderer:
     ``schema="common"`` writes Common Schema 4.0 events instead (``__csver__``, PartA, PartB,
     PartC with the ``event`` text as ``Body``; activities as Span events at their Stop): see
     ``structlog_etw._common_schema`` and docs/common-schema.md.
+
+    ``provider_id`` (a :class:`uuid.UUID` or GUID text) is the ETW provider GUID to register
+    instead of the hash of the name (Windows; recorded by the TraceLogging capture); another
+    renderer of the same name with a different ``provider_id`` raises :class:`ValueError`.
+    Names follow the rules of the format written: ``MyCompany_MyService`` everywhere,
+    ``MyCompany.MyService`` only with TraceLogging (Windows, or the TraceLogging capture).
     """
 
     def __init__(
@@ -133,6 +140,7 @@ class EtwRenderer:
         passthrough: bool = False,
         provider: Provider | None = None,
         keywords_by_logger: Mapping[str, int] | None = None,
+        provider_id: uuid.UUID | str | None = None,
     ) -> None:
         if type(default_keyword) is not int or not 0 <= default_keyword <= _KEYWORD_MAX:
             raise ValueError(f"default_keyword must be an int in 0..2**64-1, got {default_keyword!r}")
@@ -140,9 +148,15 @@ class EtwRenderer:
         keywords = (*keywords, *self.keywords_by_logger.keywords())
         if provider is None:
             provider = get_provider(
-                provider_name, group=group, default_keyword=default_keyword, keywords=keywords
+                provider_name,
+                group=group,
+                provider_id=provider_id,
+                default_keyword=default_keyword,
+                keywords=keywords,
             )
         else:
+            if provider_id is not None:
+                check_provider_id(provider, provider_id)
             for kw in keywords:
                 for level in range(1, 6):
                     provider.slot(level, kw)

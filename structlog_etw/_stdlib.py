@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import uuid
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -72,6 +73,7 @@ class EtwHandler(logging.Handler):
             ``keywords_by_logger`` match (default: the provider's).
         keywords_by_logger: logger name (dotted prefix, or ``"prefix*"``) -> keyword.
         group: provider group (only with a provider name).
+        provider_id: ETW provider GUID (``uuid.UUID`` or GUID text) instead of the name hash.
     """
 
     def __init__(
@@ -82,10 +84,11 @@ class EtwHandler(logging.Handler):
         default_keyword: int | None = None,
         keywords_by_logger: Mapping[str, int] | None = None,
         group: str | None = None,
+        provider_id: uuid.UUID | str | None = None,
     ) -> None:
         super().__init__(level)
         provider, keyword, names = _resolve_provider(
-            provider_or_name, default_keyword, keywords_by_logger, group
+            provider_or_name, default_keyword, keywords_by_logger, group, provider_id
         )
         self._state = _EtwState(provider, keyword, names)
         renderer = EtwRenderer(provider.name, provider=provider, default_keyword=keyword)

@@ -16,6 +16,7 @@ import contextvars
 import logging
 import sys
 import threading
+import uuid
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
@@ -26,7 +27,7 @@ from structlog.typing import EventDict, FilteringBoundLogger, WrappedLogger
 
 from ._ctxwatch import CONTROL_KEYS, ctx_has_etw, on_first_bind, watch
 from ._keywords import METHOD_LEVELS, KeywordsByLogger, level_from_method, valid_keyword, valid_level
-from ._provider import Provider, get_provider
+from ._provider import Provider, check_provider_id, get_provider
 from ._renderer import EtwRenderer
 from ._slot import Slot
 
@@ -73,6 +74,7 @@ def _resolve_provider(
     default_keyword: int | None,
     keywords_by_logger: Mapping[str, int] | None,
     group: str | None,
+    provider_id: uuid.UUID | str | None = None,
 ) -> tuple[Provider, int, KeywordsByLogger]:
     """Turn the factory arguments into (provider, default keyword, name map); raise on bad set-up.
 
@@ -96,12 +98,16 @@ def _resolve_provider(
         options: dict[str, Any] = {"keywords": names.keywords()}
         if group is not None:
             options["group"] = group
+        if provider_id is not None:
+            options["provider_id"] = provider_id
         if default_keyword is not None:
             options["default_keyword"] = default_keyword
         provider = get_provider(target, **options)
         keyword = provider.default_keyword if default_keyword is None else default_keyword
     else:
         raise TypeError(f"expected a provider name, a Provider or an EtwRenderer, got {target!r}")
+    if provider_id is not None and not isinstance(target, str):
+        check_provider_id(provider, provider_id)
     for extra in (keyword, *names.keywords()):
         for level in range(1, 6):
             provider.slot(level, extra)
@@ -408,6 +414,7 @@ def make_etw_bound_logger(
     default_keyword: int | None = None,
     keywords_by_logger: Mapping[str, int] | None = None,
     group: str | None = None,
+    provider_id: uuid.UUID | str | None = None,
 ) -> type[FilteringBoundLogger]:
     """Build a bound-logger class whose calls return at once when no trace session listens.
 
@@ -436,6 +443,8 @@ def make_etw_bound_logger(
         keywords_by_logger: logger name (or dotted prefix, or ``"prefix*"``) -> keyword;
             must match the renderer's.  Its keywords are registered up front.
         group: provider group (only with a provider name).
+        provider_id: ETW provider GUID (``uuid.UUID`` or GUID text) instead of the name hash;
+            with a ``Provider`` or ``EtwRenderer`` it must equal theirs.
 
     Raises:
         ValueError, TypeError: on an invalid set-up (never at log time).
@@ -447,7 +456,9 @@ def make_etw_bound_logger(
             raise ValueError(f"min_level: unknown level name {min_level!r}") from None
     if type(min_level) is not int:
         raise TypeError(f"min_level must be an int or a level name, got {min_level!r}")
-    provider, keyword, names = _resolve_provider(provider_or_name, default_keyword, keywords_by_logger, group)
+    provider, keyword, names = _resolve_provider(
+        provider_or_name, default_keyword, keywords_by_logger, group, provider_id
+    )
     state = _EtwState(provider, keyword, names)
     with _PLAIN_LOCK:
         plain = not watch.bound
@@ -480,7 +491,8 @@ class EtwEarlyDrop:
     event with such a key takes the full resolution.  Its cost is still that of a structlog
     call that builds the event dict and enters the chain (several times the wrapper's disabled
     path, which returns before any event dict exists); it saves the rest of the chain.
-    Never raises anything else: when in doubt it lets the event through.
+    Never raises anything else: when in doubt it lets the event through.  It takes the same
+    provider options as :func:`make_etw_bound_logger` (``group``, ``provider_id``, ...).
     """
 
     __slots__ = ("_by_method", "_lookup", "_names", "_state", "_tables", "_verbose")
@@ -492,8 +504,11 @@ class EtwEarlyDrop:
         default_keyword: int | None = None,
         keywords_by_logger: Mapping[str, int] | None = None,
         group: str | None = None,
+        provider_id: uuid.UUID | str | None = None,
     ) -> None:
-        state = _EtwState(*_resolve_provider(provider_or_name, default_keyword, keywords_by_logger, group))
+        state = _EtwState(
+            *_resolve_provider(provider_or_name, default_keyword, keywords_by_logger, group, provider_id)
+        )
         self._state = state
         self._names = bool(state.names)
         # method name -> slot at the default keyword (used without keywords_by_logger)

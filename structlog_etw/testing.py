@@ -47,7 +47,9 @@ class CapturedEvent:
     ``record`` holds every captured piece (tracepoint name, descriptor, traits, metadata, data).
     ``fields`` maps field names to decoded Python values (structs as ``dict``, arrays as
     ``list``); ``decoded`` is the full :class:`~structlog_etw._decoded.DecodedEvent` with wire
-    types.  ``tags`` is the EventHeader tag or the TraceLogging event tags.
+    types.  ``tags`` is the EventHeader tag or the TraceLogging event tags.  ``provider_id`` is
+    the TraceLogging provider GUID EventRegister would receive (the ``provider_id`` given to
+    the renderer or provider, else the hash of the name); None for EventHeader.
     """
 
     format: str
@@ -64,6 +66,7 @@ class CapturedEvent:
     tracepoint: str = ""
     record: CaptureRecord | None = field(default=None, repr=False, compare=False)
     decoded: DecodedEvent | None = field(default=None, repr=False, compare=False)
+    provider_id: uuid.UUID | None = None
 
 
 def _uuid(raw: bytes | None) -> uuid.UUID | None:
@@ -106,6 +109,7 @@ def decode_record(record: CaptureRecord) -> CapturedEvent:
         tracepoint=record.tracepoint,
         record=record,
         decoded=decoded,
+        provider_id=record.provider_id,
     )
 
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import os
 import struct
+import types
+from importlib.machinery import ModuleSpec
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -19,6 +23,39 @@ def shared_dir() -> Path:
     return Path(env) if env else REPO.parent / "shared"
 
 
+def in_ci() -> bool:
+    """Whether the tests run in CI (env ``CI`` is ``true``/``1``/``yes``), where nothing may skip."""
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def skip_or_fail(reason: str, *, allow_module_level: bool = False) -> NoReturn:
+    """Skip locally; fail in CI, which installs every tool and package the tests need.
+
+    CI runs with ``CI=true`` and provides gcc, traceloggingdynamic and the shared conformance
+    data (noxfile ``TEST_DEPS``, ``.ci/run``): there a missing one is a broken set-up, and a
+    skip would hide untested code behind a green run.
+    """
+    if in_ci():
+        pytest.fail(f"{reason} (required when CI=true)", pytrace=False)
+    pytest.skip(reason, allow_module_level=allow_module_level)
+
+
+def find_spec_or_skip(module: str) -> ModuleSpec:
+    """``importlib.util.find_spec(module)`` with an origin; else :func:`skip_or_fail`."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        skip_or_fail(f"{module} is not installed (pip install {module})")
+    return spec
+
+
+def import_or_skip(module: str) -> types.ModuleType:
+    """Import ``module`` (at module level too); if it is missing, :func:`skip_or_fail`."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        skip_or_fail(f"{module} is not importable ({exc}; pip install {module})", allow_module_level=True)
+
+
 def vector(name: str) -> Path:
     """Path of a LinuxTracepoints conformance file; skip (locally) or fail (CI=true) when absent."""
     path = shared_dir() / "vectors" / "linuxtracepoints" / name
@@ -27,9 +64,7 @@ def vector(name: str) -> Path:
             f"conformance file {path} is missing (set STRUCTLOG_ETW_SHARED to the directory that holds"
             " vectors/linuxtracepoints/)"
         )
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
+        skip_or_fail(reason)
     return path
 
 

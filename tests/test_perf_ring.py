@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes
 import struct
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -156,3 +158,28 @@ def test_any_record_sequence_at_any_position_comes_back_intact(start: int, bodie
         (PERF_RECORD_SAMPLE if i % 2 else PERF_RECORD_LOST, i, body) for i, body in enumerate(bodies)
     ]
     assert k.tail == k.head
+
+
+LINUX_ONLY = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="perf_event_open is Linux-only")
+
+
+@LINUX_ONLY
+def test_online_cpu_lists_in_the_kernels_format_are_expanded() -> None:
+    from structlog_etw._perf_event import parse_cpu_list  # noqa: PLC0415 - Linux-only module (fcntl)
+
+    assert parse_cpu_list("0") == [0]
+    assert parse_cpu_list("0-3\n") == [0, 1, 2, 3]
+    assert parse_cpu_list("0-1,4,6-7") == [0, 1, 4, 6, 7]
+
+
+@LINUX_ONLY
+def test_perf_event_attr_has_the_kernels_ver5_layout() -> None:
+    from structlog_etw._perf_event import PerfEventAttr  # noqa: PLC0415 - Linux-only module (fcntl)
+
+    assert ctypes.sizeof(PerfEventAttr) == 112
+    assert PerfEventAttr.config.offset == 8
+    assert PerfEventAttr.sample_type.offset == 24
+    assert PerfEventAttr.read_format.offset == 32
+    assert PerfEventAttr.flags.offset == 40
+    assert PerfEventAttr.wakeup_events.offset == 48
+    assert PerfEventAttr.clockid.offset == 92

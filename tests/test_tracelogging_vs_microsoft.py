@@ -4,7 +4,8 @@ For the same event (name, tag, fields) both must produce identical metadata, dat
 EVENT_DESCRIPTOR.  ``traceloggingdynamic`` is Microsoft's pure-Python TraceLogging encoder; it
 loads the Windows DLL when its module body runs, so on other systems it is imported with a
 stand-in ``ctypes.WinDLL`` whose functions are never called (only ``EventBuilder`` is used).
-The test is skipped when the package is not installed (``pip install traceloggingdynamic``).
+Without the package (``pip install traceloggingdynamic``) the module is skipped locally and
+fails in CI (``CI=true``), which installs it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from hypothesis import strategies as st
 
 from structlog_etw import _fields as F
 from structlog_etw._tracelogging import OutType, TraceLoggingEncoder, event_descriptor, filetime, provider_id
+
+from ._shared import import_or_skip
 
 
 class _UnusedFunction:
@@ -45,8 +48,7 @@ def _load() -> types.ModuleType:
     if added:
         ctypes.WinDLL = _UnusedDLL  # type: ignore[attr-defined]
     try:
-        module: types.ModuleType = pytest.importorskip("traceloggingdynamic")
-        return module
+        return import_or_skip("traceloggingdynamic")
     finally:
         if added:
             del ctypes.WinDLL  # type: ignore[attr-defined]

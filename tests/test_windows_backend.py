@@ -30,6 +30,8 @@ from structlog_etw._decoded import DecodedEvent
 from structlog_etw._tracelogging import TraceLoggingEncoder, provider_id
 from structlog_etw._tracelogging_decode import decode, decode_event_descriptor, decode_traits
 
+from ._shared import find_spec_or_skip, skip_or_fail
+
 CSRC = Path(__file__).parent / "csrc" / "fake_eventing.c"
 HANDLE_BASE = 0xA5A5000000000000
 
@@ -37,12 +39,15 @@ HANDLE_BASE = 0xA5A5000000000000
 @pytest.fixture(scope="session")
 def fake_library(tmp_path_factory: pytest.TempPathFactory) -> str:
     """Path of the compiled fake ETW library (built once per session)."""
+    return build_fake_library(tmp_path_factory.mktemp("fake_eventing"))
+
+
+def build_fake_library(directory: Path) -> str:
+    """Compile tests/csrc/fake_eventing.c into ``directory``; skip (locally) or fail (CI) without gcc."""
     gcc = shutil.which("gcc")
     if gcc is None:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail("gcc is required in CI to build tests/csrc/fake_eventing.c")
-        pytest.skip("gcc not found: cannot build the fake ETW library")
-    out = tmp_path_factory.mktemp("fake_eventing") / "libfake_eventing.so"
+        skip_or_fail("gcc not found: cannot build the fake ETW library tests/csrc/fake_eventing.c")
+    out = directory / "libfake_eventing.so"
     subprocess.run(
         [
             gcc,
@@ -491,9 +496,8 @@ def test_without_library_outside_windows_raises_backend_unavailable() -> None:
 
 def _microsoft_provider_module(fake_path: str) -> types.ModuleType:
     """A private copy of ``traceloggingdynamic`` whose "Windows DLL" is the compiled fake library."""
-    spec = importlib.util.find_spec("traceloggingdynamic")
-    if spec is None or spec.origin is None:
-        pytest.skip("traceloggingdynamic is not installed (pip install traceloggingdynamic)")
+    spec = find_spec_or_skip("traceloggingdynamic")
+    assert spec.origin is not None
     copy_spec = importlib.util.spec_from_file_location("_tld_on_fake_eventing", spec.origin)
     assert copy_spec is not None
     assert copy_spec.loader is not None

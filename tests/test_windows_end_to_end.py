@@ -15,8 +15,10 @@ from structlog_etw import _provider
 from structlog_etw._backend_windows import EtwBackend
 from structlog_etw._provider import set_backend_factory
 from structlog_etw._renderer import EtwRenderer
+from structlog_etw._stdlib import EtwHandler
 from structlog_etw._tracelogging import provider_id
 from structlog_etw._tracelogging_decode import decode_traits
+from structlog_etw._wrapper import EtwEarlyDrop, make_etw_bound_logger
 
 from .test_windows_backend import Fake, fake, fake_library
 
@@ -115,3 +117,117 @@ def test_activity_ids_reach_eventwritetransfer(etw: Fake) -> None:
     (rec,) = etw.records()
     ev = rec.decoded()
     assert (ev.activity_id, ev.related_id, ev.opcode) == (act, rel, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# The Windows OS path of the provider (no backend factory), run against the fake library
+
+CUSTOM_ID = uuid.UUID("1fd9a3b4-5c6e-4f70-8a9b-0c1d2e3f4a5b")
+DOTTED = "MyCompany.MyService"
+
+
+@pytest.fixture
+def windows(fake: Fake, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fake]:
+    """Providers take the Windows default path (name rules, EtwBackend) with the fake library."""
+    saved = dict(_provider._registry)
+    _provider._registry.clear()
+    previous = set_backend_factory(None)
+    monkeypatch.setattr(_provider, "_PLATFORM", "win32")
+    monkeypatch.setattr(_provider, "_ETW_LIBRARY", fake.path)
+    try:
+        yield fake
+    finally:
+        for p in _provider._registry.values():
+            p.close()
+        _provider._registry.clear()
+        _provider._registry.update(saved)
+        monkeypatch.undo()
+        set_backend_factory(previous)
+
+
+def test_explicit_provider_id_is_the_guid_eventregister_receives(windows: Fake) -> None:
+    assert provider_id(DOTTED) != CUSTOM_ID
+    windows.enable(5, 0xFF)
+    renderer = EtwRenderer(DOTTED, provider_id=CUSTOM_ID)
+    _logger(renderer).info("started", port=8080)
+    (rec,) = windows.records()
+    assert windows.provider_guid(rec.handle) == CUSTOM_ID
+    assert renderer.provider.provider_id == CUSTOM_ID
+    assert decode_traits(rec.data[0].data) == (DOTTED, None)
+    assert rec.decoded().fields == {"port": 8080}
+
+
+def test_provider_id_given_as_guid_text_is_the_guid_eventregister_receives(windows: Fake) -> None:
+    windows.enable(5, 0xFF)
+    renderer = EtwRenderer(DOTTED, provider_id=str(CUSTOM_ID).upper(), group="mygroup")
+    _logger(renderer).warning("low_disk")
+    (rec,) = windows.records()
+    assert windows.provider_guid(rec.handle) == CUSTOM_ID
+    assert decode_traits(rec.data[0].data) == (DOTTED, provider_id("mygroup"))
+
+
+def test_without_provider_id_eventregister_receives_the_name_hash(windows: Fake) -> None:
+    windows.enable(5, 0xFF)
+    renderer = EtwRenderer(DOTTED)
+    _logger(renderer).info("started")
+    (rec,) = windows.records()
+    assert windows.provider_guid(rec.handle) == provider_id(DOTTED) == renderer.provider.provider_id
+
+
+def test_make_etw_bound_logger_and_handler_pass_provider_id_to_eventregister(windows: Fake) -> None:
+    other = uuid.UUID("0b7e8d6c-1a2b-4c3d-9e8f-7a6b5c4d3e2f")
+    make_etw_bound_logger("MyCompany.Wrapped", provider_id=CUSTOM_ID)
+    EtwHandler("MyCompany.Handled", provider_id=str(other))
+    EtwEarlyDrop("MyCompany.Dropped", provider_id=CUSTOM_ID)
+    guids = {_provider.get_provider(n).provider_id for n in ("MyCompany.Wrapped", "MyCompany.Dropped")}
+    assert guids == {CUSTOM_ID}
+    assert _provider.get_provider("MyCompany.Handled").provider_id == other
+    windows.enable(5, 0xFF)
+    _logger(EtwRenderer("MyCompany.Handled")).info("x")
+    (rec,) = windows.records()
+    assert windows.provider_guid(rec.handle) == other
+
+
+def test_same_name_with_a_conflicting_provider_id_raises_at_setup(windows: Fake) -> None:
+    EtwRenderer(DOTTED, provider_id=CUSTOM_ID)
+    EtwRenderer(DOTTED, provider_id=str(CUSTOM_ID))  # the same GUID as text: same provider
+    EtwRenderer(DOTTED)  # no provider_id: whatever the provider has
+    with pytest.raises(ValueError, match="already exists with provider_id"):
+        EtwRenderer(DOTTED, provider_id=provider_id(DOTTED))
+    with pytest.raises(ValueError, match="already exists with provider_id"):
+        make_etw_bound_logger(DOTTED, provider_id=uuid.uuid4())
+    with pytest.raises(ValueError, match="already exists with provider_id"):
+        EtwHandler(_provider.get_provider(DOTTED), provider_id=uuid.uuid4())
+
+
+def test_a_provider_without_explicit_id_conflicts_with_a_different_one(windows: Fake) -> None:
+    EtwRenderer(DOTTED)
+    EtwRenderer(DOTTED, provider_id=provider_id(DOTTED))  # equal to the name hash: fine
+    with pytest.raises(ValueError, match="already exists with provider_id"):
+        _provider.get_provider(DOTTED, provider_id=CUSTOM_ID)
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [("not-a-guid", ValueError), ("", ValueError), (12345, TypeError), (b"\x00" * 16, TypeError)],
+)
+def test_invalid_provider_id_raises_at_setup(windows: Fake, value: object, error: type[Exception]) -> None:
+    with pytest.raises(error, match="provider_id"):
+        EtwRenderer(DOTTED, provider_id=value)  # type: ignore[arg-type]
+    assert windows.lib.fake_live_providers() == 0
+
+
+@pytest.mark.parametrize("name", ["MyCompany.MyService", "My Company/Service-1", "Ünïcode.Prövider"])
+def test_windows_names_register_on_the_windows_path(windows: Fake, name: str) -> None:
+    windows.enable(5, 0xFF)
+    _logger(EtwRenderer(name)).info("hello")
+    (rec,) = windows.records()
+    assert decode_traits(rec.data[0].data) == (name, None)
+    assert windows.provider_guid(rec.handle) == provider_id(name)
+
+
+@pytest.mark.parametrize("name", ["", "My\0Service", "bad\ud800name", "N" * (64000 - 256 - 2), "N" * 65533])
+def test_names_tracelogging_cannot_carry_raise_before_eventregister(windows: Fake, name: str) -> None:
+    with pytest.raises(ValueError, match="provider name"):
+        EtwRenderer(name)
+    assert windows.lib.fake_live_providers() == 0

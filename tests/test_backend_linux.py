@@ -1,0 +1,79 @@
+"""The Linux backend's host-side logic: finding tracefs and refusing to run with a clear reason.
+
+Registration, writes, enable words and fork are proven against a real kernel in
+tests/kernel/test_user_events.py (run in the virtme-ng guest).
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from pathlib import Path
+
+import pytest
+
+from structlog_etw import _backend_linux
+from structlog_etw._backend_base import BackendUnavailable
+from structlog_etw._backend_linux import UserEventsBackend, find_tracefs
+
+
+def _fake_tracefs(root: Path) -> Path:
+    root.mkdir(parents=True)
+    (root / "user_events_data").write_bytes(b"")
+    return root
+
+
+def test_find_tracefs_reads_tracefs_mounts_with_escaped_spaces(tmp_path: Path) -> None:
+    where = _fake_tracefs(tmp_path / "my tracing")
+    mounts = tmp_path / "mounts"
+    escaped = str(where).replace(" ", "\\040")
+    mounts.write_text(f"proc /proc proc rw 0 0\nnone {escaped} tracefs rw,relatime 0 0\n")
+    assert find_tracefs(str(mounts), first=()) == str(where)
+
+
+def test_find_tracefs_falls_back_to_debugfs_tracing(tmp_path: Path) -> None:
+    debugfs = tmp_path / "debug"
+    _fake_tracefs(debugfs / "tracing")
+    mounts = tmp_path / "mounts"
+    mounts.write_text(f"debugfs {debugfs} debugfs rw 0 0\n")
+    assert find_tracefs(str(mounts), first=()) == str(debugfs / "tracing")
+
+
+def test_find_tracefs_without_user_events_is_none(tmp_path: Path) -> None:
+    (tmp_path / "t").mkdir()
+    mounts = tmp_path / "mounts"
+    mounts.write_text(f"none {tmp_path / 't'} tracefs rw 0 0\nbroken line\n")
+    assert find_tracefs(str(mounts), first=()) is None
+    assert find_tracefs(str(tmp_path / "no-such-mounts"), first=()) is None
+
+
+def test_not_linux_is_unavailable_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "platform", "darwin")
+    with pytest.raises(BackendUnavailable, match="needs Linux"):
+        UserEventsBackend("MyCompany_MyService")
+
+
+def test_kernel_older_than_6_4_is_unavailable_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    if not sys.platform.startswith("linux"):
+        pytest.fail("this test runs on Linux")
+    monkeypatch.setattr(platform, "release", lambda: "6.1.0-28-amd64")
+    with pytest.raises(BackendUnavailable, match=r"6\.4 or later.*6\.1\.0-28-amd64"):
+        UserEventsBackend("MyCompany_MyService")
+
+
+def test_no_user_events_is_unavailable_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(platform, "release", lambda: "6.12.0")
+    monkeypatch.setattr(_backend_linux, "find_tracefs", lambda: None)
+    with pytest.raises(BackendUnavailable, match="CONFIG_USER_EVENTS"):
+        UserEventsBackend("MyCompany_MyService")
+
+
+def test_invalid_provider_name_is_a_setup_error_everywhere() -> None:
+    with pytest.raises(ValueError):
+        UserEventsBackend("bad name:with colon")
+
+
+def test_kernel_version_parsing() -> None:
+    assert _backend_linux._kernel_version("6.18.44-fc-v669") == (6, 18)
+    assert _backend_linux._kernel_version("5.15.0") == (5, 15)
+    assert _backend_linux._kernel_version("weird") is None

@@ -1,0 +1,188 @@
+"""Provider names follow the format written; the explicit provider GUID is kept and recorded.
+
+EventHeader (Linux user_events, the default capture) takes ``[A-Za-z0-9_]`` names; TraceLogging
+(Windows ETW, ``capture_etw_events("tracelogging")``) takes Windows names such as
+``MyCompany.MyService`` within the limits of the provider traits blob.  The Windows OS path
+itself is tested against the compiled fake ETW library in test_windows_end_to_end.py.
+"""
+
+from __future__ import annotations
+
+import uuid
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import structlog
+
+from structlog_etw import EtwRenderer, _provider
+from structlog_etw._backend_capture import CaptureBackend
+from structlog_etw._provider import Provider, get_provider, set_backend_factory
+from structlog_etw._tracelogging import DEFAULT_MAX_SIZE, provider_id
+from structlog_etw._tracelogging_decode import decode_traits
+from structlog_etw.testing import capture_etw_events
+
+CUSTOM_ID = uuid.UUID("1fd9a3b4-5c6e-4f70-8a9b-0c1d2e3f4a5b")
+#: The encoder's event budget less the 256 bytes it keeps for the event: traits may take the rest.
+TRAITS_MAX = DEFAULT_MAX_SIZE - 256
+
+
+@pytest.fixture
+def linux(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """An empty provider registry, no backend factory, and the Linux OS path."""
+    saved = dict(_provider._registry)
+    _provider._registry.clear()
+    previous = set_backend_factory(None)
+    monkeypatch.setattr(_provider, "_PLATFORM", "linux")
+    try:
+        yield
+    finally:
+        for p in _provider._registry.values():
+            p.close()
+        _provider._registry.clear()
+        _provider._registry.update(saved)
+        set_backend_factory(previous)
+
+
+def _dotted() -> str:
+    """A fresh Windows-style name (the one-time warning is per reason, which names the provider)."""
+    return f"MyCompany.MyService{uuid.uuid4().hex[:8]}"
+
+
+def _log(renderer: EtwRenderer) -> Any:
+    return structlog.wrap_logger(None, processors=[renderer], wrapper_class=structlog.BoundLogger)
+
+
+def test_dotted_name_works_with_the_tracelogging_capture(linux: None) -> None:
+    name = _dotted()
+    with capture_etw_events("tracelogging") as capture:
+        _log(EtwRenderer(name)).info("user_login", user="ann")
+    (event,) = capture.events
+    assert (event.provider, event.name, event.fields) == (name, "user_login", {"user": "ann"})
+    assert event.record is not None
+    assert decode_traits(event.record.traits) == (name, None)
+
+
+def test_tracelogging_capture_records_the_explicit_provider_id(linux: None) -> None:
+    with capture_etw_events("tracelogging") as capture:
+        _log(EtwRenderer(_dotted(), provider_id=CUSTOM_ID)).info("a")
+        _log(EtwRenderer("MyCompany_Other", provider_id=str(CUSTOM_ID))).info("b")
+    assert [e.provider_id for e in capture.events] == [CUSTOM_ID, CUSTOM_ID]
+    assert all(e.record is not None and e.record.provider_id == CUSTOM_ID for e in capture.events)
+
+
+def test_tracelogging_capture_records_the_name_hash_without_provider_id(linux: None) -> None:
+    name = _dotted()
+    with capture_etw_events("tracelogging") as capture:
+        renderer = EtwRenderer(name)
+        _log(renderer).info("a")
+    (event,) = capture.events
+    assert event.provider_id == provider_id(name) == renderer.provider.provider_id
+
+
+def test_eventheader_capture_has_no_provider_guid(linux: None) -> None:
+    with capture_etw_events("eventheader") as capture:
+        _log(EtwRenderer("MyCompany_MyService", provider_id=CUSTOM_ID)).info("a")
+    (event,) = capture.events
+    assert event.provider_id is None
+
+
+def test_conflicting_provider_id_under_the_capture_raises_at_setup(linux: None) -> None:
+    with capture_etw_events("tracelogging"):
+        EtwRenderer("MyCompany.Conflict", provider_id=CUSTOM_ID)
+        with pytest.raises(ValueError, match="already exists with provider_id"):
+            EtwRenderer("MyCompany.Conflict", provider_id=uuid.uuid4())
+
+
+@pytest.mark.parametrize("name", ["MyCompany.MyService", "My Service", "svc-1", "Ünïcode"])
+def test_linux_os_path_rejects_names_user_events_cannot_carry(linux: None, name: str) -> None:
+    with pytest.raises(ValueError, match=r"\[A-Za-z0-9_\].*docs/linux.md"):
+        EtwRenderer(name)
+    assert name not in _provider._registry
+
+
+@pytest.mark.parametrize("name", ["MyCompany.MyService", "My Service"])
+def test_eventheader_capture_rejects_a_dotted_name_at_setup(linux: None, name: str) -> None:
+    with capture_etw_events("eventheader"), pytest.raises(ValueError, match=r"\[A-Za-z0-9_\]"):
+        EtwRenderer(name)
+
+
+def test_eventheader_names_work_with_both_formats(linux: None) -> None:
+    for fmt in ("eventheader", "tracelogging"):
+        with capture_etw_events(fmt) as capture:
+            _log(EtwRenderer(f"MyCompany_MyService_{fmt}")).info("x")
+        assert [e.format for e in capture.events] == [fmt]
+
+
+def test_dotted_provider_runs_disabled_with_a_warning_when_back_on_user_events(linux: None) -> None:
+    name = _dotted()
+    with capture_etw_events("tracelogging"):
+        renderer = EtwRenderer(name)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _log(renderer).info("after_capture")  # never raises
+    stats = renderer.provider.stats()
+    assert stats["format"] == "eventheader"
+    assert "NullBackend" in stats["backend"] and "eventheader format cannot use" in stats["backend"]
+    assert stats["written"] == 0 and stats["errors"] == {}
+    assert [str(w.message) for w in caught if name in str(w.message)] == []  # warned at the switch
+
+
+def test_the_switch_back_warns_that_the_format_cannot_use_the_name(linux: None) -> None:
+    name = _dotted()
+    capture = capture_etw_events("tracelogging")
+    capture.__enter__()
+    EtwRenderer(name)
+    with pytest.warns(RuntimeWarning, match=r"runs disabled.*eventheader format cannot use"):
+        capture.__exit__(None, None, None)
+
+
+@pytest.mark.parametrize(
+    ("size", "group", "ok"),
+    [
+        (TRAITS_MAX - 3, None, True),  # u16 size + name + NUL = TRAITS_MAX
+        (TRAITS_MAX - 2, None, False),
+        (TRAITS_MAX - 3 - 19, "mygroup", True),  # + the 19-byte group trait
+        (TRAITS_MAX - 2 - 19, "mygroup", False),
+    ],
+)
+def test_tracelogging_name_must_fit_the_provider_traits(size: int, group: str | None, ok: bool) -> None:
+    name = "N" * size
+    backend = CaptureBackend(name, group, "tracelogging")
+    if ok:
+        provider = Provider(name, group=group, backend=backend)
+        assert len(provider.encoder.traits) <= TRAITS_MAX
+        provider.close()
+    else:
+        with pytest.raises(ValueError, match="too long for TraceLogging"):
+            Provider(name, group=group, backend=backend)
+
+
+def test_tracelogging_counts_utf8_bytes_not_characters() -> None:
+    name = "é" * ((TRAITS_MAX - 3) // 2 + 1)  # 2 bytes each: one byte too many
+    with pytest.raises(ValueError, match="too long for TraceLogging"):
+        Provider(name, backend=CaptureBackend(name, None, "tracelogging"))
+
+
+@pytest.mark.parametrize("name", ["", "My\0Service", "bad\ud800name"])
+def test_tracelogging_rejects_empty_nul_and_lone_surrogates(name: str) -> None:
+    with pytest.raises(ValueError, match="provider name"):
+        Provider(name, backend=CaptureBackend("x", None, "tracelogging"))
+
+
+def test_tracelogging_group_may_be_any_name_eventheader_group_may_not(linux: None) -> None:
+    with capture_etw_events("tracelogging") as capture:
+        _log(EtwRenderer("MyCompany.Grouped", group="MyGroup")).info("x")
+    (event,) = capture.events
+    assert event.record is not None
+    assert decode_traits(event.record.traits) == ("MyCompany.Grouped", provider_id("MyGroup"))
+    with capture_etw_events("eventheader"), pytest.raises(ValueError, match="group"):
+        EtwRenderer("MyCompany_Grouped2", group="MyGroup")
+
+
+def test_get_provider_with_guid_text_equals_uuid(linux: None) -> None:
+    with capture_etw_events("tracelogging"):
+        a = get_provider("MyCompany.Same", provider_id=str(CUSTOM_ID).upper())
+        assert get_provider("MyCompany.Same", provider_id=CUSTOM_ID) is a
+        assert a.provider_id == CUSTOM_ID
