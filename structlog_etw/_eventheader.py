@@ -16,10 +16,11 @@ kinds, nested) and cached; a bounded cache keeps high-cardinality names from gro
 Size policy (docs/limits.md): an event never exceeds ``max_size`` bytes (default
 :data:`PERF_MAX_EVENT_SIZE`, what perf keeps of one event).  When the values do not fit, the
 longest variable-size values (strings, binaries, arrays) are cut to a common cap: strings end
-with :data:`TRUNCATION_MARKER`, JSON fields become plain strings (cut JSON is not JSON), and the
-event gets an extra ``_truncated=True`` field.  If
-even the fixed part (header, metadata, fixed-size values) does not fit, ``encode`` returns
-``None`` and the caller counts the event dropped.
+with :data:`TRUNCATION_MARKER` (a cut string is never shorter than the marker), JSON fields become
+plain strings (cut JSON is not JSON), and the event gets an extra ``_truncated=True`` field.  If
+even the fixed part (header, metadata with the field names, fixed-size values) does not fit, or
+leaves no room for the markers of the strings to cut, ``encode`` returns ``None`` and the caller
+counts the event dropped (``too_large``).
 """
 
 from __future__ import annotations
@@ -534,8 +535,21 @@ def _array_body(op: int, arg: Any, items: list[Any]) -> bytes:
 # --- size policy (slow path) ----------------------------------------------------------------------
 
 
+def _cut_text(body: bytes, limit: int) -> bytes:
+    """UTF-8 ``body`` cut to ``limit`` bytes (``limit >= len(TRUNCATION_MARKER)``), ending in the marker.
+
+    Cut on a character boundary, so the result is valid UTF-8 when ``body`` is.
+    """
+    keep = body[: limit - len(_MARKER_BYTES)].decode("utf-8", "ignore").encode("utf-8")
+    return keep + _MARKER_BYTES
+
+
 class _Var:
-    """A variable-size value the size policy may cut: its encoded body and how to cut it."""
+    """A variable-size value the size policy may cut: its encoded body and how to cut it.
+
+    A string is never cut below the marker: its size under a cap is :meth:`size_at`, never less
+    than ``min(len(body), len(TRUNCATION_MARKER))``, so no string is written emptied without it.
+    """
 
     __slots__ = ("body", "elems", "op")
 
@@ -544,18 +558,26 @@ class _Var:
         self.body = body  # bytes after the u16 count/length
         self.elems = elems  # arrays: encoded elements (count = len(elems))
 
+    def size_at(self, cap: int) -> int:
+        """Body bytes :meth:`cut` writes for ``cap`` (arrays: the elements are not counted here)."""
+        if self.op == _OP_STR:
+            cap = max(cap, len(_MARKER_BYTES))
+        return min(len(self.body), cap)
+
     def cut(self, cap: int) -> bytes:
-        """Prefix+body with the body cut to at most ``cap`` bytes (always a well-formed value)."""
+        """Prefix+body with the body cut to at most :meth:`size_at` bytes (always well-formed).
+
+        Strings keep the visible ``...[truncated]`` marker (at worst they are the marker alone);
+        binaries are cut; arrays keep their first whole elements.
+        """
         if self.elems is None:
             body = self.body
-            if len(body) > cap:
-                if self.op == _OP_BYTES:
-                    body = body[:cap]
-                elif cap >= len(_MARKER_BYTES):
-                    keep = body[: cap - len(_MARKER_BYTES)].decode("utf-8", "ignore").encode("utf-8")
-                    body = keep + _MARKER_BYTES
-                else:
-                    body = b""
+            if self.op == _OP_STR:
+                cap = max(cap, len(_MARKER_BYTES))
+                if len(body) > cap:
+                    body = _cut_text(body, cap)
+            elif len(body) > cap:
+                body = body[:cap]
             return _U16.pack(len(body)) + body
         kept: list[bytes] = []
         size = 0
@@ -565,6 +587,20 @@ class _Var:
             kept.append(e)
             size += len(e)
         return _U16.pack(len(kept)) + b"".join(kept)
+
+
+def _counted_elements(op: int, arg: Any, items: list[Any]) -> list[bytes]:
+    """An array's encoded elements for the size policy.
+
+    A string or binary element longer than its u16 length prefix allows is cut to 65535 bytes
+    (strings with the marker) instead of raising: such an array can only be written cut anyway.
+    """
+    if op in (_OP_ARR_STR, _OP_ARR_TIME):
+        texts = [_utf8(t.isoformat() if op == _OP_ARR_TIME else t) for t in items]
+        return [_counted(b if len(b) <= _U16_MAX else _cut_text(b, _U16_MAX)) for b in texts]
+    if op == _OP_ARR_BYTES:
+        return [_counted(bytes(b)[:_U16_MAX]) for b in items]
+    return [_array_body(op, arg, [e]) for e in items]
 
 
 def _var_pieces(steps: list[tuple[int, Any]], values: Sequence[Any]) -> list[bytes | _Var]:
@@ -594,7 +630,7 @@ def _var_pieces(steps: list[tuple[int, Any]], values: Sequence[Any]) -> list[byt
             size = array(arg).itemsize
             pieces.append(_Var(op, body, [body[j : j + size] for j in range(0, len(body), size)]))
         else:
-            elems = [_array_body(op, arg, [e]) for e in v]
+            elems = _counted_elements(op, arg, v)
             pieces.append(_Var(op, b"".join(elems), elems))
     return pieces
 
@@ -612,17 +648,22 @@ def _json_as_str(fields: list[Field]) -> list[Field]:
     return out
 
 
-def _water_level(sizes: list[int], room: int) -> int:
-    """Largest cap with ``sum(min(s, cap) for s in sizes) <= room`` (``room >= 0``)."""
-    ordered = sorted(sizes)
-    used = 0
-    n = len(ordered)
-    for k, s in enumerate(ordered):
-        cap = (room - used) // (n - k)
-        if cap < s:
-            return cap
-        used += s
-    return max(ordered, default=0)
+def _water_level(values: list[_Var], room: int) -> int | None:
+    """Largest cap with ``sum(v.size_at(cap)) <= room``, or ``None`` if not even cap 0 fits.
+
+    Values shorter than the cap stay whole and the longest ones are cut down to it; a cut string
+    still takes the marker's bytes, so with many long strings and little room there may be no cap.
+    """
+    if sum(v.size_at(0) for v in values) > room:
+        return None
+    lo, hi = 0, max((len(v.body) for v in values), default=0)
+    while lo < hi:  # total size grows with the cap: the largest cap that fits
+        mid = (lo + hi + 1) // 2
+        if sum(v.size_at(mid) for v in values) <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 # --- the encoder ----------------------------------------------------------------------------------
@@ -724,17 +765,20 @@ class EventHeaderEncoder:
         head = pre + plan.meta_block
         pieces = _var_pieces(plan.steps, values)
         fixed = len(head)
-        sizes: list[int] = []
+        cuttable: list[_Var] = []
         for p in pieces:
             if isinstance(p, _Var):
                 fixed += 2
-                sizes.append(len(p.body))
+                cuttable.append(p)
             else:
                 fixed += len(p)
         room = self.max_size - fixed
         if room < 0 or len(head) > _U16_MAX:
             return None
-        cap = min(_water_level(sizes, room), _U16_MAX)
+        level = _water_level(cuttable, room)
+        if level is None:  # not even the markers of the cut strings fit: too large
+            return None
+        cap = min(level, _U16_MAX)
         out = [head]
         for p in pieces:
             out.append(p.cut(cap) if isinstance(p, _Var) else p)

@@ -19,6 +19,7 @@ import structlog
 
 from ._common_schema import write_common
 from ._context import CURRENT_ACTIVITY
+from ._ctxwatch import ctx_has_etw as _ctx_has_etw
 from ._fields import STR, safe_str, to_field
 from ._keywords import KeywordsByLogger
 from ._provider import Provider, check_provider_id, get_provider
@@ -280,44 +281,4 @@ class EtwRenderer:
             provider.write(slot, name, fields, opcode, tags, current[0], current[1])
 
 
-_CTX_KEYS: Final = tuple("structlog_" + k for k in _CONTROL_KEYS)
 _CONTROL_SET: Final = frozenset(_CONTROL_KEYS)
-
-
-class _CtxWatch:
-    """Which structlog contextvars could hold an ``etw_*`` control key.
-
-    structlog never forgets a contextvar it created, so the list only changes when its
-    registry grows: re-built then, otherwise one ``len`` per call.
-    """
-
-    __slots__ = ("seen", "vars")
-
-    def __init__(self) -> None:
-        self.seen = -1
-        self.vars: tuple[Any, ...] = ()
-
-
-_watch = _CtxWatch()
-
-
-def _ctx_has_etw() -> bool:
-    """Whether an ``etw_*`` key is bound through structlog's contextvars in the current context.
-
-    A registered variable holding structlog's "unset" marker (``Ellipsis``, what
-    ``clear_contextvars``/``unbind_contextvars`` leave) does not count: the wrapper registers
-    ``etw_keyword``/``etw_level`` up front, and most events then have no control key at all.
-    """
-    watch = _watch
-    try:
-        registry = structlog.contextvars._CONTEXT_VARS
-    except AttributeError:  # pragma: no cover - structlog without the registry
-        return True
-    n = len(registry)
-    if n != watch.seen:
-        watch.seen = n
-        watch.vars = tuple(registry[k] for k in _CTX_KEYS if k in registry)
-    for var in watch.vars:  # noqa: SIM110 - a plain loop is cheaper than any() + generator
-        if var.get(Ellipsis) is not Ellipsis:
-            return True
-    return False

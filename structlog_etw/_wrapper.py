@@ -17,6 +17,7 @@ import logging
 import sys
 import threading
 import uuid
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
@@ -24,7 +25,8 @@ import structlog
 import structlog.contextvars as _slcv
 from structlog.typing import EventDict, FilteringBoundLogger, WrappedLogger
 
-from ._keywords import KeywordsByLogger, level_from_method, valid_keyword, valid_level
+from ._ctxwatch import CONTROL_KEYS, ctx_has_etw, on_first_bind, watch
+from ._keywords import METHOD_LEVELS, KeywordsByLogger, level_from_method, valid_keyword, valid_level
 from ._provider import Provider, check_provider_id, get_provider
 from ._renderer import EtwRenderer
 from ._slot import Slot
@@ -46,20 +48,6 @@ _NAME_TO_STDLIB = {
     "debug": 10,
     "notset": 0,
 }
-
-
-def _structlog_var(key: str) -> contextvars.ContextVar[Any]:
-    """structlog's own ContextVar for *key* (what ``bind_contextvars(key=...)`` sets).
-
-    Created here if structlog has not created it yet, exactly as structlog would, so the
-    fast path can read it with one ``get()``.
-    """
-    name = f"{_slcv.STRUCTLOG_KEY_PREFIX}{key}"
-    registry: dict[str, contextvars.ContextVar[Any]] = _slcv._CONTEXT_VARS
-    var = registry.get(name)
-    if var is None:
-        var = registry.setdefault(name, contextvars.ContextVar(name, default=Ellipsis))
-    return var
 
 
 def _cv_value(key: str) -> Any:
@@ -129,16 +117,13 @@ def _resolve_provider(
 class _EtwState:
     """What one wrapper class decided at build time (shared by its instances)."""
 
-    __slots__ = ("contextvars", "default_keyword", "names", "provider", "slots")
+    __slots__ = ("default_keyword", "has_names", "names", "provider", "slots")
 
-    def __init__(
-        self, provider: Provider, default_keyword: int, names: KeywordsByLogger, contextvars: bool = True
-    ) -> None:
+    def __init__(self, provider: Provider, default_keyword: int, names: KeywordsByLogger) -> None:
         self.provider = provider
         self.default_keyword = default_keyword
         self.names = names
-        #: whether contextvar-bound etw_keyword/etw_level are consulted
-        self.contextvars = contextvars
+        self.has_names = bool(names)  # KeywordsByLogger.__bool__ is a Python call: once here
         # (keyword, fixed level or 0) -> slot per ETW level, index 0 unused.
         self.slots: dict[tuple[int, int], tuple[Slot, ...]] = {}
 
@@ -161,7 +146,7 @@ class _EtwState:
 
     def name_keyword(self, logger: object, context: Mapping[str, Any]) -> int:
         """The keyword a logger's name selects (bound ``logger`` key, else the wrapped logger's ``name``)."""
-        if self.names:
+        if self.has_names:
             name = context.get("logger")
             if type(name) is not str:
                 name = getattr(logger, "name", None)
@@ -179,14 +164,14 @@ class _EtwState:
             if not valid_level(level):
                 level = context.get("etw_level")
                 if not valid_level(level):
-                    level = _cv_value("etw_level") if self.contextvars else None
+                    level = _cv_value("etw_level") if watch.bound else None
                     if not valid_level(level):
                         level = etw_level
             keyword = kw.get("etw_keyword")
             if not valid_keyword(keyword):
                 keyword = context.get("etw_keyword")
                 if not valid_keyword(keyword):
-                    keyword = _cv_value("etw_keyword") if self.contextvars else None
+                    keyword = _cv_value("etw_keyword") if watch.bound else None
                     if not valid_keyword(keyword):
                         keyword = self.name_keyword(logger, context)
             return bool(self.provider.slot(cast(int, level), cast(int, keyword)).word[0])
@@ -253,17 +238,19 @@ def _make_methods(name: str, etw_level: int) -> tuple[Callable[..., Any], Callab
 
 
 def _make_cv_methods(name: str, etw_level: int) -> tuple[Callable[..., Any], Callable[..., Any]]:
-    """Like :func:`_make_methods`, but contextvar-bound ``etw_keyword``/``etw_level`` count too
-    (two ``ContextVar.get()`` more on the disabled path, unless both are bound on the logger).
+    """Like :func:`_make_methods`, but contextvar-bound ``etw_*`` keys count too.
+
+    Classes switch to these the first time an ``etw_*`` key is bound through structlog's
+    contextvars anywhere in the process (``_ctxwatch``); until then no call reads contextvars.
+    A disabled call then also checks those variables (unless keyword and level are both bound
+    on the logger) and takes the exact resolution when one is set.
     """
-    cv_keyword = _structlog_var("etw_keyword")
-    cv_level = _structlog_var("etw_level")
 
     def meth(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
         if not self._etw_slots[etw_level].word[0] and (
             (
                 (not kw or ("etw_keyword" not in kw and "etw_level" not in kw))
-                and (not self._etw_cv or (cv_keyword.get() is Ellipsis and cv_level.get() is Ellipsis))
+                and (not self._etw_cv or not ctx_has_etw())
             )
             or not self._etw.listening(etw_level, self._context, self._logger, kw)
         ):
@@ -274,7 +261,7 @@ def _make_cv_methods(name: str, etw_level: int) -> tuple[Callable[..., Any], Cal
         if not self._etw_slots[etw_level].word[0] and (
             (
                 (not kw or ("etw_keyword" not in kw and "etw_level" not in kw))
-                and (not self._etw_cv or (cv_keyword.get() is Ellipsis and cv_level.get() is Ellipsis))
+                and (not self._etw_cv or not ctx_has_etw())
             )
             or not self._etw.listening(etw_level, self._context, self._logger, kw)
         ):
@@ -286,6 +273,46 @@ def _make_cv_methods(name: str, etw_level: int) -> tuple[Callable[..., Any], Cal
     meth.__doc__ = f"Log *event* at {name} level (returns at once when nobody listens)."
     ameth.__doc__ = f"Log *event* at {name} level from async code (chain runs in an executor)."
     return meth, ameth
+
+
+def _method_table(
+    factory: Callable[[str, int], tuple[Callable[..., Any], Callable[..., Any]]], min_level: int
+) -> dict[str, Any]:
+    """The log methods of a class built with *min_level*, made by *factory*."""
+    # log()/alog() take any level number >= min_level, also one that maps down to a
+    # standard level below min_level (25 with min_level 25 -> info): they use "_etw_methods".
+    full = {name: factory(name, etw_level) for name, etw_level in _ETW_LEVEL.items()}
+    meths: dict[str, Any] = {"_etw_methods": full}
+    for name in _ETW_LEVEL:
+        if _STDLIB_LEVEL[name] < min_level:
+            meths[name], meths[f"a{name}"] = _nop, _anop
+        else:
+            meths[name], meths[f"a{name}"] = full[name]
+    meths["fatal"] = meths["critical"]
+    meths["afatal"] = meths["acritical"]
+    meths["warn"] = meths["warning"]
+    meths["awarn"] = meths["awarning"]
+    meths["msg"] = meths["info"]
+    meths["amsg"] = meths["ainfo"]
+    return meths
+
+
+#: Classes built while no ``etw_*`` key was bound through contextvars, to switch to the
+#: contextvar-aware methods when the first one is.
+_PLAIN_CLASSES: weakref.WeakSet[type[Any]] = weakref.WeakSet()
+_PLAIN_LOCK = threading.Lock()
+
+
+def _switch_to_cv_methods() -> None:
+    with _PLAIN_LOCK:
+        classes = list(_PLAIN_CLASSES)
+        _PLAIN_CLASSES.clear()
+    for cls in classes:
+        for attr, value in _method_table(_make_cv_methods, cls._etw_min_level).items():
+            setattr(cls, attr, value)
+
+
+on_first_bind(_switch_to_cv_methods)
 
 
 def _exception(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
@@ -326,7 +353,7 @@ class _EtwBoundLoggerBase(structlog.BoundLoggerBase):
         bound_level = valid_level(level)
         self._etw_slots = state.slots_for(cast(int, keyword), cast(int, level) if bound_level else 0)
         # contextvars (which the renderer reads too) can still change keyword/level per call
-        # unless both are bound here (only consulted with contextvars=True).
+        # unless both are bound here (read only once an etw_* contextvar was ever bound).
         self._etw_cv = not (bound_keyword and bound_level)
 
     def unbind(self, *keys: str) -> Any:
@@ -387,7 +414,6 @@ def make_etw_bound_logger(
     default_keyword: int | None = None,
     keywords_by_logger: Mapping[str, int] | None = None,
     group: str | None = None,
-    contextvars: bool = False,
     provider_id: uuid.UUID | str | None = None,
 ) -> type[FilteringBoundLogger]:
     """Build a bound-logger class whose calls return at once when no trace session listens.
@@ -399,9 +425,12 @@ def make_etw_bound_logger(
     methods below *min_level* are a plain ``return None``.  A method above it first reads the
     enable word of the provider's slot for the call's level and keyword and returns ``None``
     before any event dict is built when it is zero.  The keyword is the call's
-    ``etw_keyword``, else the bound one (resolved once at bind time), else a contextvar-bound
-    one (only with ``contextvars=True``), else the one *keywords_by_logger* gives the logger's
-    name, else *default_keyword*; ``etw_level`` overrides the level the same way.  When someone
+    ``etw_keyword``, else the bound one (resolved once at bind time), else one bound with
+    ``structlog.contextvars.bind_contextvars``, else the one *keywords_by_logger* gives the
+    logger's name, else *default_keyword*; ``etw_level`` overrides the level the same way.
+    Contextvars cost nothing until an ``etw_*`` key is first bound through them anywhere in the
+    process: then every class switches to methods whose disabled path also checks those
+    variables (a few ``ContextVar.get()``).  When someone
     listens, the call behaves exactly like structlog's bound logger (processors run,
     ``exception`` adds ``exc_info``).
 
@@ -416,12 +445,6 @@ def make_etw_bound_logger(
         group: provider group (only with a provider name).
         provider_id: ETW provider GUID (``uuid.UUID`` or GUID text) instead of the name hash;
             with a ``Provider`` or ``EtwRenderer`` it must equal theirs.
-        contextvars: also honour ``etw_keyword``/``etw_level`` bound with
-            ``structlog.contextvars.bind_contextvars`` on the fast path (two ``ContextVar.get()``
-            per disabled call).  Off by default: then such a call returns early when nobody
-            listens at the logger's own (bound, by-name or default) keyword and level, even if a
-            session listens at the contextvar's keyword.  Turn it on if you bind those keys
-            through contextvars.
 
     Raises:
         ValueError, TypeError: on an invalid set-up (never at log time).
@@ -436,29 +459,24 @@ def make_etw_bound_logger(
     provider, keyword, names = _resolve_provider(
         provider_or_name, default_keyword, keywords_by_logger, group, provider_id
     )
-    state = _EtwState(provider, keyword, names, contextvars)
-    factory = _make_cv_methods if contextvars else _make_methods
-
-    # log()/alog() take any level number >= min_level, also one that maps down to a
-    # standard level below min_level (25 with min_level 25 -> info): they use these.
-    full = {name: factory(name, etw_level) for name, etw_level in _ETW_LEVEL.items()}
-    meths: dict[str, Any] = {"_etw": state, "_etw_min_level": min_level, "_etw_methods": full}
-    for name in _ETW_LEVEL:
-        if _STDLIB_LEVEL[name] < min_level:
-            meths[name], meths[f"a{name}"] = _nop, _anop
-        else:
-            meths[name], meths[f"a{name}"] = full[name]
-    meths["exception"] = _exception
-    meths["aexception"] = _aexception
-    meths["fatal"] = meths["critical"]
-    meths["afatal"] = meths["acritical"]
-    meths["warn"] = meths["warning"]
-    meths["awarn"] = meths["awarning"]
-    meths["msg"] = meths["info"]
-    meths["amsg"] = meths["ainfo"]
-    level_name = logging.getLevelName(min_level).capitalize().replace(" ", "")
-    cls = type(f"EtwBoundLoggerAt{level_name}", (_EtwBoundLoggerBase,), meths)
+    state = _EtwState(provider, keyword, names)
+    with _PLAIN_LOCK:
+        plain = not watch.bound
+        meths = _method_table(_make_methods if plain else _make_cv_methods, min_level)
+        meths.update(
+            {"_etw": state, "_etw_min_level": min_level, "exception": _exception, "aexception": _aexception}
+        )
+        level_name = logging.getLevelName(min_level).capitalize().replace(" ", "")
+        cls = type(f"EtwBoundLoggerAt{level_name}", (_EtwBoundLoggerBase,), meths)
+        if plain:
+            _PLAIN_CLASSES.add(cls)
+    if plain and watch.bound:  # an etw_* contextvar appeared while the class was being built
+        _switch_to_cv_methods()
     return cast("type[FilteringBoundLogger]", cls)
+
+
+_CONTROL_SET = frozenset(CONTROL_KEYS)
+_DropEvent = structlog.DropEvent
 
 
 class EtwEarlyDrop:
@@ -467,14 +485,17 @@ class EtwEarlyDrop:
     For users who keep another wrapper class: put it first in ``processors`` (it reads
     contextvar-bound ``etw_keyword``/``etw_level`` itself, so it may come before
     ``merge_contextvars``).  It raises ``structlog.DropEvent`` when the provider's slot for the
-    event's level and keyword is not enabled.  Its cost is that of a structlog call that
-    builds the event dict and enters the chain (several times the wrapper's disabled path,
-    which returns before any event dict exists); it saves the rest of the chain.
+    event's level and keyword is not enabled.  An event without any ``etw_*`` key (in the
+    event dict or in contextvars) costs one dict look-up of a slot prebuilt per method name
+    (plus the logger-name look-up with *keywords_by_logger*) and one enable-word read; only an
+    event with such a key takes the full resolution.  Its cost is still that of a structlog
+    call that builds the event dict and enters the chain (several times the wrapper's disabled
+    path, which returns before any event dict exists); it saves the rest of the chain.
     Never raises anything else: when in doubt it lets the event through.  It takes the same
     provider options as :func:`make_etw_bound_logger` (``group``, ``provider_id``, ...).
     """
 
-    __slots__ = ("_state",)
+    __slots__ = ("_by_method", "_lookup", "_names", "_state", "_tables", "_verbose")
 
     def __init__(
         self,
@@ -485,14 +506,39 @@ class EtwEarlyDrop:
         group: str | None = None,
         provider_id: uuid.UUID | str | None = None,
     ) -> None:
-        self._state = _EtwState(
+        state = _EtwState(
             *_resolve_provider(provider_or_name, default_keyword, keywords_by_logger, group, provider_id)
         )
+        self._state = state
+        self._names = bool(state.names)
+        # method name -> slot at the default keyword (used without keywords_by_logger)
+        slots = state.slots_for(state.default_keyword, 0)
+        self._by_method: dict[str, Slot] = {name: slots[level] for name, level in METHOD_LEVELS.items()}
+        self._verbose = slots[5]  # unknown method names: level 5, like the renderer
+        self._lookup = state.names.lookup
+        # keyword -> slot per ETW level, for the default keyword and every name keyword
+        self._tables = {kw: state.slots_for(kw, 0) for kw in (state.default_keyword, *state.names.keywords())}
 
     def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
         """Return *event_dict* unchanged, or raise ``DropEvent`` when nobody listens."""
+        if _CONTROL_SET.isdisjoint(event_dict) and (not watch.bound or not ctx_has_etw()):
+            if self._names:
+                try:
+                    name = event_dict.get("logger")
+                    if type(name) is not str:
+                        name = getattr(logger, "name", None)
+                    keyword = self._lookup(name)
+                    slots = self._tables[self._state.default_keyword if keyword is None else keyword]
+                    enabled = slots[METHOD_LEVELS.get(method_name, 5)].word[0]
+                except Exception:
+                    return event_dict  # cannot tell: let the chain run
+            else:
+                enabled = self._by_method.get(method_name, self._verbose).word[0]
+            if enabled:
+                return event_dict
+            raise _DropEvent
         if not self._state.listening(level_from_method(method_name), event_dict, logger, {}):
-            raise structlog.DropEvent
+            raise _DropEvent
         return event_dict
 
     def __repr__(self) -> str:

@@ -40,7 +40,7 @@ def _logger(**context: Any) -> tuple[ThreadSpy, Any]:
     renderer = EtwRenderer(unique_provider())
     spy = ThreadSpy()
     log = bound(
-        make_etw_bound_logger(renderer, contextvars=True),
+        make_etw_bound_logger(renderer),
         [structlog.contextvars.merge_contextvars, spy, renderer],
         **context,
     )

@@ -9,10 +9,12 @@ import uuid
 from typing import Any
 
 import pytest
+import structlog
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from structlog_etw import _eventheader as eh
+from structlog_etw._backend_capture import CaptureBackend
 from structlog_etw._fields import (
     ARRAY,
     BOOL,
@@ -30,6 +32,8 @@ from structlog_etw._fields import (
     Field,
     to_fields,
 )
+from structlog_etw._provider import Provider
+from structlog_etw._renderer import EtwRenderer
 
 from ._ehparse import parse
 
@@ -432,3 +436,151 @@ def test_json_fields_of_a_truncated_event_become_plain_strings() -> None:
     assert kinds["j"] == (eh.ENC_STRING_LENGTH16_CHAR8, 0)
     assert kinds["small"] == (eh.ENC_STRING_LENGTH16_CHAR8, 0)
     assert p.values()["j"].endswith(eh.TRUNCATION_MARKER)
+
+
+# --- size policy regressions (falsifying examples of tests/test_properties.py) ------------------
+
+
+def _big_dict() -> dict[str, int]:
+    """More members than a struct may hold: encoded as a JSON field (the property test's big_dict)."""
+    return {f"k{i}": i for i in range(500)}
+
+
+def _deep_dict() -> dict[str, Any]:
+    """Nested deeper than 8 levels: the inner part becomes JSON (the property test's deep_dict)."""
+    d: dict[str, Any] = {"leaf": "x"}
+    for i in range(40):
+        d = {f"l{i}": d}
+    return d
+
+
+def _room_for_values(name_len: int) -> int:
+    """Bytes left for the one string value of ``[("n" * name_len, STR, ...)]`` once it is cut."""
+    enc = eh.EventHeaderEncoder()
+    flagged = enc.encode("E", [("n" * name_len, STR, ""), (eh.TRUNCATED_FIELD, BOOL, True)], 4)
+    assert flagged is not None
+    return eh.PERF_MAX_EVENT_SIZE - len(flagged)
+
+
+def test_json_value_of_a_field_with_a_huge_name_is_cut_with_its_marker() -> None:
+    name = "1" + "0" * 7900  # str(10**7900)-like key: the name takes most of the budget
+    enc = eh.EventHeaderEncoder()
+    got = enc.encode("E", to_fields([(name, _big_dict())]), 4)
+    assert got is not None and len(got) <= eh.PERF_MAX_EVENT_SIZE
+    p = parse(got)
+    (fname, encoding, fmt, value), flag = p.fields
+    assert fname == name
+    assert (encoding, fmt) == (eh.ENC_STRING_LENGTH16_CHAR8, 0)  # JSON written as a plain string
+    assert value.endswith(eh.TRUNCATION_MARKER)
+    assert str(_big_dict()).replace("'", '"').startswith(value[: -len(eh.TRUNCATION_MARKER)])
+    assert len(value) > len(eh.TRUNCATION_MARKER)  # the name did not eat the value's room
+    assert flag[0] == eh.TRUNCATED_FIELD and flag[3] is True
+
+
+def test_a_cut_string_with_no_more_room_than_the_marker_is_the_marker_alone() -> None:
+    # Names of this length leave exactly the marker's bytes for the value: it is the marker,
+    # never an empty string.
+    marker = len(eh.TRUNCATION_MARKER.encode())
+    name_len = 8000
+    name_len += _room_for_values(name_len) - marker
+    assert _room_for_values(name_len) == marker
+    enc = eh.EventHeaderEncoder()
+    got = enc.encode("E", [("n" * name_len, STR, "v" * 500)], 4)
+    assert got is not None and len(got) == eh.PERF_MAX_EVENT_SIZE
+    assert parse(got).values() == {"n" * name_len: eh.TRUNCATION_MARKER, eh.TRUNCATED_FIELD: True}
+
+
+def test_event_without_room_for_the_marker_of_a_cut_string_is_dropped_not_emptied() -> None:
+    marker = len(eh.TRUNCATION_MARKER.encode())
+    name_len = 8000
+    name_len += _room_for_values(name_len) - (marker - 1)
+    assert _room_for_values(name_len) == marker - 1
+    enc = eh.EventHeaderEncoder()
+    assert enc.encode("E", [("n" * name_len, STR, "v" * 500)], 4) is None
+    assert enc.truncated == 0
+    # A value that fits whole in that room is still written whole (nothing needs cutting).
+    got = enc.encode("E", [("n" * name_len, STR, "v" * (marker - 1))], 4)
+    assert got is not None
+    assert parse(got).values() == {"n" * name_len: "v" * (marker - 1)}
+
+
+def test_short_strings_stay_whole_when_long_ones_are_cut_to_their_marker() -> None:
+    # Room for the three markers and the short value, not more: the short one is never cut.
+    marker = len(eh.TRUNCATION_MARKER.encode())
+    enc = eh.EventHeaderEncoder()
+    fields: list[Field] = [("a", STR, "a" * 3000), ("s", STR, "short"), ("b", STR, "b" * 3000)]
+    empty = [(f, STR, "") for f, _k, _v in fields] + [(eh.TRUNCATED_FIELD, BOOL, True)]
+    want = 2 * marker + len("short") + 1  # one byte short of cutting the long ones to a character
+
+    def room(name: str) -> int:
+        probe = enc.encode(name, empty, 4)
+        assert probe is not None
+        return eh.PERF_MAX_EVENT_SIZE - len(probe)
+
+    name = "N" * 8000
+    name += "N" * (room(name) - want)
+    assert room(name) == want
+    got = enc.encode(name, fields, 4)
+    assert got is not None
+    assert parse(got).values() == {
+        "a": eh.TRUNCATION_MARKER,
+        "s": "short",
+        "b": eh.TRUNCATION_MARKER,
+        eh.TRUNCATED_FIELD: True,
+    }
+
+
+def _provider_pipeline() -> tuple[CaptureBackend, Provider, EtwRenderer]:
+    """A renderer and provider writing EventHeader events to a capture backend."""
+    backend = CaptureBackend("Reg_eh", format="eventheader")
+    provider = Provider("Reg_eh", backend=backend)
+    return backend, provider, EtwRenderer("Reg_eh", provider=provider)
+
+
+def _log(renderer: EtwRenderer, event_dict: dict[Any, Any]) -> None:
+    """Run the renderer as structlog does (it ends the chain with DropEvent)."""
+    with pytest.raises(structlog.DropEvent):
+        renderer(None, "info", {"event": "", **event_dict})
+
+
+def test_huge_key_names_leaving_no_room_for_value_markers_are_counted_too_large() -> None:
+    # Falsifying example 1 of the property test: two 4001-digit int keys (names of 4001 and 4002
+    # characters) with JSON values fill the budget; the four JSON values were written as "".
+    backend, provider, renderer = _provider_pipeline()
+    _log(renderer, {"": _deep_dict(), 0: _deep_dict(), 10**4000: _big_dict(), -(10**4000): _big_dict()})
+    stats = provider.stats()
+    assert backend.records == []
+    assert stats["written"] == 0
+    assert stats["dropped"]["too_large"] == 1
+    assert stats["dropped"].get("encode_error", 0) == 0
+
+
+def test_binary_array_element_past_u16_is_truncated_not_an_encode_error() -> None:
+    # Falsifying example 2 of the property test: a 70000-byte element inside a list made the
+    # size policy's element packing raise struct.error (counted encode_error).
+    backend, provider, renderer = _provider_pipeline()
+    _log(renderer, {"": _big_dict(), "0": [bytes(70000)]})
+    stats = provider.stats()
+    assert stats["dropped"].get("encode_error", 0) == 0
+    assert stats["written"] == 1 and stats["truncated"] == 1
+    (record,) = backend.records
+    values = parse(record.event).values()
+    assert values[""].endswith(eh.TRUNCATION_MARKER)
+    assert values["0"] == []  # the element cannot fit: the array keeps its first 0 elements
+    assert values[eh.TRUNCATED_FIELD] is True
+
+
+@pytest.mark.parametrize(
+    ("kind", "items", "small"),
+    [
+        (BYTES | ARRAY, [b"s", b"\x01" * 70000], b"s"),
+        (STR | ARRAY, ["s", "x" * 70000], "s"),
+        (JSON | ARRAY, ["s", "é" * 40000], "s"),
+    ],
+)
+def test_array_elements_past_u16_keep_the_leading_elements(kind: int, items: list[Any], small: Any) -> None:
+    for max_size in (eh.PERF_MAX_EVENT_SIZE, eh.DYN_MAX_EVENT_SIZE):
+        enc = eh.EventHeaderEncoder(max_size=max_size)
+        got = enc.encode("E", [("a", kind, items), ("n", I64, 1)], 4)
+        assert got is not None and len(got) <= max_size
+        assert parse(got).values() == {"a": [small], "n": 1, eh.TRUNCATED_FIELD: True}

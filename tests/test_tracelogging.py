@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from structlog_etw import _fields as F
 from structlog_etw._tracelogging import (
+    DEFAULT_MAX_SIZE,
     TRUNCATED_FIELD,
     TRUNCATION_MARKER,
     InType,
@@ -565,3 +566,70 @@ def test_any_field_list_encodes_to_a_decodable_event_or_none(name: str, fields: 
     assert _total(enc, result) <= 2048
     ev = decode(*result)
     assert ev.tag == tags & 0x0FFFFFFF
+
+
+# ---------------------------------------------------------------------------------------------
+# Size policy with huge field names (the EventHeader property-test failures, checked here too)
+
+
+def _big_dict() -> dict[str, int]:
+    """More members than a struct may hold: a JSON field."""
+    return {f"k{i}": i for i in range(500)}
+
+
+def _deep_dict() -> dict[str, Any]:
+    """Nested past the struct depth limit: the inner part becomes JSON."""
+    d: dict[str, Any] = {"leaf": "x"}
+    for i in range(40):
+        d = {f"l{i}": d}
+    return d
+
+
+def test_json_value_of_a_field_with_a_huge_name_is_cut_with_its_marker() -> None:
+    name = "1" + "0" * 7900
+    enc = TraceLoggingEncoder("P", max_size=9000)
+    result = enc.encode("e", F.to_fields([(name, _big_dict())]))
+    assert _total(enc, result) <= 9000
+    assert result is not None
+    ev = decode(*result)
+    field, flag = ev.field_list
+    assert field.name == name
+    assert field.format == OutType.UTF8  # cut JSON is written as a plain string
+    assert field.value.endswith(TRUNCATION_MARKER)
+    assert len(field.value) > len(TRUNCATION_MARKER)
+    assert json.dumps(_big_dict()).startswith(field.value[: -len(TRUNCATION_MARKER)])
+    assert (flag.name, flag.value) == (TRUNCATED_FIELD, True)
+
+
+@pytest.mark.parametrize("max_size", [DEFAULT_MAX_SIZE, 16_000, 9000, 8300])
+def test_huge_key_names_with_json_values_are_kept_whole_or_cut_with_markers(max_size: int) -> None:
+    # The EventHeader property test's falsifying example 1: no value may come back emptied.
+    items = {"": _deep_dict(), 0: _deep_dict(), 10**4000: _big_dict(), -(10**4000): _big_dict()}
+    fields = F.to_fields(items.items())
+    enc = TraceLoggingEncoder("P", max_size=max_size)
+    result = enc.encode("", fields)
+    assert _total(enc, result) <= max_size  # names of 8 KB leave room for the markers at 8300
+    assert result is not None
+    decoded = decode(*result).field_list
+    truncated = decoded[-1].name == TRUNCATED_FIELD
+    body = decoded[:-1] if truncated else decoded
+    assert len(body) == len(fields)
+    for got, (name, kind, value) in zip(body, fields, strict=False):
+        assert got.name == name
+        if kind == F.JSON and got.value != value:
+            assert truncated and got.value.endswith(TRUNCATION_MARKER)
+            assert value.startswith(got.value[: -len(TRUNCATION_MARKER)])
+    assert truncated == (max_size < DEFAULT_MAX_SIZE)
+    assert enc.truncated == (1 if truncated else 0)
+
+
+def test_binary_array_element_past_u16_is_truncated_not_dropped() -> None:
+    # The EventHeader property test's falsifying example 2.
+    enc = TraceLoggingEncoder("P")
+    result = enc.encode("", F.to_fields({"": _big_dict(), "0": [bytes(70000)]}.items()))
+    assert result is not None
+    fields = decode(*result).fields
+    assert fields["0"] == []
+    assert fields[""] == json.dumps(_big_dict())
+    assert fields[TRUNCATED_FIELD] is True
+    assert enc.truncated == 1

@@ -4,6 +4,9 @@ calls someone listens to behave like structlog's own bound logger.  EtwEarlyDrop
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -151,8 +154,8 @@ def test_bound_level_override_selects_the_slot(capture: EtwCapture) -> None:
     assert [(e.name, e.level) for e in capture.events] == [("promoted", 1), ("promoted_per_call", 1)]
 
 
-def test_contextvar_keyword_is_honoured_by_the_fast_path_when_asked(capture: EtwCapture) -> None:
-    renderer, spy, cls = _setup(capture, contextvars=True)
+def test_contextvar_keyword_is_honoured_by_the_fast_path(capture: EtwCapture) -> None:
+    renderer, spy, cls = _setup(capture)
     capture.set_enabled(False)
     capture.set_enabled(True, keyword=0x10)
     log = bound(cls, [structlog.contextvars.merge_contextvars, spy, renderer])
@@ -164,21 +167,69 @@ def test_contextvar_keyword_is_honoured_by_the_fast_path_when_asked(capture: Etw
     assert len(spy.calls) == 1
 
 
-def test_default_fast_path_does_not_read_contextvars(capture: EtwCapture) -> None:
-    """Documented: without contextvars=True only call, bound, name and default keys count."""
+_FRESH_PROCESS = """
+import structlog
+from structlog_etw import EtwRenderer, make_etw_bound_logger
+from structlog_etw._ctxwatch import watch
+from structlog_etw.testing import capture_etw_events
+
+with capture_etw_events() as capture:
+    capture.set_enabled(False)
+    capture.set_enabled(True, keyword=0x10)
+    renderer = EtwRenderer("SurfaceFresh_Cv")
+    cls = make_etw_bound_logger(renderer)
+    log = structlog.wrap_logger(
+        None, wrapper_class=cls, processors=[structlog.contextvars.merge_contextvars, renderer]
+    )
+    structlog.contextvars.bind_contextvars(request_id="r1")  # no etw_* key: stays off
+    log.info("returns_early")
+    print("before", watch.bound)
+    # The first etw_* key bound through contextvars switches the class built before it.
+    structlog.contextvars.bind_contextvars(etw_keyword=0x10)
+    print("after", watch.bound)
+    log.info("honoured_by_default")
+    later = structlog.wrap_logger(
+        None, wrapper_class=make_etw_bound_logger(renderer), processors=[renderer]
+    )
+    later.info("honoured_by_a_class_built_later")
+    print("events", [(e.name, e.keyword) for e in capture.events])
+"""
+
+
+def test_default_fast_path_honours_a_contextvar_keyword_bound_first_after_class_build() -> None:
+    """In a fresh process (no ``etw_*`` contextvar yet): the class is built on the plain path,
+    which reads no contextvars; the first ``bind_contextvars(etw_keyword=...)`` switches it."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run(
+        [sys.executable, "-c", _FRESH_PROCESS], capture_output=True, text=True, cwd=root, check=True
+    )
+    assert out.stdout.splitlines() == [
+        "before False",
+        "after True",
+        "events [('honoured_by_default', 16), ('honoured_by_a_class_built_later', 16)]",
+    ]
+
+
+def test_default_fast_path_honours_contextvars_and_keeps_call_keys_exact(capture: EtwCapture) -> None:
+    """Call > bound > contextvars: the contextvar keyword counts by default, a per-call one wins."""
     renderer, spy, cls = _setup(capture)
     capture.set_enabled(False)
     capture.set_enabled(True, keyword=0x10)
     log = bound(cls, [structlog.contextvars.merge_contextvars, spy, renderer])
     with structlog.contextvars.bound_contextvars(etw_keyword=0x10):
-        log.info("returns_early")
+        log.info("contextvar_key_is_honoured")
+        log.info("per_call_key_wins", etw_keyword=0x20)
+    with structlog.contextvars.bound_contextvars(etw_keyword=0x20):
         log.info("per_call_key_is_exact", etw_keyword=0x10)
-    assert [(e.name, e.keyword) for e in capture.events] == [("per_call_key_is_exact", 0x10)]
-    assert len(spy.calls) == 1
+    assert [(e.name, e.keyword) for e in capture.events] == [
+        ("contextvar_key_is_honoured", 0x10),
+        ("per_call_key_is_exact", 0x10),
+    ]
+    assert len(spy.calls) == 2
 
 
-def test_contextvar_level_is_honoured_when_asked(capture: EtwCapture) -> None:
-    renderer, _, cls = _setup(capture, contextvars=True)
+def test_contextvar_level_is_honoured_by_default(capture: EtwCapture) -> None:
+    renderer, _, cls = _setup(capture)
     capture.set_enabled(False)
     capture.set_enabled(True, level=1)
     log = bound(cls, [renderer])
@@ -188,7 +239,7 @@ def test_contextvar_level_is_honoured_when_asked(capture: EtwCapture) -> None:
 
 
 def test_bound_keyword_wins_over_contextvar(capture: EtwCapture) -> None:
-    renderer, _, cls = _setup(capture, contextvars=True)
+    renderer, _, cls = _setup(capture)
     capture.set_enabled(False)
     capture.set_enabled(True, keyword=0x10)
     log = bound(cls, [structlog.contextvars.merge_contextvars, renderer], etw_keyword=0x20)
@@ -282,6 +333,56 @@ def test_early_drop_reads_contextvars_before_merge(capture: EtwCapture) -> None:
     with structlog.contextvars.bound_contextvars(etw_keyword=0x2):
         log.info("contextvar_keyword")
     assert [(e.name, e.keyword) for e in capture.events] == [("contextvar_keyword", 2)]
+
+
+class _CountingSlot:
+    """Wraps a provider's ``slot`` method to count per-event slot resolutions."""
+
+    def __init__(self, provider: Any) -> None:
+        self.calls = 0
+        self._slot = provider.slot
+
+    def __call__(self, level: int, keyword: int) -> Any:
+        self.calls += 1
+        return self._slot(level, keyword)
+
+
+def test_early_drop_without_control_keys_resolves_no_slot_per_event(
+    capture: EtwCapture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Events without ``etw_*`` keys use the slots prebuilt per method (and per name keyword)."""
+    renderer = EtwRenderer(unique_provider(), keywords_by_logger={"db": 0x4})
+    drop = EtwEarlyDrop(renderer)
+    spy = Spy()
+    counting = _CountingSlot(renderer.provider)
+    monkeypatch.setattr(renderer.provider, "slot", counting)
+    capture.set_enabled(False)
+    capture.set_enabled(True, level=2)
+    capture.set_enabled(True, keyword=0x4)
+    plain = bound(structlog.make_filtering_bound_logger(logging.NOTSET), [drop, spy])
+    db = bound(structlog.make_filtering_bound_logger(logging.NOTSET), [drop, spy], logger="db.pool")
+    for _ in range(3):
+        plain.info("dropped")
+        plain.error("kept_error")
+        plain.msg("dropped_msg")
+        db.debug("kept_db")
+    assert counting.calls == 0
+    assert [c[1]["event"] for c in spy.calls] == ["kept_error", "kept_db"] * 3
+
+
+def test_early_drop_with_control_keys_is_exact(capture: EtwCapture) -> None:
+    renderer = EtwRenderer(unique_provider(), keywords_by_logger={"db": 0x4})
+    spy = Spy()
+    log = bound(structlog.make_filtering_bound_logger(logging.NOTSET), [EtwEarlyDrop(renderer), spy])
+    capture.set_enabled(False)
+    capture.set_enabled(True, level=1, keyword=0x8)
+    log.info("dropped")
+    log.info("promoted", etw_level=1, etw_keyword=0x8)
+    log.info("wrong_keyword", etw_level=1)
+    log.info("invalid_level_falls_back", etw_level="x", etw_keyword=0x8)
+    with structlog.contextvars.bound_contextvars(etw_level=1):
+        log.info("contextvar_level", etw_keyword=0x8)
+    assert [c[1]["event"] for c in spy.calls] == ["promoted", "contextvar_level"]
 
 
 def test_is_etw_enabled_reports_the_slot(capture: EtwCapture) -> None:

@@ -87,7 +87,7 @@ def test_ainfo_events_reach_perf_with_context_and_activity(
     spy = Spy()
     log = structlog.wrap_logger(
         structlog.ReturnLogger(),
-        wrapper_class=make_etw_bound_logger(renderer, contextvars=True),
+        wrapper_class=make_etw_bound_logger(renderer),
         processors=[structlog.contextvars.merge_contextvars, spy, renderer],
     ).bind(service="checkout")
     activity, related = uuid.uuid4(), uuid.uuid4()
@@ -136,3 +136,33 @@ def test_wrapper_runs_the_chain_only_while_perf_records(
     log.info("after")
     assert spy.events == ["during"]
     assert [e.name for e in _ours(session, provider_name)] == ["during"]
+
+
+def test_structlog_logger_name_selects_keyword_in_perf(provider_name: str, perf_session: PerfFactory) -> None:
+    renderer = EtwRenderer(provider_name, keywords_by_logger={"db": 0x2})
+    spy = Spy()
+    wrapper = make_etw_bound_logger(renderer)
+    bound_db = structlog.wrap_logger(
+        structlog.ReturnLogger(), wrapper_class=wrapper, processors=[spy, renderer]
+    ).bind(logger="db.pool")
+    # A stdlib logger from structlog's LoggerFactory: the keyword comes from its name.
+    factory_db = structlog.wrap_logger(
+        structlog.stdlib.LoggerFactory()("db"), wrapper_class=wrapper, processors=[spy, renderer]
+    )
+    http = structlog.wrap_logger(
+        structlog.ReturnLogger(), wrapper_class=wrapper, processors=[spy, renderer]
+    ).bind(logger="http")
+    with perf_session([f"{provider_name}_L4K2"]) as session:
+        bound_db.info("query_done", rows=3)
+        factory_db.info("pool_checkout", size=5)
+        http.info("not_recorded")  # keyword 1: nobody listens, the fast path returns early
+    events = _ours(session, provider_name)
+    assert [(e.name, e.level, e.keyword) for e in events] == [
+        ("query_done", 4, 0x2),
+        ("pool_checkout", 4, 0x2),
+    ]
+    ours = [s.name for s in session.samples() if s.name.startswith(f"user_events:{provider_name}_")]
+    assert ours == [f"user_events:{provider_name}_L4K2"] * 2
+    assert events[0].fields == {"logger": "db.pool", "rows": 3}
+    assert events[1].fields == {"size": 5}
+    assert spy.events == ["query_done", "pool_checkout"]
