@@ -17,21 +17,11 @@ import sys
 from collections.abc import Callable
 from typing import IO, Any
 
+from ._cli_tracepoints import level_arg
 from ._listen import DEFAULT_PAGES, ListenedEvent, Listener, ListenError, LostEvents
 from ._listen import run as run_listener
 
 __all__ = ["add_arguments", "format_event", "make_printer", "run", "use_color"]
-
-_LEVELS = {
-    "critical": 1,
-    "fatal": 1,
-    "error": 2,
-    "warning": 3,
-    "warn": 3,
-    "info": 4,
-    "debug": 5,
-    "verbose": 5,
-}
 
 
 def _int(text: str) -> int:
@@ -39,15 +29,6 @@ def _int(text: str) -> int:
         return int(text, 0)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-
-
-def _level(text: str) -> int:
-    if text.lower() in _LEVELS:
-        return _LEVELS[text.lower()]
-    value = _int(text)
-    if not 1 <= value <= 255:
-        raise argparse.ArgumentTypeError(f"level must be 1..255 or a name (got {text!r})")
-    return value
 
 
 def _keyword(text: str) -> int:
@@ -89,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("provider", help="provider name, e.g. MyCompany_MyService")
     parser.add_argument(
-        "--level", type=_level, help="most verbose level shown: 1..5 or critical/error/warning/info/debug"
+        "--level", type=level_arg, help="most verbose level shown: 1..5 or critical/error/warning/info/debug"
     )
     parser.add_argument("--keyword", type=_keyword, help="keyword mask (e.g. 0x4): tracepoints sharing a bit")
     parser.add_argument("--group", help="provider group (the G<group> tracepoint option)")

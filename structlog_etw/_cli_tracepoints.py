@@ -23,7 +23,8 @@ LEVELS: Final[dict[str, int]] = {
 _NAME_MAX: Final = 255  # a tracepoint name is shorter than 256 bytes
 
 
-def _level(text: str) -> int:
+def level_arg(text: str) -> int:
+    """argparse type for a level: 1..255 or a name (critical, error, warning, info, debug, verbose)."""
     value = LEVELS.get(text.lower())
     if value is None:
         try:
@@ -62,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-l",
         "--level",
-        type=_level,
+        type=level_arg,
         action="append",
         metavar="L",
         help="level 1-5 or critical/error/warning/info/debug (repeatable; default: all of 1-5)",

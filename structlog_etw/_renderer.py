@@ -21,26 +21,13 @@ from ._common_schema import write_common
 from ._context import CURRENT_ACTIVITY
 from ._ctxwatch import ctx_has_etw as _ctx_has_etw
 from ._fields import STR, safe_str, to_field
-from ._keywords import KeywordsByLogger
+from ._keywords import METHOD_LEVELS, KeywordsByLogger
 from ._provider import Provider, check_provider_id, get_provider
 
 __all__ = ["LEVELS", "MAX_EVENT_NAME", "EtwRenderer", "event_name"]
 
 #: structlog method name -> trace level (1 critical .. 5 verbose); unknown names -> 5.
-LEVELS: Final[dict[str, int]] = {
-    "critical": 1,
-    "fatal": 1,
-    "error": 2,
-    "exception": 2,
-    "err": 2,
-    "warning": 3,
-    "warn": 3,
-    "info": 4,
-    "msg": 4,
-    "log": 4,
-    "debug": 5,
-    "notset": 5,
-}
+LEVELS: Final = METHOD_LEVELS
 #: Event names are cut to this many characters.
 MAX_EVENT_NAME: Final = 200
 _CONTROL_KEYS: Final = ("etw_keyword", "etw_level", "etw_opcode", "etw_tags", "etw_name")
