@@ -46,6 +46,8 @@ from ._fields import (
     STR,
     STRUCT,
     TIME,
+    TRUNCATED_FIELD,
+    TRUNCATION_MARKER,
     U64,
     UUID,
     Field,
@@ -115,9 +117,7 @@ NAME_MAX: Final = 256
 PROVIDER_GROUP_MAX: Final = 234
 
 #: Suffix of a string cut by the size policy.
-TRUNCATION_MARKER: Final = "...[truncated]"
 #: Bool field appended to an event whose values were cut by the size policy.
-TRUNCATED_FIELD: Final = "_truncated"
 
 _MARKER_BYTES: Final = TRUNCATION_MARKER.encode("utf-8")
 _U16_MAX: Final = 0xFFFF

@@ -55,6 +55,8 @@ __all__ = [
     "STR",
     "STRUCT",
     "TIME",
+    "TRUNCATED_FIELD",
+    "TRUNCATION_MARKER",
     "U64",
     "UUID",
     "Field",
@@ -98,6 +100,10 @@ KIND_NAMES: Final[dict[int, str]] = {
 MAX_STRUCT_FIELDS: Final = 127
 #: Dicts nested deeper than this are written as a JSON string.
 MAX_NESTING: Final = 8
+#: Both encoders' size policy: a string cut to fit ends with this marker ...
+TRUNCATION_MARKER: Final = "...[truncated]"
+#: ... and an event with any value cut carries this boolean field (true).
+TRUNCATED_FIELD: Final = "_truncated"
 
 Field = tuple[str, int, Any]
 

@@ -56,6 +56,8 @@ from ._fields import (
     STR,
     STRUCT,
     TIME,
+    TRUNCATED_FIELD,
+    TRUNCATION_MARKER,
     U64,
     UUID,
     Field,
@@ -161,10 +163,8 @@ _MAX_METADATA: Final = 32767
 _MAX_FIELDS: Final = 128
 _U16_MAX: Final = 0xFFFF
 #: Suffix of a string value that was cut by the size policy.
-TRUNCATION_MARKER: Final = "...[truncated]"
 _MARKER_BYTES: Final = TRUNCATION_MARKER.encode()
 #: Name of the BOOL field appended to every truncated event.
-TRUNCATED_FIELD: Final = "_truncated"
 _CACHE_MAX: Final = 1024
 
 # ---------------------------------------------------------------------------------------------
