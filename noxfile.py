@@ -65,13 +65,13 @@ def docs(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Run the benchmarks; results in benchmarks/results/, the plot in docs/performance.png."""
+    """Run the benchmarks; results in docs/benchmarks/ (linked from docs/performance.md), plot in docs/."""
     session.install("-e", ".", "traceloggingdynamic", "matplotlib", "virtme-ng")
     session.run(
         "python",
         "benchmarks/run.py",
         "--out",
-        "benchmarks/results",
+        "docs/benchmarks",
         "--plot",
         "docs/performance.png",
         *session.posargs,
