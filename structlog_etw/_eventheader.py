@@ -298,11 +298,11 @@ _ARRAY_OP: Final[dict[int, int]] = {
 class _Plan:
     """Prebuilt metadata extension and payload steps for one event shape."""
 
-    __slots__ = ("flat", "meta_block", "nvalues", "pack", "steps")
+    __slots__ = ("flat", "meta_block", "nvalues", "pack", "pack_fields", "steps")
 
     def __init__(self, meta_block: bytes, kinds: list[int], flat: bool) -> None:
         self.meta_block = meta_block
-        self.steps, self.pack = _packer(tuple(kinds))
+        self.steps, self.pack, self.pack_fields = _packer(tuple(kinds))
         self.flat = flat
         self.nvalues = len(kinds)
 
@@ -367,18 +367,21 @@ def _build_plan(name: str, fields: list[Field]) -> _Plan:
 
 
 Packer = Callable[[Sequence[Any]], bytes]
-_PACKERS: dict[tuple[int, ...], tuple[list[tuple[int, Any]], Packer]] = {}
+_PACKERS: dict[tuple[int, ...], tuple[list[tuple[int, Any]], Packer, Packer]] = {}
 _PACKER_LIMIT: Final = 1024
 
 
-def _packer(kinds: tuple[int, ...]) -> tuple[list[tuple[int, Any]], Packer]:
-    """Steps and a generated payload function for a sequence of leaf kinds (shared by all
+def _packer(kinds: tuple[int, ...]) -> tuple[list[tuple[int, Any]], Packer, Packer]:
+    """Steps and generated payload functions for a sequence of leaf kinds (shared by all
     shapes with the same kinds, whatever their names, so new event names cost no compilation).
+
+    The first function takes the flat values, the second a flat field list (it reads each
+    field's value in place, so the encoder need not collect the values first).
     """
     hit = _PACKERS.get(kinds)
     if hit is None:
         steps = _steps(list(kinds))
-        hit = (steps, _generate(steps))
+        hit = (steps, _generate(steps, "v[{}]"), _generate(steps, "v[{}][2]"))
         if len(_PACKERS) >= _PACKER_LIMIT:
             _PACKERS.clear()
         _PACKERS[kinds] = hit
@@ -394,8 +397,11 @@ def _raw_checker(size: int) -> Callable[[bytes], bytes]:
     return raw
 
 
-def _generate(steps: list[tuple[int, Any]]) -> Packer:
+def _generate(steps: list[tuple[int, Any]], item: str) -> Packer:
     """Compile ``values -> payload bytes`` for ``steps``: straight-line code, no per-value dispatch.
+
+    ``item`` is how value ``i`` is read from the argument ``v`` (``"v[{}]"`` for a value list,
+    ``"v[{}][2]"`` for a flat field list).
 
     The source is built only from our own step table (indices and helper names, never from field
     names or values).  Raises on values a plan cannot hold (non-UTF-8-encodable text, lengths past
@@ -406,29 +412,30 @@ def _generate(steps: list[tuple[int, Any]]) -> Packer:
     parts: list[str] = []
     i = 0
     for k, (op, arg) in enumerate(steps):
+        vi = item.format(i)
         if op == _OP_FIXED:
             st, n = arg
             env[f"_s{k}"] = st.pack
-            parts.append(f"_s{k}({', '.join(f'v[{j}]' for j in range(i, i + n))})")
+            parts.append(f"_s{k}({', '.join(item.format(j) for j in range(i, i + n))})")
             i += n
             continue
         if op == _OP_STR:
-            pre.append(f"b{k} = v[{i}].encode('utf-8')")
+            pre.append(f"b{k} = {vi}.encode('utf-8')")
             parts += [f"_u16(len(b{k}))", f"b{k}"]
         elif op == _OP_TIME:
-            pre.append(f"b{k} = v[{i}].isoformat().encode('utf-8')")
+            pre.append(f"b{k} = {vi}.isoformat().encode('utf-8')")
             parts += [f"_u16(len(b{k}))", f"b{k}"]
         elif op == _OP_BYTES:
-            pre.append(f"b{k} = v[{i}]")
+            pre.append(f"b{k} = {vi}")
             parts += [f"_u16(len(b{k}))", f"b{k}"]
         elif op == _OP_UUID:
-            parts.append(f"v[{i}].bytes")
+            parts.append(f"{vi}.bytes")
         elif op == _OP_RAW:
             env[f"_r{k}"] = _raw_checker(arg)
-            parts.append(f"_r{k}(v[{i}])")
+            parts.append(f"_r{k}({vi})")
         else:
             env[f"_a{k}"] = _array_function(op, arg)
-            parts += [f"_u16(len(v[{i}]))", f"_a{k}(v[{i}])"]
+            parts += [f"_u16(len({vi}))", f"_a{k}({vi})"]
         i += 1
     body = "".join(f"    {line}\n" for line in pre)
     src = f"def pack(v):\n{body}    return b''.join(({', '.join(parts)}{',' if parts else ''}))\n"
@@ -703,12 +710,15 @@ class EventHeaderEncoder:
             key = (name, names, kinds)
         plan = self._cache.get(key)
         if plan is None:
-            plan = _build_plan(name, fields)
-            cache = self._cache
-            if len(cache) >= self.cache_limit:
-                cache.clear()
-            cache[key] = plan
+            plan = self._store(key, _build_plan(name, fields))
         return plan, values
+
+    def _store(self, key: Any, plan: _Plan) -> _Plan:
+        cache = self._cache
+        if len(cache) >= self.cache_limit:
+            cache.clear()
+        cache[key] = plan
+        return plan
 
     def encode(
         self,
@@ -725,8 +735,26 @@ class EventHeaderEncoder:
         Raises only on a malformed call (wrong value types for the field kinds, level or opcode
         outside a byte, ids not 16 bytes); the provider counts that as ``encode_error``.
         """
+        # The common case first: flat fields (no struct), the shape key built in one pass and the
+        # generated packer reading the values from the fields in place.
+        key: list[Any] = [name]
+        append = key.append
+        flat = True
+        for fname, kind, _ in fields:
+            if kind == STRUCT:
+                flat = False
+                break
+            append(fname)
+            append(kind)
+        values: Sequence[Any] | None = None
         try:
-            plan, values = self._plan(name, fields)
+            if flat:
+                shape = tuple(key)
+                plan = self._cache.get(shape)
+                if plan is None:
+                    plan = self._store(shape, _build_plan(name, fields))
+            else:
+                plan, values = self._plan(name, fields)
         except OverflowError:  # the metadata alone is past the u16 extension size: too large
             return None
         head = _HEADER.pack(FLAGS_WITH_EXTENSION, 0, 0, tag, opcode, level)
@@ -742,8 +770,10 @@ class EventHeaderEncoder:
             head = head + _EXT.pack(len(ids), EXT_ACTIVITY_ID | EXT_CHAIN) + ids
         meta = plan.meta_block
         try:
-            payload = plan.pack(values)
+            payload = plan.pack_fields(fields) if values is None else plan.pack(values)
         except Exception:  # surrogates, lengths past u16, odd types: the general path decides
+            if values is None:
+                values = [f[2] for f in fields]
             try:
                 payload = b"".join(_pack_payload(plan.steps, values))
             except struct.error:
