@@ -20,7 +20,7 @@ import structlog
 from ._common_schema import write_common
 from ._context import CURRENT_ACTIVITY
 from ._ctxwatch import ctx_has_etw as _ctx_has_etw
-from ._fields import STR, safe_str, to_field
+from ._fields import STR, dict_fields, safe_str
 from ._keywords import METHOD_LEVELS, KeywordsByLogger
 from ._provider import Provider, check_provider_id, get_provider
 
@@ -242,11 +242,7 @@ class EtwRenderer:
         if name is None:
             name = event_name(event_dict.get("event", ""))
 
-        fields = [
-            to_field(k, v)
-            for k, v in event_dict.items()
-            if k != "exc_info" and not (skip_event and k == "event")
-        ]
+        fields = dict_fields(event_dict.items(), "event" if skip_event else None)
         exc_info = event_dict.get("exc_info")
         if exc_info and "exception" not in event_dict:
             text = _format_exc_info(exc_info)
