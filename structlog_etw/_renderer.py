@@ -20,6 +20,7 @@ import structlog
 from ._common_schema import write_common
 from ._context import CURRENT_ACTIVITY
 from ._ctxwatch import ctx_has_etw as _ctx_has_etw
+from ._ctxwatch import watch as _watch
 from ._fields import STR, dict_fields, safe_str
 from ._keywords import METHOD_LEVELS, KeywordsByLogger
 from ._provider import Provider, check_provider_id, get_provider
@@ -49,6 +50,23 @@ def event_name(event: object) -> str:
     if len(name) > MAX_EVENT_NAME:
         name = name[:MAX_EVENT_NAME]
     return name or "event"
+
+
+_NAMES: dict[str, str] = {}  # event text -> valid event name (bounded; cleared when full)
+_NAMES_LIMIT: Final = 1024
+
+
+def _valid_name(event: object) -> str:
+    """:func:`event_name`, remembered for ``str`` events (repeated names skip the checks)."""
+    if type(event) is not str or len(event) > MAX_EVENT_NAME:  # only short texts are kept
+        return event_name(event)
+    name = _NAMES.get(event)
+    if name is None:
+        name = event_name(event)
+        if len(_NAMES) >= _NAMES_LIMIT:
+            _NAMES.clear()
+        _NAMES[event] = name
+    return name
 
 
 def _contextvar_lookup() -> Any:
@@ -131,8 +149,8 @@ class EtwRenderer:
     ) -> None:
         if type(default_keyword) is not int or not 0 <= default_keyword <= _KEYWORD_MAX:
             raise ValueError(f"default_keyword must be an int in 0..2**64-1, got {default_keyword!r}")
-        self.keywords_by_logger = KeywordsByLogger(keywords_by_logger)
-        keywords = (*keywords, *self.keywords_by_logger.keywords())
+        self.keywords_by_logger = by_logger = KeywordsByLogger(keywords_by_logger)
+        keywords = (*keywords, *by_logger.keywords())
         if provider is None:
             provider = get_provider(
                 provider_name,
@@ -153,8 +171,20 @@ class EtwRenderer:
         if schema not in ("etw", "common"):
             raise ValueError(f"schema must be 'etw' or 'common', got {schema!r}")
         self.schema = schema
+        self._common = schema == "common"
         self._slot = provider.slot
+        self._slots = provider._slots  # the provider's slot cache: read directly on the hot path
         self._tag_max = _TAG_MAX.get(provider.format, 0xFFFF)
+
+    @property
+    def keywords_by_logger(self) -> KeywordsByLogger:
+        """Logger name -> keyword (``_keywords.KeywordsByLogger``); may be replaced."""
+        return self._keywords_by_logger
+
+    @keywords_by_logger.setter
+    def keywords_by_logger(self, value: KeywordsByLogger) -> None:
+        self._keywords_by_logger = value
+        self._by_logger = bool(value)  # decided here, not per event
 
     def __call__(self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> Any:
         """Write ``event_dict``; raise ``DropEvent`` (or return the dict with ``passthrough``)."""
@@ -179,7 +209,7 @@ class EtwRenderer:
         ``get_logger(logger="db")``), else the stdlib record's name, else the wrapped logger's
         ``name`` attribute (stdlib loggers).
         """
-        names = self.keywords_by_logger
+        names = self._keywords_by_logger
         if names:
             name = event_dict.get("logger")
             if type(name) is not str:
@@ -192,7 +222,7 @@ class EtwRenderer:
 
     def _render(self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> None:
         provider = self.provider
-        if not _CONTROL_SET.isdisjoint(event_dict) or _ctx_has_etw():
+        if not _CONTROL_SET.isdisjoint(event_dict) or (_watch.bound and _ctx_has_etw()):
             ctl = self._control
             level = ctl(event_dict, "etw_level")
             keyword = ctl(event_dict, "etw_keyword")
@@ -208,14 +238,12 @@ class EtwRenderer:
             provider.count_invalid("etw_level")
             level = LEVELS.get(method_name, 5)
         if keyword is None:
-            keyword = (
-                self._default_keyword(logger, event_dict) if self.keywords_by_logger else self.default_keyword
-            )
+            keyword = self._default_keyword(logger, event_dict) if self._by_logger else self.default_keyword
         elif type(keyword) is not int or not 0 <= keyword <= _KEYWORD_MAX:
             provider.count_invalid("etw_keyword")
             keyword = self._default_keyword(logger, event_dict)
 
-        slot = self._slot(level, keyword)
+        slot = self._slots.get((level, keyword)) or self._slot(level, keyword)
         if not slot.word[0]:
             if provider._closed:  # logged after close (e.g. at interpreter exit): counted
                 provider.count_dropped("closed")
@@ -240,7 +268,7 @@ class EtwRenderer:
                 provider.count_invalid("etw_name")
                 name = None
         if name is None:
-            name = event_name(event_dict.get("event", ""))
+            name = _valid_name(event_dict.get("event", ""))
 
         fields = dict_fields(event_dict.items(), "event" if skip_event else None)
         exc_info = event_dict.get("exc_info")
@@ -249,7 +277,7 @@ class EtwRenderer:
             if text is not None:
                 fields.append(("exception", STR, text))
 
-        if self.schema == "common":
+        if self._common:
             event = event_dict.get("event")
             if not skip_event:  # with etw_name the event text goes to Body, not PartC
                 fields = [f for f in fields if f[0] != "event"]
