@@ -367,21 +367,23 @@ def _build_plan(name: str, fields: list[Field]) -> _Plan:
 
 
 Packer = Callable[[Sequence[Any]], bytes]
-_PACKERS: dict[tuple[int, ...], tuple[list[tuple[int, Any]], Packer, Packer]] = {}
+FieldsPacker = Callable[[Sequence[Any], bytes, bytes], bytes]
+_PACKERS: dict[tuple[int, ...], tuple[list[tuple[int, Any]], Packer, FieldsPacker]] = {}
 _PACKER_LIMIT: Final = 1024
 
 
-def _packer(kinds: tuple[int, ...]) -> tuple[list[tuple[int, Any]], Packer, Packer]:
+def _packer(kinds: tuple[int, ...]) -> tuple[list[tuple[int, Any]], Packer, FieldsPacker]:
     """Steps and generated payload functions for a sequence of leaf kinds (shared by all
     shapes with the same kinds, whatever their names, so new event names cost no compilation).
 
-    The first function takes the flat values, the second a flat field list (it reads each
-    field's value in place, so the encoder need not collect the values first).
+    The first function takes the flat values; the second a flat field list (it reads each
+    field's value in place, so the encoder need not collect the values first), the header and
+    the metadata block, and returns the whole event.
     """
     hit = _PACKERS.get(kinds)
     if hit is None:
         steps = _steps(list(kinds))
-        hit = (steps, _generate(steps, "v[{}]"), _generate(steps, "v[{}][2]"))
+        hit = (steps, _generate(steps, "v[{}]"), _generate(steps, "v[{}][2]", "h, m, "))
         if len(_PACKERS) >= _PACKER_LIMIT:
             _PACKERS.clear()
         _PACKERS[kinds] = hit
@@ -397,11 +399,12 @@ def _raw_checker(size: int) -> Callable[[bytes], bytes]:
     return raw
 
 
-def _generate(steps: list[tuple[int, Any]], item: str) -> Packer:
+def _generate(steps: list[tuple[int, Any]], item: str, lead: str = "") -> Any:
     """Compile ``values -> payload bytes`` for ``steps``: straight-line code, no per-value dispatch.
 
     ``item`` is how value ``i`` is read from the argument ``v`` (``"v[{}]"`` for a value list,
-    ``"v[{}][2]"`` for a flat field list).
+    ``"v[{}][2]"`` for a flat field list).  With ``lead="h, m, "`` the function takes
+    ``(v, h, m)`` and returns ``h + m + payload`` (the header and metadata joined in the same call).
 
     The source is built only from our own step table (indices and helper names, never from field
     names or values).  Raises on values a plan cannot hold (non-UTF-8-encodable text, lengths past
@@ -438,10 +441,10 @@ def _generate(steps: list[tuple[int, Any]], item: str) -> Packer:
             parts += [f"_u16(len({vi}))", f"_a{k}({vi})"]
         i += 1
     body = "".join(f"    {line}\n" for line in pre)
-    src = f"def pack(v):\n{body}    return b''.join(({', '.join(parts)}{',' if parts else ''}))\n"
+    args = f"v, {lead[:-2]}" if lead else "v"
+    src = f"def pack({args}):\n{body}    return b''.join(({lead}{', '.join(parts)}{',' if parts else ''}))\n"
     exec(compile(src, "<structlog_etw eventheader packer>", "exec"), env)
-    fn: Packer = env["pack"]
-    return fn
+    return env["pack"]
 
 
 def _array_function(op: int, arg: Any) -> Callable[[list[Any]], bytes]:
@@ -769,11 +772,25 @@ class EventHeaderEncoder:
                     raise ValueError("activity ids must be 16 bytes")
             head = head + _EXT.pack(len(ids), EXT_ACTIVITY_ID | EXT_CHAIN) + ids
         meta = plan.meta_block
-        try:
-            payload = plan.pack_fields(fields) if values is None else plan.pack(values)
-        except Exception:  # surrogates, lengths past u16, odd types: the general path decides
-            if values is None:
+        if values is None:  # flat: header, metadata and payload joined by the packer at once
+            try:
+                event = plan.pack_fields(fields, head, meta)
+            except Exception:  # the general path below decides
                 values = [f[2] for f in fields]
+            else:
+                if len(event) <= self.max_size:
+                    return event
+                return self._fit(name, fields, head)
+            try:
+                payload = b"".join(_pack_payload(plan.steps, values))
+            except struct.error:
+                return self._fit(name, fields, head)  # a count or length beyond u16
+            if len(head) + len(meta) + len(payload) <= self.max_size:
+                return b"".join((head, meta, payload))
+            return self._fit(name, fields, head)
+        try:
+            payload = plan.pack(values)
+        except Exception:  # surrogates, lengths past u16, odd types: the general path decides
             try:
                 payload = b"".join(_pack_payload(plan.steps, values))
             except struct.error:
