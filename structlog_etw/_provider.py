@@ -381,6 +381,10 @@ class Provider:
             self.count_dropped("too_large")
             return False
         rc = self._backend.write(slot, event)
+        if rc == 0:  # the common case, counted here without another call
+            with self._lock:
+                self._written += 1
+            return True
         return self._count_result(rc)
 
     def _write_tracelogging(

@@ -268,7 +268,8 @@ class EtwRenderer:
                 provider.count_invalid("etw_name")
                 name = None
         if name is None:
-            name = _valid_name(event_dict.get("event", ""))
+            event = event_dict.get("event", "")
+            name = (_NAMES.get(event) if type(event) is str else None) or _valid_name(event)
 
         fields = dict_fields(event_dict.items(), "event" if skip_event else None)
         exc_info = event_dict.get("exc_info")
