@@ -220,7 +220,7 @@ def _make_methods(name: str, etw_level: int) -> tuple[Callable[..., Any], Callab
             or not self._etw.listening(etw_level, self._context, self._logger, kw)
         ):
             return None
-        return self._proxy_to_logger(name, _maybe_interpolate(event, args), **kw)
+        return self._proxy_to_logger(name, _maybe_interpolate(event, args) if args else event, **kw)
 
     async def ameth(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
         if not self._etw_slots[etw_level].word[0] and (
@@ -255,7 +255,7 @@ def _make_cv_methods(name: str, etw_level: int) -> tuple[Callable[..., Any], Cal
             or not self._etw.listening(etw_level, self._context, self._logger, kw)
         ):
             return None
-        return self._proxy_to_logger(name, _maybe_interpolate(event, args), **kw)
+        return self._proxy_to_logger(name, _maybe_interpolate(event, args) if args else event, **kw)
 
     async def ameth(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
         if not self._etw_slots[etw_level].word[0] and (
