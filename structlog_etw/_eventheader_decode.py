@@ -21,6 +21,7 @@ import json
 import math
 import struct
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -462,6 +463,15 @@ def _ucs4_text(raw: bytes, order: str) -> str:
     return "".join(_ucs_char(v) for v in struct.unpack(f"{order}{n}I", raw[: n * 4]))
 
 
+#: UTF-16 and UTF-32 string encodings -> their text decoder (bytes, byte order -> str).
+_WIDE_TEXT: Final[dict[int, Callable[[bytes, str], str]]] = {
+    ENC_ZSTRING_CHAR16: _utf16_text,
+    ENC_STRING_LENGTH16_CHAR16: _utf16_text,
+    ENC_ZSTRING_CHAR32: _ucs4_text,
+    ENC_STRING_LENGTH16_CHAR32: _ucs4_text,
+}
+
+
 def _bom_text(raw: bytes) -> str | None:
     if raw[:4] == b"\xff\xfe\0\0":
         return _ucs4_text(raw[4:], "<")
@@ -595,22 +605,15 @@ def _py_value(enc: int, fmt: int, raw: bytes, order: str) -> Any:
             if text is not None:
                 return text
         return raw.decode("utf-8", "surrogateescape")
-    if enc in (ENC_ZSTRING_CHAR16, ENC_STRING_LENGTH16_CHAR16):
+    wide_text = _WIDE_TEXT.get(enc)
+    if wide_text is not None:
         if fmt == FMT_HEX_BYTES:
             return bytes(raw)
         if fmt in (FMT_STRING_UTF_BOM, FMT_STRING_XML, FMT_STRING_JSON):
             text = _bom_text(raw)
             if text is not None:
                 return text
-        return _utf16_text(raw, order)
-    if enc in (ENC_ZSTRING_CHAR32, ENC_STRING_LENGTH16_CHAR32):
-        if fmt == FMT_HEX_BYTES:
-            return bytes(raw)
-        if fmt in (FMT_STRING_UTF_BOM, FMT_STRING_XML, FMT_STRING_JSON):
-            text = _bom_text(raw)
-            if text is not None:
-                return text
-        return _ucs4_text(raw, order)
+        return wide_text(raw, order)
     raise EventHeaderDecodeError(f"unsupported encoding {enc}")  # pragma: no cover - rejected by the parser
 
 
