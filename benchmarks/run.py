@@ -207,27 +207,7 @@ def comparisons() -> list[Comparison]:
     for n in FIELD_COUNTS:
         kw = {f"f{i}": v for i, v in zip(range(n), _cycle_values(n), strict=True)}
         c = Comparison(f"fields_{n}", f"{n} fields per event", [])
-        _try(
-            c,
-            "json_chain",
-            "structlog JSON chain -> /dev/null",
-            'log.info("evt", **kw)',
-            lambda kw=kw: {"log": json_chain_logger(), "kw": kw},
-        )
-        _try(
-            c,
-            "etw_enabled",
-            "structlog-etw enabled (EventHeader)",
-            'log.info("evt", **kw)',
-            lambda kw=kw: {"log": _ours("fast_path_logger", enabled=True), "kw": kw},
-        )
-        _try(
-            c,
-            "etw_enabled_tl",
-            "structlog-etw enabled (TraceLogging)",
-            'log.info("evt", **kw)',
-            lambda kw=kw: {"log": _ours("fast_path_logger", enabled=True, fmt="tracelogging"), "kw": kw},
-        )
+        _add_enabled_cases(c, kw)
         _try(
             c,
             "structlog_filtered",
@@ -247,29 +227,34 @@ def comparisons() -> list[Comparison]:
     for size in STRING_SIZES:
         kw = {"msg": "x" * size, "n": 1}
         c = Comparison(f"string_{size}", f"one string of {size} B (+ one int)", [])
-        _try(
-            c,
-            "json_chain",
-            "structlog JSON chain -> /dev/null",
-            'log.info("evt", **kw)',
-            lambda kw=kw: {"log": json_chain_logger(), "kw": kw},
-        )
-        _try(
-            c,
-            "etw_enabled",
-            "structlog-etw enabled (EventHeader)",
-            'log.info("evt", **kw)',
-            lambda kw=kw: {"log": _ours("fast_path_logger", enabled=True), "kw": kw},
-        )
-        _try(
-            c,
-            "etw_enabled_tl",
-            "structlog-etw enabled (TraceLogging)",
-            'log.info("evt", **kw)',
-            lambda kw=kw: {"log": _ours("fast_path_logger", enabled=True, fmt="tracelogging"), "kw": kw},
-        )
+        _add_enabled_cases(c, kw)
         out.append(c)
     return out
+
+
+def _add_enabled_cases(c: Comparison, kw: dict[str, Any]) -> None:
+    """The JSON chain and both enabled formats, each logging *kw* (the scaling comparisons)."""
+    _try(
+        c,
+        "json_chain",
+        "structlog JSON chain -> /dev/null",
+        'log.info("evt", **kw)',
+        lambda: {"log": json_chain_logger(), "kw": kw},
+    )
+    _try(
+        c,
+        "etw_enabled",
+        "structlog-etw enabled (EventHeader)",
+        'log.info("evt", **kw)',
+        lambda: {"log": _ours("fast_path_logger", enabled=True), "kw": kw},
+    )
+    _try(
+        c,
+        "etw_enabled_tl",
+        "structlog-etw enabled (TraceLogging)",
+        'log.info("evt", **kw)',
+        lambda: {"log": _ours("fast_path_logger", enabled=True, fmt="tracelogging"), "kw": kw},
+    )
 
 
 def _cycle_values(n: int) -> list[Any]:
