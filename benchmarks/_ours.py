@@ -15,11 +15,11 @@ from typing import Any
 import structlog
 from _baselines import FIVE_FIELDS
 
-from structlog_etw._eventheader import tracepoint_name
-from structlog_etw._fields import to_fields
 from structlog_etw._provider import Provider
 from structlog_etw._renderer import EtwRenderer
-from structlog_etw._slot import Slot
+from structlog_etw.backends.base import Slot
+from structlog_etw.eventheader.encoder import tracepoint_name
+from structlog_etw.fields import to_fields
 
 __all__ = ["SinkBackend", "early_drop_logger", "encoder_namespace", "fast_path_logger", "provider"]
 
@@ -93,11 +93,11 @@ def renderer_logger(enabled: bool, fmt: str = "eventheader") -> Any:
 def encoder_namespace(fmt: str) -> dict[str, Any]:
     """An encoder of ``fmt`` and the 5 typical fields, typed (for encoding-only figures)."""
     if fmt == "tracelogging":
-        from structlog_etw._tracelogging import TraceLoggingEncoder  # noqa: PLC0415
+        from structlog_etw.tracelogging.encoder import TraceLoggingEncoder  # noqa: PLC0415
 
         enc: Any = TraceLoggingEncoder("BenchEncoder")
     else:
-        from structlog_etw._eventheader import EventHeaderEncoder  # noqa: PLC0415
+        from structlog_etw.eventheader.encoder import EventHeaderEncoder  # noqa: PLC0415
 
         enc = EventHeaderEncoder()
     return {

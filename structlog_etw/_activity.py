@@ -4,7 +4,7 @@
 context manager and a decorator (for plain and ``async def`` functions).  On
 entry it makes a fresh activity id, writes a *Start* event (opcode 1) carrying
 that id and, as related id, the id of the activity it is nested in (if any),
-and makes it the current activity (:data:`._context.CURRENT_ACTIVITY`), so that
+and makes it the current activity (:data:`CURRENT_ACTIVITY`), so that
 the renderer stamps every event logged inside with it.  On exit it writes a
 *Stop* event (opcode 2) with the same id and name, the fields as last updated
 by :meth:`Activity.record`, ``duration_ns`` and ``outcome``, then restores the
@@ -41,15 +41,23 @@ import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from contextvars import Token
+from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import Any, Final, TypeVar, cast
 
-from . import _context, _otel
-from ._fields import to_fields
+from . import _otel
 from ._provider import Provider
+from .fields import to_fields
 
-__all__ = ["Activity", "current_activity_id", "etw_activity", "new_activity_id"]
+__all__ = ["CURRENT_ACTIVITY", "Activity", "current_activity_id", "etw_activity", "new_activity_id"]
+
+#: ``(activity_id, related_id)`` of the innermost activity (16 raw bytes each, RFC 4122 order),
+#: or ``None`` outside any activity.  Set and reset only here; read by the renderer.
+#: Its name must not start with ``structlog_``: ``structlog.contextvars.merge_contextvars`` copies
+#: every such variable into the event dict (the ids would become an ``etw_activity`` field).
+CURRENT_ACTIVITY: ContextVar[tuple[bytes, bytes | None] | None] = ContextVar(
+    "structlog-etw.current-activity", default=None
+)
 
 OPCODE_START: Final = 1
 OPCODE_STOP: Final = 2
@@ -94,7 +102,7 @@ def new_activity_id() -> bytes:
 
 def current_activity_id() -> uuid.UUID | None:
     """The id of the innermost activity of the current context, or ``None`` outside any activity."""
-    cur = _context.CURRENT_ACTIVITY.get()
+    cur = CURRENT_ACTIVITY.get()
     return None if cur is None else uuid.UUID(bytes=cur[0])
 
 
@@ -181,9 +189,9 @@ class Activity:
     def __enter__(self) -> Activity:
         from_span = _otel.span_activity_id(self._otel)
         activity_id = new_activity_id() if from_span is None else from_span
-        parent = _context.CURRENT_ACTIVITY.get()
+        parent = CURRENT_ACTIVITY.get()
         related_id = None if parent is None else parent[0]
-        token = _context.CURRENT_ACTIVITY.set((activity_id, related_id))
+        token = CURRENT_ACTIVITY.set((activity_id, related_id))
         scope = _Scope(activity_id, related_id, dict(self._fields), token)
         if from_span is not None:
             scope.otel_token = _otel.SPAN_ID_TAKEN.set(from_span)
@@ -213,7 +221,7 @@ class Activity:
         # ValueError: exited in another context than the one it was entered in (e.g. a
         # context manager handed between tasks); this context never saw the activity set.
         with contextlib.suppress(ValueError):
-            _context.CURRENT_ACTIVITY.reset(scope.token)
+            CURRENT_ACTIVITY.reset(scope.token)
         if scope.otel_token is not None:
             with contextlib.suppress(ValueError):
                 _otel.SPAN_ID_TAKEN.reset(scope.otel_token)

@@ -33,8 +33,9 @@ import json
 import time
 from typing import Any, Final
 
-from . import _context, _otel
-from ._fields import I64, JSON, MAX_STRUCT_FIELDS, STR, STRUCT, Field, safe_str
+from . import _otel
+from ._activity import CURRENT_ACTIVITY
+from .fields import I64, JSON, MAX_STRUCT_FIELDS, STR, STRUCT, Field, safe_str
 
 __all__ = ["CSVER", "log_fields", "rfc3339", "span_fields", "write_common"]
 
@@ -164,7 +165,7 @@ def write_common(
     now = time.time_ns()
     otel = _otel.current_span_ids()
     trace_id = None if otel is None else f"{otel[0]:032x}"
-    current = _context.CURRENT_ACTIVITY.get()
+    current = CURRENT_ACTIVITY.get()
     if opcode == 2 and current is not None:
         duration = 0
         for f in fields:

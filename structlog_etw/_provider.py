@@ -2,7 +2,7 @@
 
 A :class:`Provider` is what a renderer or handler writes to.  It picks the OS backend
 (Linux user_events with EventHeader, Windows ETW with TraceLogging, else nothing), keeps one
-cached :class:`~structlog_etw._slot.Slot` per (level, keyword), and never raises from
+cached :class:`~structlog_etw.backends.base.Slot` per (level, keyword), and never raises from
 :meth:`Provider.write`: what cannot be written is counted in :meth:`Provider.stats`.
 
 This module knows nothing about structlog.
@@ -21,11 +21,10 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
-from ._backend_base import BackendUnavailable
-from ._backend_null import DISABLED_WORD, NullBackend
-from ._eventheader import validate_provider_name
-from ._fields import Field
-from ._slot import Slot
+from .backends.base import BackendUnavailable, Slot
+from .backends.null import DISABLED_WORD, NullBackend
+from .eventheader.encoder import validate_provider_name
+from .fields import Field
 
 __all__ = [
     "BackendFactory",
@@ -94,14 +93,14 @@ def _default_backend(name: str, group: str | None, guid: uuid.UUID | None = None
     """
     if _PLATFORM.startswith("linux"):
         try:
-            from ._backend_linux import UserEventsBackend  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
+            from .backends.user_events import UserEventsBackend  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
         except ImportError as exc:
             raise BackendUnavailable(f"user_events backend not importable: {exc}") from exc
         return UserEventsBackend(name, group)
     if _PLATFORM == "win32":
         try:
-            from ._backend_windows import EtwBackend  # noqa: PLC0415
-            from ._tracelogging import (  # noqa: PLC0415
+            from .backends.etw import EtwBackend  # noqa: PLC0415
+            from .tracelogging.encoder import (  # noqa: PLC0415
                 group_guid,
                 provider_id,
                 provider_traits,
@@ -120,11 +119,11 @@ def _default_backend(name: str, group: str | None, guid: uuid.UUID | None = None
 
 def _make_encoder(fmt: str, name: str, group: str | None) -> Any:
     if fmt == "eventheader":
-        from ._eventheader import EventHeaderEncoder  # noqa: PLC0415
+        from .eventheader.encoder import EventHeaderEncoder  # noqa: PLC0415
 
         return EventHeaderEncoder()
     if fmt == "tracelogging":
-        from ._tracelogging import TraceLoggingEncoder  # noqa: PLC0415
+        from .tracelogging.encoder import TraceLoggingEncoder  # noqa: PLC0415
 
         return TraceLoggingEncoder(name, group)
     raise ValueError(f"backend format {fmt!r} is neither 'eventheader' nor 'tracelogging'")
@@ -198,7 +197,7 @@ class Provider:
         """The ETW provider GUID: the explicit ``provider_id``, else the hash of the name."""
         if self._explicit_id is not None:
             return self._explicit_id
-        from ._tracelogging import provider_id  # noqa: PLC0415
+        from .tracelogging.encoder import provider_id  # noqa: PLC0415
 
         return provider_id(self.name)
 
@@ -505,7 +504,7 @@ def _name_problem(name: str, group: str | None, fmt: str) -> str | None:
     """Why ``name``/``group`` cannot be used with format ``fmt`` (None when they can).
 
     EventHeader (Linux user_events): the tracepoint name rules of
-    :func:`~structlog_etw._eventheader.validate_provider_name` (``[A-Za-z0-9_]``, no dots).
+    :func:`~structlog_etw.eventheader.encoder.validate_provider_name` (``[A-Za-z0-9_]``, no dots).
     TraceLogging (Windows ETW): what Microsoft's TraceLogging providers accept (a non-empty
     name without NUL that encodes as UTF-8; the group GUID text or a name) and a provider traits
     blob (u16 size, name, NUL, optional 19-byte group trait) that leaves the encoder at least 256
@@ -526,7 +525,7 @@ def _name_problem(name: str, group: str | None, fmt: str) -> str | None:
     if group is not None and (not isinstance(group, str) or not group):
         return f"provider group must be a non-empty str (GUID text or a name), got {group!r}"
     traits = 2 + size + 1 + (_GROUP_TRAIT_SIZE if group is not None else 0)
-    from ._tracelogging import DEFAULT_MAX_SIZE, TraceLoggingEncoder  # noqa: PLC0415
+    from .tracelogging.encoder import DEFAULT_MAX_SIZE, TraceLoggingEncoder  # noqa: PLC0415
 
     try:
         TraceLoggingEncoder(name, group)  # the encoder's own limit: room for events after the traits

@@ -17,13 +17,13 @@ from typing import Any, Final
 
 import structlog
 
+from ._activity import CURRENT_ACTIVITY
 from ._common_schema import write_common
-from ._context import CURRENT_ACTIVITY
-from ._ctxwatch import ctx_has_etw as _ctx_has_etw
-from ._ctxwatch import watch as _watch
-from ._fields import STR, dict_fields, safe_str
-from ._keywords import METHOD_LEVELS, KeywordsByLogger
+from ._contextvars import ctx_has_etw as _ctx_has_etw
+from ._contextvars import watch as _watch
 from ._provider import Provider, check_provider_id, get_provider
+from ._resolve import METHOD_LEVELS, KeywordsByLogger
+from .fields import STR, dict_fields, safe_str
 
 __all__ = ["LEVELS", "MAX_EVENT_NAME", "EtwRenderer", "event_name"]
 

@@ -25,11 +25,11 @@ import structlog
 import structlog.contextvars as _slcv
 from structlog.typing import EventDict, FilteringBoundLogger, WrappedLogger
 
-from ._ctxwatch import CONTROL_KEYS, ctx_has_etw, on_first_bind, watch
-from ._keywords import METHOD_LEVELS, KeywordsByLogger, level_from_method, valid_keyword, valid_level
+from ._contextvars import CONTROL_KEYS, ctx_has_etw, on_first_bind, watch
 from ._provider import Provider, check_provider_id, get_provider
 from ._renderer import EtwRenderer
-from ._slot import Slot
+from ._resolve import METHOD_LEVELS, KeywordsByLogger, level_from_method, valid_keyword, valid_level
+from .backends.base import Slot
 
 __all__ = ["EtwEarlyDrop", "make_etw_bound_logger"]
 

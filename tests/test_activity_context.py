@@ -1,7 +1,7 @@
 """etw_activity through a structlog logger: what reaches the processor chain and which activity is current.
 
 These tests look at the event dicts the activity hands to the logger's chain and at the
-activity the chain sees (``_context.CURRENT_ACTIVITY``, what the EtwRenderer reads); the
+activity the chain sees (``_activity.CURRENT_ACTIVITY``, what the EtwRenderer reads); the
 encoded events are checked in test_activity_formats.py.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import structlog
 
-from structlog_etw import _context
+from structlog_etw import _activity
 from structlog_etw._activity import current_activity_id, etw_activity
 
 Seen = list[tuple[dict[str, Any], tuple[bytes, bytes | None] | None]]
@@ -27,7 +27,7 @@ def seen() -> Iterator[Seen]:
     got: Seen = []
 
     def record(_logger: Any, _name: str, event_dict: dict[str, Any]) -> Any:
-        got.append((dict(event_dict), _context.CURRENT_ACTIVITY.get()))
+        got.append((dict(event_dict), _activity.CURRENT_ACTIVITY.get()))
         raise structlog.DropEvent
 
     structlog.configure(processors=[record], cache_logger_on_first_use=False)
@@ -57,7 +57,7 @@ def test_with_block_logs_start_and_stop_with_opcode_fields_duration_and_outcome(
     assert s_cur == i_cur == e_cur
     assert s_cur[0] == act.id.bytes
     assert s_cur[1] is None  # top level: no related id
-    assert _context.CURRENT_ACTIVITY.get() is None  # reset on exit
+    assert _activity.CURRENT_ACTIVITY.get() is None  # reset on exit
     assert act.id is not None  # the finished activity's id stays readable
 
 
@@ -70,7 +70,7 @@ def test_exception_in_body_propagates_unchanged_and_stop_outcome_is_its_type_nam
     stop = seen[-1][0]
     assert stop["etw_opcode"] == 2
     assert stop["outcome"] == "KeyError"
-    assert _context.CURRENT_ACTIVITY.get() is None
+    assert _activity.CURRENT_ACTIVITY.get() is None
 
 
 def test_nested_activity_has_parent_id_as_related_id_and_restores_parent_on_exit(seen: Seen) -> None:

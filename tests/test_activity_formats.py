@@ -12,11 +12,11 @@ import pytest
 import structlog
 
 from structlog_etw import EtwRenderer, etw_activity
-from structlog_etw._backend_capture import CaptureBackend, CaptureRecord
-from structlog_etw._decoded import DecodedEvent
-from structlog_etw._eventheader_decode import decode_event
 from structlog_etw._provider import Provider
-from structlog_etw._tracelogging_decode import decode
+from structlog_etw.backends.capture import CaptureBackend, CaptureRecord
+from structlog_etw.decoded import DecodedEvent
+from structlog_etw.eventheader.decoder import decode_event
+from structlog_etw.tracelogging.decoder import decode
 
 FORMATS = ["eventheader", "tracelogging"]
 

@@ -12,9 +12,9 @@ import pytest
 import structlog
 
 from structlog_etw import EtwRenderer, etw_activity
-from structlog_etw._backend_windows import EtwBackend
 from structlog_etw._provider import Provider
-from structlog_etw._tracelogging import TraceLoggingEncoder, provider_id
+from structlog_etw.backends.etw import EtwBackend
+from structlog_etw.tracelogging.encoder import TraceLoggingEncoder, provider_id
 from tests.test_windows_backend import Fake, Record, fake, fake_library  # noqa: F401  (fixtures)
 
 NAME = "StructlogEtw_ActivityTest"

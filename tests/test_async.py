@@ -12,7 +12,7 @@ import pytest
 import structlog
 
 from structlog_etw import EtwRenderer
-from structlog_etw._context import CURRENT_ACTIVITY
+from structlog_etw._activity import CURRENT_ACTIVITY
 from structlog_etw._wrapper import make_etw_bound_logger
 from structlog_etw.testing import EtwCapture, capture_etw_events
 from tests.surface_util import Spy, bound, unique_provider

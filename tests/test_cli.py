@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from structlog_etw._cli import COMMANDS, main
-from structlog_etw._eventheader_decode import perf_json_fields
-from structlog_etw._perf_events import decode_sample, sample_perf_json
-from structlog_etw._perfdata import PerfDataFile
+from structlog_etw.cli import COMMANDS, main
+from structlog_etw.eventheader.decoder import perf_json_fields
+from structlog_etw.perf.datafile import PerfDataFile
+from structlog_etw.perf.samples import decode_sample, sample_perf_json
 from tests._shared import REPO, load_expected, pairs, pipe_mode_copy, vector
 
 GUID_VECTORS = {

@@ -11,9 +11,9 @@ import structlog
 from opentelemetry.sdk.trace import TracerProvider
 
 from structlog_etw import EtwRenderer, etw_activity
-from structlog_etw._backend_capture import CaptureBackend
-from structlog_etw._decoded import DecodedEvent, DecodedField
 from structlog_etw._provider import Provider
+from structlog_etw.backends.capture import CaptureBackend
+from structlog_etw.decoded import DecodedEvent, DecodedField
 from tests.test_activity_formats import decoded
 
 TRACER = TracerProvider().get_tracer("structlog-etw-cs-tests")

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from structlog_etw._eventheader_decode import decode_event, perf_json
-from structlog_etw._perf_events import decode_sample, sample_perf_json
-from structlog_etw._perfdata import PerfDataFile
+from structlog_etw.eventheader.decoder import decode_event, perf_json
+from structlog_etw.perf.datafile import PerfDataFile
+from structlog_etw.perf.samples import decode_sample, sample_perf_json
 from tests._shared import load_expected, pairs, read_dat, vector
 
 DAT = "EventHeaderInterceptorLE64.dat"

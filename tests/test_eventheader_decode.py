@@ -18,8 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from structlog_etw._eventheader import EventHeaderEncoder
-from structlog_etw._eventheader_decode import (
+from structlog_etw.eventheader.decoder import (
     EventHeaderDecodeError,
     decode_event,
     errno_text,
@@ -29,7 +28,8 @@ from structlog_etw._eventheader_decode import (
     perf_json_fields,
     time_text,
 )
-from structlog_etw._fields import to_fields
+from structlog_etw.eventheader.encoder import EventHeaderEncoder
+from structlog_etw.fields import to_fields
 from tests._shared import skip_or_fail
 
 # The worked example of shared/spec/eventheader.md ("Test vector (DYN)").

@@ -13,9 +13,11 @@ import structlog
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from structlog_etw import _eventheader as eh
-from structlog_etw._backend_capture import CaptureBackend
-from structlog_etw._fields import (
+from structlog_etw._provider import Provider
+from structlog_etw._renderer import EtwRenderer
+from structlog_etw.backends.capture import CaptureBackend
+from structlog_etw.eventheader import encoder as eh
+from structlog_etw.fields import (
     ARRAY,
     BOOL,
     BYTES,
@@ -32,8 +34,6 @@ from structlog_etw._fields import (
     Field,
     to_fields,
 )
-from structlog_etw._provider import Provider
-from structlog_etw._renderer import EtwRenderer
 
 from ._ehparse import parse
 

@@ -10,7 +10,7 @@ import pytest
 import structlog
 
 from structlog_etw import EtwRenderer
-from structlog_etw._keywords import KeywordsByLogger
+from structlog_etw._resolve import KeywordsByLogger
 from structlog_etw._stdlib import EtwHandler
 from structlog_etw._wrapper import make_etw_bound_logger
 from structlog_etw.testing import EtwCapture, capture_etw_events

@@ -11,12 +11,18 @@ import uuid
 
 import pytest
 
-from structlog_etw._cli_listen import add_arguments, format_event
-from structlog_etw._event_format import EventMeta, event_json
-from structlog_etw._eventheader import EventHeaderEncoder
-from structlog_etw._eventheader_decode import decode_event
-from structlog_etw._fields import to_fields
-from structlog_etw._listen import ListenedEvent, Listener, ListenError, eventheader_offset, match_tracepoint
+from structlog_etw.cli.listen import add_arguments, format_event
+from structlog_etw.cli.render import EventMeta, event_json
+from structlog_etw.eventheader.decoder import decode_event
+from structlog_etw.eventheader.encoder import EventHeaderEncoder
+from structlog_etw.fields import to_fields
+from structlog_etw.perf.listener import (
+    ListenedEvent,
+    Listener,
+    ListenError,
+    eventheader_offset,
+    match_tracepoint,
+)
 
 ENV = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
 

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import structlog
 
-from structlog_etw._backend_capture import CaptureBackend
 from structlog_etw._provider import Provider
 from structlog_etw._renderer import EtwRenderer
+from structlog_etw.backends.capture import CaptureBackend
 
 FORMATS = ["eventheader", "tracelogging"]
 _PACKAGE_FILES = ("structlog_etw", "structlog")
@@ -116,7 +116,7 @@ def test_metadata_cache_is_bounded_with_high_cardinality_names_and_field_sets(fm
 def _cache_limit(encoder: Any) -> int:
     limit = getattr(encoder, "cache_limit", None)
     if limit is None:
-        from structlog_etw import _tracelogging  # noqa: PLC0415
+        from structlog_etw.tracelogging import encoder as _tracelogging  # noqa: PLC0415
 
         limit = _tracelogging._CACHE_MAX
     return int(limit)

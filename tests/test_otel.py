@@ -13,7 +13,7 @@ import pytest
 import structlog
 from opentelemetry.sdk.trace import TracerProvider
 
-from structlog_etw import _context, _otel
+from structlog_etw import _activity, _otel
 from structlog_etw._activity import current_activity_id, etw_activity
 
 TRACER = TracerProvider().get_tracer("structlog-etw-tests")
@@ -24,7 +24,7 @@ def seen() -> Iterator[list[tuple[dict[str, Any], Any]]]:
     got: list[tuple[dict[str, Any], Any]] = []
 
     def record(_logger: Any, _name: str, event_dict: dict[str, Any]) -> Any:
-        got.append((dict(event_dict), _context.CURRENT_ACTIVITY.get()))
+        got.append((dict(event_dict), _activity.CURRENT_ACTIVITY.get()))
         raise structlog.DropEvent
 
     structlog.configure(processors=[_otel.add_otel_ids, record], cache_logger_on_first_use=False)

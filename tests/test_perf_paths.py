@@ -11,10 +11,10 @@ import pytest
 import structlog
 
 import structlog_etw._wrapper  # noqa: F401 - registers the etw_keyword/etw_level contextvars up front
-from structlog_etw._backend_capture import CaptureBackend
-from structlog_etw._eventheader_decode import decode_event
 from structlog_etw._provider import Provider
 from structlog_etw._renderer import EtwRenderer
+from structlog_etw.backends.capture import CaptureBackend
+from structlog_etw.eventheader.decoder import decode_event
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from structlog_etw._perf_ring import (
+from structlog_etw.perf.ring import (
     DATA_HEAD_OFFSET,
     DATA_TAIL_OFFSET,
     PERF_RECORD_LOST,
@@ -165,7 +165,7 @@ LINUX_ONLY = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pe
 
 @LINUX_ONLY
 def test_online_cpu_lists_in_the_kernels_format_are_expanded() -> None:
-    from structlog_etw._perf_event import parse_cpu_list  # noqa: PLC0415 - Linux-only module (fcntl)
+    from structlog_etw.perf.perf_event_open import parse_cpu_list  # noqa: PLC0415 - Linux-only module (fcntl)
 
     assert parse_cpu_list("0") == [0]
     assert parse_cpu_list("0-3\n") == [0, 1, 2, 3]
@@ -174,7 +174,7 @@ def test_online_cpu_lists_in_the_kernels_format_are_expanded() -> None:
 
 @LINUX_ONLY
 def test_perf_event_attr_has_the_kernels_ver5_layout() -> None:
-    from structlog_etw._perf_event import PerfEventAttr  # noqa: PLC0415 - Linux-only module (fcntl)
+    from structlog_etw.perf.perf_event_open import PerfEventAttr  # noqa: PLC0415 - Linux-only module (fcntl)
 
     assert ctypes.sizeof(PerfEventAttr) == 112
     assert PerfEventAttr.config.offset == 8

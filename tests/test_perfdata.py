@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from structlog_etw._perf_events import SampleDecodeError, decode_sample
-from structlog_etw._perfdata import PerfDataError, PerfDataFile, Sample, read_samples
-from structlog_etw._tracefs_format import parse_format
+from structlog_etw.perf.datafile import PerfDataError, PerfDataFile, Sample, read_samples
+from structlog_etw.perf.samples import SampleDecodeError, decode_sample
+from structlog_etw.perf.tracefs_format import parse_format
 from tests._shared import REPO, pipe_mode_copy, vector
 
 SCHED_FORMAT = """name: sched_switch

@@ -26,18 +26,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import event as note_event
 from hypothesis import strategies as st
 
-from structlog_etw import _fields
-from structlog_etw._backend_capture import CaptureBackend
-from structlog_etw._decoded import DecodedEvent
-from structlog_etw._eventheader import TRUNCATED_FIELD as EH_TRUNCATED_FIELD
-from structlog_etw._eventheader import TRUNCATION_MARKER as EH_TRUNCATION_MARKER
-from structlog_etw._eventheader_decode import decode_event as eh_decode_event
-from structlog_etw._fields import ARRAY, STRUCT, Field, to_field
+from structlog_etw import fields as _fields
 from structlog_etw._provider import Provider
 from structlog_etw._renderer import EtwRenderer, event_name
-from structlog_etw._tracelogging import TRUNCATED_FIELD as TL_TRUNCATED_FIELD
-from structlog_etw._tracelogging import TRUNCATION_MARKER as TL_TRUNCATION_MARKER
-from structlog_etw._tracelogging_decode import decode as tl_decode
+from structlog_etw.backends.capture import CaptureBackend
+from structlog_etw.decoded import DecodedEvent
+from structlog_etw.eventheader.decoder import decode_event as eh_decode_event
+from structlog_etw.eventheader.encoder import TRUNCATED_FIELD as EH_TRUNCATED_FIELD
+from structlog_etw.eventheader.encoder import TRUNCATION_MARKER as EH_TRUNCATION_MARKER
+from structlog_etw.fields import ARRAY, STRUCT, Field, to_field
+from structlog_etw.tracelogging.decoder import decode as tl_decode
+from structlog_etw.tracelogging.encoder import TRUNCATED_FIELD as TL_TRUNCATED_FIELD
+from structlog_etw.tracelogging.encoder import TRUNCATION_MARKER as TL_TRUNCATION_MARKER
 
 PROPERTY_SETTINGS = settings(
     max_examples=300,

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from structlog_etw import _provider
-from structlog_etw._backend_base import BackendUnavailable
-from structlog_etw._backend_capture import CaptureBackend
-from structlog_etw._backend_null import NullBackend
-from structlog_etw._fields import I64, STR, Field
 from structlog_etw._provider import Provider, close_all, get_provider, set_backend_factory
+from structlog_etw.backends.base import BackendUnavailable
+from structlog_etw.backends.capture import CaptureBackend
+from structlog_etw.backends.null import NullBackend
+from structlog_etw.fields import I64, STR, Field
 
 from ._ehparse import parse
 

@@ -14,10 +14,10 @@ import pytest
 import structlog
 
 from structlog_etw import EtwRenderer, _provider
-from structlog_etw._backend_capture import CaptureBackend
-from structlog_etw._context import CURRENT_ACTIVITY
+from structlog_etw._activity import CURRENT_ACTIVITY
 from structlog_etw._provider import get_provider, set_backend_factory
 from structlog_etw._renderer import MAX_EVENT_NAME, event_name
+from structlog_etw.backends.capture import CaptureBackend
 
 from ._ehparse import Parsed, parse
 
@@ -280,7 +280,7 @@ def test_logging_after_close_all_at_interpreter_exit_returns_normally(tmp_path: 
         "atexit.register(late)  # registered first, so it runs after close_all\n"
         "from structlog_etw import EtwRenderer, get_provider\n"
         "from structlog_etw._provider import set_backend_factory\n"
-        "from structlog_etw._backend_capture import CaptureBackend\n"
+        "from structlog_etw.backends.capture import CaptureBackend\n"
         "set_backend_factory(lambda n, g: CaptureBackend(n, g))\n"
         "log = structlog.wrap_logger(None, processors=[EtwRenderer('Co_Late')])\n"
         "prov = get_provider('Co_Late')\n"

@@ -19,13 +19,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from structlog_etw import EtwRenderer, _provider
-from structlog_etw._backend_capture import CaptureBackend, CaptureRecord
-from structlog_etw._context import CURRENT_ACTIVITY
-from structlog_etw._decoded import DecodedEvent
-from structlog_etw._eventheader import TRUNCATED_FIELD, TRUNCATION_MARKER
-from structlog_etw._eventheader_decode import decode_event
+from structlog_etw._activity import CURRENT_ACTIVITY
 from structlog_etw._provider import get_provider, set_backend_factory
-from structlog_etw._tracelogging_decode import decode as tl_decode
+from structlog_etw.backends.capture import CaptureBackend, CaptureRecord
+from structlog_etw.decoded import DecodedEvent
+from structlog_etw.eventheader.decoder import decode_event
+from structlog_etw.eventheader.encoder import TRUNCATED_FIELD, TRUNCATION_MARKER
+from structlog_etw.tracelogging.decoder import decode as tl_decode
 
 PROV = "Co_Round"
 

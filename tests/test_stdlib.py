@@ -11,7 +11,7 @@ import pytest
 import structlog
 
 from structlog_etw import EtwRenderer
-from structlog_etw._keywords import level_from_stdlib
+from structlog_etw._resolve import level_from_stdlib
 from structlog_etw._stdlib import EtwHandler
 from structlog_etw.testing import EtwCapture, capture_etw_events
 from tests.surface_util import unique_provider

@@ -9,8 +9,8 @@ import pytest
 import structlog
 
 from structlog_etw import EtwRenderer
-from structlog_etw._context import CURRENT_ACTIVITY
-from structlog_etw._eventheader_decode import decode_event
+from structlog_etw._activity import CURRENT_ACTIVITY
+from structlog_etw.eventheader.decoder import decode_event
 from structlog_etw.pytest_plugin import etw_capture, etw_capture_tracelogging  # noqa: F401 - fixtures
 from structlog_etw.testing import EtwCapture, capture_etw_events
 from tests.surface_util import unique_provider

@@ -15,8 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from structlog_etw import _fields as F
-from structlog_etw._tracelogging import (
+from structlog_etw import fields as F
+from structlog_etw.tracelogging.decoder import decode, decode_traits, parse_metadata
+from structlog_etw.tracelogging.encoder import (
     DEFAULT_MAX_SIZE,
     TRUNCATED_FIELD,
     TRUNCATION_MARKER,
@@ -32,7 +33,6 @@ from structlog_etw._tracelogging import (
     provider_id,
     provider_traits,
 )
-from structlog_etw._tracelogging_decode import decode, decode_traits, parse_metadata
 
 # ---------------------------------------------------------------------------------------------
 # Spec vectors

@@ -21,8 +21,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from structlog_etw import _fields as F
-from structlog_etw._tracelogging import OutType, TraceLoggingEncoder, event_descriptor, filetime, provider_id
+from structlog_etw import fields as F
+from structlog_etw.tracelogging.encoder import (
+    OutType,
+    TraceLoggingEncoder,
+    event_descriptor,
+    filetime,
+    provider_id,
+)
 
 from ._shared import import_or_skip
 

@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from structlog_etw import _fields as F
-from structlog_etw._backend_base import BackendUnavailable
-from structlog_etw._backend_windows import EtwBackend
-from structlog_etw._decoded import DecodedEvent
-from structlog_etw._tracelogging import TraceLoggingEncoder, provider_id
-from structlog_etw._tracelogging_decode import decode, decode_event_descriptor, decode_traits
+from structlog_etw import fields as F
+from structlog_etw.backends.base import BackendUnavailable
+from structlog_etw.backends.etw import EtwBackend
+from structlog_etw.decoded import DecodedEvent
+from structlog_etw.tracelogging.decoder import decode, decode_event_descriptor, decode_traits
+from structlog_etw.tracelogging.encoder import TraceLoggingEncoder, provider_id
 
 from ._shared import find_spec_or_skip, skip_or_fail
 

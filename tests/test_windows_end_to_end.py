@@ -12,13 +12,13 @@ import pytest
 import structlog
 
 from structlog_etw import _provider
-from structlog_etw._backend_windows import EtwBackend
 from structlog_etw._provider import set_backend_factory
 from structlog_etw._renderer import EtwRenderer
 from structlog_etw._stdlib import EtwHandler
-from structlog_etw._tracelogging import provider_id
-from structlog_etw._tracelogging_decode import decode_traits
 from structlog_etw._wrapper import EtwEarlyDrop, make_etw_bound_logger
+from structlog_etw.backends.etw import EtwBackend
+from structlog_etw.tracelogging.decoder import decode_traits
+from structlog_etw.tracelogging.encoder import provider_id
 
 from .test_windows_backend import Fake, fake, fake_library
 

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from structlog_etw import _fields as F
-from structlog_etw._backend_windows import EtwBackend
-from structlog_etw._tracelogging import TraceLoggingEncoder, provider_id
+from structlog_etw import fields as F
+from structlog_etw.backends.etw import EtwBackend
+from structlog_etw.tracelogging.encoder import TraceLoggingEncoder, provider_id
 
 pytestmark = pytest.mark.skipif(sys.platform != "win32", reason="needs the Windows ETW provider API")
 

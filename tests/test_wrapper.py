@@ -170,7 +170,7 @@ def test_contextvar_keyword_is_honoured_by_the_fast_path(capture: EtwCapture) ->
 _FRESH_PROCESS = """
 import structlog
 from structlog_etw import EtwRenderer, make_etw_bound_logger
-from structlog_etw._ctxwatch import watch
+from structlog_etw._contextvars import watch
 from structlog_etw.testing import capture_etw_events
 
 with capture_etw_events() as capture:

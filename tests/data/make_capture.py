@@ -29,8 +29,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from structlog_etw._eventheader import EventHeaderEncoder, register_command, tracepoint_name
-from structlog_etw._fields import to_fields
+from structlog_etw.eventheader.encoder import EventHeaderEncoder, register_command, tracepoint_name
+from structlog_etw.fields import to_fields
 
 DIAG_IOCSREG = 0xC0082A00
 PROVIDER = "MyCompany_MyService"

@@ -12,7 +12,7 @@ Mark such tests ``@pytest.mark.kernel`` and put them in ``tests/kernel/``.
 Fixtures: ``kernel_out_dir`` (where perf.data files go: the guest's ``--rwdir`` when set),
 ``perf_session`` (start a :class:`kernel_harness.PerfSession`), ``provider_name`` (a
 tracepoint-safe provider name unique to the test), ``user_events_backend`` (open a
-:class:`~structlog_etw._backend_linux.UserEventsBackend` closed at teardown).
+:class:`~structlog_etw.backends.user_events.UserEventsBackend` closed at teardown).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from kernel_harness import PerfSession, perf_path, user_events_unavailable_reason
 
-from structlog_etw._backend_linux import UserEventsBackend
+from structlog_etw.backends.user_events import UserEventsBackend
 
 #: Set by run_in_guest.py: the directory the guest may write (perf.data, logs).
 OUT_ENV = "STRUCTLOG_ETW_KERNEL_OUT"

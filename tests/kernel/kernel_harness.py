@@ -29,10 +29,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from structlog_etw._backend_linux import find_tracefs
-from structlog_etw._decoded import DecodedEvent
-from structlog_etw._eventheader_decode import decode_event
-from structlog_etw._perfdata import PerfDataFile, Sample
+from structlog_etw.backends.user_events import find_tracefs
+from structlog_etw.decoded import DecodedEvent
+from structlog_etw.eventheader.decoder import decode_event
+from structlog_etw.perf.datafile import PerfDataFile, Sample
 
 __all__ = [
     "PerfSession",
@@ -214,7 +214,7 @@ class PerfSession:
 
 
 def read_samples(path: Path) -> list[Sample]:
-    """The samples of a perf.data file (``structlog_etw._perfdata``), in file order.
+    """The samples of a perf.data file (``structlog_etw.perf.datafile``), in file order.
 
     Each has ``name`` (``user_events:Prov_L4K1``), ``data`` (the event bytes after the
     tracepoint's common fields), ``time``, ``cpu``, ``pid``, ``tid``.  A file the reader

@@ -19,8 +19,8 @@ from typing import Any
 
 import structlog
 
-from structlog_etw._fields import I64, STR
 from structlog_etw._renderer import EtwRenderer
+from structlog_etw.fields import I64, STR
 
 
 def wait_enabled(slot: Any, timeout: float = 60.0) -> bool:

@@ -23,10 +23,10 @@ import structlog
 from kernel_harness import PerfSession, wait_until
 
 from structlog_etw import EtwRenderer, etw_activity
-from structlog_etw._decoded import DecodedEvent
-from structlog_etw._eventheader_decode import decode_event
-from structlog_etw._perfdata import PerfDataFile
 from structlog_etw._provider import Provider
+from structlog_etw.decoded import DecodedEvent
+from structlog_etw.eventheader.decoder import decode_event
+from structlog_etw.perf.datafile import PerfDataFile
 
 pytestmark = pytest.mark.kernel
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from structlog_etw._backend_linux import UserEventsBackend
-from structlog_etw._eventheader import tracepoint_name
+from structlog_etw.backends.user_events import UserEventsBackend
+from structlog_etw.eventheader.encoder import tracepoint_name
 
 pytestmark = pytest.mark.kernel
 

@@ -13,8 +13,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from test_activities_kernel import decoded_capture
 
 from structlog_etw import EtwRenderer, add_otel_ids, etw_activity
-from structlog_etw._decoded import DecodedField
 from structlog_etw._provider import Provider
+from structlog_etw.decoded import DecodedField
 
 pytestmark = pytest.mark.kernel
 

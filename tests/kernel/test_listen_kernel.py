@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from structlog_etw._backend_linux import find_tracefs
+from structlog_etw.backends.user_events import find_tracefs
 
 pytestmark = pytest.mark.kernel
 

@@ -31,13 +31,13 @@ import pytest
 import structlog
 from kernel_harness import PerfSession, wait_until
 
-from structlog_etw._backend_linux import UserEventsBackend
-from structlog_etw._eventheader import TRUNCATED_FIELD, TRUNCATION_MARKER
-from structlog_etw._eventheader_decode import decode_event
-from structlog_etw._fields import to_field
-from structlog_etw._perfdata import PerfDataFile
 from structlog_etw._provider import Provider
 from structlog_etw._renderer import EtwRenderer
+from structlog_etw.backends.user_events import UserEventsBackend
+from structlog_etw.eventheader.decoder import decode_event
+from structlog_etw.eventheader.encoder import TRUNCATED_FIELD, TRUNCATION_MARKER
+from structlog_etw.fields import to_field
+from structlog_etw.perf.datafile import PerfDataFile
 
 pytestmark = pytest.mark.kernel
 

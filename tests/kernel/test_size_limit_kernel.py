@@ -14,12 +14,12 @@ from collections.abc import Callable
 import pytest
 from kernel_harness import PerfSession, wait_until
 
-from structlog_etw._backend_linux import UserEventsBackend
-from structlog_etw._decoded import DecodedEvent
-from structlog_etw._eventheader import DYN_MAX_EVENT_SIZE, PERF_MAX_EVENT_SIZE, EventHeaderEncoder
-from structlog_etw._eventheader_decode import decode_event
-from structlog_etw._fields import I64, STR
-from structlog_etw._perfdata import PerfDataFile
+from structlog_etw.backends.user_events import UserEventsBackend
+from structlog_etw.decoded import DecodedEvent
+from structlog_etw.eventheader.decoder import decode_event
+from structlog_etw.eventheader.encoder import DYN_MAX_EVENT_SIZE, PERF_MAX_EVENT_SIZE, EventHeaderEncoder
+from structlog_etw.fields import I64, STR
+from structlog_etw.perf.datafile import PerfDataFile
 
 pytestmark = pytest.mark.kernel
 

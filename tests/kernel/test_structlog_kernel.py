@@ -15,8 +15,8 @@ import structlog
 from kernel_harness import PerfSession, wait_until
 
 from structlog_etw import EtwRenderer
-from structlog_etw._backend_linux import UserEventsBackend
-from structlog_etw._slot import Slot
+from structlog_etw.backends.base import Slot
+from structlog_etw.backends.user_events import UserEventsBackend
 
 pytestmark = pytest.mark.kernel
 

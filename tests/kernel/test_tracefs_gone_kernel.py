@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from kernel_harness import PerfSession, wait_until
 
-from structlog_etw._backend_linux import UserEventsBackend
+from structlog_etw.backends.user_events import UserEventsBackend
 
 pytestmark = pytest.mark.kernel
 
@@ -37,7 +37,7 @@ import json, os, subprocess, sys, warnings
 import structlog
 
 from structlog_etw import EtwRenderer
-from structlog_etw._backend_linux import find_tracefs
+from structlog_etw.backends.user_events import find_tracefs
 
 name = sys.argv[1]
 out = {}

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from kernel_harness import PerfSession, wait_until
 
-from structlog_etw._backend_base import BackendUnavailable
-from structlog_etw._backend_linux import DIAG_IOCSREG, DIAG_IOCSUNREG, UserEventsBackend, find_tracefs
+from structlog_etw.backends.base import BackendUnavailable
+from structlog_etw.backends.user_events import DIAG_IOCSREG, DIAG_IOCSUNREG, UserEventsBackend, find_tracefs
 
 pytestmark = pytest.mark.kernel
 

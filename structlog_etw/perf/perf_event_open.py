@@ -17,7 +17,7 @@ import platform
 import struct
 from typing import Final
 
-from ._perf_ring import SAMPLE_TYPE, RingBuffer
+from .ring import SAMPLE_TYPE, RingBuffer
 
 __all__ = ["CpuRing", "PerfError", "PerfEventAttr", "online_cpus", "open_event"]
 

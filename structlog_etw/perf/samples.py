@@ -4,9 +4,9 @@ plain tracepoints (e.g. ``sched:sched_switch``) through their tracefs format.
 
 from __future__ import annotations
 
-from ._decoded import DecodedEvent, DecodedField
-from ._eventheader_decode import EventHeaderDecodeError, decode_event, perf_json, time_text
-from ._perfdata import Sample
+from ..decoded import DecodedEvent, DecodedField
+from ..eventheader.decoder import EventHeaderDecodeError, decode_event, perf_json, time_text
+from .datafile import Sample
 
 __all__ = ["SampleDecodeError", "decode_sample", "sample_perf_json", "sample_time_text"]
 

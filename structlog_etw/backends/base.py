@@ -1,12 +1,37 @@
-"""What every backend offers the provider, and the error a backend raises when it cannot open."""
+"""What every backend offers the provider: slots with their enable words, the write protocols, and the
+error a backend raises when it cannot open."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
-from ._slot import Slot
+__all__ = ["BackendUnavailable", "EventHeaderBackend", "Slot", "TraceLoggingBackend"]
 
-__all__ = ["BackendUnavailable", "EventHeaderBackend", "TraceLoggingBackend"]
+
+class Slot:
+    """A provider's (level, keyword) pair as a backend sees it.
+
+    ``word[0]`` is non-zero while at least one trace session wants events at this
+    level and keyword.  On Linux ``word`` is memory the kernel updates (the
+    user_events enable word); on Windows a one-element array the enable callback
+    rewrites.  Reading ``word[0]`` is the whole per-call enabled check.
+    """
+
+    __slots__ = ("handle", "keyword", "level", "word")
+
+    def __init__(self, level: int, keyword: int, word: Any, handle: Any = None) -> None:
+        self.level = level
+        self.keyword = keyword
+        self.word = word
+        self.handle = handle
+
+    @property
+    def enabled(self) -> bool:
+        """Whether a session currently wants events at this level and keyword."""
+        return bool(self.word[0])
+
+    def __repr__(self) -> str:
+        return f"Slot(level={self.level}, keyword={self.keyword:#x}, enabled={self.enabled})"
 
 
 class BackendUnavailable(Exception):

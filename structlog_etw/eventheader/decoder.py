@@ -1,4 +1,4 @@
-"""EventHeader decoder: one user_events event (bytes) -> :class:`~structlog_etw._decoded.DecodedEvent`.
+"""EventHeader decoder: one user_events event (bytes) -> :class:`~structlog_etw.decoded.DecodedEvent`.
 
 Pure Python, no structlog.  The layout is Microsoft's EventHeader (see
 ``docs/decoding.md``): an 8-byte header, extension blocks (ActivityId,
@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ._decoded import DecodedEvent, DecodedField
+from ..decoded import DecodedEvent, DecodedField
 
 __all__ = [
     "ENCODING_NAMES",

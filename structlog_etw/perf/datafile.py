@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from ._tracefs_format import TracepointFormat, parse_format
+from .tracefs_format import TracepointFormat, parse_format
 
 __all__ = ["PerfDataError", "PerfDataFile", "Sample", "read_samples"]
 

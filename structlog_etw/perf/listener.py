@@ -27,8 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ._decoded import DecodedEvent
-from ._perf_ring import PERF_RECORD_LOST, PERF_RECORD_SAMPLE, parse_lost, parse_sample
+from ..decoded import DecodedEvent
+from .ring import PERF_RECORD_LOST, PERF_RECORD_SAMPLE, parse_lost, parse_sample
 
 __all__ = [
     "ListenError",
@@ -137,7 +137,7 @@ class _Tracepoint:
 
 def decode(raw: bytes, tracepoint: str) -> DecodedEvent:
     """Decode one EventHeader event of ``tracepoint`` with the project's decoder."""
-    from ._eventheader_decode import decode_event  # noqa: PLC0415 - the decoder module lands separately
+    from ..eventheader.decoder import decode_event  # noqa: PLC0415 - the decoder module lands separately
 
     result: DecodedEvent = decode_event(tracepoint, raw)
     return result
@@ -218,8 +218,8 @@ class Listener:
         return out
 
     def _register(self) -> None:
-        from ._backend_base import BackendUnavailable  # noqa: PLC0415
-        from ._backend_linux import UserEventsBackend  # noqa: PLC0415
+        from ..backends.base import BackendUnavailable  # noqa: PLC0415
+        from ..backends.user_events import UserEventsBackend  # noqa: PLC0415
 
         try:
             self._backend = UserEventsBackend(self.provider, self.group)
@@ -234,7 +234,7 @@ class Listener:
             self.registered.append(self._backend.tracepoint_name(level, keyword))
 
     def _open_rings(self) -> None:
-        from ._perf_event import CLOCK_MONOTONIC, CpuRing, PerfError, online_cpus  # noqa: PLC0415
+        from .perf_event_open import CLOCK_MONOTONIC, CpuRing, PerfError, online_cpus  # noqa: PLC0415
 
         for cpu in online_cpus():
             try:
@@ -245,7 +245,7 @@ class Listener:
             self._poll.register(ring.fd, select.POLLIN)
 
     def _add(self, names: dict[str, tuple[int, int]]) -> list[str]:
-        from ._perf_event import PerfError  # noqa: PLC0415
+        from .perf_event_open import PerfError  # noqa: PLC0415
 
         added = []
         for name in sorted(names):
@@ -396,7 +396,7 @@ def _time_key(ev: ListenedEvent) -> int:
 def _find_tracefs() -> str:
     if not sys.platform.startswith("linux"):
         raise ListenError(f"listen needs Linux with user_events (this is {sys.platform})")
-    from ._backend_linux import find_tracefs  # noqa: PLC0415
+    from ..backends.user_events import find_tracefs  # noqa: PLC0415
 
     found = find_tracefs()
     if found is not None:

@@ -9,7 +9,7 @@ An event is::
 
 Tracepoints are named ``<Provider>_L<level>K<keyword>[G<group>]`` and registered with
 :func:`register_command`.  :class:`EventHeaderEncoder` turns an event name and a list of
-:data:`~structlog_etw._fields.Field` into the bytes handed to ``writev`` after the write
+:data:`~structlog_etw.fields.Field` into the bytes handed to ``writev`` after the write
 index.  Metadata and a packing plan are built once per *event shape* (name, field names,
 kinds, nested) and cached; a bounded cache keeps high-cardinality names from growing memory.
 
@@ -33,7 +33,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from ._fields import (
+from ..fields import (
     ARRAY,
     BOOL,
     BYTES,

@@ -1,7 +1,7 @@
 """TraceLogging encoder: provider traits, event metadata, event data, EVENT_DESCRIPTOR, provider id.
 
 Pure Python, no structlog.  One :class:`TraceLoggingEncoder` per provider; it turns a
-name and a ``list[Field]`` (see :mod:`structlog_etw._fields`) into the two blobs a
+name and a ``list[Field]`` (see :mod:`structlog_etw.fields`) into the two blobs a
 TraceLogging event carries next to the provider traits: the event *metadata* (tags,
 name, field names and types) and the event *data* (the packed values).  Metadata and
 a packing plan are built once per event shape (name, tags, field names and kinds)
@@ -43,7 +43,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from ._fields import (
+from ..fields import (
     ARRAY,
     BOOL,
     BYTES,

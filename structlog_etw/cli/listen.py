@@ -17,9 +17,9 @@ import sys
 from collections.abc import Callable
 from typing import IO, Any
 
-from ._cli_tracepoints import level_arg
-from ._listen import DEFAULT_PAGES, ListenedEvent, Listener, ListenError, LostEvents
-from ._listen import run as run_listener
+from ..perf.listener import DEFAULT_PAGES, ListenedEvent, Listener, ListenError, LostEvents
+from ..perf.listener import run as run_listener
+from .tracepoints import level_arg
 
 __all__ = ["add_arguments", "format_event", "make_printer", "run", "use_color"]
 
@@ -88,7 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _meta(ev: ListenedEvent) -> Any:
-    from ._event_format import EventMeta  # noqa: PLC0415
+    from .render import EventMeta  # noqa: PLC0415
 
     return EventMeta(
         time_ns=ev.time_ns,
@@ -102,7 +102,7 @@ def _meta(ev: ListenedEvent) -> Any:
 
 def format_event(ev: ListenedEvent, json_lines: bool, colors: bool = False) -> str:
     """One output line for ``ev`` (``decode``'s formatter; undecodable events say why)."""
-    from ._event_format import event_json, event_pretty, wallclock_text  # noqa: PLC0415
+    from .render import event_json, event_pretty, wallclock_text  # noqa: PLC0415
 
     if ev.decoded is not None:
         if json_lines:

@@ -1,4 +1,4 @@
-"""``structlog-etw demo``: a short, realistic structlog session written as trace events.
+"""``structlog-etw demo``: a short, realistic structlog session written as trace events (docs/cli/demo.md).
 
 Where user_events works (and this process may listen: root), it registers the demo
 provider, prints the ``perf record`` command that would watch it, and runs
@@ -10,6 +10,7 @@ project's decoder.  It never needs root to run.
 
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
 import ipaddress
 import os
@@ -21,7 +22,9 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["ORDERS_KEYWORD", "PROVIDER", "demo", "log_sequence"]
+from .listen import add_color_arguments, use_color
+
+__all__ = ["ORDERS_KEYWORD", "PROVIDER", "add_arguments", "demo", "log_sequence", "run"]
 
 #: The demo's provider name (tracepoints ``StructlogEtw_Demo_L<level>K<keyword>``).
 PROVIDER = "StructlogEtw_Demo"
@@ -35,7 +38,7 @@ def log_sequence(log: Any) -> int:
     One request: an activity (Start and Stop events; every event inside carries its id),
     bound context, fields of every kind, a warning and a logged exception.
     """
-    from ._activity import etw_activity  # noqa: PLC0415
+    from .._activity import etw_activity  # noqa: PLC0415
 
     req = log.bind(
         request_id=uuid.UUID("6f1c2a4e-8d3b-4c5a-9e7f-0123456789ab"),
@@ -70,7 +73,7 @@ def log_sequence(log: Any) -> int:
 def _make_logger(keywords: tuple[int, ...] = (ORDERS_KEYWORD,)) -> Any:
     import structlog  # noqa: PLC0415
 
-    from ._renderer import EtwRenderer  # noqa: PLC0415
+    from .._renderer import EtwRenderer  # noqa: PLC0415
 
     renderer = EtwRenderer(PROVIDER, keywords=keywords)
     logger = structlog.wrap_logger(
@@ -91,7 +94,7 @@ def demo(*, json_lines: bool = False, colors: bool = False, capture: bool = Fals
 
     ``capture``: show the in-process capture even where user_events works.
     """
-    from ._cli_listen import make_printer  # noqa: PLC0415
+    from .listen import make_printer  # noqa: PLC0415
 
     out = sys.stdout
     emit = make_printer(json_lines, colors, out)
@@ -116,12 +119,12 @@ def demo(*, json_lines: bool = False, colors: bool = False, capture: bool = Fals
 
 
 def _user_events_reason() -> str | None:
-    from ._backend_base import BackendUnavailable  # noqa: PLC0415
+    from ..backends.base import BackendUnavailable  # noqa: PLC0415
 
     if not sys.platform.startswith("linux"):
         return f"user_events is Linux-only (this is {sys.platform})"
     try:
-        from ._backend_linux import UserEventsBackend  # noqa: PLC0415
+        from ..backends.user_events import UserEventsBackend  # noqa: PLC0415
     except ImportError as e:  # pragma: no cover - part of the package
         return f"the user_events backend cannot be imported: {e}"
     try:
@@ -134,7 +137,7 @@ def _user_events_reason() -> str | None:
 
 def _live(emit: Callable[[Any], None], say: Callable[[str], None]) -> int | None:
     """Log with user_events and show the events live; None when listening is impossible (said why)."""
-    from ._listen import Listener, ListenError, LostEvents, run  # noqa: PLC0415
+    from ..perf.listener import Listener, ListenError, LostEvents, run  # noqa: PLC0415
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -184,9 +187,9 @@ def _live(emit: Callable[[Any], None], say: Callable[[str], None]) -> int | None
 
 
 def _captured(emit: Callable[[Any], None]) -> None:
-    from . import _provider  # noqa: PLC0415
-    from ._backend_capture import CaptureBackend  # noqa: PLC0415
-    from ._listen import ListenedEvent, decode  # noqa: PLC0415
+    from .. import _provider  # noqa: PLC0415
+    from ..backends.capture import CaptureBackend  # noqa: PLC0415
+    from ..perf.listener import ListenedEvent, decode  # noqa: PLC0415
 
     stamps: list[tuple[int, int]] = []
 
@@ -224,3 +227,22 @@ def _captured(emit: Callable[[Any], None]) -> None:
         except Exception as e:
             ev = ListenedEvent(rec.tracepoint, None, ns, None, pid, tid, None, str(e), rec.event)
         emit(ev)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``demo`` arguments."""
+    parser.description = (
+        "Log a short, realistic structlog sequence through EtwRenderer and show the events it becomes: "
+        "live through user_events where this machine has them (and listening is allowed: root), "
+        "else decoded from an in-process capture. Needs no root."
+    )
+    parser.add_argument("--json", action="store_true", help="events as JSON lines (status goes to stderr)")
+    parser.add_argument(
+        "--capture", action="store_true", help="show the in-process capture even where user_events works"
+    )
+    add_color_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the demo; return the exit code."""
+    return demo(json_lines=args.json, colors=use_color(args.color, sys.stdout), capture=args.capture)

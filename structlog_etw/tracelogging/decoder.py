@@ -1,4 +1,4 @@
-"""TraceLogging decoder: event metadata + data -> :class:`~structlog_etw._decoded.DecodedEvent`.
+"""TraceLogging decoder: event metadata + data -> :class:`~structlog_etw.decoded.DecodedEvent`.
 
 Understands every InType/OutType our encoder writes and the other common ones: all integer
 widths, hex integers, FLOAT/DOUBLE, BOOL32, NUL-terminated and counted strings (UTF-8 and
@@ -22,8 +22,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ._decoded import DecodedEvent, DecodedField
-from ._tracelogging import CHANNEL_TRACELOGGING, InType, OutType
+from ..decoded import DecodedEvent, DecodedField
+from .encoder import CHANNEL_TRACELOGGING, InType, OutType
 
 __all__ = [
     "FieldMeta",

@@ -19,17 +19,17 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from . import __version__
+from .. import __version__
 
 __all__ = ["COMMANDS", "main"]
 
 #: ``(name, module, one-line help)``: add a subcommand by adding a line here.
 COMMANDS: Final[list[tuple[str, str, str]]] = [
-    ("guid", "structlog_etw._cli_guid", "ETW provider id (GUID) for a provider name"),
-    ("tracepoints", "structlog_etw._cli_tracepoints", "user_events tracepoint names and a perf command line"),
-    ("decode", "structlog_etw._cli_decode", "decode a perf.data file (EventHeader events) to JSON or text"),
-    ("listen", "structlog_etw._cli_listen", "show a provider's events live (Linux, root; no perf needed)"),
-    ("demo", "structlog_etw._cli_demo", "log a short structlog sequence and show the events it becomes"),
+    ("guid", "structlog_etw.cli.guid", "ETW provider id (GUID) for a provider name"),
+    ("tracepoints", "structlog_etw.cli.tracepoints", "user_events tracepoint names and a perf command line"),
+    ("decode", "structlog_etw.cli.decode", "decode a perf.data file (EventHeader events) to JSON or text"),
+    ("listen", "structlog_etw.cli.listen", "show a provider's events live (Linux, root; no perf needed)"),
+    ("demo", "structlog_etw.cli.demo", "log a short structlog sequence and show the events it becomes"),
 ]
 
 

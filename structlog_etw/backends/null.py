@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import errno
 
-from ._slot import Slot
+from .base import Slot
 
 __all__ = ["DISABLED_WORD", "NullBackend"]
 

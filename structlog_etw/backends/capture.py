@@ -14,8 +14,8 @@ import threading
 import uuid
 from dataclasses import dataclass
 
-from ._eventheader import tracepoint_name
-from ._slot import Slot
+from ..eventheader.encoder import tracepoint_name
+from .base import Slot
 
 __all__ = ["CaptureBackend", "CaptureRecord"]
 

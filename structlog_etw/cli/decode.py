@@ -13,9 +13,9 @@ import sys
 from collections.abc import Iterable
 from typing import TextIO
 
-from ._event_format import EventMeta, event_json, event_pretty
-from ._perf_events import SampleDecodeError, decode_sample, sample_perf_json
-from ._perfdata import PerfDataError, PerfDataFile, Sample
+from ..perf.datafile import PerfDataError, PerfDataFile, Sample
+from ..perf.samples import SampleDecodeError, decode_sample, sample_perf_json
+from .render import EventMeta, event_json, event_pretty
 
 _MAX_REPORTED = 20
 

@@ -2,7 +2,7 @@
 
 One :class:`EtwBackend` per provider.  ETW tells the provider which sessions listen through the
 enable callback (level, MatchAnyKeyword, MatchAllKeyword); the callback rewrites ``word[0]`` of
-every open :class:`~structlog_etw._slot.Slot`, so the per-event enabled check is reading
+every open :class:`~structlog_etw.backends.base.Slot`, so the per-event enabled check is reading
 ``slot.word[0]``: no API call.
 
 The internal ``library`` parameter loads a given shared library (``ctypes.CDLL``) instead of the
@@ -20,10 +20,9 @@ import threading
 import uuid
 from typing import Any, Final
 
-from ._backend_base import BackendUnavailable
-from ._slot import Slot
-from ._tracelogging import event_descriptor, group_guid, provider_traits
-from ._tracelogging import provider_id as _provider_id
+from ..tracelogging.encoder import event_descriptor, group_guid, provider_traits
+from ..tracelogging.encoder import provider_id as _provider_id
+from .base import BackendUnavailable, Slot
 
 __all__ = ["EtwBackend"]
 
@@ -85,11 +84,11 @@ class EtwBackend:
     """A registered ETW provider (see the module docstring).  ``write`` never raises.
 
     ``provider_id`` is the GUID passed to EventRegister (default: derived from the name, see
-    :func:`~structlog_etw._tracelogging.provider_id`); ``traits`` the provider traits blob from the
+    :func:`~structlog_etw.tracelogging.encoder.provider_id`); ``traits`` the provider traits blob from the
     encoder (default: the name alone), given to EventSetInformation(EventProviderSetTraits) and as
     the first data descriptor of every event.  ``EtwBackend(name, group)`` with a ``str`` group (how
     the provider builds OS backends) derives the GUID from the name and puts the provider group
-    (:func:`~structlog_etw._tracelogging.group_guid`) into the traits.  Activity ids are 16 raw
+    (:func:`~structlog_etw.tracelogging.encoder.group_guid`) into the traits.  Activity ids are 16 raw
     bytes (RFC 4122 order) and are passed as GUID structures.
     """
 

@@ -13,8 +13,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ._decoded import DecodedEvent, DecodedField
-from ._eventheader_decode import (
+from ..decoded import DecodedEvent, DecodedField
+from ..eventheader.decoder import (
     ENC_BINARY_LENGTH16_CHAR8,
     ENC_STRING_LENGTH16_CHAR8,
     ENC_STRUCT,

@@ -41,9 +41,8 @@ import threading
 import weakref
 from typing import Final
 
-from ._backend_base import BackendUnavailable
-from ._eventheader import register_command, tracepoint_name, validate_provider_name
-from ._slot import Slot
+from ..eventheader.encoder import register_command, tracepoint_name, validate_provider_name
+from .base import BackendUnavailable, Slot
 
 __all__ = ["DIAG_IOCSREG", "DIAG_IOCSUNREG", "UserEventsBackend", "find_tracefs"]
 
@@ -141,11 +140,11 @@ class UserEventsBackend:
     """EventHeader events through Linux user_events (``format == "eventheader"``).
 
     ``UserEventsBackend("MyCompany_MyService")`` opens ``user_events_data`` or raises
-    :class:`~structlog_etw._backend_base.BackendUnavailable` with the reason (not
+    :class:`~structlog_etw.backends.base.BackendUnavailable` with the reason (not
     Linux, kernel older than 6.4, no tracefs / no user_events, permission denied).
 
     :meth:`open_slot` registers ``<provider>_L<level>K<keyword>[G<group>]`` and
-    returns a :class:`~structlog_etw._slot.Slot` whose ``word[0]`` is the enable word
+    returns a :class:`~structlog_etw.backends.base.Slot` whose ``word[0]`` is the enable word
     the kernel updates; it raises :class:`OSError` when the kernel refuses the
     registration.  :meth:`write` never raises.  :meth:`close` unregisters every
     enable word and closes the descriptor; it is idempotent.
