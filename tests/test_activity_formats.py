@@ -15,29 +15,13 @@ from structlog_etw import EtwRenderer, etw_activity
 from structlog_etw._provider import Provider
 from structlog_etw.backends.capture import CaptureBackend, CaptureRecord
 from structlog_etw.decoded import DecodedEvent
-from structlog_etw.eventheader.decoder import decode_event
-from structlog_etw.tracelogging.decoder import decode
+from structlog_etw.testing import decode_record
 
 FORMATS = ["eventheader", "tracelogging"]
 
 
 def _uuid(raw: bytes | None) -> uuid.UUID | None:
     return None if raw is None else uuid.UUID(bytes=raw)
-
-
-def decoded(rec: CaptureRecord) -> DecodedEvent:
-    if rec.format == "eventheader":
-        return decode_event(rec.tracepoint, rec.event)
-    return decode(
-        rec.metadata,
-        rec.data,
-        provider=rec.provider,
-        level=rec.level,
-        keyword=rec.keyword,
-        opcode=rec.opcode,
-        activity_id=_uuid(rec.activity_id),
-        related_id=_uuid(rec.related_id),
-    )
 
 
 def activity_ext_size(event: bytes) -> int:
@@ -62,7 +46,7 @@ class Setup:
         self.log = structlog.wrap_logger(None, processors=[renderer])
 
     def events(self) -> list[tuple[CaptureRecord, DecodedEvent]]:
-        return [(r, decoded(r)) for r in self.backend.records]
+        return [(r, decode_record(r).decoded) for r in self.backend.records]
 
 
 @pytest.fixture(params=FORMATS)
@@ -212,7 +196,7 @@ def test_activity_through_a_stdlib_logger_and_etw_handler_writes_start_stop_with
             logger.info("inside %s", "x")
     finally:
         logger.removeHandler(handler)
-    ev = [decoded(r) for r in backend.records]
+    ev = [decode_record(r).decoded for r in backend.records]
     assert [(e.name, e.opcode, e.activity_id, e.related_id) for e in ev] == [
         ("Job", 1, outer.id, None),
         ("Step", 1, inner.id, outer.id),

@@ -15,13 +15,13 @@ from structlog_etw import EtwRenderer, etw_activity
 from structlog_etw._provider import Provider
 from structlog_etw.backends.etw import EtwBackend
 from structlog_etw.tracelogging.encoder import TraceLoggingEncoder, provider_id
-from tests.test_windows_backend import Fake, Record, fake, fake_library  # noqa: F401  (fixtures)
+from tests.helpers.fake_etw import Fake, Record
 
 NAME = "StructlogEtw_ActivityTest"
 
 
 @pytest.fixture
-def win(fake: Fake) -> Iterator[tuple[Fake, Provider, Any]]:  # noqa: F811
+def win(fake: Fake) -> Iterator[tuple[Fake, Provider, Any]]:
     fake.enable(5, 0xFFFF)
     backend = EtwBackend(NAME, provider_id(NAME), TraceLoggingEncoder(NAME).traits, library=fake.path)
     provider = Provider(NAME, default_keyword=0x8, backend=backend)

@@ -5,23 +5,15 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 import structlog
 
 from structlog_etw import EtwRenderer
 from structlog_etw._activity import CURRENT_ACTIVITY
 from structlog_etw._wrapper import make_etw_bound_logger
-from structlog_etw.testing import EtwCapture, capture_etw_events
-from tests.surface_util import Spy, bound, unique_provider
-
-
-@pytest.fixture
-def capture() -> Iterator[EtwCapture]:
-    with capture_etw_events() as cap:
-        yield cap
+from structlog_etw.testing import EtwCapture
+from tests.helpers.surface import Spy, bound, unique_provider
 
 
 class ThreadSpy(Spy):
@@ -47,21 +39,21 @@ def _logger(**context: Any) -> tuple[ThreadSpy, Any]:
     return spy, log
 
 
-def test_ainfo_writes_the_event_from_an_executor_thread(capture: EtwCapture) -> None:
+def test_ainfo_writes_the_event_from_an_executor_thread(etw_capture: EtwCapture) -> None:
     spy, log = _logger(user="ann")
 
     async def main() -> None:
         await log.ainfo("async_login %s", "ok", attempts=2)
 
     asyncio.run(main())
-    (event,) = capture.events
+    (event,) = etw_capture.events
     assert event.name == "async_login ok"
     assert event.level == 4
     assert event.fields == {"user": "ann", "attempts": 2}
     assert spy.threads != [threading.get_ident()]
 
 
-def test_every_async_method_exists_and_maps_its_level(capture: EtwCapture) -> None:
+def test_every_async_method_exists_and_maps_its_level(etw_capture: EtwCapture) -> None:
     _, log = _logger()
 
     async def main() -> None:
@@ -76,7 +68,7 @@ def test_every_async_method_exists_and_maps_its_level(capture: EtwCapture) -> No
         await log.alog(25, "l25")
 
     asyncio.run(main())
-    assert [(e.name, e.level) for e in capture.events] == [
+    assert [(e.name, e.level) for e in etw_capture.events] == [
         ("c", 1),
         ("f", 1),
         ("e", 2),
@@ -89,10 +81,10 @@ def test_every_async_method_exists_and_maps_its_level(capture: EtwCapture) -> No
     ]
 
 
-def test_contextvars_and_etw_keyword_follow_into_the_executor(capture: EtwCapture) -> None:
+def test_contextvars_and_etw_keyword_follow_into_the_executor(etw_capture: EtwCapture) -> None:
     spy, log = _logger()
-    capture.set_enabled(False)
-    capture.set_enabled(True, keyword=0x4)
+    etw_capture.set_enabled(False)
+    etw_capture.set_enabled(True, keyword=0x4)
 
     async def handle_request() -> None:
         structlog.contextvars.bind_contextvars(request_id="r-9", etw_keyword=0x4)
@@ -103,13 +95,13 @@ def test_contextvars_and_etw_keyword_follow_into_the_executor(capture: EtwCaptur
         await log.ainfo("outside_request")  # the task's contextvars did not leak here
 
     asyncio.run(main())
-    (event,) = capture.events
+    (event,) = etw_capture.events
     assert (event.name, event.keyword) == ("in_request", 0x4)
     assert event.fields == {"request_id": "r-9"}
     assert len(spy.calls) == 1
 
 
-def test_current_activity_follows_into_the_executor(capture: EtwCapture) -> None:
+def test_current_activity_follows_into_the_executor(etw_capture: EtwCapture) -> None:
     _, log = _logger()
     activity, related = uuid.uuid4(), uuid.uuid4()
 
@@ -123,7 +115,7 @@ def test_current_activity_follows_into_the_executor(capture: EtwCapture) -> None
         await log.ainfo("no_activity")
 
     asyncio.run(main())
-    start, inside, outside = capture.events
+    start, inside, outside = etw_capture.events
     assert (start.activity_id, start.related_id) == (activity, related)  # related id: Start only
     assert (inside.activity_id, inside.related_id) == (activity, None)
     assert (outside.activity_id, outside.related_id) == (None, None)
@@ -131,7 +123,7 @@ def test_current_activity_follows_into_the_executor(capture: EtwCapture) -> None
     assert inside.fields == {}
 
 
-def test_aexception_captures_the_exception_before_leaving_the_thread(capture: EtwCapture) -> None:
+def test_aexception_captures_the_exception_before_leaving_the_thread(etw_capture: EtwCapture) -> None:
     _, log = _logger()
 
     async def main() -> None:
@@ -141,18 +133,18 @@ def test_aexception_captures_the_exception_before_leaving_the_thread(capture: Et
             await log.aexception("lookup_failed")
 
     asyncio.run(main())
-    (event,) = capture.events
+    (event,) = etw_capture.events
     assert event.level == 2
     assert "LookupError: no such user" in event.fields["exception"]
 
 
-def test_disabled_async_call_returns_without_running_the_chain(capture: EtwCapture) -> None:
+def test_disabled_async_call_returns_without_running_the_chain(etw_capture: EtwCapture) -> None:
     spy, log = _logger()
-    capture.set_enabled(False)
+    etw_capture.set_enabled(False)
 
     async def main() -> list[Any]:
         return [await log.ainfo("nobody"), await log.aerror("nobody"), await log.aexception("nobody")]
 
     assert asyncio.run(main()) == [None, None, None]
     assert spy.calls == []
-    assert capture.records == []
+    assert etw_capture.records == []

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ._shared import find_spec_or_skip, import_or_skip, skip_or_fail, vector
-from .test_windows_backend import build_fake_library
+from tests.helpers.fake_etw import build_fake_library
+from tests.helpers.shared import find_spec_or_skip, import_or_skip, skip_or_fail, vector
 
 MISSING = "structlog_etw_no_such_module_for_tests"
 

@@ -14,7 +14,7 @@ from structlog_etw import EtwRenderer, etw_activity
 from structlog_etw._provider import Provider
 from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.decoded import DecodedEvent, DecodedField
-from tests.test_activity_formats import decoded
+from structlog_etw.testing import decode_record
 
 TRACER = TracerProvider().get_tracer("structlog-etw-cs-tests")
 RFC3339_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
@@ -29,7 +29,7 @@ class CS:
         self.log = structlog.wrap_logger(None, processors=[renderer])
 
     def events(self) -> list[DecodedEvent]:
-        return [decoded(r) for r in self.backend.records]
+        return [decode_record(r).decoded for r in self.backend.records]
 
 
 @pytest.fixture(params=["eventheader", "tracelogging"])

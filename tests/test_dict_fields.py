@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from structlog_etw.fields import I64, STR, U64, dict_fields, to_field
-from tests.test_fields import values
+from tests.helpers.strategies import values
 
 
 class _Text(str):

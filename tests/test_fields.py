@@ -34,6 +34,7 @@ from structlog_etw.fields import (
     to_field,
     to_fields,
 )
+from tests.helpers.strategies import values
 
 
 class Color(enum.Enum):
@@ -266,26 +267,6 @@ def test_non_str_keys_become_strings() -> None:
         ("<unprintable Unprintable>", STR, "c"),
     ]
 
-
-values = st.recursive(
-    st.one_of(
-        st.none(),
-        st.booleans(),
-        st.integers(),
-        st.floats(),
-        st.text(),
-        st.binary(),
-        st.uuids(),
-        st.datetimes(),
-        st.ip_addresses(),
-    ),
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=4),
-        st.tuples(inner, inner),
-        st.dictionaries(st.one_of(st.text(max_size=5), st.integers()), inner, max_size=4),
-    ),
-    max_leaves=15,
-)
 
 _VALUE_TYPES = {
     BOOL: bool,

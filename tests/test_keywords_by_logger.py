@@ -4,7 +4,6 @@ from the logger's name; the keywords are registered when the provider is created
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 
 import pytest
 import structlog
@@ -13,16 +12,10 @@ from structlog_etw import EtwRenderer
 from structlog_etw._resolve import KeywordsByLogger
 from structlog_etw._stdlib import EtwHandler
 from structlog_etw._wrapper import make_etw_bound_logger
-from structlog_etw.testing import EtwCapture, capture_etw_events
-from tests.surface_util import Spy, bound, unique_provider
+from structlog_etw.testing import EtwCapture
+from tests.helpers.surface import Spy, bound, unique_provider
 
 MAP = {"db": 0x2, "http": 0x4, "http.client": 0x8, "job_*": 0x10}
-
-
-@pytest.fixture
-def capture() -> Iterator[EtwCapture]:
-    with capture_etw_events() as cap:
-        yield cap
 
 
 @pytest.mark.parametrize(
@@ -66,24 +59,24 @@ def test_invalid_mappings_raise_at_setup() -> None:
         EtwRenderer(unique_provider(), keywords_by_logger={"db": -2})
 
 
-def test_keywords_are_registered_when_the_provider_is_created(capture: EtwCapture) -> None:
+def test_keywords_are_registered_when_the_provider_is_created(etw_capture: EtwCapture) -> None:
     name = unique_provider()
     EtwRenderer(name, keywords_by_logger={"db": 0x2, "http": 0x4})
-    registered = capture.registered(name)
+    registered = etw_capture.registered(name)
     for keyword in (1, 2, 4):
         for level in range(1, 6):
             assert f"{name}_L{level}K{keyword:x}" in registered
-    assert capture.records == []
+    assert etw_capture.records == []
 
 
-def test_renderer_uses_logger_key_from_add_logger_name_or_bind(capture: EtwCapture) -> None:
+def test_renderer_uses_logger_key_from_add_logger_name_or_bind(etw_capture: EtwCapture) -> None:
     renderer = EtwRenderer(unique_provider(), keywords_by_logger=MAP)
     log = structlog.wrap_logger(structlog.ReturnLogger(), processors=[renderer])
     log.bind(logger="db.pool").info("bound_name")
     log.info("call_name", logger="http.client")
     log.info("no_name")
     log.bind(logger="db").info("explicit_wins", etw_keyword=0x40)
-    assert [(e.name, e.keyword) for e in capture.events] == [
+    assert [(e.name, e.keyword) for e in etw_capture.events] == [
         ("bound_name", 0x2),
         ("call_name", 0x8),
         ("no_name", 0x1),
@@ -91,7 +84,7 @@ def test_renderer_uses_logger_key_from_add_logger_name_or_bind(capture: EtwCaptu
     ]
 
 
-def test_renderer_uses_stdlib_logger_name(capture: EtwCapture) -> None:
+def test_renderer_uses_stdlib_logger_name(etw_capture: EtwCapture) -> None:
     renderer = EtwRenderer(unique_provider(), keywords_by_logger=MAP)
     log = structlog.wrap_logger(
         logging.getLogger("http.server"),
@@ -99,33 +92,33 @@ def test_renderer_uses_stdlib_logger_name(capture: EtwCapture) -> None:
         processors=[structlog.stdlib.add_logger_name, renderer],
     )
     log.warning("served")
-    (event,) = capture.events
+    (event,) = etw_capture.events
     assert (event.keyword, event.fields["logger"]) == (0x4, "http.server")
 
 
-def test_renderer_uses_wrapped_logger_name_without_add_logger_name(capture: EtwCapture) -> None:
+def test_renderer_uses_wrapped_logger_name_without_add_logger_name(etw_capture: EtwCapture) -> None:
     renderer = EtwRenderer(unique_provider(), keywords_by_logger=MAP)
     log = structlog.wrap_logger(logging.getLogger("db.migrations"), processors=[renderer])
     log.info("migrated")
-    (event,) = capture.events
+    (event,) = etw_capture.events
     assert event.keyword == 0x2
     assert "logger" not in event.fields
 
 
-def test_invalid_etw_keyword_falls_back_to_the_name_keyword(capture: EtwCapture) -> None:
+def test_invalid_etw_keyword_falls_back_to_the_name_keyword(etw_capture: EtwCapture) -> None:
     renderer = EtwRenderer(unique_provider(), keywords_by_logger=MAP)
     log = structlog.wrap_logger(structlog.ReturnLogger(), processors=[renderer])
     log.bind(logger="db").info("bad_keyword", etw_keyword="x")
-    (event,) = capture.events
+    (event,) = etw_capture.events
     assert event.keyword == 0x2
 
 
-def test_wrapper_fast_path_uses_the_name_keyword(capture: EtwCapture) -> None:
+def test_wrapper_fast_path_uses_the_name_keyword(etw_capture: EtwCapture) -> None:
     renderer = EtwRenderer(unique_provider(), keywords_by_logger=MAP)
     spy = Spy()
     cls = make_etw_bound_logger(renderer)
-    capture.set_enabled(False)
-    capture.set_enabled(True, keyword=0x2)
+    etw_capture.set_enabled(False)
+    etw_capture.set_enabled(True, keyword=0x2)
     db = bound(cls, [spy, renderer], logger="db.pool")
     http = bound(cls, [spy, renderer], logger="http")
     stdlib_db = structlog.wrap_logger(
@@ -135,24 +128,24 @@ def test_wrapper_fast_path_uses_the_name_keyword(capture: EtwCapture) -> None:
     http.info("http_event")  # keyword 0x4: nobody listens, the chain does not even run
     stdlib_db.info("stdlib_db_event")
     assert [c[1]["event"] for c in spy.calls] == ["db_event", "stdlib_db_event"]
-    assert [(e.name, e.keyword) for e in capture.events] == [("db_event", 2), ("stdlib_db_event", 2)]
+    assert [(e.name, e.keyword) for e in etw_capture.events] == [("db_event", 2), ("stdlib_db_event", 2)]
 
 
-def test_wrapper_rebinding_the_logger_name_changes_the_keyword(capture: EtwCapture) -> None:
+def test_wrapper_rebinding_the_logger_name_changes_the_keyword(etw_capture: EtwCapture) -> None:
     renderer = EtwRenderer(unique_provider(), keywords_by_logger=MAP)
     cls = make_etw_bound_logger(renderer)
-    capture.set_enabled(False)
-    capture.set_enabled(True, keyword=0x4)
+    etw_capture.set_enabled(False)
+    etw_capture.set_enabled(True, keyword=0x4)
     log = bound(cls, [renderer], logger="db")
     log.info("as_db")
     log.bind(logger="http").info("as_http")
-    assert [e.name for e in capture.events] == ["as_http"]
+    assert [e.name for e in etw_capture.events] == ["as_http"]
 
 
-def test_handler_uses_record_logger_name(capture: EtwCapture) -> None:
+def test_handler_uses_record_logger_name(etw_capture: EtwCapture) -> None:
     handler = EtwHandler(unique_provider(), keywords_by_logger=MAP)
     logger = logging.Logger("job_nightly", level=logging.INFO)
     logger.addHandler(handler)
     logger.info("started")
-    (event,) = capture.events
+    (event,) = etw_capture.events
     assert event.keyword == 0x10

@@ -17,8 +17,7 @@ from structlog_etw.backends.base import BackendUnavailable
 from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.backends.null import NullBackend
 from structlog_etw.fields import I64, STR, Field
-
-from ._ehparse import parse
+from tests.helpers.ehparse import parse
 
 
 @pytest.fixture

@@ -18,8 +18,7 @@ from structlog_etw._activity import CURRENT_ACTIVITY
 from structlog_etw._provider import get_provider, set_backend_factory
 from structlog_etw._renderer import MAX_EVENT_NAME, event_name
 from structlog_etw.backends.capture import CaptureBackend
-
-from ._ehparse import Parsed, parse
+from tests.helpers.ehparse import Parsed, parse
 
 PROV = "Co_Render"
 

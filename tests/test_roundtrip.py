@@ -21,32 +21,15 @@ from hypothesis import strategies as st
 from structlog_etw import EtwRenderer, _provider
 from structlog_etw._activity import CURRENT_ACTIVITY
 from structlog_etw._provider import get_provider, set_backend_factory
-from structlog_etw.backends.capture import CaptureBackend, CaptureRecord
-from structlog_etw.decoded import DecodedEvent
-from structlog_etw.eventheader.decoder import decode_event
+from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.eventheader.encoder import TRUNCATED_FIELD, TRUNCATION_MARKER
-from structlog_etw.tracelogging.decoder import decode as tl_decode
+from structlog_etw.testing import decode_record
 
 PROV = "Co_Round"
 
 
 class Color(enum.Enum):
     RED = 1
-
-
-def decoded(rec: CaptureRecord) -> DecodedEvent:
-    if rec.format == "eventheader":
-        return decode_event(rec.tracepoint, rec.event)
-    return tl_decode(
-        rec.metadata,
-        rec.data,
-        provider=rec.provider,
-        level=rec.level,
-        keyword=rec.keyword,
-        opcode=rec.opcode,
-        activity_id=uuid.UUID(bytes=rec.activity_id) if rec.activity_id else None,
-        related_id=uuid.UUID(bytes=rec.related_id) if rec.related_id else None,
-    )
 
 
 @pytest.fixture(params=["eventheader", "tracelogging"])
@@ -102,7 +85,7 @@ def test_every_type_table_row_decodes_as_documented(cap: CaptureBackend) -> None
         mixed=[1, "a"],
     )
     (rec,) = cap.records
-    ev = decoded(rec)
+    ev = decode_record(rec).decoded
     assert (ev.provider, ev.name, ev.level, ev.keyword) == (PROV, "roundtrip", 4, 1)
     f = ev.fields
     assert f["s"] == "hé\0llo"
@@ -127,7 +110,7 @@ def test_every_type_table_row_decodes_as_documented(cap: CaptureBackend) -> None
 
 def test_datetime_is_lossless_iso_text_on_linux(cap: CaptureBackend) -> None:
     log_one(when=WHEN)
-    ev = decoded(cap.records[0])
+    ev = decode_record(cap.records[0]).decoded
     if cap.format == "eventheader":
         assert ev.fields["when"] == WHEN.isoformat()
         assert dt.datetime.fromisoformat(ev.fields["when"]) == WHEN
@@ -142,7 +125,7 @@ def test_header_parts_and_activity_ids_round_trip(cap: CaptureBackend) -> None:
         log_one(etw_keyword=0x8, etw_level=2, etw_opcode=1, etw_name="Start", x=1)
     finally:
         CURRENT_ACTIVITY.reset(token)
-    ev = decoded(cap.records[0])
+    ev = decode_record(cap.records[0]).decoded
     assert (ev.name, ev.level, ev.keyword, ev.opcode) == ("Start", 2, 0x8, 1)
     assert (ev.activity_id, ev.related_id) == (a, r)
     assert ev.fields == {"event": "roundtrip", "x": 1}
@@ -151,7 +134,7 @@ def test_header_parts_and_activity_ids_round_trip(cap: CaptureBackend) -> None:
 def test_oversized_event_arrives_truncated_and_flagged(cap: CaptureBackend) -> None:
     size = 100_000 if cap.format == "tracelogging" else 20_000
     log_one(body="x" * size, n=1)
-    ev = decoded(cap.records[0])
+    ev = decode_record(cap.records[0]).decoded
     assert ev.fields["body"].endswith(TRUNCATION_MARKER)
     assert ev.fields["n"] == 1
     assert ev.fields[TRUNCATED_FIELD] is True
@@ -185,6 +168,6 @@ def test_any_structlog_call_decodes_with_the_project_decoder(
     log = structlog.wrap_logger(None, processors=[EtwRenderer(PROV)])
     log.info(event, **items)
     (rec,) = cap.records
-    ev = decoded(rec)  # raises if the bytes are malformed
+    ev = decode_record(rec).decoded  # raises if the bytes are malformed
     assert ev.level == 4
     assert len(ev.field_list) in (len(items), len(items) + 1)  # + the truncation flag

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -13,30 +12,24 @@ import structlog
 from structlog_etw import EtwRenderer
 from structlog_etw._resolve import level_from_stdlib
 from structlog_etw._stdlib import EtwHandler
-from structlog_etw.testing import EtwCapture, capture_etw_events
-from tests.surface_util import unique_provider
-
-
-@pytest.fixture
-def capture() -> Iterator[EtwCapture]:
-    with capture_etw_events() as cap:
-        yield cap
+from structlog_etw.testing import EtwCapture
+from tests.helpers.surface import unique_provider
 
 
 @pytest.fixture
 def stdlib_logger() -> logging.Logger:
-    # A logger outside logging's manager: only the handlers the test adds (pytest's capture
+    # A logger outside logging's manager: only the handlers the test adds (pytest's etw_capture
     # handlers would otherwise re-raise the errors the handler under test must swallow).
     logger = logging.Logger(f"surface.test.{uuid.uuid4().hex[:8]}", level=1)
     logger.propagate = False
     return logger
 
 
-def test_foreign_record_fields(capture: EtwCapture, stdlib_logger: logging.Logger) -> None:
+def test_foreign_record_fields(etw_capture: EtwCapture, stdlib_logger: logging.Logger) -> None:
     handler = EtwHandler(unique_provider())
     stdlib_logger.addHandler(handler)
     stdlib_logger.warning("disk %s at %d%%", "/var", 93, extra={"host": "db1", "etw_keyword": 0x4})
-    (event,) = capture.events
+    (event,) = etw_capture.events
     assert event.name == "disk %s at %d%%"
     assert event.level == 3
     assert event.keyword == 0x4  # extra= control key, not a field
@@ -48,7 +41,7 @@ def test_foreign_record_fields(capture: EtwCapture, stdlib_logger: logging.Logge
     assert set(event.fields) == {"message", "logger", "func", "lineno", "host"}
 
 
-def test_foreign_exception_and_stack(capture: EtwCapture, stdlib_logger: logging.Logger) -> None:
+def test_foreign_exception_and_stack(etw_capture: EtwCapture, stdlib_logger: logging.Logger) -> None:
     stdlib_logger.addHandler(EtwHandler(unique_provider()))
     table: dict[str, int] = {}
     try:
@@ -56,7 +49,7 @@ def test_foreign_exception_and_stack(capture: EtwCapture, stdlib_logger: logging
     except KeyError:
         stdlib_logger.exception("lookup failed")
     stdlib_logger.info("where", stack_info=True)
-    failed, where = capture.events
+    failed, where = etw_capture.events
     assert failed.level == 2
     assert "KeyError: 'missing'" in failed.fields["exception"]
     assert "Traceback (most recent call last)" in failed.fields["exception"]
@@ -81,27 +74,29 @@ def test_foreign_exception_and_stack(capture: EtwCapture, stdlib_logger: logging
     ],
 )
 def test_level_map_including_custom_levels(
-    capture: EtwCapture, stdlib_logger: logging.Logger, levelno: int, etw_level: int
+    etw_capture: EtwCapture, stdlib_logger: logging.Logger, levelno: int, etw_level: int
 ) -> None:
     assert level_from_stdlib(levelno) == etw_level
     stdlib_logger.addHandler(EtwHandler(unique_provider()))
     stdlib_logger.log(levelno, "custom")
-    (event,) = capture.events
+    (event,) = etw_capture.events
     assert event.level == etw_level
 
 
-def test_handler_level_and_nobody_listening(capture: EtwCapture, stdlib_logger: logging.Logger) -> None:
+def test_handler_level_and_nobody_listening(etw_capture: EtwCapture, stdlib_logger: logging.Logger) -> None:
     handler = EtwHandler(unique_provider(), level=logging.INFO)
     stdlib_logger.addHandler(handler)
     stdlib_logger.debug("below_handler_level")
-    capture.set_enabled(False, level=3)
+    etw_capture.set_enabled(False, level=3)
     stdlib_logger.warning("nobody_listens_at_warning")
     stdlib_logger.error("written")
-    assert [e.name for e in capture.events] == ["written"]
+    assert [e.name for e in etw_capture.events] == ["written"]
     assert handler.provider.stats()["dropped"] == {}
 
 
-def test_structlog_records_keep_their_event_dict(capture: EtwCapture, stdlib_logger: logging.Logger) -> None:
+def test_structlog_records_keep_their_event_dict(
+    etw_capture: EtwCapture, stdlib_logger: logging.Logger
+) -> None:
     stdlib_logger.addHandler(EtwHandler(unique_provider()))
     log = structlog.wrap_logger(
         stdlib_logger,
@@ -113,7 +108,7 @@ def test_structlog_records_keep_their_event_dict(capture: EtwCapture, stdlib_log
     )
     with structlog.contextvars.bound_contextvars(request_id="r-7"):
         log.bind(user="ann").info("user_login", attempts=3, ok=True, etw_keyword=0x2)
-    (event,) = capture.events
+    (event,) = etw_capture.events
     assert event.name == "user_login"
     assert event.level == 4
     assert event.keyword == 0x2
@@ -121,7 +116,7 @@ def test_structlog_records_keep_their_event_dict(capture: EtwCapture, stdlib_log
 
 
 def test_structlog_record_exception_via_format_exc_info(
-    capture: EtwCapture, stdlib_logger: logging.Logger
+    etw_capture: EtwCapture, stdlib_logger: logging.Logger
 ) -> None:
     stdlib_logger.addHandler(EtwHandler(unique_provider()))
     log = structlog.wrap_logger(
@@ -136,27 +131,27 @@ def test_structlog_record_exception_via_format_exc_info(
         raise RuntimeError("db down")
     except RuntimeError:
         log.exception("query_failed")
-    (event,) = capture.events
+    (event,) = etw_capture.events
     assert event.level == 2
     assert "RuntimeError: db down" in event.fields["exception"]
 
 
-def test_keywords_by_logger_name_in_handler(capture: EtwCapture) -> None:
+def test_keywords_by_logger_name_in_handler(etw_capture: EtwCapture) -> None:
     handler = EtwHandler(unique_provider(), keywords_by_logger={"sqlalchemy": 0x2, "urllib3": 0x4})
     loggers = [logging.getLogger(n) for n in ("sqlalchemy.engine", "urllib3", "other")]
     for logger in loggers:
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
     try:
-        capture.set_enabled(False)
-        capture.set_enabled(True, keyword=0x2)
-        capture.set_enabled(True, keyword=0x1)
+        etw_capture.set_enabled(False)
+        etw_capture.set_enabled(True, keyword=0x2)
+        etw_capture.set_enabled(True, keyword=0x1)
         for logger in loggers:
             logger.info("hello")
     finally:
         for logger in loggers:
             logger.removeHandler(handler)
-    assert [(e.fields["logger"], e.keyword) for e in capture.events] == [
+    assert [(e.fields["logger"], e.keyword) for e in etw_capture.events] == [
         ("sqlalchemy.engine", 0x2),
         ("other", 0x1),
     ]
@@ -170,7 +165,7 @@ class _Unprintable:
 
 
 def test_handler_never_raises_and_counts(
-    capture: EtwCapture, stdlib_logger: logging.Logger, capsys: pytest.CaptureFixture[str]
+    etw_capture: EtwCapture, stdlib_logger: logging.Logger, capsys: pytest.CaptureFixture[str]
 ) -> None:
     handler = EtwHandler(unique_provider())
     stdlib_logger.addHandler(handler)
@@ -179,11 +174,13 @@ def test_handler_never_raises_and_counts(
     stdlib_logger.info("fine")
     assert handler.errors == 2
     assert handler.provider.stats()["dropped"]["handler_error"] == 2
-    assert [e.name for e in capture.events] == ["fine"]
+    assert [e.name for e in etw_capture.events] == ["fine"]
     assert capsys.readouterr().err == ""
 
 
-def test_reentrant_record_is_dropped_not_recursed(capture: EtwCapture, stdlib_logger: logging.Logger) -> None:
+def test_reentrant_record_is_dropped_not_recursed(
+    etw_capture: EtwCapture, stdlib_logger: logging.Logger
+) -> None:
     handler = EtwHandler(unique_provider())
     stdlib_logger.addHandler(handler)
 
@@ -193,24 +190,26 @@ def test_reentrant_record_is_dropped_not_recursed(capture: EtwCapture, stdlib_lo
             return "outer"
 
     stdlib_logger.info("%s", Reenter())
-    assert [e.fields["message"] for e in capture.events] == ["outer"]
+    assert [e.fields["message"] for e in etw_capture.events] == ["outer"]
     assert handler.provider.stats()["dropped"]["reentrant"] == 1
 
 
-def test_handler_shares_renderer_provider(capture: EtwCapture, stdlib_logger: logging.Logger) -> None:
+def test_handler_shares_renderer_provider(etw_capture: EtwCapture, stdlib_logger: logging.Logger) -> None:
     renderer = EtwRenderer(unique_provider(), keywords_by_logger={"surface": 0x8})
     handler = EtwHandler(renderer)
     assert handler.provider is renderer.provider
     stdlib_logger.addHandler(handler)
     stdlib_logger.info("via_renderer_config")
-    (event,) = capture.events
+    (event,) = etw_capture.events
     assert event.keyword == 0x8  # the renderer's keywords_by_logger ("surface" prefix)
 
 
-def test_extra_does_not_override_record_fields(capture: EtwCapture, stdlib_logger: logging.Logger) -> None:
+def test_extra_does_not_override_record_fields(
+    etw_capture: EtwCapture, stdlib_logger: logging.Logger
+) -> None:
     stdlib_logger.addHandler(EtwHandler(unique_provider()))
     extra: dict[str, Any] = {"func": "spoofed", "tenant": 7}
     stdlib_logger.info("x", extra=extra)
-    (event,) = capture.events
+    (event,) = etw_capture.events
     assert event.fields["func"] == "test_extra_does_not_override_record_fields"
     assert event.fields["tenant"] == 7

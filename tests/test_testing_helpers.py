@@ -13,7 +13,7 @@ from structlog_etw._activity import CURRENT_ACTIVITY
 from structlog_etw.eventheader.decoder import decode_event
 from structlog_etw.pytest_plugin import etw_capture, etw_capture_tracelogging  # noqa: F401 - fixtures
 from structlog_etw.testing import EtwCapture, capture_etw_events
-from tests.surface_util import unique_provider
+from tests.helpers.surface import unique_provider
 
 FORMATS = ["eventheader", "tracelogging"]
 VALUES: dict[str, Any] = {

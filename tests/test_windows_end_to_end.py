@@ -19,10 +19,7 @@ from structlog_etw._wrapper import EtwEarlyDrop, make_etw_bound_logger
 from structlog_etw.backends.etw import EtwBackend
 from structlog_etw.tracelogging.decoder import decode_traits
 from structlog_etw.tracelogging.encoder import provider_id
-
-from .test_windows_backend import Fake, fake, fake_library
-
-__all__ = ["fake", "fake_library"]  # fixtures re-used from the backend tests
+from tests.helpers.fake_etw import Fake
 
 NAME = "MyCompany_Service"
 

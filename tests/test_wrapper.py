@@ -15,25 +15,19 @@ import structlog
 from structlog_etw import EtwRenderer
 from structlog_etw._wrapper import EtwEarlyDrop, make_etw_bound_logger
 from structlog_etw.testing import EtwCapture, capture_etw_events
-from tests.surface_util import Exploding, Spy, bound, unique_provider
+from tests.helpers.surface import Exploding, Spy, bound, unique_provider
 
 
-@pytest.fixture
-def capture() -> Any:
-    with capture_etw_events() as cap:
-        yield cap
-
-
-def _setup(capture: EtwCapture, **wrapper_kw: Any) -> tuple[EtwRenderer, Spy, Any]:
+def _setup(etw_capture: EtwCapture, **wrapper_kw: Any) -> tuple[EtwRenderer, Spy, Any]:
     renderer = EtwRenderer(unique_provider())
     spy = Spy()
     cls = make_etw_bound_logger(renderer, **wrapper_kw)
     return renderer, spy, cls
 
 
-def test_disabled_call_builds_no_event_dict_and_formats_nothing(capture: EtwCapture) -> None:
-    renderer, spy, cls = _setup(capture)
-    capture.set_enabled(False)
+def test_disabled_call_builds_no_event_dict_and_formats_nothing(etw_capture: EtwCapture) -> None:
+    renderer, spy, cls = _setup(etw_capture)
+    etw_capture.set_enabled(False)
     log = bound(cls, [spy, renderer])
     arg = Exploding()
     for method in ("debug", "info", "msg", "warning", "warn", "error", "critical", "fatal"):
@@ -42,40 +36,40 @@ def test_disabled_call_builds_no_event_dict_and_formats_nothing(capture: EtwCapt
     assert log.log(logging.ERROR, "event %s", arg) is None
     assert spy.calls == []
     assert arg.formatted == 0
-    assert capture.records == []
+    assert etw_capture.records == []
 
 
-def test_plain_structlog_logger_would_have_run_the_chain(capture: EtwCapture) -> None:
+def test_plain_structlog_logger_would_have_run_the_chain(etw_capture: EtwCapture) -> None:
     """The control for the test above: without the wrapper the chain runs while nobody listens."""
-    renderer, spy, _ = _setup(capture)
-    capture.set_enabled(False)
+    renderer, spy, _ = _setup(etw_capture)
+    etw_capture.set_enabled(False)
     log = bound(structlog.make_filtering_bound_logger(logging.NOTSET), [spy, renderer])
     log.info("event")
     assert len(spy.calls) == 1
-    assert capture.records == []
+    assert etw_capture.records == []
 
 
-def test_enabled_call_runs_processors_and_writes_event(capture: EtwCapture) -> None:
-    renderer, spy, cls = _setup(capture)
+def test_enabled_call_runs_processors_and_writes_event(etw_capture: EtwCapture) -> None:
+    renderer, spy, cls = _setup(etw_capture)
     log = bound(cls, [spy, renderer], request="r1")
     assert log.warning("user %s logged in", "ann", attempts=3) is None
     assert spy.calls == [("warning", {"request": "r1", "attempts": 3, "event": "user ann logged in"})]
-    (event,) = capture.events
+    (event,) = etw_capture.events
     assert event.name == "user ann logged in"
     assert event.level == 3
     assert event.keyword == 1
     assert event.fields == {"request": "r1", "attempts": 3}
 
 
-def test_each_method_writes_at_its_level(capture: EtwCapture) -> None:
-    renderer, _, cls = _setup(capture)
+def test_each_method_writes_at_its_level(etw_capture: EtwCapture) -> None:
+    renderer, _, cls = _setup(etw_capture)
     log = bound(cls, [renderer])
     for method in ("critical", "fatal", "error", "exception", "warning", "warn", "info", "msg", "debug"):
         getattr(log, method)(method)
     log.log(logging.INFO, "log")
     log.log(45, "custom45")
     log.log(5, "custom5")
-    got = [(e.name, e.level) for e in capture.events]
+    got = [(e.name, e.level) for e in etw_capture.events]
     assert got == [
         ("critical", 1),
         ("fatal", 1),
@@ -92,46 +86,46 @@ def test_each_method_writes_at_its_level(capture: EtwCapture) -> None:
     ]
 
 
-def test_min_level_drops_below_even_when_listening(capture: EtwCapture) -> None:
-    renderer, spy, cls = _setup(capture, min_level="warning")
+def test_min_level_drops_below_even_when_listening(etw_capture: EtwCapture) -> None:
+    renderer, spy, cls = _setup(etw_capture, min_level="warning")
     log = bound(cls, [spy, renderer])
     log.debug("d")
     log.info("i")
     log.log(logging.INFO, "l")
     log.warning("w")
-    assert [e.name for e in capture.events] == ["w"]
+    assert [e.name for e in etw_capture.events] == ["w"]
     assert [c[0] for c in spy.calls] == ["warning"]
     log.log(35, "custom35")
     log.log(25, "custom25_below_min")
-    assert [e.name for e in capture.events] == ["w", "custom35"]
+    assert [e.name for e in etw_capture.events] == ["w", "custom35"]
     assert log.is_enabled_for(logging.WARNING)
     assert not log.is_enabled_for(logging.INFO)
     assert log.get_effective_level() == logging.WARNING
 
 
-def test_log_with_a_custom_level_at_min_level_is_written(capture: EtwCapture) -> None:
-    renderer, _, cls = _setup(capture, min_level=25)
+def test_log_with_a_custom_level_at_min_level_is_written(etw_capture: EtwCapture) -> None:
+    renderer, _, cls = _setup(etw_capture, min_level=25)
     log = bound(cls, [renderer])
     log.log(25, "custom25")  # >= min_level, maps down to info (which is below min_level)
     log.info("info_below")
-    assert [(e.name, e.level) for e in capture.events] == [("custom25", 4)]
+    assert [(e.name, e.level) for e in etw_capture.events] == [("custom25", 4)]
 
 
-def test_per_call_keyword_is_checked_against_its_own_slot(capture: EtwCapture) -> None:
-    renderer, spy, cls = _setup(capture)
-    capture.set_enabled(False)
-    capture.set_enabled(True, keyword=0x4)
+def test_per_call_keyword_is_checked_against_its_own_slot(etw_capture: EtwCapture) -> None:
+    renderer, spy, cls = _setup(etw_capture)
+    etw_capture.set_enabled(False)
+    etw_capture.set_enabled(True, keyword=0x4)
     log = bound(cls, [spy, renderer])
     log.info("default_keyword_nobody_listens")
     log.info("keyword4", etw_keyword=0x4)
-    assert [(e.name, e.keyword) for e in capture.events] == [("keyword4", 0x4)]
+    assert [(e.name, e.keyword) for e in etw_capture.events] == [("keyword4", 0x4)]
     assert len(spy.calls) == 1
 
 
-def test_bound_keyword_is_resolved_at_bind_and_after_unbind(capture: EtwCapture) -> None:
-    renderer, spy, cls = _setup(capture)
-    capture.set_enabled(False)
-    capture.set_enabled(True, keyword=0x8)
+def test_bound_keyword_is_resolved_at_bind_and_after_unbind(etw_capture: EtwCapture) -> None:
+    renderer, spy, cls = _setup(etw_capture)
+    etw_capture.set_enabled(False)
+    etw_capture.set_enabled(True, keyword=0x8)
     log = bound(cls, [spy, renderer])
     k8 = log.bind(etw_keyword=0x8)
     k8.info("bound8")
@@ -139,31 +133,31 @@ def test_bound_keyword_is_resolved_at_bind_and_after_unbind(capture: EtwCapture)
     k8.try_unbind("etw_keyword", "missing").info("try_unbound")
     k8.new(user="x").info("new_context")
     k8.bind(etw_keyword=0x8).info("rebound8")
-    assert [(e.name, e.keyword) for e in capture.events] == [("bound8", 8), ("rebound8", 8)]
+    assert [(e.name, e.keyword) for e in etw_capture.events] == [("bound8", 8), ("rebound8", 8)]
     assert [c[1]["event"] for c in spy.calls] == ["bound8", "rebound8"]
 
 
-def test_bound_level_override_selects_the_slot(capture: EtwCapture) -> None:
-    renderer, spy, cls = _setup(capture)
-    capture.set_enabled(False)
-    capture.set_enabled(True, level=1)
+def test_bound_level_override_selects_the_slot(etw_capture: EtwCapture) -> None:
+    renderer, spy, cls = _setup(etw_capture)
+    etw_capture.set_enabled(False)
+    etw_capture.set_enabled(True, level=1)
     log = bound(cls, [spy, renderer])
     log.info("info_nobody_listens")
     log.bind(etw_level=1).info("promoted")
     log.info("promoted_per_call", etw_level=1)
-    assert [(e.name, e.level) for e in capture.events] == [("promoted", 1), ("promoted_per_call", 1)]
+    assert [(e.name, e.level) for e in etw_capture.events] == [("promoted", 1), ("promoted_per_call", 1)]
 
 
-def test_contextvar_keyword_is_honoured_by_the_fast_path(capture: EtwCapture) -> None:
-    renderer, spy, cls = _setup(capture)
-    capture.set_enabled(False)
-    capture.set_enabled(True, keyword=0x10)
+def test_contextvar_keyword_is_honoured_by_the_fast_path(etw_capture: EtwCapture) -> None:
+    renderer, spy, cls = _setup(etw_capture)
+    etw_capture.set_enabled(False)
+    etw_capture.set_enabled(True, keyword=0x10)
     log = bound(cls, [structlog.contextvars.merge_contextvars, spy, renderer])
     log.info("before")
     with structlog.contextvars.bound_contextvars(etw_keyword=0x10):
         log.info("inside")
     log.info("after")
-    assert [(e.name, e.keyword) for e in capture.events] == [("inside", 0x10)]
+    assert [(e.name, e.keyword) for e in etw_capture.events] == [("inside", 0x10)]
     assert len(spy.calls) == 1
 
 
@@ -173,9 +167,9 @@ from structlog_etw import EtwRenderer, make_etw_bound_logger
 from structlog_etw._contextvars import watch
 from structlog_etw.testing import capture_etw_events
 
-with capture_etw_events() as capture:
-    capture.set_enabled(False)
-    capture.set_enabled(True, keyword=0x10)
+with capture_etw_events() as etw_capture:
+    etw_capture.set_enabled(False)
+    etw_capture.set_enabled(True, keyword=0x10)
     renderer = EtwRenderer("SurfaceFresh_Cv")
     cls = make_etw_bound_logger(renderer)
     log = structlog.wrap_logger(
@@ -192,7 +186,7 @@ with capture_etw_events() as capture:
         None, wrapper_class=make_etw_bound_logger(renderer), processors=[renderer]
     )
     later.info("honoured_by_a_class_built_later")
-    print("events", [(e.name, e.keyword) for e in capture.events])
+    print("events", [(e.name, e.keyword) for e in etw_capture.events])
 """
 
 
@@ -210,62 +204,62 @@ def test_default_fast_path_honours_a_contextvar_keyword_bound_first_after_class_
     ]
 
 
-def test_default_fast_path_honours_contextvars_and_keeps_call_keys_exact(capture: EtwCapture) -> None:
+def test_default_fast_path_honours_contextvars_and_keeps_call_keys_exact(etw_capture: EtwCapture) -> None:
     """Call > bound > contextvars: the contextvar keyword counts by default, a per-call one wins."""
-    renderer, spy, cls = _setup(capture)
-    capture.set_enabled(False)
-    capture.set_enabled(True, keyword=0x10)
+    renderer, spy, cls = _setup(etw_capture)
+    etw_capture.set_enabled(False)
+    etw_capture.set_enabled(True, keyword=0x10)
     log = bound(cls, [structlog.contextvars.merge_contextvars, spy, renderer])
     with structlog.contextvars.bound_contextvars(etw_keyword=0x10):
         log.info("contextvar_key_is_honoured")
         log.info("per_call_key_wins", etw_keyword=0x20)
     with structlog.contextvars.bound_contextvars(etw_keyword=0x20):
         log.info("per_call_key_is_exact", etw_keyword=0x10)
-    assert [(e.name, e.keyword) for e in capture.events] == [
+    assert [(e.name, e.keyword) for e in etw_capture.events] == [
         ("contextvar_key_is_honoured", 0x10),
         ("per_call_key_is_exact", 0x10),
     ]
     assert len(spy.calls) == 2
 
 
-def test_contextvar_level_is_honoured_by_default(capture: EtwCapture) -> None:
-    renderer, _, cls = _setup(capture)
-    capture.set_enabled(False)
-    capture.set_enabled(True, level=1)
+def test_contextvar_level_is_honoured_by_default(etw_capture: EtwCapture) -> None:
+    renderer, _, cls = _setup(etw_capture)
+    etw_capture.set_enabled(False)
+    etw_capture.set_enabled(True, level=1)
     log = bound(cls, [renderer])
     with structlog.contextvars.bound_contextvars(etw_level=1):
         log.debug("promoted_by_contextvar")
-    assert [(e.name, e.level) for e in capture.events] == [("promoted_by_contextvar", 1)]
+    assert [(e.name, e.level) for e in etw_capture.events] == [("promoted_by_contextvar", 1)]
 
 
-def test_bound_keyword_wins_over_contextvar(capture: EtwCapture) -> None:
-    renderer, _, cls = _setup(capture)
-    capture.set_enabled(False)
-    capture.set_enabled(True, keyword=0x10)
+def test_bound_keyword_wins_over_contextvar(etw_capture: EtwCapture) -> None:
+    renderer, _, cls = _setup(etw_capture)
+    etw_capture.set_enabled(False)
+    etw_capture.set_enabled(True, keyword=0x10)
     log = bound(cls, [structlog.contextvars.merge_contextvars, renderer], etw_keyword=0x20)
     with structlog.contextvars.bound_contextvars(etw_keyword=0x10):
         log.info("bound_wins")
-    assert capture.records == []
+    assert etw_capture.records == []
 
 
-def test_invalid_bound_keyword_falls_back_and_never_raises(capture: EtwCapture) -> None:
-    renderer, _, cls = _setup(capture)
+def test_invalid_bound_keyword_falls_back_and_never_raises(etw_capture: EtwCapture) -> None:
+    renderer, _, cls = _setup(etw_capture)
     log = bound(cls, [renderer], etw_keyword="not-a-keyword")
     log.info("fallback")
     log.info("fallback_call", etw_keyword=-1)
-    assert [(e.name, e.keyword) for e in capture.events] == [("fallback", 1), ("fallback_call", 1)]
+    assert [(e.name, e.keyword) for e in etw_capture.events] == [("fallback", 1), ("fallback_call", 1)]
     assert renderer.provider.stats()["invalid"]["etw_keyword"] == 2
 
 
-def test_exception_adds_formatted_traceback(capture: EtwCapture) -> None:
-    renderer, spy, cls = _setup(capture)
+def test_exception_adds_formatted_traceback(etw_capture: EtwCapture) -> None:
+    renderer, spy, cls = _setup(etw_capture)
     log = bound(cls, [spy, renderer])
     try:
         raise ValueError("bad input")
     except ValueError:
         log.exception("failed", step=2)
     assert spy.calls[0][1]["exc_info"] is True
-    (event,) = capture.events
+    (event,) = etw_capture.events
     assert event.level == 2
     assert event.fields["step"] == 2
     assert "ValueError: bad input" in event.fields["exception"]
@@ -285,14 +279,14 @@ def test_class_built_before_capture_follows_the_new_backend() -> None:
     assert [e.name for e in cap.events] == ["during_capture"]
 
 
-def test_provider_name_and_default_keyword(capture: EtwCapture) -> None:
+def test_provider_name_and_default_keyword(etw_capture: EtwCapture) -> None:
     name = unique_provider()
     cls = make_etw_bound_logger(name, default_keyword=0x40)
     renderer = EtwRenderer(name, default_keyword=0x40)
-    capture.set_enabled(False)
-    capture.set_enabled(True, keyword=0x40)
+    etw_capture.set_enabled(False)
+    etw_capture.set_enabled(True, keyword=0x40)
     bound(cls, [renderer]).info("k40")
-    assert [(e.name, e.keyword) for e in capture.events] == [("k40", 0x40)]
+    assert [(e.name, e.keyword) for e in etw_capture.events] == [("k40", 0x40)]
 
 
 def test_setup_errors_are_clear() -> None:
@@ -308,31 +302,31 @@ def test_setup_errors_are_clear() -> None:
         make_etw_bound_logger("not a valid name!")
 
 
-def test_early_drop_stops_the_chain_when_nobody_listens(capture: EtwCapture) -> None:
+def test_early_drop_stops_the_chain_when_nobody_listens(etw_capture: EtwCapture) -> None:
     renderer = EtwRenderer(unique_provider())
     spy = Spy()
     chain = [EtwEarlyDrop(renderer), spy, renderer]
     log = bound(structlog.make_filtering_bound_logger(logging.NOTSET), chain)
-    capture.set_enabled(False)
-    capture.set_enabled(True, keyword=0x2)
+    etw_capture.set_enabled(False)
+    etw_capture.set_enabled(True, keyword=0x2)
     log.info("dropped_early")
     log.info("passes", etw_keyword=0x2)
     with structlog.contextvars.bound_contextvars(etw_keyword=0x2):
         log.info("passes_contextvar")
     assert [c[1]["event"] for c in spy.calls] == ["passes", "passes_contextvar"]
     # the renderer reads contextvar control keys itself, merged or not
-    assert [(e.name, e.keyword) for e in capture.events] == [("passes", 2), ("passes_contextvar", 2)]
+    assert [(e.name, e.keyword) for e in etw_capture.events] == [("passes", 2), ("passes_contextvar", 2)]
 
 
-def test_early_drop_reads_contextvars_before_merge(capture: EtwCapture) -> None:
+def test_early_drop_reads_contextvars_before_merge(etw_capture: EtwCapture) -> None:
     renderer = EtwRenderer(unique_provider())
     chain = [EtwEarlyDrop(renderer), structlog.contextvars.merge_contextvars, renderer]
     log = bound(structlog.make_filtering_bound_logger(logging.NOTSET), chain)
-    capture.set_enabled(False)
-    capture.set_enabled(True, keyword=0x2)
+    etw_capture.set_enabled(False)
+    etw_capture.set_enabled(True, keyword=0x2)
     with structlog.contextvars.bound_contextvars(etw_keyword=0x2):
         log.info("contextvar_keyword")
-    assert [(e.name, e.keyword) for e in capture.events] == [("contextvar_keyword", 2)]
+    assert [(e.name, e.keyword) for e in etw_capture.events] == [("contextvar_keyword", 2)]
 
 
 class _CountingSlot:
@@ -348,7 +342,7 @@ class _CountingSlot:
 
 
 def test_early_drop_without_control_keys_resolves_no_slot_per_event(
-    capture: EtwCapture, monkeypatch: pytest.MonkeyPatch
+    etw_capture: EtwCapture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Events without ``etw_*`` keys use the slots prebuilt per method (and per name keyword)."""
     renderer = EtwRenderer(unique_provider(), keywords_by_logger={"db": 0x4})
@@ -356,9 +350,9 @@ def test_early_drop_without_control_keys_resolves_no_slot_per_event(
     spy = Spy()
     counting = _CountingSlot(renderer.provider)
     monkeypatch.setattr(renderer.provider, "slot", counting)
-    capture.set_enabled(False)
-    capture.set_enabled(True, level=2)
-    capture.set_enabled(True, keyword=0x4)
+    etw_capture.set_enabled(False)
+    etw_capture.set_enabled(True, level=2)
+    etw_capture.set_enabled(True, keyword=0x4)
     plain = bound(structlog.make_filtering_bound_logger(logging.NOTSET), [drop, spy])
     db = bound(structlog.make_filtering_bound_logger(logging.NOTSET), [drop, spy], logger="db.pool")
     for _ in range(3):
@@ -370,12 +364,12 @@ def test_early_drop_without_control_keys_resolves_no_slot_per_event(
     assert [c[1]["event"] for c in spy.calls] == ["kept_error", "kept_db"] * 3
 
 
-def test_early_drop_with_control_keys_is_exact(capture: EtwCapture) -> None:
+def test_early_drop_with_control_keys_is_exact(etw_capture: EtwCapture) -> None:
     renderer = EtwRenderer(unique_provider(), keywords_by_logger={"db": 0x4})
     spy = Spy()
     log = bound(structlog.make_filtering_bound_logger(logging.NOTSET), [EtwEarlyDrop(renderer), spy])
-    capture.set_enabled(False)
-    capture.set_enabled(True, level=1, keyword=0x8)
+    etw_capture.set_enabled(False)
+    etw_capture.set_enabled(True, level=1, keyword=0x8)
     log.info("dropped")
     log.info("promoted", etw_level=1, etw_keyword=0x8)
     log.info("wrong_keyword", etw_level=1)
@@ -385,10 +379,10 @@ def test_early_drop_with_control_keys_is_exact(capture: EtwCapture) -> None:
     assert [c[1]["event"] for c in spy.calls] == ["promoted", "contextvar_level"]
 
 
-def test_is_etw_enabled_reports_the_slot(capture: EtwCapture) -> None:
-    renderer, _, cls = _setup(capture)
+def test_is_etw_enabled_reports_the_slot(etw_capture: EtwCapture) -> None:
+    renderer, _, cls = _setup(etw_capture)
     log = bound(cls, [renderer])
     assert log.is_etw_enabled("info")
-    capture.set_enabled(False, level=4)
+    etw_capture.set_enabled(False, level=4)
     assert not log.is_etw_enabled("info")
     assert log.is_etw_enabled("error")

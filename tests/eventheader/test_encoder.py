@@ -34,8 +34,7 @@ from structlog_etw.fields import (
     Field,
     to_fields,
 )
-
-from ._ehparse import parse
+from tests.helpers.ehparse import parse
 
 HDR = bytes((0x07, 0, 0, 0, 0, 0, 0, 4))  # flags, version, id, tag, opcode 0, level 4
 

@@ -13,7 +13,7 @@ import pytest
 from structlog_etw import _provider
 from structlog_etw.cli.demo import demo
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = {**os.environ, "PYTHONPATH": REPO, "NO_COLOR": "1"}
 NAMES = [
     "HandleRequest",

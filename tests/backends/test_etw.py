@@ -12,13 +12,10 @@ import ctypes.util
 import gc
 import importlib.util
 import os
-import shutil
-import subprocess
 import threading
 import types
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -26,156 +23,10 @@ import pytest
 from structlog_etw import fields as F
 from structlog_etw.backends.base import BackendUnavailable
 from structlog_etw.backends.etw import EtwBackend
-from structlog_etw.decoded import DecodedEvent
-from structlog_etw.tracelogging.decoder import decode, decode_event_descriptor, decode_traits
+from structlog_etw.tracelogging.decoder import decode_event_descriptor, decode_traits
 from structlog_etw.tracelogging.encoder import TraceLoggingEncoder, provider_id
-
-from ._shared import find_spec_or_skip, skip_or_fail
-
-CSRC = Path(__file__).parent / "csrc" / "fake_eventing.c"
-HANDLE_BASE = 0xA5A5000000000000
-
-
-@pytest.fixture(scope="session")
-def fake_library(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """Path of the compiled fake ETW library (built once per session)."""
-    return build_fake_library(tmp_path_factory.mktemp("fake_eventing"))
-
-
-def build_fake_library(directory: Path) -> str:
-    """Compile tests/csrc/fake_eventing.c into ``directory``; skip (locally) or fail (CI) without gcc."""
-    gcc = shutil.which("gcc")
-    if gcc is None:
-        skip_or_fail("gcc not found: cannot build the fake ETW library tests/csrc/fake_eventing.c")
-    out = directory / "libfake_eventing.so"
-    subprocess.run(
-        [
-            gcc,
-            "-shared",
-            "-fPIC",
-            "-O1",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-pthread",
-            "-o",
-            str(out),
-            str(CSRC),
-        ],
-        check=True,
-    )
-    return str(out)
-
-
-@dataclass
-class Descriptor:
-    type: int
-    reserved1: int
-    reserved2: int
-    data: bytes
-
-
-@dataclass
-class Record:
-    handle: int
-    descriptor: bytes
-    activity: bytes | None
-    related: bytes | None
-    result: int
-    data: list[Descriptor]
-
-    def decoded(self) -> DecodedEvent:
-        traits, meta = self.data[0].data, self.data[1].data
-        payload = self.data[2].data if len(self.data) > 2 else b""
-        return decode(
-            meta,
-            payload,
-            provider=decode_traits(traits)[0],
-            descriptor=self.descriptor,
-            activity_id=uuid.UUID(bytes_le=self.activity) if self.activity else None,
-            related_id=uuid.UUID(bytes_le=self.related) if self.related else None,
-        )
-
-
-class Fake:
-    """Reads what the C library recorded and drives its session state."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.lib = ctypes.CDLL(path)
-        self.lib.fake_enable.argtypes = [ctypes.c_uint8, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint32]
-        self.lib.fake_get_data.restype = ctypes.c_int64
-        self.lib.fake_get_setinfo.restype = ctypes.c_int64
-        self.lib.fake_set_write_result.argtypes = [ctypes.c_uint32]
-
-    def enable(self, level: int, any_kw: int = 0, all_kw: int = 0, is_enabled: int = 1) -> None:
-        self.lib.fake_enable(level, any_kw, all_kw, is_enabled)
-
-    def records(self) -> list[Record]:
-        out = []
-        for i in range(self.lib.fake_record_count()):
-            handle = ctypes.c_uint64()
-            desc = ctypes.create_string_buffer(16)
-            has_a, has_r = ctypes.c_int(), ctypes.c_int()
-            act, rel = ctypes.create_string_buffer(16), ctypes.create_string_buffer(16)
-            count, result = ctypes.c_uint32(), ctypes.c_uint32()
-            rc = self.lib.fake_get_record(
-                i,
-                ctypes.byref(handle),
-                desc,
-                ctypes.byref(has_a),
-                act,
-                ctypes.byref(has_r),
-                rel,
-                ctypes.byref(count),
-                ctypes.byref(result),
-            )
-            assert rc == 0
-            data = []
-            for j in range(count.value):
-                t, r1, r2 = ctypes.c_uint8(), ctypes.c_uint8(), ctypes.c_uint16()
-                size = self.lib.fake_get_data(
-                    i, j, ctypes.byref(t), ctypes.byref(r1), ctypes.byref(r2), None, 0
-                )
-                buf = ctypes.create_string_buffer(max(size, 1))
-                self.lib.fake_get_data(i, j, ctypes.byref(t), ctypes.byref(r1), ctypes.byref(r2), buf, size)
-                data.append(Descriptor(t.value, r1.value, r2.value, buf.raw[:size]))
-            out.append(
-                Record(
-                    handle.value,
-                    desc.raw,
-                    act.raw if has_a.value else None,
-                    rel.raw if has_r.value else None,
-                    result.value,
-                    data,
-                )
-            )
-        return out
-
-    def setinfos(self) -> list[tuple[int, int, bytes]]:
-        out = []
-        for i in range(self.lib.fake_setinfo_count()):
-            handle, cls = ctypes.c_uint64(), ctypes.c_uint32()
-            size = self.lib.fake_get_setinfo(i, ctypes.byref(handle), ctypes.byref(cls), None, 0)
-            buf = ctypes.create_string_buffer(max(size, 1))
-            self.lib.fake_get_setinfo(i, ctypes.byref(handle), ctypes.byref(cls), buf, size)
-            out.append((handle.value, cls.value, buf.raw[:size]))
-        return out
-
-    def provider_guid(self, handle: int) -> uuid.UUID:
-        buf = ctypes.create_string_buffer(16)
-        assert self.lib.fake_provider_guid(ctypes.c_uint64(handle), buf) == 0
-        return uuid.UUID(bytes_le=buf.raw)
-
-
-@pytest.fixture
-def fake(fake_library: str) -> Iterator[Fake]:
-    f = Fake(fake_library)
-    f.lib.fake_reset()
-    yield f
-    live = f.lib.fake_live_providers()
-    f.lib.fake_reset()
-    assert live == 0, "a test left an ETW registration open"
+from tests.helpers.fake_etw import HANDLE_BASE, Fake
+from tests.helpers.shared import find_spec_or_skip
 
 
 @pytest.fixture

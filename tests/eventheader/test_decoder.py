@@ -30,7 +30,7 @@ from structlog_etw.eventheader.decoder import (
 )
 from structlog_etw.eventheader.encoder import EventHeaderEncoder
 from structlog_etw.fields import to_fields
-from tests._shared import skip_or_fail
+from tests.helpers.shared import skip_or_fail
 
 # The worked example of shared/spec/eventheader.md ("Test vector (DYN)").
 SPEC_NAME = "MyCompany_MyComponent_L4K1fGmygroup"

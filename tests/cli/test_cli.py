@@ -14,7 +14,7 @@ from structlog_etw.cli import COMMANDS, main
 from structlog_etw.eventheader.decoder import perf_json_fields
 from structlog_etw.perf.datafile import PerfDataFile
 from structlog_etw.perf.samples import decode_sample, sample_perf_json
-from tests._shared import REPO, load_expected, pairs, pipe_mode_copy, vector
+from tests.helpers.shared import REPO, load_expected, pairs, pipe_mode_copy, vector
 
 GUID_VECTORS = {
     "MyProvider": "b3864c38-4273-58c5-545b-8b3608343471",

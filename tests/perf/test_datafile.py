@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from structlog_etw.perf.datafile import PerfDataError, PerfDataFile, Sample, read_samples
 from structlog_etw.perf.samples import SampleDecodeError, decode_sample
 from structlog_etw.perf.tracefs_format import parse_format
-from tests._shared import REPO, pipe_mode_copy, vector
+from tests.helpers.shared import REPO, pipe_mode_copy, vector
 
 SCHED_FORMAT = """name: sched_switch
 ID: 316

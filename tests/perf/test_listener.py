@@ -24,7 +24,8 @@ from structlog_etw.perf.listener import (
     match_tracepoint,
 )
 
-ENV = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ENV = {**os.environ, "PYTHONPATH": REPO}
 
 # The format file of a user_events EventHeader tracepoint as Linux 6.12 prints it.
 FORMAT = """name: MyProv_L4K1

@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def shared_dir() -> Path:

@@ -29,8 +29,7 @@ from structlog_etw.tracelogging.encoder import (
     filetime,
     provider_id,
 )
-
-from ._shared import import_or_skip
+from tests.helpers.shared import import_or_skip
 
 
 class _UnusedFunction:

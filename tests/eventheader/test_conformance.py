@@ -14,7 +14,7 @@ import pytest
 from structlog_etw.eventheader.decoder import decode_event, perf_json
 from structlog_etw.perf.datafile import PerfDataFile
 from structlog_etw.perf.samples import decode_sample, sample_perf_json
-from tests._shared import load_expected, pairs, read_dat, vector
+from tests.helpers.shared import load_expected, pairs, read_dat, vector
 
 DAT = "EventHeaderInterceptorLE64.dat"
 

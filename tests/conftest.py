@@ -1,0 +1,26 @@
+"""Fixtures shared by the host test suite (the kernel tests have their own in tests/kernel/)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.helpers.fake_etw import Fake, build_fake_library
+
+
+@pytest.fixture(scope="session")
+def fake_library(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Path of the compiled fake ETW library (built once per session)."""
+    return build_fake_library(tmp_path_factory.mktemp("fake_eventing"))
+
+
+@pytest.fixture
+def fake(fake_library: str) -> Iterator[Fake]:
+    """The fake ETW library, reset; fails the test if it leaves a registration open."""
+    f = Fake(fake_library)
+    f.lib.fake_reset()
+    yield f
+    live = f.lib.fake_live_providers()
+    f.lib.fake_reset()
+    assert live == 0, "a test left an ETW registration open"
