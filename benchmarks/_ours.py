@@ -18,7 +18,7 @@ from _baselines import FIVE_FIELDS
 from structlog_etw._provider import Provider
 from structlog_etw._renderer import EtwRenderer
 from structlog_etw.backends.base import Slot
-from structlog_etw.eventheader.encoder import tracepoint_name
+from structlog_etw.eventheader.spec import tracepoint_name
 from structlog_etw.fields import to_fields
 
 __all__ = ["SinkBackend", "early_drop_logger", "encoder_namespace", "fast_path_logger", "provider"]

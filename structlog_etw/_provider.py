@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from .backends.base import BackendUnavailable, Slot
 from .backends.null import DISABLED_WORD, NullBackend
-from .eventheader.encoder import validate_provider_name
+from .eventheader.spec import validate_provider_name
 from .fields import Field
 
 __all__ = [

@@ -14,7 +14,7 @@ import threading
 import uuid
 from dataclasses import dataclass
 
-from ..eventheader.encoder import tracepoint_name
+from ..eventheader.spec import tracepoint_name
 from .base import Slot
 
 __all__ = ["CaptureBackend", "CaptureRecord"]

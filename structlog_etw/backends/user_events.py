@@ -41,7 +41,7 @@ import threading
 import weakref
 from typing import Final
 
-from ..eventheader.encoder import register_command, tracepoint_name, validate_provider_name
+from ..eventheader.spec import register_command, tracepoint_name, validate_provider_name
 from .base import BackendUnavailable, Slot
 
 __all__ = ["DIAG_IOCSREG", "DIAG_IOCSUNREG", "UserEventsBackend", "find_tracefs"]

@@ -15,17 +15,19 @@ from typing import Any, Final
 
 from ..decoded import DecodedEvent, DecodedField
 from ..eventheader.decoder import (
+    errno_text,
+    field_value,
+    float_text,
+    perf_json_fields,
+    time_text,
+)
+from ..eventheader.spec import (
     ENC_BINARY_LENGTH16_CHAR8,
     ENC_STRING_LENGTH16_CHAR8,
     ENC_STRUCT,
     ENC_VALUE32,
     FMT_ERRNO,
     FMT_HEX_INT,
-    errno_text,
-    field_value,
-    float_text,
-    perf_json_fields,
-    time_text,
 )
 
 __all__ = ["EventMeta", "event_json", "event_pretty", "level_name", "wallclock_text"]

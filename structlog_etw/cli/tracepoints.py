@@ -7,7 +7,7 @@ import shlex
 import sys
 from typing import Final
 
-from ..eventheader.encoder import tracepoint_name, validate_provider_name
+from ..eventheader.spec import tracepoint_name, validate_provider_name
 
 LEVELS: Final[dict[str, int]] = {
     "critical": 1,

@@ -26,6 +26,56 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..decoded import DecodedEvent, DecodedField
+from .spec import (
+    ENC_BINARY_LENGTH16_CHAR8,
+    ENC_STRING_LENGTH16_CHAR8,
+    ENC_STRING_LENGTH16_CHAR16,
+    ENC_STRING_LENGTH16_CHAR32,
+    ENC_STRUCT,
+    ENC_VALUE8,
+    ENC_VALUE16,
+    ENC_VALUE32,
+    ENC_VALUE64,
+    ENC_VALUE128,
+    ENC_ZSTRING_CHAR8,
+    ENC_ZSTRING_CHAR16,
+    ENC_ZSTRING_CHAR32,
+    ENCODING_CARRAY,
+    ENCODING_CHAIN,
+    ENCODING_NAMES,
+    ENCODING_VALUE_MASK,
+    ENCODING_VARRAY,
+    EXT_ACTIVITY_ID,
+    EXT_METADATA,
+    EXTENSION_CHAIN,
+    FIXED_SIZE,
+    FMT_BOOLEAN,
+    FMT_ERRNO,
+    FMT_FLOAT,
+    FMT_HEX_BYTES,
+    FMT_HEX_INT,
+    FMT_IP_ADDRESS,
+    FMT_IP_ADDRESS_OBSOLETE,
+    FMT_PID,
+    FMT_PORT,
+    FMT_SIGNED_INT,
+    FMT_STRING8,
+    FMT_STRING_JSON,
+    FMT_STRING_UTF,
+    FMT_STRING_UTF_BOM,
+    FMT_STRING_XML,
+    FMT_TIME,
+    FMT_UNSIGNED_INT,
+    FMT_UUID,
+    FORMAT_CHAIN,
+    FORMAT_NAMES,
+    FORMAT_VALUE_MASK,
+    LENGTH16_UNIT,
+    ZSTRING_UNIT,
+    EventHeaderDecodeError,
+    HeaderFlags,
+    parse_tracepoint_name,
+)
 
 __all__ = [
     "ENCODING_NAMES",
@@ -41,162 +91,8 @@ __all__ = [
     "time_text",
 ]
 
-# --- wire constants ---------------------------------------------------------------------------
-
-FLAG_POINTER64: Final = 0x01
-FLAG_LITTLE_ENDIAN: Final = 0x02
-FLAG_EXTENSION: Final = 0x04
-_KNOWN_FLAGS: Final = FLAG_POINTER64 | FLAG_LITTLE_ENDIAN | FLAG_EXTENSION
-
-EXT_METADATA: Final = 1
-EXT_ACTIVITY_ID: Final = 2
-_EXT_CHAIN: Final = 0x8000
-
-ENC_STRUCT: Final = 1
-ENC_VALUE8: Final = 2
-ENC_VALUE16: Final = 3
-ENC_VALUE32: Final = 4
-ENC_VALUE64: Final = 5
-ENC_VALUE128: Final = 6
-ENC_ZSTRING_CHAR8: Final = 7
-ENC_ZSTRING_CHAR16: Final = 8
-ENC_ZSTRING_CHAR32: Final = 9
-ENC_STRING_LENGTH16_CHAR8: Final = 10
-ENC_STRING_LENGTH16_CHAR16: Final = 11
-ENC_STRING_LENGTH16_CHAR32: Final = 12
-ENC_BINARY_LENGTH16_CHAR8: Final = 13
-_ENC_VALUE_MASK: Final = 0x1F
-_ENC_CARRAY: Final = 0x20
-_ENC_VARRAY: Final = 0x40
-_ENC_CHAIN: Final = 0x80
-
-FMT_DEFAULT: Final = 0
-FMT_UNSIGNED_INT: Final = 1
-FMT_SIGNED_INT: Final = 2
-FMT_HEX_INT: Final = 3
-FMT_ERRNO: Final = 4
-FMT_PID: Final = 5
-FMT_TIME: Final = 6
-FMT_BOOLEAN: Final = 7
-FMT_FLOAT: Final = 8
-FMT_HEX_BYTES: Final = 9
-FMT_STRING8: Final = 10
-FMT_STRING_UTF: Final = 11
-FMT_STRING_UTF_BOM: Final = 12
-FMT_STRING_XML: Final = 13
-FMT_STRING_JSON: Final = 14
-FMT_UUID: Final = 15
-FMT_PORT: Final = 16
-FMT_IP_ADDRESS: Final = 17
-FMT_IP_ADDRESS_OBSOLETE: Final = 18
-_FMT_VALUE_MASK: Final = 0x7F
-_FMT_CHAIN: Final = 0x80
-
-#: Encoding number -> name (as in eventheader.h, without the prefix).
-ENCODING_NAMES: Final[dict[int, str]] = {
-    ENC_STRUCT: "struct",
-    ENC_VALUE8: "value8",
-    ENC_VALUE16: "value16",
-    ENC_VALUE32: "value32",
-    ENC_VALUE64: "value64",
-    ENC_VALUE128: "value128",
-    ENC_ZSTRING_CHAR8: "zstring_char8",
-    ENC_ZSTRING_CHAR16: "zstring_char16",
-    ENC_ZSTRING_CHAR32: "zstring_char32",
-    ENC_STRING_LENGTH16_CHAR8: "string_length16_char8",
-    ENC_STRING_LENGTH16_CHAR16: "string_length16_char16",
-    ENC_STRING_LENGTH16_CHAR32: "string_length16_char32",
-    ENC_BINARY_LENGTH16_CHAR8: "binary_length16_char8",
-}
-
-#: Format number -> name (as in eventheader.h, without the prefix).
-FORMAT_NAMES: Final[dict[int, str]] = {
-    FMT_DEFAULT: "default",
-    FMT_UNSIGNED_INT: "unsigned_int",
-    FMT_SIGNED_INT: "signed_int",
-    FMT_HEX_INT: "hex_int",
-    FMT_ERRNO: "errno",
-    FMT_PID: "pid",
-    FMT_TIME: "time",
-    FMT_BOOLEAN: "boolean",
-    FMT_FLOAT: "float",
-    FMT_HEX_BYTES: "hex_bytes",
-    FMT_STRING8: "string8",
-    FMT_STRING_UTF: "string_utf",
-    FMT_STRING_UTF_BOM: "string_utf_bom",
-    FMT_STRING_XML: "string_xml",
-    FMT_STRING_JSON: "string_json",
-    FMT_UUID: "uuid",
-    FMT_PORT: "port",
-    FMT_IP_ADDRESS: "ip_address",
-    FMT_IP_ADDRESS_OBSOLETE: "ip_address_obsolete",
-}
-
-_FIXED_SIZE: Final[dict[int, int]] = {
-    ENC_VALUE8: 1,
-    ENC_VALUE16: 2,
-    ENC_VALUE32: 4,
-    ENC_VALUE64: 8,
-    ENC_VALUE128: 16,
-}
-_ZSTRING_UNIT: Final[dict[int, int]] = {ENC_ZSTRING_CHAR8: 1, ENC_ZSTRING_CHAR16: 2, ENC_ZSTRING_CHAR32: 4}
-_LENGTH16_UNIT: Final[dict[int, int]] = {
-    ENC_STRING_LENGTH16_CHAR8: 1,
-    ENC_STRING_LENGTH16_CHAR16: 2,
-    ENC_STRING_LENGTH16_CHAR32: 4,
-    ENC_BINARY_LENGTH16_CHAR8: 1,
-}
-
-_NAME_MAX: Final = 256  # EVENTHEADER_NAME_MAX: tracepoint names are shorter than this
+_KNOWN_FLAGS: Final = int(HeaderFlags.POINTER64 | HeaderFlags.LITTLE_ENDIAN | HeaderFlags.EXTENSION)
 _MAX_DEPTH: Final = 32  # struct nesting limit (perf-decode: 8-deep stack; we are a bit more lenient)
-
-
-class EventHeaderDecodeError(ValueError):
-    """The bytes (or the tracepoint name) are not a well-formed EventHeader event."""
-
-
-# --- tracepoint name ----------------------------------------------------------------------------
-
-
-def _lower_hex(text: str, pos: int) -> tuple[int, int]:
-    """Parse lowercase hex digits at ``pos``; return ``(value, end)`` (value 0 when none)."""
-    end = pos
-    while end < len(text) and text[end] in "0123456789abcdef":
-        end += 1
-    return (int(text[pos:end], 16) if end > pos else 0), end
-
-
-def parse_tracepoint_name(name: str) -> tuple[str, int, int, str]:
-    """Split ``<Provider>_L<level>K<keyword>[options]`` into ``(provider, level, keyword, options)``.
-
-    A ``system:`` prefix (``user_events:``) is ignored.  The provider is
-    everything before the LAST ``_``.  Raises :class:`EventHeaderDecodeError`
-    for a name that is not an EventHeader tracepoint name.
-    """
-    if ":" in name:
-        name = name.rsplit(":", 1)[1]
-    if len(name) >= _NAME_MAX or "\0" in name:
-        raise EventHeaderDecodeError(f"not an EventHeader tracepoint name (length/NUL): {name!r}")
-    under = name.rfind("_")
-    if under < 0:
-        raise EventHeaderDecodeError(f"not an EventHeader tracepoint name (no '_'): {name!r}")
-    provider = name[:under]
-    pos = under + 1
-    if pos >= len(name) or name[pos] != "L":
-        raise EventHeaderDecodeError(f"not an EventHeader tracepoint name (no L<level>): {name!r}")
-    level, pos = _lower_hex(name, pos + 1)
-    if pos >= len(name) or name[pos] != "K":
-        raise EventHeaderDecodeError(f"not an EventHeader tracepoint name (no K<keyword>): {name!r}")
-    keyword, pos = _lower_hex(name, pos + 1)
-    options = name[pos:]
-    i = 0
-    while i < len(options):
-        if not "A" <= options[i] <= "Z":
-            raise EventHeaderDecodeError(f"bad option in tracepoint name: {name!r}")
-        i += 1
-        while i < len(options) and (options[i].isdigit() or "a" <= options[i] <= "z"):
-            i += 1
-    return provider, level & 0xFF, keyword & 0xFFFFFFFFFFFFFFFF, options
 
 
 # --- metadata -----------------------------------------------------------------------------------
@@ -204,7 +100,7 @@ def parse_tracepoint_name(name: str) -> tuple[str, int, int, str]:
 
 @dataclass
 class _Meta:
-    """One field's metadata. ``array``: 0, _ENC_CARRAY or _ENC_VARRAY."""
+    """One field's metadata. ``array``: 0, ENCODING_CARRAY or ENCODING_VARRAY."""
 
     name: bytes
     encoding: int
@@ -241,23 +137,23 @@ class _MetaReader:
         pos += 1
         fmt = 0
         tag = 0
-        if enc & _ENC_CHAIN:
+        if enc & ENCODING_CHAIN:
             if pos >= self.end:
                 raise EventHeaderDecodeError(f"metadata: field {name!r}: format byte missing")
             fmt = buf[pos]
             pos += 1
-            if fmt & _FMT_CHAIN:
+            if fmt & FORMAT_CHAIN:
                 if self.end - pos < 2:
                     raise EventHeaderDecodeError(f"metadata: field {name!r}: tag missing")
                 (tag,) = struct.unpack_from(self.order + "H", buf, pos)
                 pos += 2
-        array = enc & (_ENC_CARRAY | _ENC_VARRAY)
-        value_enc = enc & _ENC_VALUE_MASK
-        fmt &= _FMT_VALUE_MASK
+        array = enc & (ENCODING_CARRAY | ENCODING_VARRAY)
+        value_enc = enc & ENCODING_VALUE_MASK
+        fmt &= FORMAT_VALUE_MASK
         count = 0
-        if array == _ENC_CARRAY | _ENC_VARRAY:
+        if array == ENCODING_CARRAY | ENCODING_VARRAY:
             raise EventHeaderDecodeError(f"metadata: field {name!r}: both CArray and VArray flags set")
-        if array == _ENC_CARRAY:
+        if array == ENCODING_CARRAY:
             if self.end - pos < 2:
                 raise EventHeaderDecodeError(f"metadata: field {name!r}: CArray length missing")
             (count,) = struct.unpack_from(self.order + "H", buf, pos)
@@ -310,8 +206,8 @@ class _DataReader:
 
     def item(self, meta: _Meta) -> _Item:
         if meta.array:
-            n = meta.count if meta.array == _ENC_CARRAY else self.u16(meta)
-            size = _FIXED_SIZE.get(meta.encoding)
+            n = meta.count if meta.array == ENCODING_CARRAY else self.u16(meta)
+            size = FIXED_SIZE.get(meta.encoding)
             if size is not None:
                 self.need(size * n, meta)
             return ("a", meta, [self.element(meta) for _ in range(n)])
@@ -321,9 +217,9 @@ class _DataReader:
         if meta.encoding == ENC_STRUCT:
             return ("s", meta, self.items(meta.children))
         buf = self.buf
-        size = _FIXED_SIZE.get(meta.encoding)
+        size = FIXED_SIZE.get(meta.encoding)
         if size is None:
-            unit = _ZSTRING_UNIT.get(meta.encoding)
+            unit = ZSTRING_UNIT.get(meta.encoding)
             if unit is not None:
                 end = self.pos
                 zero = b"\0" * unit
@@ -336,7 +232,7 @@ class _DataReader:
                 raw = buf[self.pos : end]
                 self.pos = end + unit
                 return ("v", meta, raw)
-            n = self.u16(meta) * _LENGTH16_UNIT[meta.encoding]
+            n = self.u16(meta) * LENGTH16_UNIT[meta.encoding]
             size = n
         self.need(size, meta)
         raw = buf[self.pos : self.pos + size]
@@ -365,13 +261,13 @@ def _parse(data: bytes) -> _Parsed:
     flags, version = data[0], data[1]
     if flags & ~_KNOWN_FLAGS:
         raise EventHeaderDecodeError(f"unsupported EventHeader flags 0x{flags:02x}")
-    order = "<" if flags & FLAG_LITTLE_ENDIAN else ">"
+    order = "<" if flags & HeaderFlags.LITTLE_ENDIAN else ">"
     eid, tag, opcode, level = struct.unpack_from(order + "HHBB", data, 2)
     pos = 8
     meta_buf: bytes | None = None
     activity: bytes | None = None
     related: bytes | None = None
-    if flags & FLAG_EXTENSION:
+    if flags & HeaderFlags.EXTENSION:
         while True:
             if len(data) - pos < 4:
                 raise EventHeaderDecodeError("extension header truncated")
@@ -393,7 +289,7 @@ def _parse(data: bytes) -> _Parsed:
                 if size == 32:
                     related = data[pos + 16 : pos + 32]
             pos += size
-            if not kind & _EXT_CHAIN:
+            if not kind & EXTENSION_CHAIN:
                 break
     if meta_buf is None:
         raise EventHeaderDecodeError("no Metadata extension (not a self-describing EventHeader event)")
@@ -1075,7 +971,7 @@ def _num(value: int | str) -> bytes:
 
 def _json_value(enc: int, fmt: int, raw: bytes, order: str) -> bytes:
     """One scalar value as perf-decode writes it in JSON (raw UTF-8-ish bytes)."""
-    size = _FIXED_SIZE.get(enc)
+    size = FIXED_SIZE.get(enc)
     if size is not None:
         u = _int_of(raw, order, False)
         if enc == ENC_VALUE128:
@@ -1115,7 +1011,7 @@ def _json_value(enc: int, fmt: int, raw: bytes, order: str) -> bytes:
         n = len(raw)
         if n == 0 and fmt in _SIZED_FORMATS:
             return b"null"
-        sized = {
+        by_format: dict[int, dict[int, int]] = {
             FMT_UNSIGNED_INT: {1: ENC_VALUE8, 2: ENC_VALUE16, 4: ENC_VALUE32, 8: ENC_VALUE64},
             FMT_SIGNED_INT: {1: ENC_VALUE8, 2: ENC_VALUE16, 4: ENC_VALUE32, 8: ENC_VALUE64},
             FMT_HEX_INT: {1: ENC_VALUE8, 2: ENC_VALUE16, 4: ENC_VALUE32, 8: ENC_VALUE64},
@@ -1128,7 +1024,8 @@ def _json_value(enc: int, fmt: int, raw: bytes, order: str) -> bytes:
             FMT_PORT: {2: ENC_VALUE16},
             FMT_IP_ADDRESS: {4: ENC_VALUE32, 16: ENC_VALUE128},
             FMT_IP_ADDRESS_OBSOLETE: {4: ENC_VALUE32, 16: ENC_VALUE128},
-        }.get(fmt, {})
+        }
+        sized = by_format.get(fmt, {})
         as_enc = sized.get(n)
         if as_enc is not None:
             return _json_value(as_enc, fmt, raw, order)

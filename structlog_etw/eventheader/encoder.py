@@ -52,98 +52,68 @@ from ..fields import (
     UUID,
     Field,
 )
+from .spec import (
+    DYN_MAX_EVENT_SIZE,
+    ENC_BINARY_LENGTH16_CHAR8,
+    ENC_STRING_LENGTH16_CHAR8,
+    ENC_STRUCT,
+    ENC_VALUE8,
+    ENC_VALUE32,
+    ENC_VALUE64,
+    ENC_VALUE128,
+    ENCODING_CARRAY,
+    ENCODING_CHAIN,
+    ENCODING_VARRAY,
+    EXT_ACTIVITY_ID,
+    EXT_METADATA,
+    EXTENSION_CHAIN,
+    EXTENSION_STRUCT,
+    FMT_BOOLEAN,
+    FMT_FLOAT,
+    FMT_HEX_BYTES,
+    FMT_IP_ADDRESS,
+    FMT_SIGNED_INT,
+    FMT_STRING_JSON,
+    FMT_UNSIGNED_INT,
+    FMT_UUID,
+    FORMAT_CHAIN,
+    HEADER,
+    HEADER_FLAGS,
+    PERF_MAX_EVENT_SIZE,
+)
 
 __all__ = [
-    "COMMAND_FIELDS",
-    "DYN_MAX_EVENT_SIZE",
-    "PERF_MAX_EVENT_SIZE",
     "TRUNCATED_FIELD",
     "TRUNCATION_MARKER",
     "EventHeaderEncoder",
     "assemble_event",
     "field_metadata",
-    "register_command",
     "sanitize_name",
-    "tracepoint_name",
-    "validate_provider_name",
 ]
-
-# --- wire constants (eventheader.h) -------------------------------------------------------------
-
-#: Header flags: pointer64 | little-endian | extension.
-FLAGS_WITH_EXTENSION: Final = 0x07
-EXT_METADATA: Final = 1
-EXT_ACTIVITY_ID: Final = 2
-EXT_CHAIN: Final = 0x8000
-
-ENC_STRUCT: Final = 1
-ENC_VALUE8: Final = 2
-ENC_VALUE16: Final = 3
-ENC_VALUE32: Final = 4
-ENC_VALUE64: Final = 5
-ENC_VALUE128: Final = 6
-ENC_ZSTRING_CHAR8: Final = 7
-ENC_STRING_LENGTH16_CHAR8: Final = 10
-ENC_STRING_LENGTH16_CHAR16: Final = 11
-ENC_BINARY_LENGTH16_CHAR8: Final = 13
-ENC_CARRAY: Final = 0x20
-ENC_VARRAY: Final = 0x40
-ENC_CHAIN: Final = 0x80
-
-FMT_UNSIGNED_INT: Final = 1
-FMT_SIGNED_INT: Final = 2
-FMT_BOOLEAN: Final = 7
-FMT_FLOAT: Final = 8
-FMT_HEX_BYTES: Final = 9
-FMT_STRING_JSON: Final = 14
-FMT_UUID: Final = 15
-FMT_IP_ADDRESS: Final = 17
-FMT_CHAIN: Final = 0x80
-
-#: The register command's field list (exact text of LinuxTracepoints' EVENTHEADER_COMMAND_TYPES).
-COMMAND_FIELDS: Final = "u8 eventheader_flags; u8 version; u16 id; u16 tag; u8 opcode; u8 level"
-
-#: Largest event (bytes after the write index) perf keeps.  The kernel's user_event_perf asks
-#: perf_trace_buf_alloc for ALIGN(8 + size, 8) bytes (8 = struct trace_entry, the common fields)
-#: and gets NULL, dropping the event while writev still succeeds, above PERF_MAX_TRACE_SIZE
-#: (8192): so size <= 8184.
-PERF_MAX_EVENT_SIZE: Final = 8192 - 8
-#: Largest event the kernel's dynamic-event path accepts at all (DYN rejects > 65535 - 68).
-DYN_MAX_EVENT_SIZE: Final = 65535 - 68
-
-#: Tracepoint name limit (EVENTHEADER_NAME_MAX, including the NUL).
-NAME_MAX: Final = 256
-#: ``len(provider) + len(group)`` must stay below this (room for ``_L<lv>K<kw>G``).
-PROVIDER_GROUP_MAX: Final = 234
-
-#: Suffix of a string cut by the size policy.
-#: Bool field appended to an event whose values were cut by the size policy.
 
 _MARKER_BYTES: Final = TRUNCATION_MARKER.encode("utf-8")
 _U16_MAX: Final = 0xFFFF
 
-_HEADER = struct.Struct("<BBHHBB")
-_EXT = struct.Struct("<HH")
+_HEADER: Final = HEADER
+_EXT: Final = EXTENSION_STRUCT
 _U16 = struct.Struct("<H")
 _LITTLE: Final = sys.byteorder == "little"
 
-_PROVIDER_RE = re.compile(r"[A-Za-z0-9_]+\Z")
-_GROUP_RE = re.compile(r"[a-z0-9]+\Z")
 _SURROGATES = re.compile("[\ud800-\udfff]")
 
 # Metadata bytes (encoding [, format]) per field kind.
 _KIND_META: Final[dict[int, bytes]] = {
-    BOOL: bytes((ENC_VALUE8 | ENC_CHAIN, FMT_BOOLEAN)),
-    I64: bytes((ENC_VALUE64 | ENC_CHAIN, FMT_SIGNED_INT)),
-    U64: bytes((ENC_VALUE64 | ENC_CHAIN, FMT_UNSIGNED_INT)),
-    F64: bytes((ENC_VALUE64 | ENC_CHAIN, FMT_FLOAT)),
+    BOOL: bytes((ENC_VALUE8 | ENCODING_CHAIN, FMT_BOOLEAN)),
+    I64: bytes((ENC_VALUE64 | ENCODING_CHAIN, FMT_SIGNED_INT)),
+    U64: bytes((ENC_VALUE64 | ENCODING_CHAIN, FMT_UNSIGNED_INT)),
+    F64: bytes((ENC_VALUE64 | ENCODING_CHAIN, FMT_FLOAT)),
     STR: bytes((ENC_STRING_LENGTH16_CHAR8,)),
-    BYTES: bytes((ENC_BINARY_LENGTH16_CHAR8 | ENC_CHAIN, FMT_HEX_BYTES)),
-    UUID: bytes((ENC_VALUE128 | ENC_CHAIN, FMT_UUID)),
-    IPV4: bytes((ENC_VALUE32 | ENC_CHAIN, FMT_IP_ADDRESS)),
-    IPV6: bytes((ENC_VALUE128 | ENC_CHAIN, FMT_IP_ADDRESS)),
+    BYTES: bytes((ENC_BINARY_LENGTH16_CHAR8 | ENCODING_CHAIN, FMT_HEX_BYTES)),
+    UUID: bytes((ENC_VALUE128 | ENCODING_CHAIN, FMT_UUID)),
+    IPV4: bytes((ENC_VALUE32 | ENCODING_CHAIN, FMT_IP_ADDRESS)),
+    IPV6: bytes((ENC_VALUE128 | ENCODING_CHAIN, FMT_IP_ADDRESS)),
     TIME: bytes((ENC_STRING_LENGTH16_CHAR8,)),
-    JSON: bytes((ENC_STRING_LENGTH16_CHAR8 | ENC_CHAIN, FMT_STRING_JSON)),
+    JSON: bytes((ENC_STRING_LENGTH16_CHAR8 | ENCODING_CHAIN, FMT_STRING_JSON)),
 }
 
 # Fixed-size scalars: struct format char per kind.
@@ -154,44 +124,6 @@ _ELEM_SIZE: Final[dict[int, int]] = {BOOL: 1, I64: 8, U64: 8, F64: 8, UUID: 16, 
 
 
 # --- names and registration ---------------------------------------------------------------------
-
-
-def validate_provider_name(name: str, group: str | None = None) -> None:
-    """Raise a clear :class:`ValueError` unless ``name`` (and ``group``) make valid tracepoint names.
-
-    Provider: ``[A-Za-z0-9_]+``; group: ``[a-z0-9]+``; ``len(name) + len(group) < 234`` so that
-    every ``<name>_L<level>K<keyword>G<group>`` stays below the 256-byte tracepoint name limit.
-    """
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"provider name must be a non-empty str, got {name!r}")
-    if not _PROVIDER_RE.match(name):
-        raise ValueError(
-            f"provider name {name!r} may only contain ASCII letters, digits and '_' ([A-Za-z0-9_])"
-        )
-    glen = 0
-    if group is not None:
-        if not isinstance(group, str) or not _GROUP_RE.match(group):
-            raise ValueError(
-                f"provider group {group!r} must be lowercase ASCII letters and digits ([a-z0-9]+)"
-            )
-        glen = len(group)
-    if len(name) + glen >= PROVIDER_GROUP_MAX:
-        raise ValueError(
-            f"provider name and group are too long ({len(name)} + {glen} characters; "
-            f"together they must stay below {PROVIDER_GROUP_MAX})"
-        )
-
-
-def tracepoint_name(provider: str, level: int, keyword: int, group: str | None = None) -> str:
-    """``<provider>_L<level>K<keyword>[G<group>]``, level and keyword in lowercase hex."""
-    if group:
-        return f"{provider}_L{level:x}K{keyword:x}G{group}"
-    return f"{provider}_L{level:x}K{keyword:x}"
-
-
-def register_command(name: str) -> str:
-    """The user_events DIAG_IOCSREG command registering tracepoint ``name`` as an EventHeader event."""
-    return f"{name} {COMMAND_FIELDS}"
 
 
 def sanitize_name(name: str) -> str:
@@ -228,13 +160,13 @@ def field_metadata(name: str, encoding: int, fmt: int = 0, tag: int = 0, carray_
     """
     out = bytearray(_name_bytes(name))
     if fmt or tag:
-        out.append(encoding | ENC_CHAIN)
-        out.append(fmt | (FMT_CHAIN if tag else 0))
+        out.append(encoding | ENCODING_CHAIN)
+        out.append(fmt | (FORMAT_CHAIN if tag else 0))
         if tag:
             out += _U16.pack(tag)
     else:
         out.append(encoding)
-    if encoding & ENC_CARRAY:
+    if encoding & ENCODING_CARRAY:
         out += _U16.pack(carray_len)
     return bytes(out)
 
@@ -251,10 +183,10 @@ def assemble_event(
     related_id: bytes | None = None,
 ) -> bytes:
     """Header + [ActivityId extension] + Metadata extension (``metadata`` = name NUL + fields) + payload."""
-    out = [_HEADER.pack(FLAGS_WITH_EXTENSION, version, event_id, tag, opcode, level)]
+    out = [_HEADER.pack(HEADER_FLAGS, version, event_id, tag, opcode, level)]
     if activity_id is not None:
         ids = activity_id + (related_id or b"")
-        out.append(_EXT.pack(len(ids), EXT_ACTIVITY_ID | EXT_CHAIN))
+        out.append(_EXT.pack(len(ids), EXT_ACTIVITY_ID | EXTENSION_CHAIN))
         out.append(ids)
     out.append(_EXT.pack(len(metadata), EXT_METADATA))
     out.append(metadata)
@@ -315,12 +247,12 @@ def _field_meta(fields: list[Field], out: list[bytes], kinds: list[int]) -> None
             n = len(value)
             if not 1 <= n <= MAX_STRUCT_FIELDS:
                 raise ValueError(f"struct field {name!r} has {n} fields (1..{MAX_STRUCT_FIELDS})")
-            out.append(bytes((ENC_STRUCT | ENC_CHAIN, n)))
+            out.append(bytes((ENC_STRUCT | ENCODING_CHAIN, n)))
             _field_meta(value, out, kinds)
             continue
         if kind & ARRAY:
             base = _KIND_META[kind & ~ARRAY]
-            out.append(bytes((base[0] | ENC_VARRAY,)) + base[1:])
+            out.append(bytes((base[0] | ENCODING_VARRAY,)) + base[1:])
         else:
             out.append(_KIND_META[kind])
         kinds.append(kind)
@@ -760,7 +692,7 @@ class EventHeaderEncoder:
                 plan, values = self._plan(name, fields)
         except OverflowError:  # the metadata alone is past the u16 extension size: too large
             return None
-        head = _HEADER.pack(FLAGS_WITH_EXTENSION, 0, 0, tag, opcode, level)
+        head = _HEADER.pack(HEADER_FLAGS, 0, 0, tag, opcode, level)
         if activity_id is not None:
             if related_id is not None:
                 ids = activity_id + related_id
@@ -770,7 +702,7 @@ class EventHeaderEncoder:
                 ids = activity_id
                 if len(ids) != 16:
                     raise ValueError("activity ids must be 16 bytes")
-            head = head + _EXT.pack(len(ids), EXT_ACTIVITY_ID | EXT_CHAIN) + ids
+            head = head + _EXT.pack(len(ids), EXT_ACTIVITY_ID | EXTENSION_CHAIN) + ids
         meta = plan.meta_block
         if values is None:  # flat: header, metadata and payload joined by the packer at once
             try:

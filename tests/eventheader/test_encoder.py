@@ -17,6 +17,7 @@ from structlog_etw._provider import Provider
 from structlog_etw._renderer import EtwRenderer
 from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.eventheader import encoder as eh
+from structlog_etw.eventheader import spec
 from structlog_etw.fields import (
     ARRAY,
     BOOL,
@@ -157,14 +158,14 @@ def test_spec_vector_is_reproduced_by_the_building_blocks() -> None:
     meta = b"".join(
         [
             b"Complex\0",
-            eh.field_metadata("i16", eh.ENC_VALUE16, eh.FMT_SIGNED_INT, tag=0xBEEF),
-            eh.field_metadata("arr", eh.ENC_VALUE16 | eh.ENC_VARRAY),
-            eh.field_metadata("st", eh.ENC_STRUCT, 2),
-            eh.field_metadata("b", eh.ENC_VALUE8, eh.FMT_BOOLEAN),
-            eh.field_metadata("w", eh.ENC_STRING_LENGTH16_CHAR16),
-            eh.field_metadata("g", eh.ENC_VALUE128, eh.FMT_UUID),
-            eh.field_metadata("z", eh.ENC_ZSTRING_CHAR8),
-            eh.field_metadata("bin", eh.ENC_BINARY_LENGTH16_CHAR8),
+            eh.field_metadata("i16", spec.ENC_VALUE16, spec.FMT_SIGNED_INT, tag=0xBEEF),
+            eh.field_metadata("arr", spec.ENC_VALUE16 | spec.ENCODING_VARRAY),
+            eh.field_metadata("st", spec.ENC_STRUCT, 2),
+            eh.field_metadata("b", spec.ENC_VALUE8, spec.FMT_BOOLEAN),
+            eh.field_metadata("w", spec.ENC_STRING_LENGTH16_CHAR16),
+            eh.field_metadata("g", spec.ENC_VALUE128, spec.FMT_UUID),
+            eh.field_metadata("z", spec.ENC_ZSTRING_CHAR8),
+            eh.field_metadata("bin", spec.ENC_BINARY_LENGTH16_CHAR8),
         ]
     )
     payload = (
@@ -183,7 +184,7 @@ def test_spec_vector_is_reproduced_by_the_building_blocks() -> None:
     )
     assert got == SPEC_VECTOR
     assert (
-        eh.tracepoint_name("MyCompany_MyComponent", 4, 0x1F, "mygroup")
+        spec.tracepoint_name("MyCompany_MyComponent", 4, 0x1F, "mygroup")
         == "MyCompany_MyComponent_L4K1fGmygroup"
     )
 
@@ -210,14 +211,14 @@ def test_encoder_matches_the_spec_vector_layout_for_the_types_it_emits() -> None
 
 
 def test_tracepoint_names_use_lowercase_hex_and_group_option() -> None:
-    assert eh.tracepoint_name("P", 5, 0) == "P_L5K0"
-    assert eh.tracepoint_name("P", 10, 0xABCDEF) == "P_LaKabcdef"
-    assert eh.tracepoint_name("P", 4, 2**64 - 1, "grp1") == "P_L4KffffffffffffffffGgrp1"
+    assert spec.tracepoint_name("P", 5, 0) == "P_L5K0"
+    assert spec.tracepoint_name("P", 10, 0xABCDEF) == "P_LaKabcdef"
+    assert spec.tracepoint_name("P", 4, 2**64 - 1, "grp1") == "P_L4KffffffffffffffffGgrp1"
 
 
 def test_register_command_is_the_exact_eventheader_field_list() -> None:
     assert (
-        eh.register_command("P_L4K1")
+        spec.register_command("P_L4K1")
         == "P_L4K1 u8 eventheader_flags; u8 version; u16 id; u16 tag; u8 opcode; u8 level"
     )
 
@@ -237,14 +238,14 @@ def test_register_command_is_the_exact_eventheader_field_list() -> None:
 )
 def test_invalid_provider_names_raise_clear_value_errors(name: str, group: str | None, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        eh.validate_provider_name(name, group)
+        spec.validate_provider_name(name, group)
 
 
 def test_valid_provider_names_pass_and_longest_names_fit_the_tracepoint_limit() -> None:
-    eh.validate_provider_name("MyCompany_MyService")
-    eh.validate_provider_name("P" * 200, "g" * 33)
-    longest = eh.tracepoint_name("P" * 200, 0xFF, 2**64 - 1, "g" * 33)
-    assert len(longest) < eh.NAME_MAX
+    spec.validate_provider_name("MyCompany_MyService")
+    spec.validate_provider_name("P" * 200, "g" * 33)
+    longest = spec.tracepoint_name("P" * 200, 0xFF, 2**64 - 1, "g" * 33)
+    assert len(longest) < spec.NAME_MAX
 
 
 def test_semicolons_and_nuls_in_names_become_underscores() -> None:
@@ -268,19 +269,19 @@ def test_lone_surrogates_in_names_become_replacement_characters() -> None:
 
 def test_perf_budget_is_8184_bytes() -> None:
     # ALIGN(8 + size, 8) <= PERF_MAX_TRACE_SIZE (8192) in user_event_perf/perf_trace_buf_alloc.
-    assert eh.PERF_MAX_EVENT_SIZE == 8184
-    assert ((8 + eh.PERF_MAX_EVENT_SIZE + 7) // 8) * 8 <= 8192
-    assert ((8 + eh.PERF_MAX_EVENT_SIZE + 1 + 7) // 8) * 8 > 8192
+    assert spec.PERF_MAX_EVENT_SIZE == 8184
+    assert ((8 + spec.PERF_MAX_EVENT_SIZE + 7) // 8) * 8 <= 8192
+    assert ((8 + spec.PERF_MAX_EVENT_SIZE + 1 + 7) // 8) * 8 > 8192
 
 
 def test_event_exactly_at_the_budget_is_written_unchanged() -> None:
     enc = eh.EventHeaderEncoder()
     base = enc.encode("E", [("s", STR, "")], 4)
     assert base is not None
-    text = "x" * (eh.PERF_MAX_EVENT_SIZE - len(base))
+    text = "x" * (spec.PERF_MAX_EVENT_SIZE - len(base))
     got = enc.encode("E", [("s", STR, text)], 4)
     assert got is not None
-    assert len(got) == eh.PERF_MAX_EVENT_SIZE
+    assert len(got) == spec.PERF_MAX_EVENT_SIZE
     assert parse(got).values() == {"s": text}
     assert enc.truncated == 0
 
@@ -289,7 +290,7 @@ def test_oversized_string_is_cut_with_marker_and_event_flagged() -> None:
     enc = eh.EventHeaderEncoder()
     got = enc.encode("E", [("s", STR, "é" * 10000), ("n", I64, 7)], 4)
     assert got is not None
-    assert len(got) <= eh.PERF_MAX_EVENT_SIZE
+    assert len(got) <= spec.PERF_MAX_EVENT_SIZE
     vals = parse(got).values()
     assert vals["s"].endswith(eh.TRUNCATION_MARKER)
     assert set(vals["s"][: -len(eh.TRUNCATION_MARKER)]) == {"é"}  # cut on a character boundary
@@ -308,7 +309,7 @@ def test_the_longest_values_are_cut_first_and_short_ones_kept() -> None:
     ]
     got = enc.encode("E", fields, 4)
     assert got is not None
-    assert len(got) <= eh.PERF_MAX_EVENT_SIZE
+    assert len(got) <= spec.PERF_MAX_EVENT_SIZE
     vals = parse(got).values()
     assert vals["short"] == "keep me"
     assert vals["big1"].endswith(eh.TRUNCATION_MARKER)
@@ -319,10 +320,10 @@ def test_the_longest_values_are_cut_first_and_short_ones_kept() -> None:
 
 
 def test_values_beyond_u16_are_cut_even_with_a_large_budget() -> None:
-    enc = eh.EventHeaderEncoder(max_size=eh.DYN_MAX_EVENT_SIZE)
+    enc = eh.EventHeaderEncoder(max_size=spec.DYN_MAX_EVENT_SIZE)
     got = enc.encode("E", [("s", STR, "z" * 70000), ("a", BOOL | ARRAY, [True] * 70000)], 4)
     assert got is not None
-    assert len(got) <= eh.DYN_MAX_EVENT_SIZE
+    assert len(got) <= spec.DYN_MAX_EVENT_SIZE
     vals = parse(got).values()
     assert len(vals["s"].encode()) <= 0xFFFF
     assert len(vals["a"]) <= 0xFFFF
@@ -413,7 +414,7 @@ def test_any_event_dict_encodes_to_a_well_formed_event_within_budget(
     got = enc.encode(name, to_fields(items.items()), 3, activity_id=activity)
     if got is None:  # only when the fixed part alone cannot fit
         return
-    assert len(got) <= eh.PERF_MAX_EVENT_SIZE
+    assert len(got) <= spec.PERF_MAX_EVENT_SIZE
     p = parse(got)
     assert p.level == 3
     assert p.activity == activity
@@ -432,8 +433,8 @@ def test_json_fields_of_a_truncated_event_become_plain_strings() -> None:
     assert got is not None
     p = parse(got)
     kinds = {name: (encoding, fmt) for name, encoding, fmt, _v in p.fields}
-    assert kinds["j"] == (eh.ENC_STRING_LENGTH16_CHAR8, 0)
-    assert kinds["small"] == (eh.ENC_STRING_LENGTH16_CHAR8, 0)
+    assert kinds["j"] == (spec.ENC_STRING_LENGTH16_CHAR8, 0)
+    assert kinds["small"] == (spec.ENC_STRING_LENGTH16_CHAR8, 0)
     assert p.values()["j"].endswith(eh.TRUNCATION_MARKER)
 
 
@@ -458,18 +459,18 @@ def _room_for_values(name_len: int) -> int:
     enc = eh.EventHeaderEncoder()
     flagged = enc.encode("E", [("n" * name_len, STR, ""), (eh.TRUNCATED_FIELD, BOOL, True)], 4)
     assert flagged is not None
-    return eh.PERF_MAX_EVENT_SIZE - len(flagged)
+    return spec.PERF_MAX_EVENT_SIZE - len(flagged)
 
 
 def test_json_value_of_a_field_with_a_huge_name_is_cut_with_its_marker() -> None:
     name = "1" + "0" * 7900  # str(10**7900)-like key: the name takes most of the budget
     enc = eh.EventHeaderEncoder()
     got = enc.encode("E", to_fields([(name, _big_dict())]), 4)
-    assert got is not None and len(got) <= eh.PERF_MAX_EVENT_SIZE
+    assert got is not None and len(got) <= spec.PERF_MAX_EVENT_SIZE
     p = parse(got)
     (fname, encoding, fmt, value), flag = p.fields
     assert fname == name
-    assert (encoding, fmt) == (eh.ENC_STRING_LENGTH16_CHAR8, 0)  # JSON written as a plain string
+    assert (encoding, fmt) == (spec.ENC_STRING_LENGTH16_CHAR8, 0)  # JSON written as a plain string
     assert value.endswith(eh.TRUNCATION_MARKER)
     assert str(_big_dict()).replace("'", '"').startswith(value[: -len(eh.TRUNCATION_MARKER)])
     assert len(value) > len(eh.TRUNCATION_MARKER)  # the name did not eat the value's room
@@ -485,7 +486,7 @@ def test_a_cut_string_with_no_more_room_than_the_marker_is_the_marker_alone() ->
     assert _room_for_values(name_len) == marker
     enc = eh.EventHeaderEncoder()
     got = enc.encode("E", [("n" * name_len, STR, "v" * 500)], 4)
-    assert got is not None and len(got) == eh.PERF_MAX_EVENT_SIZE
+    assert got is not None and len(got) == spec.PERF_MAX_EVENT_SIZE
     assert parse(got).values() == {"n" * name_len: eh.TRUNCATION_MARKER, eh.TRUNCATED_FIELD: True}
 
 
@@ -514,7 +515,7 @@ def test_short_strings_stay_whole_when_long_ones_are_cut_to_their_marker() -> No
     def room(name: str) -> int:
         probe = enc.encode(name, empty, 4)
         assert probe is not None
-        return eh.PERF_MAX_EVENT_SIZE - len(probe)
+        return spec.PERF_MAX_EVENT_SIZE - len(probe)
 
     name = "N" * 8000
     name += "N" * (room(name) - want)
@@ -578,7 +579,7 @@ def test_binary_array_element_past_u16_is_truncated_not_an_encode_error() -> Non
     ],
 )
 def test_array_elements_past_u16_keep_the_leading_elements(kind: int, items: list[Any], small: Any) -> None:
-    for max_size in (eh.PERF_MAX_EVENT_SIZE, eh.DYN_MAX_EVENT_SIZE):
+    for max_size in (spec.PERF_MAX_EVENT_SIZE, spec.DYN_MAX_EVENT_SIZE):
         enc = eh.EventHeaderEncoder(max_size=max_size)
         got = enc.encode("E", [("a", kind, items), ("n", I64, 1)], 4)
         assert got is not None and len(got) <= max_size

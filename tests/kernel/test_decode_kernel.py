@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from structlog_etw.backends.user_events import UserEventsBackend
-from structlog_etw.eventheader.encoder import tracepoint_name
+from structlog_etw.eventheader.spec import tracepoint_name
 
 pytestmark = pytest.mark.kernel
 

@@ -17,7 +17,8 @@ from kernel_harness import PerfSession, wait_until
 from structlog_etw.backends.user_events import UserEventsBackend
 from structlog_etw.decoded import DecodedEvent
 from structlog_etw.eventheader.decoder import decode_event
-from structlog_etw.eventheader.encoder import DYN_MAX_EVENT_SIZE, PERF_MAX_EVENT_SIZE, EventHeaderEncoder
+from structlog_etw.eventheader.encoder import EventHeaderEncoder
+from structlog_etw.eventheader.spec import DYN_MAX_EVENT_SIZE, PERF_MAX_EVENT_SIZE
 from structlog_etw.fields import I64, STR
 from structlog_etw.perf.datafile import PerfDataFile
 
