@@ -100,11 +100,7 @@ def _default_backend(name: str, group: str | None, guid: uuid.UUID | None = None
     if _PLATFORM == "win32":
         try:
             from .backends.etw import EtwBackend  # noqa: PLC0415
-            from .tracelogging.encoder import (  # noqa: PLC0415
-                group_guid,
-                provider_id,
-                provider_traits,
-            )
+            from .tracelogging.spec import group_guid, provider_id, provider_traits  # noqa: PLC0415
         except ImportError as exc:
             raise BackendUnavailable(f"ETW backend not importable: {exc}") from exc
         # The traits must equal TraceLoggingEncoder(name, group).traits (group: GUID or name hash).
@@ -197,7 +193,7 @@ class Provider:
         """The ETW provider GUID: the explicit ``provider_id``, else the hash of the name."""
         if self._explicit_id is not None:
             return self._explicit_id
-        from .tracelogging.encoder import provider_id  # noqa: PLC0415
+        from .tracelogging.spec import provider_id  # noqa: PLC0415
 
         return provider_id(self.name)
 
@@ -525,7 +521,8 @@ def _name_problem(name: str, group: str | None, fmt: str) -> str | None:
     if group is not None and (not isinstance(group, str) or not group):
         return f"provider group must be a non-empty str (GUID text or a name), got {group!r}"
     traits = 2 + size + 1 + (_GROUP_TRAIT_SIZE if group is not None else 0)
-    from .tracelogging.encoder import DEFAULT_MAX_SIZE, TraceLoggingEncoder  # noqa: PLC0415
+    from .tracelogging.encoder import TraceLoggingEncoder  # noqa: PLC0415
+    from .tracelogging.spec import DEFAULT_MAX_SIZE  # noqa: PLC0415
 
     try:
         TraceLoggingEncoder(name, group)  # the encoder's own limit: room for events after the traits

@@ -14,7 +14,8 @@ import structlog
 from structlog_etw import EtwRenderer, etw_activity
 from structlog_etw._provider import Provider
 from structlog_etw.backends.etw import EtwBackend
-from structlog_etw.tracelogging.encoder import TraceLoggingEncoder, provider_id
+from structlog_etw.tracelogging.encoder import TraceLoggingEncoder
+from structlog_etw.tracelogging.spec import provider_id
 from tests.helpers.fake_etw import Fake, Record
 
 NAME = "StructlogEtw_ActivityTest"

@@ -32,12 +32,12 @@ from structlog_etw._renderer import EtwRenderer, event_name
 from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.decoded import DecodedEvent
 from structlog_etw.eventheader.decoder import decode_event as eh_decode_event
-from structlog_etw.eventheader.encoder import TRUNCATED_FIELD as EH_TRUNCATED_FIELD
-from structlog_etw.eventheader.encoder import TRUNCATION_MARKER as EH_TRUNCATION_MARKER
 from structlog_etw.fields import ARRAY, STRUCT, Field, to_field
+from structlog_etw.fields import TRUNCATED_FIELD as EH_TRUNCATED_FIELD
+from structlog_etw.fields import TRUNCATED_FIELD as TL_TRUNCATED_FIELD
+from structlog_etw.fields import TRUNCATION_MARKER as EH_TRUNCATION_MARKER
+from structlog_etw.fields import TRUNCATION_MARKER as TL_TRUNCATION_MARKER
 from structlog_etw.tracelogging.decoder import decode as tl_decode
-from structlog_etw.tracelogging.encoder import TRUNCATED_FIELD as TL_TRUNCATED_FIELD
-from structlog_etw.tracelogging.encoder import TRUNCATION_MARKER as TL_TRUNCATION_MARKER
 
 PROPERTY_SETTINGS = settings(
     max_examples=300,

@@ -21,7 +21,7 @@ from structlog_etw._provider import Provider, get_provider, set_backend_factory
 from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.testing import capture_etw_events
 from structlog_etw.tracelogging.decoder import decode_traits
-from structlog_etw.tracelogging.encoder import DEFAULT_MAX_SIZE, provider_id
+from structlog_etw.tracelogging.spec import DEFAULT_MAX_SIZE, provider_id
 
 CUSTOM_ID = uuid.UUID("1fd9a3b4-5c6e-4f70-8a9b-0c1d2e3f4a5b")
 #: The encoder's event budget less the 256 bytes it keeps for the event: traits may take the rest.

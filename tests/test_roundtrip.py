@@ -22,7 +22,7 @@ from structlog_etw import EtwRenderer, _provider
 from structlog_etw._activity import CURRENT_ACTIVITY
 from structlog_etw._provider import get_provider, set_backend_factory
 from structlog_etw.backends.capture import CaptureBackend
-from structlog_etw.eventheader.encoder import TRUNCATED_FIELD, TRUNCATION_MARKER
+from structlog_etw.fields import TRUNCATED_FIELD, TRUNCATION_MARKER
 from structlog_etw.testing import decode_record
 
 PROV = "Co_Round"

@@ -18,7 +18,7 @@ from structlog_etw._stdlib import EtwHandler
 from structlog_etw._wrapper import EtwEarlyDrop, make_etw_bound_logger
 from structlog_etw.backends.etw import EtwBackend
 from structlog_etw.tracelogging.decoder import decode_traits
-from structlog_etw.tracelogging.encoder import provider_id
+from structlog_etw.tracelogging.spec import provider_id
 from tests.helpers.fake_etw import Fake
 
 NAME = "MyCompany_Service"

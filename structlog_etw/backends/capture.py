@@ -15,12 +15,11 @@ import uuid
 from dataclasses import dataclass
 
 from ..eventheader.spec import tracepoint_name
+from ..tracelogging.spec import CHANNEL_TRACELOGGING
 from .base import Slot
 
 __all__ = ["CaptureBackend", "CaptureRecord"]
 
-#: TraceLogging events go to the Windows "TraceLogging" channel.
-TRACELOGGING_CHANNEL = 11
 _ERROR_INVALID_HANDLE = 6
 
 
@@ -136,7 +135,7 @@ class CaptureBackend:
                     slot.level,
                     slot.keyword,
                     opcode=opcode,  # type: ignore[arg-type]
-                    descriptor=(0, 0, TRACELOGGING_CHANNEL, slot.level, opcode, 0, slot.keyword),  # type: ignore[arg-type]
+                    descriptor=(0, 0, CHANNEL_TRACELOGGING, slot.level, opcode, 0, slot.keyword),  # type: ignore[arg-type]
                     traits=self.traits or b"",
                     metadata=bytes(metadata),  # type: ignore[call-overload]
                     data=bytes(data),  # type: ignore[call-overload]

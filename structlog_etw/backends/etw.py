@@ -20,8 +20,8 @@ import threading
 import uuid
 from typing import Any, Final
 
-from ..tracelogging.encoder import event_descriptor, group_guid, provider_traits
-from ..tracelogging.encoder import provider_id as _provider_id
+from ..tracelogging.spec import event_descriptor, group_guid, provider_traits
+from ..tracelogging.spec import provider_id as _provider_id
 from .base import BackendUnavailable, Slot
 
 __all__ = ["EtwBackend"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..tracelogging.encoder import provider_id
+from ..tracelogging.spec import provider_id
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -83,8 +83,6 @@ from .spec import (
 )
 
 __all__ = [
-    "TRUNCATED_FIELD",
-    "TRUNCATION_MARKER",
     "EventHeaderEncoder",
     "assemble_event",
     "field_metadata",

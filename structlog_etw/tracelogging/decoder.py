@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ..decoded import DecodedEvent, DecodedField
-from .encoder import CHANNEL_TRACELOGGING, InType, OutType
+from .spec import CHANNEL_TRACELOGGING, InType, OutType
 
 __all__ = [
     "FieldMeta",

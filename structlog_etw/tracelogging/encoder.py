@@ -33,11 +33,9 @@ counts it.  If even that cannot fit (e.g. the names alone are too long), :meth:`
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import ipaddress
 import json
 import math
-import re
 import struct
 import uuid
 from collections.abc import Callable, Sequence
@@ -63,104 +61,30 @@ from ..fields import (
     Field,
     safe_str,
 )
+from .spec import (
+    DEFAULT_MAX_SIZE,
+    MAX_FIELDS,
+    MAX_METADATA,
+    InType,
+    OutType,
+    group_guid,
+    name_bytes,
+    provider_traits,
+    valid_text,
+)
 
 __all__ = [
-    "CHANNEL_TRACELOGGING",
-    "DEFAULT_MAX_SIZE",
-    "TRUNCATED_FIELD",
-    "TRUNCATION_MARKER",
-    "InType",
-    "OutType",
     "TraceLoggingEncoder",
     "encode_tag",
-    "event_descriptor",
     "event_metadata",
     "field_metadata",
-    "group_guid",
-    "provider_id",
-    "provider_traits",
+    "filetime",
 ]
 
 
-class InType:
-    """TraceLogging InType numbers (low 5 bits of a field's InMeta byte)."""
-
-    NULL: Final = 0
-    UNICODESTRING: Final = 1
-    ANSISTRING: Final = 2
-    INT8: Final = 3
-    UINT8: Final = 4
-    INT16: Final = 5
-    UINT16: Final = 6
-    INT32: Final = 7
-    UINT32: Final = 8
-    INT64: Final = 9
-    UINT64: Final = 10
-    FLOAT: Final = 11
-    DOUBLE: Final = 12
-    BOOL32: Final = 13
-    BINARY: Final = 14
-    GUID: Final = 15
-    POINTER: Final = 16
-    FILETIME: Final = 17
-    SYSTEMTIME: Final = 18
-    SID: Final = 19
-    HEXINT32: Final = 20
-    HEXINT64: Final = 21
-    COUNTEDSTRING: Final = 22
-    COUNTEDANSISTRING: Final = 23
-    STRUCT: Final = 24
-    COUNTEDBINARY: Final = 25
-    #: InMeta flag: constant element count (u16 in the metadata).
-    CCOUNT: Final = 0x20
-    #: InMeta flag: variable element count (u16 in the data).
-    VCOUNT: Final = 0x40
-    #: InMeta flag: an OutMeta byte follows.
-    CHAIN: Final = 0x80
-
-
-class OutType:
-    """TraceLogging OutType numbers (low 7 bits of a field's OutMeta byte)."""
-
-    NULL: Final = 0
-    NOPRINT: Final = 1
-    STRING: Final = 2
-    BOOLEAN: Final = 3
-    HEX: Final = 4
-    PID: Final = 5
-    TID: Final = 6
-    PORT: Final = 7
-    IPV4: Final = 8
-    IPV6: Final = 9
-    SOCKETADDRESS: Final = 10
-    XML: Final = 11
-    JSON: Final = 12
-    WIN32ERROR: Final = 13
-    NTSTATUS: Final = 14
-    HRESULT: Final = 15
-    FILETIME: Final = 16
-    SIGNED: Final = 17
-    UNSIGNED: Final = 18
-    CULTURE_INSENSITIVE_DATETIME: Final = 33
-    UTF8: Final = 35
-    PKCS7_WITH_TYPE_INFO: Final = 36
-    CODE_POINTER: Final = 37
-    DATETIME_UTC: Final = 38
-    #: OutMeta flag: field tag bytes follow.
-    CHAIN: Final = 0x80
-
-
-#: EVENT_DESCRIPTOR.Channel of every TraceLogging event.
-CHANNEL_TRACELOGGING: Final = 11
-#: Default budget for traits + metadata + data of one event.
-DEFAULT_MAX_SIZE: Final = 64000
 #: The largest ``max_size`` accepted (ETW's own limit is 64 KB including its header).
 _MAX_MAX_SIZE: Final = 65535
 _MIN_MAX_SIZE: Final = 1024
-#: Metadata must stay under this many bytes.
-_MAX_METADATA: Final = 32767
-#: Decoders handle at most this many logical fields.
-_MAX_FIELDS: Final = 128
 _U16_MAX: Final = 0xFFFF
 #: Suffix of a string value that was cut by the size policy.
 _MARKER_BYTES: Final = TRUNCATION_MARKER.encode()
@@ -168,77 +92,7 @@ _MARKER_BYTES: Final = TRUNCATION_MARKER.encode()
 _CACHE_MAX: Final = 1024
 
 # ---------------------------------------------------------------------------------------------
-# Provider id and traits
-
-_NAMESPACE: Final = bytes.fromhex("482C2DB2C39047C887F81A15BFC130FB")
-
-
-def provider_id(name: str) -> uuid.UUID:
-    """The provider GUID ETW tools derive from ``name`` (``*Name``): the EventSource hash.
-
-    SHA-1 over a fixed namespace and the UTF-16BE of the upper-cased name; version nibble 5;
-    the GUID is read from the hash in ``bytes_le`` order.  Python's ``str.upper`` is used, so
-    non-ASCII names may differ from .NET's per-UTF-16-unit upper-casing: use ASCII names.
-    """
-    h = bytearray(
-        hashlib.sha1(
-            _NAMESPACE + name.upper().encode("utf-16-be", "surrogatepass"), usedforsecurity=False
-        ).digest()
-    )
-    h[7] = (h[7] & 0x0F) | 0x50
-    return uuid.UUID(bytes_le=bytes(h[:16]))
-
-
-def group_guid(group: uuid.UUID | str | None) -> uuid.UUID | None:
-    """The provider group GUID for ``group``.
-
-    A ``uuid.UUID`` or GUID text is used as is; any other text (a Linux-style group name such as
-    ``"mygroup"``) is mapped to ``provider_id(group)``, so one configuration works on both systems.
-    """
-    if group is None or isinstance(group, uuid.UUID):
-        return group
-    if not isinstance(group, str) or not group:
-        raise TypeError("a provider group must be a uuid.UUID, a non-empty str or None")
-    try:
-        return uuid.UUID(group)
-    except ValueError:
-        return provider_id(group)
-
-
-def provider_traits(name: str, group_id: uuid.UUID | None = None) -> bytes:
-    """The provider traits blob: u16 size, the name (UTF-8, NUL-terminated), an optional group trait."""
-    body = _name_bytes(name)
-    if group_id is not None:
-        body += struct.pack("<HB", 19, 1) + group_id.bytes_le
-    return struct.pack("<H", len(body) + 2) + body
-
-
-def event_descriptor(level: int, opcode: int, keyword: int) -> bytes:
-    """EVENT_DESCRIPTOR (16 bytes): Id 0, Version 0, Channel 11, Level, Opcode, Task 0, Keyword."""
-    return _EVENT_DESCRIPTOR.pack(0, 0, CHANNEL_TRACELOGGING, level, opcode, 0, keyword)
-
-
-_EVENT_DESCRIPTOR: Final = struct.Struct("<HBBBBHQ")
-
-# ---------------------------------------------------------------------------------------------
 # Metadata building blocks (also the low-level builder API used by tests)
-
-_SURROGATES: Final = re.compile("[\ud800-\udfff]")
-
-
-def _valid_text(text: str) -> str:
-    """``text`` with lone surrogates replaced by U+FFFD (so it encodes as UTF-8)."""
-    return _SURROGATES.sub("\ufffd", text)
-
-
-def _name_bytes(name: str) -> bytes:
-    """A metadata name: UTF-8, NUL-terminated; NULs and lone surrogates become U+FFFD."""
-    if "\0" in name:
-        name = name.replace("\0", "\ufffd")
-    try:
-        return name.encode() + b"\0"
-    except UnicodeEncodeError:
-        return _valid_text(name).encode() + b"\0"
 
 
 def encode_tag(tag: int, size: int | None = None) -> bytes:
@@ -274,7 +128,7 @@ def field_metadata(
         in_meta |= InType.VCOUNT
     if ccount is not None:
         in_meta |= InType.CCOUNT
-    out = _name_bytes(name)
+    out = name_bytes(name)
     if tag:
         out += bytes((in_meta | InType.CHAIN, out_type | OutType.CHAIN)) + encode_tag(tag, 4)
     elif out_type:
@@ -288,7 +142,7 @@ def field_metadata(
 
 def event_metadata(name: str, fields: Sequence[bytes], tags: int = 0) -> bytes:
     """Event metadata: u16 size, event tags, the name (NUL-terminated), the fields' metadata."""
-    body = encode_tag(tags) + _name_bytes(name) + b"".join(fields)
+    body = encode_tag(tags) + name_bytes(name) + b"".join(fields)
     return struct.pack("<H", len(body) + 2) + body
 
 
@@ -460,7 +314,7 @@ def _fix_value(kind: int, value: Any) -> tuple[int, Any]:
     if kind in (STR, JSON):
         if type(value) is not str:
             return STR, safe_str(value)
-        return kind, _valid_text(value)
+        return kind, valid_text(value)
     if kind == BYTES:
         if isinstance(value, (bytes, bytearray, memoryview)):
             try:
@@ -558,9 +412,9 @@ def _plain_value(kind: int, value: Any) -> Any:
 def _json_text(fields: list[Field]) -> str:
     """A struct's fields as JSON text (for a struct that cannot stay a struct)."""
     try:
-        return _valid_text(json.dumps(_plain_value(STRUCT, fields), ensure_ascii=False))
+        return valid_text(json.dumps(_plain_value(STRUCT, fields), ensure_ascii=False))
     except Exception:
-        return _valid_text(safe_str(fields))
+        return valid_text(safe_str(fields))
 
 
 def _var_size(f: Field) -> int:
@@ -690,7 +544,7 @@ class TraceLoggingEncoder:
         if plan is None:
             metas, packers, count = _compile(fields)
             metadata = event_metadata(name, metas, tags)
-            plan = _Plan(metadata, packers, count <= _MAX_FIELDS and len(metadata) <= _MAX_METADATA)
+            plan = _Plan(metadata, packers, count <= MAX_FIELDS and len(metadata) <= MAX_METADATA)
             if len(self._cache) >= _CACHE_MAX:
                 self._cache.clear()
             self._cache[key] = plan
@@ -721,8 +575,8 @@ class TraceLoggingEncoder:
         tags = tags & 0x0FFFFFFF if isinstance(tags, int) else 0
         work = _normalize(fields)
         truncated = False
-        if sum(_field_count(f) for f in work) > _MAX_FIELDS:
-            work = _limit_count(work, _MAX_FIELDS - 1)
+        if sum(_field_count(f) for f in work) > MAX_FIELDS:
+            work = _limit_count(work, MAX_FIELDS - 1)
             truncated = True
         leaves: list[tuple[int, tuple[int, ...]]] = []
         _leaves(work, (), leaves)

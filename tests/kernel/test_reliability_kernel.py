@@ -35,8 +35,7 @@ from structlog_etw._provider import Provider
 from structlog_etw._renderer import EtwRenderer
 from structlog_etw.backends.user_events import UserEventsBackend
 from structlog_etw.eventheader.decoder import decode_event
-from structlog_etw.eventheader.encoder import TRUNCATED_FIELD, TRUNCATION_MARKER
-from structlog_etw.fields import to_field
+from structlog_etw.fields import TRUNCATED_FIELD, TRUNCATION_MARKER, to_field
 from structlog_etw.perf.datafile import PerfDataFile
 
 pytestmark = pytest.mark.kernel

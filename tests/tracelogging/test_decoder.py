@@ -12,13 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from structlog_etw.tracelogging.decoder import decode, decode_event_descriptor, parse_metadata
-from structlog_etw.tracelogging.encoder import (
-    InType,
-    OutType,
-    event_descriptor,
-    event_metadata,
-    field_metadata,
-)
+from structlog_etw.tracelogging.encoder import event_metadata, field_metadata
+from structlog_etw.tracelogging.spec import InType, OutType, event_descriptor
 
 UTC = dt.timezone.utc
 SYSTEM_SID = bytes([1, 1, 0, 0, 0, 0, 0, 5, 18, 0, 0, 0])  # S-1-5-18

@@ -16,19 +16,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from structlog_etw import fields as F
+from structlog_etw.fields import TRUNCATED_FIELD, TRUNCATION_MARKER
 from structlog_etw.tracelogging.decoder import decode, decode_traits, parse_metadata
 from structlog_etw.tracelogging.encoder import (
-    DEFAULT_MAX_SIZE,
-    TRUNCATED_FIELD,
-    TRUNCATION_MARKER,
-    InType,
-    OutType,
     TraceLoggingEncoder,
     encode_tag,
-    event_descriptor,
     event_metadata,
     field_metadata,
     filetime,
+)
+from structlog_etw.tracelogging.spec import (
+    DEFAULT_MAX_SIZE,
+    InType,
+    OutType,
+    event_descriptor,
     group_guid,
     provider_id,
     provider_traits,

@@ -22,13 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from structlog_etw import fields as F
-from structlog_etw.tracelogging.encoder import (
-    OutType,
-    TraceLoggingEncoder,
-    event_descriptor,
-    filetime,
-    provider_id,
-)
+from structlog_etw.tracelogging.encoder import TraceLoggingEncoder, filetime
+from structlog_etw.tracelogging.spec import OutType, event_descriptor, provider_id
 from tests.helpers.shared import import_or_skip
 
 

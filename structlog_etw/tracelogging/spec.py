@@ -1,0 +1,180 @@
+"""The TraceLogging format's numbers, names and limits, and the provider identity ETW derives from a name.
+
+Shared by the encoder, the decoder and the Windows backend.  Follows Microsoft's
+``TraceLoggingProvider.h`` / ``traceloggingdynamic`` (``../shared/spec/tracelogging.md``): an event
+is the provider traits, the event metadata (tags, name, one definition per field: name, InType,
+OutType) and the event data (the packed values), written with an EVENT_DESCRIPTOR on channel 11.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import re
+import struct
+import uuid
+from typing import Final
+
+__all__ = [
+    "CHANNEL_TRACELOGGING",
+    "DEFAULT_MAX_SIZE",
+    "MAX_FIELDS",
+    "MAX_METADATA",
+    "InType",
+    "OutType",
+    "event_descriptor",
+    "group_guid",
+    "name_bytes",
+    "provider_id",
+    "provider_traits",
+    "valid_text",
+]
+
+
+class InType(enum.IntEnum):
+    """TraceLogging InType numbers (low 5 bits of a field's InMeta byte)."""
+
+    NULL = 0
+    UNICODESTRING = 1
+    ANSISTRING = 2
+    INT8 = 3
+    UINT8 = 4
+    INT16 = 5
+    UINT16 = 6
+    INT32 = 7
+    UINT32 = 8
+    INT64 = 9
+    UINT64 = 10
+    FLOAT = 11
+    DOUBLE = 12
+    BOOL32 = 13
+    BINARY = 14
+    GUID = 15
+    POINTER = 16
+    FILETIME = 17
+    SYSTEMTIME = 18
+    SID = 19
+    HEXINT32 = 20
+    HEXINT64 = 21
+    COUNTEDSTRING = 22
+    COUNTEDANSISTRING = 23
+    STRUCT = 24
+    COUNTEDBINARY = 25
+    #: InMeta flag: constant element count (u16 in the metadata).
+    CCOUNT = 0x20
+    #: InMeta flag: variable element count (u16 in the data).
+    VCOUNT = 0x40
+    #: InMeta flag: an OutMeta byte follows.
+    CHAIN = 0x80
+
+
+class OutType(enum.IntEnum):
+    """TraceLogging OutType numbers (low 7 bits of a field's OutMeta byte)."""
+
+    NULL = 0
+    NOPRINT = 1
+    STRING = 2
+    BOOLEAN = 3
+    HEX = 4
+    PID = 5
+    TID = 6
+    PORT = 7
+    IPV4 = 8
+    IPV6 = 9
+    SOCKETADDRESS = 10
+    XML = 11
+    JSON = 12
+    WIN32ERROR = 13
+    NTSTATUS = 14
+    HRESULT = 15
+    FILETIME = 16
+    SIGNED = 17
+    UNSIGNED = 18
+    CULTURE_INSENSITIVE_DATETIME = 33
+    UTF8 = 35
+    PKCS7_WITH_TYPE_INFO = 36
+    CODE_POINTER = 37
+    DATETIME_UTC = 38
+    #: OutMeta flag: field tag bytes follow.
+    CHAIN = 0x80
+
+
+#: EVENT_DESCRIPTOR.Channel of every TraceLogging event.
+CHANNEL_TRACELOGGING: Final = 11
+#: Default budget for traits + metadata + data of one event.
+DEFAULT_MAX_SIZE: Final = 64000
+#: Metadata must stay under this many bytes.
+MAX_METADATA: Final = 32767
+#: Decoders handle at most this many logical fields.
+MAX_FIELDS: Final = 128
+
+_SURROGATES: Final = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """``text`` with lone surrogates replaced by U+FFFD (so it encodes as UTF-8)."""
+    return _SURROGATES.sub("\ufffd", text)
+
+
+def name_bytes(name: str) -> bytes:
+    """A metadata name: UTF-8, NUL-terminated; NULs and lone surrogates become U+FFFD."""
+    if "\0" in name:
+        name = name.replace("\0", "\ufffd")
+    try:
+        return name.encode() + b"\0"
+    except UnicodeEncodeError:
+        return valid_text(name).encode() + b"\0"
+
+
+# ---------------------------------------------------------------------------------------------
+# Provider id and traits
+
+_NAMESPACE: Final = bytes.fromhex("482C2DB2C39047C887F81A15BFC130FB")
+
+
+def provider_id(name: str) -> uuid.UUID:
+    """The provider GUID ETW tools derive from ``name`` (``*Name``): the EventSource hash.
+
+    SHA-1 over a fixed namespace and the UTF-16BE of the upper-cased name; version nibble 5;
+    the GUID is read from the hash in ``bytes_le`` order.  Python's ``str.upper`` is used, so
+    non-ASCII names may differ from .NET's per-UTF-16-unit upper-casing: use ASCII names.
+    """
+    h = bytearray(
+        hashlib.sha1(
+            _NAMESPACE + name.upper().encode("utf-16-be", "surrogatepass"), usedforsecurity=False
+        ).digest()
+    )
+    h[7] = (h[7] & 0x0F) | 0x50
+    return uuid.UUID(bytes_le=bytes(h[:16]))
+
+
+def group_guid(group: uuid.UUID | str | None) -> uuid.UUID | None:
+    """The provider group GUID for ``group``.
+
+    A ``uuid.UUID`` or GUID text is used as is; any other text (a Linux-style group name such as
+    ``"mygroup"``) is mapped to ``provider_id(group)``, so one configuration works on both systems.
+    """
+    if group is None or isinstance(group, uuid.UUID):
+        return group
+    if not isinstance(group, str) or not group:
+        raise TypeError("a provider group must be a uuid.UUID, a non-empty str or None")
+    try:
+        return uuid.UUID(group)
+    except ValueError:
+        return provider_id(group)
+
+
+def provider_traits(name: str, group_id: uuid.UUID | None = None) -> bytes:
+    """The provider traits blob: u16 size, the name (UTF-8, NUL-terminated), an optional group trait."""
+    body = name_bytes(name)
+    if group_id is not None:
+        body += struct.pack("<HB", 19, 1) + group_id.bytes_le
+    return struct.pack("<H", len(body) + 2) + body
+
+
+def event_descriptor(level: int, opcode: int, keyword: int) -> bytes:
+    """EVENT_DESCRIPTOR (16 bytes): Id 0, Version 0, Channel 11, Level, Opcode, Task 0, Keyword."""
+    return _EVENT_DESCRIPTOR.pack(0, 0, CHANNEL_TRACELOGGING, level, opcode, 0, keyword)
+
+
+_EVENT_DESCRIPTOR: Final = struct.Struct("<HBBBBHQ")
