@@ -32,13 +32,19 @@ class SinkBackend:
     def __init__(self, name: str, fmt: str, enabled: bool) -> None:
         self.format = fmt
         self.name = name
-        self.traits: bytes | None = None  # TraceLogging: the provider sets it from its encoder
         self._word = [1 if enabled else 0]
 
     def open_slot(self, level: int, keyword: int) -> Slot:
         return Slot(level, keyword, self._word, tracepoint_name(self.name, level, keyword))
 
-    def write(self, slot: Slot, *args: object) -> int:
+    def write(
+        self,
+        slot: Slot,
+        event: object,
+        opcode: int = 0,
+        activity_id: bytes | None = None,
+        related_id: bytes | None = None,
+    ) -> int:
         return 0
 
     def close(self) -> None:

@@ -19,12 +19,17 @@ import threading
 import uuid
 import warnings
 from collections.abc import Callable, Iterable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
 
-from .backends.base import BackendUnavailable, Slot
+from .backends.base import Backend, BackendUnavailable, Slot
 from .backends.null import DISABLED_WORD, NullBackend
 from .eventheader.spec import validate_provider_name
 from .fields import Field
+from .tracelogging.spec import TraceLoggingEvent
+
+if TYPE_CHECKING:
+    from .eventheader.encoder import EventHeaderEncoder
+    from .tracelogging.encoder import TraceLoggingEncoder
 
 __all__ = [
     "BackendFactory",
@@ -34,8 +39,70 @@ __all__ = [
     "set_backend_factory",
 ]
 
-#: ``f(provider_name, group) -> backend``: how :func:`set_backend_factory` builds backends.
-BackendFactory = Callable[[str, "str | None"], Any]
+#: ``f(provider_name, group, provider_id) -> backend``: how :func:`set_backend_factory` builds
+#: backends (``provider_id``: the GUID EventRegister would receive, for TraceLogging backends).
+BackendFactory = Callable[[str, "str | None", uuid.UUID], "Backend[Any]"]
+
+E = TypeVar("E")
+E_co = TypeVar("E_co", covariant=True)
+
+
+class _Encoder(Protocol[E_co]):
+    """What both encoders offer (EventHeader: ``E_co`` is ``bytes``; TraceLogging:
+    :data:`~structlog_etw.tracelogging.spec.TraceLoggingEvent`).
+
+    ``encode`` returns ``None`` when the event cannot fit the format's size budget even with
+    its values cut (the size policy); ``truncated`` counts events written with values cut.
+    """
+
+    truncated: int
+
+    def encode(
+        self,
+        name: str,
+        fields: list[Field],
+        level: int,
+        opcode: int,
+        tag: int,
+        activity_id: bytes | None,
+        related_id: bytes | None,
+    ) -> E_co | None: ...
+
+
+#: Results of :meth:`_WritePath.write` that are not backend codes (those are >= 0).
+_TOO_LARGE: Final = -1
+_ENCODE_ERROR: Final = -2
+
+
+class _WritePath(Generic[E]):
+    """An encoder and a backend of one format: the provider's only way to write an event."""
+
+    __slots__ = ("backend", "encoder", "format")
+
+    def __init__(self, fmt: str, encoder: _Encoder[E], backend: Backend[E]) -> None:
+        self.format = fmt
+        self.encoder = encoder
+        self.backend = backend
+
+    def write(
+        self,
+        slot: Slot,
+        name: str,
+        fields: list[Field],
+        opcode: int,
+        tag: int,
+        activity_id: bytes | None,
+        related_id: bytes | None,
+    ) -> int:
+        """0 written; else the backend's error code, :data:`_TOO_LARGE` or :data:`_ENCODE_ERROR`."""
+        try:
+            event = self.encoder.encode(name, fields, slot.level, opcode, tag, activity_id, related_id)
+        except Exception:
+            return _ENCODE_ERROR
+        if event is None:
+            return _TOO_LARGE
+        return self.backend.write(slot, event, opcode, activity_id, related_id)
+
 
 #: Levels registered up front for the default keyword (critical .. verbose).
 DEFAULT_LEVELS: Final = (1, 2, 3, 4, 5)
@@ -86,7 +153,7 @@ def _os_format() -> str:
     return "tracelogging" if _PLATFORM == "win32" else "eventheader"
 
 
-def _default_backend(name: str, group: str | None, guid: uuid.UUID | None = None) -> Any:
+def _default_backend(name: str, group: str | None, guid: uuid.UUID | None = None) -> Backend[Any]:
     """The OS backend for this platform; raises BackendUnavailable when there is none.
 
     ``guid`` is an explicit ETW provider GUID (Windows only; default: the name hash).
@@ -113,15 +180,18 @@ def _default_backend(name: str, group: str | None, guid: uuid.UUID | None = None
     raise BackendUnavailable(f"no trace facility on platform {_PLATFORM!r}")
 
 
-def _make_encoder(fmt: str, name: str, group: str | None) -> Any:
+def _write_path(
+    fmt: str, backend: Backend[Any], name: str, group: str | None
+) -> _WritePath[bytes] | _WritePath[TraceLoggingEvent]:
+    """The encoder for ``fmt`` paired with ``backend`` (encoders load on first use)."""
     if fmt == "eventheader":
         from .eventheader.encoder import EventHeaderEncoder  # noqa: PLC0415
 
-        return EventHeaderEncoder()
+        return _WritePath[bytes](fmt, EventHeaderEncoder(), backend)
     if fmt == "tracelogging":
         from .tracelogging.encoder import TraceLoggingEncoder  # noqa: PLC0415
 
-        return TraceLoggingEncoder(name, group)
+        return _WritePath[TraceLoggingEvent](fmt, TraceLoggingEncoder(name, group), backend)
     raise ValueError(f"backend format {fmt!r} is neither 'eventheader' nor 'tracelogging'")
 
 
@@ -149,7 +219,7 @@ class Provider:
         provider_id: uuid.UUID | str | None = None,
         default_keyword: int = 1,
         keywords: Iterable[int] = (),
-        backend: Any = None,
+        backend: Backend[Any] | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError(f"provider name must be a non-empty str, got {name!r}")
@@ -168,18 +238,16 @@ class Provider:
         self._errors: dict[str, int] = {}
         self._invalid: dict[str, int] = {}
         self._closed = False
-        self._base_backend: Any = None  # the OS backend (or null), created lazily
-        self._backend: Any = None
-        self._encoder: Any = None
+        self._base_backend: Backend[Any] | None = None  # the OS backend (or null), created lazily
+        self._path: _WritePath[bytes] | _WritePath[TraceLoggingEvent]
         self.format = "eventheader"
-        self._write: Callable[..., bool] = self._write_eventheader
         if backend is None and _factory is None:
             _validate_name(name, group, _os_format())  # before anything is registered with the OS
             backend = self._os_backend()
         elif backend is None:
             backend = self._backend_from(_factory, strict=True)
         else:
-            _validate_name(name, group, getattr(backend, "format", "eventheader"))
+            _validate_name(name, group, backend.format)
         self._install(backend)
         for level in DEFAULT_LEVELS:
             self.slot(level, default_keyword)
@@ -197,7 +265,7 @@ class Provider:
 
         return provider_id(self.name)
 
-    def _os_backend(self) -> Any:
+    def _os_backend(self) -> Backend[Any]:
         if self._base_backend is None:
             fmt = _os_format()
             problem = _name_problem(self.name, self.group, fmt)
@@ -214,7 +282,7 @@ class Provider:
                 self._base_backend = NullBackend(reason, fmt)
         return self._base_backend
 
-    def _backend_from(self, factory: BackendFactory | None, strict: bool = False) -> Any:
+    def _backend_from(self, factory: BackendFactory | None, strict: bool = False) -> Backend[Any]:
         """The backend ``factory`` builds (None: the OS backend).
 
         A backend whose format cannot carry the provider's name is closed; ``strict`` (at
@@ -223,12 +291,12 @@ class Provider:
         if factory is None:
             return self._os_backend()
         try:
-            backend = factory(self.name, self.group)
+            backend = factory(self.name, self.group, self.provider_id)
         except BackendUnavailable as exc:
             reason = str(exc) or type(exc).__name__
             _warn_once(self.name, reason)
             return NullBackend(reason)
-        fmt = getattr(backend, "format", "eventheader")
+        fmt = backend.format
         problem = _name_problem(self.name, self.group, fmt)
         if problem is None:
             return backend
@@ -240,25 +308,19 @@ class Provider:
         _warn_once(self.name, reason)
         return NullBackend(reason, fmt)
 
-    def _install(self, backend: Any) -> None:
+    def _install(self, backend: Backend[Any]) -> None:
         """Use ``backend`` from now on; existing Slot objects are re-pointed in place."""
-        fmt = getattr(backend, "format", "eventheader")
+        fmt = backend.format
         try:
-            encoder = _make_encoder(fmt, self.name, self.group)
+            path = _write_path(fmt, backend, self.name, self.group)
         except ImportError as exc:
             reason = f"{fmt} encoder not importable: {exc}"
             _warn_once(self.name, reason)
-            backend, fmt = NullBackend(reason, fmt), "eventheader"
-            encoder = _make_encoder(fmt, self.name, self.group)
-        if fmt == "tracelogging" and getattr(backend, "traits", b"") is None:
-            backend.traits = encoder.traits
-        if fmt == "tracelogging" and getattr(backend, "provider_id", 0) is None:
-            backend.provider_id = self.provider_id  # what EventRegister would receive
+            backend = NullBackend(reason, "eventheader")
+            path = _write_path("eventheader", backend, self.name, self.group)
         with self._lock:
-            self._backend = backend
-            self._encoder = encoder
-            self.format = fmt
-            self._write = self._write_eventheader if fmt == "eventheader" else self._write_tracelogging
+            self._path = path
+            self.format = path.format
             slots = list(self._slots.values())
         for slot in slots:  # the provider's own Slot objects: re-pointed, never the backend's
             try:
@@ -272,21 +334,30 @@ class Provider:
     def _use_factory(self, factory: BackendFactory | None) -> None:
         if self._closed:
             return
-        old = self._backend
+        old = self._path.backend
         new = self._backend_from(factory)
         self._install(new)
-        if old is not None and old is not self._base_backend and old is not new:
+        if old is not self._base_backend and old is not new:
             old.close()
 
     @property
-    def backend(self) -> Any:
+    def backend(self) -> Backend[Any]:
         """The backend events currently go to (OS, capture or null)."""
-        return self._backend
+        return self._path.backend
 
     @property
-    def encoder(self) -> Any:
+    def encoder(self) -> EventHeaderEncoder | TraceLoggingEncoder:
         """The encoder for the current backend's format."""
-        return self._encoder
+        return self._path.encoder  # type: ignore[return-value]  # always one of the two
+
+    @property
+    def slots(self) -> dict[tuple[int, int], Slot]:
+        """The slot cache, ``(level, keyword) -> Slot``: read it, never change it.
+
+        The same dict for the provider's lifetime (slots are added, never replaced), so a hot
+        path may keep a reference and try ``slots.get((level, keyword))`` before :meth:`slot`.
+        """
+        return self._slots
 
     # -- slots -----------------------------------------------------------------------------
     def slot(self, level: int, keyword: int) -> Slot:
@@ -302,7 +373,7 @@ class Provider:
                 slot = Slot(level, keyword, DISABLED_WORD, None)
             else:
                 try:
-                    fresh = self._backend.open_slot(level, keyword)
+                    fresh = self._path.backend.open_slot(level, keyword)
                 except Exception as exc:  # registration failed: this pair stays disabled
                     self._count_register_error(exc, locked=True)
                     slot = Slot(level, keyword, DISABLED_WORD, None)
@@ -348,76 +419,28 @@ class Provider:
         """
         if opcode != 1:
             related_id = None
-        try:
-            return self._write(slot, name, fields, opcode, tag, activity_id, related_id)
-        except Exception:
-            self.count_dropped("internal_error")
-            return False
-
-    def _write_eventheader(
-        self,
-        slot: Slot,
-        name: str,
-        fields: list[Field],
-        opcode: int,
-        tag: int,
-        activity_id: bytes | None,
-        related_id: bytes | None,
-    ) -> bool:
         if not slot.word[0]:
             self.count_dropped("closed" if self._closed else "not_enabled")
             return False
         try:
-            event = self._encoder.encode(name, fields, slot.level, opcode, tag, activity_id, related_id)
+            rc = self._path.write(slot, name, fields, opcode, tag, activity_id, related_id)
         except Exception:
-            self.count_dropped("encode_error")
+            self.count_dropped("internal_error")
             return False
-        if event is None:
-            self.count_dropped("too_large")
-            return False
-        rc = self._backend.write(slot, event)
         if rc == 0:  # the common case, counted here without another call
             with self._lock:
                 self._written += 1
             return True
-        return self._count_result(rc)
-
-    def _write_tracelogging(
-        self,
-        slot: Slot,
-        name: str,
-        fields: list[Field],
-        opcode: int,
-        tag: int,
-        activity_id: bytes | None,
-        related_id: bytes | None,
-    ) -> bool:
-        if not slot.word[0]:
-            self.count_dropped("closed" if self._closed else "not_enabled")
-            return False
-        try:
-            encoded = self._encoder.encode(name, fields, tag)
-        except Exception:
-            self.count_dropped("encode_error")
-            return False
-        if encoded is None:
-            self.count_dropped("too_large")
-            return False
-        metadata, data = encoded
-        rc = self._backend.write(slot, opcode, metadata, data, activity_id, related_id)
-        return self._count_result(rc)
-
-    def _count_result(self, rc: int) -> bool:
-        if rc == 0:
-            with self._lock:
-                self._written += 1
-            return True
         with self._lock:
-            if self._closed:  # a write that raced close(): the backend refused it as closed
+            if rc == _TOO_LARGE:
+                self._dropped["too_large"] = self._dropped.get("too_large", 0) + 1
+            elif rc == _ENCODE_ERROR:
+                self._dropped["encode_error"] = self._dropped.get("encode_error", 0) + 1
+            elif self._closed:  # a write that raced close(): the backend refused it as closed
                 self._dropped["closed"] = self._dropped.get("closed", 0) + 1
-                return False
-            key = _error_name(self.format, rc)
-            self._errors[key] = self._errors.get(key, 0) + 1
+            else:
+                key = _error_name(self.format, rc)
+                self._errors[key] = self._errors.get(key, 0) + 1
         return False
 
     def count_dropped(self, reason: str) -> None:
@@ -442,9 +465,9 @@ class Provider:
                 "dropped": dict(self._dropped),
                 "errors": dict(self._errors),
                 "invalid": dict(self._invalid),
-                "truncated": int(getattr(self._encoder, "truncated", 0)),
+                "truncated": self._path.encoder.truncated,
                 "format": self.format,
-                "backend": repr(self._backend),
+                "backend": repr(self._path.backend),
                 "closed": self._closed,
             }
 
@@ -459,7 +482,7 @@ class Provider:
             if self._closed:
                 return
             self._closed = True
-            backends = {id(b): b for b in (self._backend, self._base_backend) if b is not None}
+            backends = {id(b): b for b in (self._path.backend, self._base_backend) if b is not None}
             for slot in self._slots.values():
                 slot.word = DISABLED_WORD
         for backend in backends.values():
@@ -650,7 +673,7 @@ def _after_fork_in_child() -> None:
     _warn_lock = threading.Lock()
     for prov in list(_registry.values()):
         prov._lock = threading.Lock()
-        for part in (prov._encoder, prov._backend):
+        for part in (prov._path.encoder, prov._path.backend):
             if hasattr(part, "_lock"):
                 part._lock = threading.Lock()
 

@@ -33,8 +33,9 @@ from ._provider import get_provider, set_backend_factory
 from .backends.base import Slot
 from .backends.capture import CaptureBackend, CaptureRecord
 from .decoded import DecodedEvent
+from .tracelogging.spec import TraceLoggingEvent
 
-__all__ = ["CapturedEvent", "EtwCapture", "capture_etw_events"]
+__all__ = ["CapturedEvent", "EtwCapture", "capture_etw_events", "decode_record"]
 
 Format = Literal["eventheader", "tracelogging"]
 
@@ -116,8 +117,12 @@ def decode_record(record: CaptureRecord) -> CapturedEvent:
 class _SharedCaptureBackend(CaptureBackend):
     """A capture backend that also appends to its capture's process-wide, ordered list."""
 
-    def __init__(self, capture: EtwCapture, provider_name: str, group: str | None) -> None:
-        super().__init__(provider_name, group, capture.format, enabled=capture._enabled)
+    def __init__(
+        self, capture: EtwCapture, provider_name: str, group: str | None, provider_id: uuid.UUID
+    ) -> None:
+        super().__init__(
+            provider_name, group, capture.format, enabled=capture._enabled, provider_id=provider_id
+        )
         self._capture = capture
         for (level, keyword), state in capture._rules.items():
             super().set_enabled(state, level, keyword)
@@ -128,11 +133,18 @@ class _SharedCaptureBackend(CaptureBackend):
             self._capture._registered.setdefault(self.provider_name, {})[(level, keyword)] = str(slot.handle)
         return slot
 
-    def write(self, slot: Slot, *args: object) -> int:
+    def write(
+        self,
+        slot: Slot,
+        event: bytes | TraceLoggingEvent,
+        opcode: int = 0,
+        activity_id: bytes | None = None,
+        related_id: bytes | None = None,
+    ) -> int:
         capture = self._capture
         with capture._lock:
             before = len(self._records)
-            rc = super().write(slot, *args)
+            rc = super().write(slot, event, opcode, activity_id, related_id)
             if rc == 0 and len(self._records) > before:
                 capture._records.append(self._records[-1])
         return rc
@@ -152,8 +164,8 @@ class EtwCapture:
         self._backends: dict[str, _SharedCaptureBackend] = {}
         self._registered: dict[str, dict[tuple[int, int], str]] = {}
 
-    def _factory(self, name: str, group: str | None) -> CaptureBackend:
-        backend = _SharedCaptureBackend(self, name, group)
+    def _factory(self, name: str, group: str | None, provider_id: uuid.UUID) -> CaptureBackend:
+        backend = _SharedCaptureBackend(self, name, group, provider_id)
         self._backends[name] = backend
         return backend
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import uuid
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -25,7 +26,7 @@ def captures() -> Iterator[dict[str, CaptureBackend]]:
     """Every provider created in the test writes to a CaptureBackend, keyed by provider name."""
     made: dict[str, CaptureBackend] = {}
 
-    def factory(name: str, group: str | None) -> CaptureBackend:
+    def factory(name: str, group: str | None, provider_id: uuid.UUID) -> CaptureBackend:
         made[name] = CaptureBackend(name, group)
         return made[name]
 
@@ -160,7 +161,7 @@ def test_backend_factory_switch_keeps_slot_objects_valid() -> None:
     _provider._registry.clear()
     first: list[CaptureBackend] = []
 
-    def factory(name: str, group: str | None) -> CaptureBackend:
+    def factory(name: str, group: str | None, provider_id: uuid.UUID) -> CaptureBackend:
         first.append(CaptureBackend(name, group, enabled=False))
         return first[-1]
 
@@ -170,7 +171,7 @@ def test_backend_factory_switch_keeps_slot_objects_valid() -> None:
         slot = p.slot(4, 1)
         assert not slot.word[0]
         second = CaptureBackend("Co_Switch")
-        set_backend_factory(lambda n, g: second)
+        set_backend_factory(lambda n, g, i: second)
         assert p.slot(4, 1) is slot
         assert slot.word[0]
         assert p.write(slot, "e", FIELDS) is True
@@ -184,7 +185,7 @@ def test_backend_factory_switch_keeps_slot_objects_valid() -> None:
 
 
 def test_unavailable_backend_warns_once_and_runs_disabled() -> None:
-    def factory(name: str, group: str | None) -> CaptureBackend:
+    def factory(name: str, group: str | None, provider_id: uuid.UUID) -> CaptureBackend:
         raise BackendUnavailable("no tracefs here (test)")
 
     _provider._warned.discard("no tracefs here (test)")

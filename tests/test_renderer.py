@@ -27,7 +27,7 @@ PROV = "Co_Render"
 def cap() -> Iterator[CaptureBackend]:
     made: dict[str, CaptureBackend] = {}
 
-    def factory(name: str, group: str | None) -> CaptureBackend:
+    def factory(name: str, group: str | None, provider_id: uuid.UUID) -> CaptureBackend:
         made[name] = CaptureBackend(name, group)
         return made[name]
 
@@ -280,7 +280,7 @@ def test_logging_after_close_all_at_interpreter_exit_returns_normally(tmp_path: 
         "from structlog_etw import EtwRenderer, get_provider\n"
         "from structlog_etw._provider import set_backend_factory\n"
         "from structlog_etw.backends.capture import CaptureBackend\n"
-        "set_backend_factory(lambda n, g: CaptureBackend(n, g))\n"
+        "set_backend_factory(lambda n, g, i: CaptureBackend(n, g))\n"
         "log = structlog.wrap_logger(None, processors=[EtwRenderer('Co_Late')])\n"
         "prov = get_provider('Co_Late')\n"
         "log.info('before_exit')\n"

@@ -36,7 +36,7 @@ class Color(enum.Enum):
 def cap(request: pytest.FixtureRequest) -> Iterator[CaptureBackend]:
     made: dict[str, CaptureBackend] = {}
 
-    def factory(name: str, group: str | None) -> CaptureBackend:
+    def factory(name: str, group: str | None, provider_id: uuid.UUID) -> CaptureBackend:
         made[name] = CaptureBackend(name, group, format=request.param)
         return made[name]
 

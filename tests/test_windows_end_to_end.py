@@ -29,7 +29,7 @@ def etw(fake: Fake) -> Iterator[Fake]:
     """Every provider created in the test is an EtwBackend on the fake library."""
     saved = dict(_provider._registry)
     _provider._registry.clear()
-    previous = set_backend_factory(lambda name, group: EtwBackend(name, group, library=fake.path))
+    previous = set_backend_factory(lambda name, group, _id: EtwBackend(name, group, library=fake.path))
     try:
         yield fake
     finally:

@@ -3,9 +3,19 @@ error a backend raises when it cannot open."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
-__all__ = ["BackendUnavailable", "EventHeaderBackend", "Slot", "TraceLoggingBackend"]
+from ..tracelogging.spec import TraceLoggingEvent
+
+__all__ = [
+    "Backend",
+    "BackendUnavailable",
+    "EventHeaderBackend",
+    "Format",
+    "Slot",
+    "TraceLoggingBackend",
+    "TraceLoggingEvent",
+]
 
 
 class Slot:
@@ -41,39 +51,59 @@ class BackendUnavailable(Exception):
     """
 
 
-class EventHeaderBackend(Protocol):
-    """A backend fed EventHeader bytes (Linux user_events, capture)."""
+#: The two event formats: EventHeader (Linux user_events) and TraceLogging (Windows ETW).
+Format = Literal["eventheader", "tracelogging"]
 
-    format: str  # "eventheader"
+EventT_contra = TypeVar("EventT_contra", contravariant=True)
+
+
+class Backend(Protocol[EventT_contra]):
+    """Where a provider's encoded events go: the OS (user_events, ETW), a capture, or your own sink.
+
+    ``EventT_contra`` is what the backend's format produces: ``bytes`` (a whole EventHeader
+    event, header and extensions included) for :data:`EventHeaderBackend`,
+    :data:`TraceLoggingEvent` for :data:`TraceLoggingBackend`.  A provider picks its encoder
+    from :attr:`format`; pass your backend as ``Provider(name, backend=...)`` (and the provider
+    to ``EtwRenderer(name, provider=...)``) to receive every event the renderer writes.
+
+    The provider calls ``open_slot`` once per (level, keyword) and checks ``slot.word[0]``
+    before encoding; ``write`` is only called for an enabled slot.  ``write`` and ``close``
+    must never raise: ``write`` returns 0, or an error code the provider counts by name
+    (an errno for EventHeader backends, a Win32 code for TraceLogging ones).
+    """
+
+    @property
+    def format(self) -> str:
+        """``"eventheader"`` or ``"tracelogging"``: the encoding this backend takes."""
+        ...
 
     def open_slot(self, level: int, keyword: int) -> Slot:
-        """Return the slot for (level, keyword), registering it with the OS if needed."""
-
-    def write(self, slot: Slot, event: bytes) -> int:
-        """Hand one encoded event to the OS: 0, or an errno. Never raises."""
-
-    def close(self) -> None:
-        """Unregister everything; later writes return an error code."""
-
-
-class TraceLoggingBackend(Protocol):
-    """A backend fed TraceLogging metadata and data (Windows ETW, capture)."""
-
-    format: str  # "tracelogging"
-
-    def open_slot(self, level: int, keyword: int) -> Slot:
-        """Return the slot for (level, keyword)."""
+        """The slot for (level, keyword), registered with the OS if needed; may raise ``OSError``
+        (the provider counts it and keeps that pair disabled)."""
+        ...
 
     def write(
         self,
         slot: Slot,
+        event: EventT_contra,
         opcode: int,
-        metadata: bytes,
-        data: bytes,
         activity_id: bytes | None,
         related_id: bytes | None,
     ) -> int:
-        """Hand one event to ETW: 0, or a Win32 error code. Never raises."""
+        """Hand one encoded event to the OS: 0, or an error code.  Never raises.
+
+        ``opcode`` and the 16-byte activity ids (RFC 4122 byte order) are also inside an
+        EventHeader event; a TraceLogging backend passes them to EventWriteTransfer (the ids
+        as GUIDs), with level and keyword from ``slot``.
+        """
+        ...
 
     def close(self) -> None:
-        """Unregister the provider."""
+        """Unregister everything; later writes return an error code."""
+        ...
+
+
+#: A backend fed EventHeader events (Linux user_events, the capture backend, your sink).
+EventHeaderBackend = Backend[bytes]
+#: A backend fed TraceLogging events (Windows ETW, the capture backend, your sink).
+TraceLoggingBackend = Backend[TraceLoggingEvent]

@@ -15,7 +15,8 @@ import uuid
 from dataclasses import dataclass
 
 from ..eventheader.spec import tracepoint_name
-from ..tracelogging.spec import CHANNEL_TRACELOGGING
+from ..tracelogging.spec import CHANNEL_TRACELOGGING, TraceLoggingEvent
+from ..tracelogging.spec import provider_id as tracelogging_provider_id
 from .base import Slot
 
 __all__ = ["CaptureBackend", "CaptureRecord"]
@@ -64,7 +65,6 @@ class CaptureBackend:
         format: str = "eventheader",
         *,
         enabled: bool = True,
-        traits: bytes | None = None,
         provider_id: uuid.UUID | None = None,
     ) -> None:
         if format not in ("eventheader", "tracelogging"):
@@ -72,10 +72,10 @@ class CaptureBackend:
         self.provider_name = provider_name
         self.group = group
         self.format = format
-        #: TraceLogging provider traits (descriptor 0); the provider sets it from its encoder.
-        self.traits = traits
-        #: TraceLogging provider GUID (for EventRegister); the provider sets it.
-        self.provider_id = provider_id
+        #: TraceLogging: the provider GUID EventRegister would receive (default: the name hash).
+        self.provider_id = (
+            (provider_id or tracelogging_provider_id(provider_name)) if format == "tracelogging" else None
+        )
         self._default = 1 if enabled else 0
         self._rules: dict[tuple[int | None, int | None], int] = {}
         self._words: dict[tuple[int, int], list[int]] = {}
@@ -112,35 +112,39 @@ class CaptureBackend:
                     word[0] = self._state(lv, kw)
 
     # -- writing ---------------------------------------------------------------------------
-    def write(self, slot: Slot, *args: object) -> int:
-        """EventHeader: ``write(slot, event)``; TraceLogging:
-        ``write(slot, opcode, metadata, data, activity_id, related_id)``.  0 or an error code.
-        """
+    def write(
+        self,
+        slot: Slot,
+        event: bytes | TraceLoggingEvent,
+        opcode: int = 0,
+        activity_id: bytes | None = None,
+        related_id: bytes | None = None,
+    ) -> int:
+        """Record one event (the backend protocol's ``write``): 0, or an error code.  Never raises."""
         try:
             if self.format == "eventheader":
-                (event,) = args
                 rec = CaptureRecord(
                     "eventheader",
                     self.provider_name,
                     slot.level,
                     slot.keyword,
                     tracepoint=tracepoint_name(self.provider_name, slot.level, slot.keyword, self.group),
-                    event=bytes(event),  # type: ignore[call-overload]
+                    event=bytes(event),  # type: ignore[arg-type]
                 )
             else:
-                opcode, metadata, data, activity_id, related_id = args
+                traits, metadata, data = event
                 rec = CaptureRecord(
                     "tracelogging",
                     self.provider_name,
                     slot.level,
                     slot.keyword,
-                    opcode=opcode,  # type: ignore[arg-type]
-                    descriptor=(0, 0, CHANNEL_TRACELOGGING, slot.level, opcode, 0, slot.keyword),  # type: ignore[arg-type]
-                    traits=self.traits or b"",
-                    metadata=bytes(metadata),  # type: ignore[call-overload]
-                    data=bytes(data),  # type: ignore[call-overload]
-                    activity_id=activity_id,  # type: ignore[arg-type]
-                    related_id=related_id,  # type: ignore[arg-type]
+                    opcode=opcode,
+                    descriptor=(0, 0, CHANNEL_TRACELOGGING, slot.level, opcode, 0, slot.keyword),
+                    traits=bytes(traits),
+                    metadata=bytes(metadata),
+                    data=bytes(data),
+                    activity_id=activity_id,
+                    related_id=related_id,
                     provider_id=self.provider_id,
                 )
         except Exception:

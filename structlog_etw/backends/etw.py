@@ -20,7 +20,7 @@ import threading
 import uuid
 from typing import Any, Final
 
-from ..tracelogging.spec import event_descriptor, group_guid, provider_traits
+from ..tracelogging.spec import TraceLoggingEvent, event_descriptor, group_guid, provider_traits
 from ..tracelogging.spec import provider_id as _provider_id
 from .base import BackendUnavailable, Slot
 
@@ -272,17 +272,21 @@ class EtwBackend:
     def write(
         self,
         slot: Slot,
-        opcode: int,
-        metadata: bytes,
-        data: bytes,
-        activity_id: bytes | None,
-        related_id: bytes | None,
+        event: TraceLoggingEvent,
+        opcode: int = 0,
+        activity_id: bytes | None = None,
+        related_id: bytes | None = None,
     ) -> int:
-        """EventWriteTransfer with [traits, metadata, data]: 0 or the Win32 error code. Never raises."""
+        """EventWriteTransfer with [traits, metadata, data]: 0 or the Win32 error code. Never raises.
+
+        The traits descriptor is this backend's own blob (registered with EventSetInformation),
+        which equals the event's first element.
+        """
         handle = self._handle
         if not handle:
             return ERROR_INVALID_HANDLE
         try:
+            _traits, metadata, data = event
             desc = event_descriptor(slot.level, opcode, slot.keyword)
             traits_ptr, traits_len = self._traits_ptr
             meta_ptr = _address(metadata) or 0

@@ -29,7 +29,14 @@ class NullBackend:
         """A slot whose enable word is always 0."""
         return Slot(level, keyword, DISABLED_WORD, None)
 
-    def write(self, slot: Slot, *args: object) -> int:
+    def write(
+        self,
+        slot: Slot,
+        event: object,
+        opcode: int = 0,
+        activity_id: bytes | None = None,
+        related_id: bytes | None = None,
+    ) -> int:
         """Nothing listens: returns ``ENODEV`` (the provider never calls this for a disabled slot)."""
         return errno.ENODEV
 

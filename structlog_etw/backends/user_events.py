@@ -242,8 +242,18 @@ class UserEventsBackend:
 
     # -- writing --------------------------------------------------------------------
 
-    def write(self, slot: Slot, event: bytes) -> int:
-        """Write one EventHeader event for *slot*: 0, or the errno.  Never raises."""
+    def write(
+        self,
+        slot: Slot,
+        event: bytes,
+        opcode: int = 0,
+        activity_id: bytes | None = None,
+        related_id: bytes | None = None,
+    ) -> int:
+        """Write one EventHeader event for *slot*: 0, or the errno.  Never raises.
+
+        ``opcode`` and the activity ids are already in the event's header and extension.
+        """
         fd = self._fd
         if fd < 0:
             return errno.EBADF

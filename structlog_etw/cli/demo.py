@@ -195,15 +195,22 @@ def _captured(emit: Callable[[Any], None]) -> None:
 
     class _StampedCapture(CaptureBackend):
         # The kernel stamps time and thread; a capture has to do it itself.
-        def write(self, slot: Any, *args: object) -> int:
-            rc = super().write(slot, *args)
+        def write(
+            self,
+            slot: Any,
+            event: Any,
+            opcode: int = 0,
+            activity_id: bytes | None = None,
+            related_id: bytes | None = None,
+        ) -> int:
+            rc = super().write(slot, event, opcode, activity_id, related_id)
             if rc == 0:
                 stamps.append((time.time_ns(), threading.get_native_id()))
             return rc
 
     backends: list[CaptureBackend] = []
 
-    def factory(name: str, group: str | None) -> CaptureBackend:
+    def factory(name: str, group: str | None, provider_id: uuid.UUID) -> CaptureBackend:
         b = _StampedCapture(name, group)
         backends.append(b)
         return b

@@ -67,6 +67,7 @@ from .spec import (
     MAX_METADATA,
     InType,
     OutType,
+    TraceLoggingEvent,
     group_guid,
     name_bytes,
     provider_traits,
@@ -550,8 +551,23 @@ class TraceLoggingEncoder:
             self._cache[key] = plan
         return plan
 
-    def encode(self, name: str, fields: list[Field], tags: int = 0) -> tuple[bytes, bytes] | None:
-        """``(metadata, data)`` for one event, or ``None`` if it cannot fit even truncated. Never raises."""
+    def encode(
+        self,
+        name: str,
+        fields: list[Field],
+        level: int = 4,
+        opcode: int = 0,
+        tag: int = 0,
+        activity_id: bytes | None = None,
+        related_id: bytes | None = None,
+    ) -> TraceLoggingEvent | None:
+        """``(traits, metadata, data)`` for one event, or ``None`` if it cannot fit even truncated.
+
+        ``tag`` is the event's 28-bit tags value (in the metadata).  Level, opcode and the activity
+        ids are not part of the TraceLogging blobs: the backend passes them to EventWriteTransfer
+        (they are parameters here so that both encoders share one signature).  Never raises.
+        """
+        tags = tag
         try:
             plan = self._cache.get((name, tags, _shape(fields)))
             if plan is None:
@@ -560,7 +576,7 @@ class TraceLoggingEncoder:
                 # The shape key guarantees one packer per field (strict=False: no second check).
                 data = b"".join([p(f[2]) for p, f in zip(plan.packers, fields, strict=False)])
                 if len(plan.metadata) + len(data) <= self._budget:
-                    return plan.metadata, data
+                    return self.traits, plan.metadata, data
         except Exception:
             pass
         try:
@@ -568,7 +584,7 @@ class TraceLoggingEncoder:
         except Exception:
             return None
 
-    def _encode_slow(self, name: str, fields: list[Field], tags: int) -> tuple[bytes, bytes] | None:
+    def _encode_slow(self, name: str, fields: list[Field], tags: int) -> TraceLoggingEvent | None:
         """Normalise bad values, apply the field-count and size limits (see the module docstring)."""
         if type(name) is not str:
             name = safe_str(name)
@@ -600,7 +616,7 @@ class TraceLoggingEncoder:
             if size <= self._budget:
                 if truncated:
                     self.truncated += 1
-                return plan.metadata, data
+                return self.traits, plan.metadata, data
             excess = size - self._budget
             if not truncated:
                 excess += len(field_metadata(TRUNCATED_FIELD, InType.BOOL32)) + 4

@@ -22,6 +22,7 @@ __all__ = [
     "MAX_METADATA",
     "InType",
     "OutType",
+    "TraceLoggingEvent",
     "event_descriptor",
     "group_guid",
     "name_bytes",
@@ -98,6 +99,11 @@ class OutType(enum.IntEnum):
     #: OutMeta flag: field tag bytes follow.
     CHAIN = 0x80
 
+
+#: One TraceLogging event as the TraceLogging encoder produces it and a TraceLogging backend
+#: hands it to EventWriteTransfer: the provider traits, the event metadata and the event data
+#: (the three data descriptors, in that order).
+TraceLoggingEvent = tuple[bytes, bytes, bytes]
 
 #: EVENT_DESCRIPTOR.Channel of every TraceLogging event.
 CHANNEL_TRACELOGGING: Final = 11

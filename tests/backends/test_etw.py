@@ -53,9 +53,11 @@ def _open(
 
 
 def _encode(enc: TraceLoggingEncoder, name: str, fields: list[F.Field]) -> tuple[bytes, bytes]:
+    """The event's (metadata, data); the encoder's first element is the provider traits."""
     result = enc.encode(name, fields)
     assert result is not None
-    return result
+    assert result[0] == enc.traits
+    return result[1], result[2]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -67,7 +69,7 @@ def test_written_event_decodes_to_name_level_keyword_opcode_and_fields(fake: Fak
     b, enc = _open(fake, backends)
     slot = b.open_slot(4, 0x4)
     meta, data = _encode(enc, "user_login", F.to_fields({"user": "ann", "attempts": 3, "ok": True}.items()))
-    assert b.write(slot, 1, meta, data, None, None) == 0
+    assert b.write(slot, (enc.traits, meta, data), 1, None, None) == 0
     (rec,) = fake.records()
     ev = rec.decoded()
     assert ev.provider == NAME
@@ -91,7 +93,7 @@ def test_descriptors_are_traits_metadata_data_with_types_2_1_0_and_zero_reserved
     fake.enable(5)
     b, enc = _open(fake, backends)
     meta, data = _encode(enc, "ev", [("x", F.I64, 7)])
-    assert b.write(b.open_slot(4, 1), 0, meta, data, None, None) == 0
+    assert b.write(b.open_slot(4, 1), (enc.traits, meta, data), 0, None, None) == 0
     (rec,) = fake.records()
     assert [d.type for d in rec.data] == [2, 1, 0]
     assert [(d.reserved1, d.reserved2) for d in rec.data] == [(0, 0)] * 3
@@ -103,7 +105,7 @@ def test_event_without_fields_passes_traits_and_metadata_only(fake: Fake, backen
     b, enc = _open(fake, backends)
     meta, data = _encode(enc, "empty", [])
     assert data == b""
-    assert b.write(b.open_slot(4, 1), 0, meta, data, None, None) == 0
+    assert b.write(b.open_slot(4, 1), (enc.traits, meta, data), 0, None, None) == 0
     (rec,) = fake.records()
     assert [d.type for d in rec.data] == [2, 1]
     assert rec.decoded().name == "empty"
@@ -112,7 +114,7 @@ def test_event_without_fields_passes_traits_and_metadata_only(fake: Fake, backen
 def test_reghandle_keeps_all_64_bits(fake: Fake, backends: Opened) -> None:
     b, enc = _open(fake, backends)
     meta, data = _encode(enc, "ev", [])
-    b.write(b.open_slot(4, 1), 0, meta, data, None, None)
+    b.write(b.open_slot(4, 1), (enc.traits, meta, data), 0, None, None)
     (rec,) = fake.records()
     assert rec.handle > HANDLE_BASE
     assert fake.provider_guid(rec.handle) == provider_id(NAME)
@@ -123,9 +125,9 @@ def test_activity_ids_are_passed_as_guid_structures(fake: Fake, backends: Opened
     act, rel = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff"), uuid.uuid4()
     meta, data = _encode(enc, "start", [])
     slot = b.open_slot(4, 1)
-    assert b.write(slot, 1, meta, data, act.bytes, rel.bytes) == 0
-    assert b.write(slot, 0, meta, data, act.bytes, None) == 0
-    assert b.write(slot, 0, meta, data, None, None) == 0
+    assert b.write(slot, (enc.traits, meta, data), 1, act.bytes, rel.bytes) == 0
+    assert b.write(slot, (enc.traits, meta, data), 0, act.bytes, None) == 0
+    assert b.write(slot, (enc.traits, meta, data), 0, None, None) == 0
     r1, r2, r3 = fake.records()
     assert r1.activity == act.bytes_le
     assert r1.related == rel.bytes_le
@@ -168,7 +170,7 @@ def test_setting_traits_later_calls_eventsetinformation_again_and_is_used_by_wri
         (2, enc.traits),
     ]
     meta, data = _encode(enc, "ev", [])
-    assert b.write(b.open_slot(4, 1), 0, meta, data, None, None) == 0
+    assert b.write(b.open_slot(4, 1), (enc.traits, meta, data), 0, None, None) == 0
     (rec,) = fake.records()
     assert rec.data[0].data == enc.traits
     assert decode_traits(rec.data[0].data) == (NAME, provider_id("mygroup"))
@@ -248,7 +250,7 @@ def test_slot_words_follow_enable_changes_made_while_threads_write(fake: Fake, b
     results: list[int] = []
 
     def writer() -> None:
-        results.extend(b.write(slot, 0, meta, data, None, None) for _ in range(500))
+        results.extend(b.write(slot, (enc.traits, meta, data), 0, None, None) for _ in range(500))
 
     threads = [threading.Thread(target=writer) for _ in range(4)]
     for t in threads:
@@ -273,17 +275,17 @@ def test_write_error_codes_are_returned_to_the_caller(fake: Fake, backends: Open
     b, enc = _open(fake, backends)
     fake.lib.fake_set_write_result(code)
     meta, data = _encode(enc, "ev", [("x", F.STR, "y")])
-    assert b.write(b.open_slot(4, 1), 0, meta, data, None, None) == code
+    assert b.write(b.open_slot(4, 1), (enc.traits, meta, data), 0, None, None) == code
     fake.lib.fake_set_write_result(0)
-    assert b.write(b.open_slot(4, 1), 0, meta, data, None, None) == 0
+    assert b.write(b.open_slot(4, 1), (enc.traits, meta, data), 0, None, None) == 0
 
 
 def test_bad_arguments_return_an_error_code_instead_of_raising(fake: Fake, backends: Opened) -> None:
     b, enc = _open(fake, backends)
     meta, data = _encode(enc, "ev", [])
     slot = b.open_slot(4, 1)
-    assert b.write(slot, 0, meta, data, b"short", None) == 87
-    assert b.write(slot, 999, meta, data, None, None) == 87
+    assert b.write(slot, (enc.traits, meta, data), 0, b"short", None) == 87
+    assert b.write(slot, (enc.traits, meta, data), 999, None, None) == 87
     assert fake.records() == []
 
 
@@ -315,7 +317,7 @@ def test_close_unregisters_once_and_later_writes_return_invalid_handle(fake: Fak
     assert fake.lib.fake_unregister_calls() == 1
     assert slot.word[0] == 0
     meta, data = _encode(enc, "ev", [])
-    assert b.write(slot, 0, meta, data, None, None) == 6
+    assert b.write(slot, (enc.traits, meta, data), 0, None, None) == 6
     assert fake.records() == []
     assert b.provider_enabled(4, 1) is False
 
@@ -380,7 +382,7 @@ def test_backend_makes_the_same_etw_calls_as_microsofts_provider(fake: Fake, bac
 
     b, enc = _open(fake, backends)
     meta, data = _encode(enc, "user_login", F.to_fields({"user": "ann", "attempts": 3, "ok": True}.items()))
-    assert b.write(b.open_slot(4, 0x4), 1, meta, data, act.bytes, rel.bytes) == 0
+    assert b.write(b.open_slot(4, 0x4), (enc.traits, meta, data), 1, act.bytes, rel.bytes) == 0
 
     theirs, ours = fake.records()
     assert ours.descriptor == theirs.descriptor

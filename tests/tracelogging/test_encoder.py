@@ -34,6 +34,7 @@ from structlog_etw.tracelogging.spec import (
     provider_id,
     provider_traits,
 )
+from tests.helpers.tracelogging import blobs
 
 # ---------------------------------------------------------------------------------------------
 # Spec vectors
@@ -102,7 +103,7 @@ def test_worked_example_metadata_data_and_descriptor_match_microsoft_bytes() -> 
 
 def test_encoder_reproduces_the_worked_example_string_field() -> None:
     enc = TraceLoggingEncoder("MyProvider")
-    result = enc.encode("MyEvent", [("msg", F.STR, "hi")])
+    result = blobs(enc.encode("MyEvent", [("msg", F.STR, "hi")]))
     assert result == (bytes.fromhex("11 00 00 4d 79 45 76 65 6e 74 00 6d 73 67 00 97 23"), b"\x02\x00hi")
 
 
@@ -112,7 +113,7 @@ def test_encoder_reproduces_the_worked_example_string_field() -> None:
 )
 def test_event_tags_use_the_shortest_of_1_2_4_bytes(tag: int, expected: str) -> None:
     assert encode_tag(tag) == bytes.fromhex(expected)
-    meta = TraceLoggingEncoder("P").encode("e", [], tags=tag)
+    meta = blobs(TraceLoggingEncoder("P").encode("e", [], tag=tag))
     assert meta is not None
     assert parse_metadata(meta[0])[1] == tag
 
@@ -163,7 +164,7 @@ def test_type_table_row_round_trips(
     label: str, value: object, in_type: int, out_type: int, decoded: object
 ) -> None:
     enc = TraceLoggingEncoder("MyCompany.Test")
-    result = enc.encode("ev", F.to_fields([("v", value)]))
+    result = blobs(enc.encode("ev", F.to_fields([("v", value)])))
     assert result is not None
     ev = decode(*result)
     (f,) = ev.field_list
@@ -205,7 +206,7 @@ def test_homogeneous_list_becomes_vcount_array(
     label: str, value: list[Any], in_type: int, out_type: int, decoded: list[Any]
 ) -> None:
     enc = TraceLoggingEncoder("MyCompany.Test")
-    result = enc.encode("ev", F.to_fields([("v", value)]))
+    result = blobs(enc.encode("ev", F.to_fields([("v", value)])))
     assert result is not None
     meta, data = result
     assert meta[-1] & InType.VCOUNT or meta[-2] & InType.VCOUNT
@@ -218,7 +219,7 @@ def test_homogeneous_list_becomes_vcount_array(
 def test_dict_becomes_nested_struct_with_member_count() -> None:
     enc = TraceLoggingEncoder("MyCompany.Test")
     value = {"a": 1, "b": {"c": "x", "d": [1.5]}, "e": True}
-    result = enc.encode("ev", F.to_fields([("s", value), ("after", 2)]))
+    result = blobs(enc.encode("ev", F.to_fields([("s", value), ("after", 2)])))
     assert result is not None
     ev = decode(*result)
     assert ev.fields == {"s": value, "after": 2}
@@ -231,7 +232,7 @@ def test_dict_becomes_nested_struct_with_member_count() -> None:
 def test_aware_datetime_is_converted_to_utc() -> None:
     enc = TraceLoggingEncoder("P")
     plus2 = dt.datetime(2024, 1, 1, 12, 0, tzinfo=dt.timezone(dt.timedelta(hours=2)))
-    result = enc.encode("e", [("t", F.TIME, plus2)])
+    result = blobs(enc.encode("e", [("t", F.TIME, plus2)]))
     assert result is not None
     assert decode(*result).fields["t"] == dt.datetime(2024, 1, 1, 10, 0, tzinfo=UTC)
     assert result[1] == struct.pack("<Q", 0x019DB1DED53E8000 + 1704103200 * 10**7)
@@ -240,7 +241,7 @@ def test_aware_datetime_is_converted_to_utc() -> None:
 def test_naive_datetime_is_taken_as_local_time() -> None:
     naive = dt.datetime(2024, 1, 1, 12, 0)
     enc = TraceLoggingEncoder("P")
-    result = enc.encode("e", [("t", F.TIME, naive)])
+    result = blobs(enc.encode("e", [("t", F.TIME, naive)]))
     assert result is not None
     assert decode(*result).fields["t"] == naive.astimezone(UTC)
 
@@ -251,7 +252,7 @@ def test_filetime_of_unix_epoch() -> None:
 
 def test_lone_surrogates_and_nul_become_valid_utf8() -> None:
     enc = TraceLoggingEncoder("P")
-    result = enc.encode("ev\0x\ud800", [("k\0\udfff", F.STR, "a\ud800b\0c")])
+    result = blobs(enc.encode("ev\0x\ud800", [("k\0\udfff", F.STR, "a\ud800b\0c")]))
     assert result is not None
     ev = decode(*result)
     assert ev.name == "ev\ufffdx\ufffd"
@@ -259,15 +260,15 @@ def test_lone_surrogates_and_nul_become_valid_utf8() -> None:
 
 
 def test_event_with_no_fields() -> None:
-    result = TraceLoggingEncoder("P").encode("empty", [])
+    result = blobs(TraceLoggingEncoder("P").encode("empty", []))
     assert result == (b"\x09\x00\x00empty\x00", b"")
     assert decode(*result).fields == {}
 
 
 def test_same_shape_reuses_cached_metadata_object() -> None:
     enc = TraceLoggingEncoder("P")
-    a = enc.encode("e", [("x", F.I64, 1)])
-    b = enc.encode("e", [("x", F.I64, 2)])
+    a = blobs(enc.encode("e", [("x", F.I64, 1)]))
+    b = blobs(enc.encode("e", [("x", F.I64, 2)]))
     assert a is not None
     assert b is not None
     assert a[0] is b[0]
@@ -277,7 +278,7 @@ def test_same_shape_reuses_cached_metadata_object() -> None:
 def test_shape_cache_is_bounded() -> None:
     enc = TraceLoggingEncoder("P")
     for i in range(5000):
-        assert enc.encode(f"e{i}", [("x", F.I64, i)]) is not None
+        assert blobs(enc.encode(f"e{i}", [("x", F.I64, i)])) is not None
     assert len(enc._cache) <= 1024
 
 
@@ -292,7 +293,7 @@ def _total(enc: TraceLoggingEncoder, result: tuple[bytes, bytes] | None) -> int:
 
 def test_oversized_string_is_truncated_with_marker_and_counted() -> None:
     enc = TraceLoggingEncoder("MyCompany.Test")
-    result = enc.encode("big", [("small", F.STR, "keep me"), ("msg", F.STR, "x" * 200_000)])
+    result = blobs(enc.encode("big", [("small", F.STR, "keep me"), ("msg", F.STR, "x" * 200_000)]))
     assert _total(enc, result) <= enc.max_size
     assert result is not None
     ev = decode(*result)
@@ -304,14 +305,16 @@ def test_oversized_string_is_truncated_with_marker_and_counted() -> None:
 
 def test_truncation_cuts_the_longest_values_first() -> None:
     enc = TraceLoggingEncoder("P", max_size=4096)
-    result = enc.encode(
-        "e",
-        [
-            ("a", F.STR, "a" * 3000),
-            ("b", F.BYTES, b"b" * 3000),
-            ("c", F.STR, "c" * 100),
-            ("d", F.I64 | F.ARRAY, [1] * 10),
-        ],
+    result = blobs(
+        enc.encode(
+            "e",
+            [
+                ("a", F.STR, "a" * 3000),
+                ("b", F.BYTES, b"b" * 3000),
+                ("c", F.STR, "c" * 100),
+                ("d", F.I64 | F.ARRAY, [1] * 10),
+            ],
+        )
     )
     assert _total(enc, result) <= 4096
     assert result is not None
@@ -324,7 +327,7 @@ def test_truncation_cuts_the_longest_values_first() -> None:
 
 def test_oversized_arrays_are_shortened() -> None:
     enc = TraceLoggingEncoder("P", max_size=2048)
-    result = enc.encode("e", F.to_fields([("xs", list(range(100_000)))]))
+    result = blobs(enc.encode("e", F.to_fields([("xs", list(range(100_000)))])))
     assert _total(enc, result) <= 2048
     assert result is not None
     xs = decode(*result).fields["xs"]
@@ -335,7 +338,7 @@ def test_oversized_arrays_are_shortened() -> None:
 def test_too_many_fields_keeps_leading_fields_and_marks_truncation() -> None:
     enc = TraceLoggingEncoder("P")
     fields = F.to_fields((f"f{i}", i) for i in range(1000))
-    result = enc.encode("many", fields)
+    result = blobs(enc.encode("many", fields))
     assert result is not None
     ev = decode(*result)
     assert len(ev.field_list) == 128
@@ -346,7 +349,7 @@ def test_too_many_fields_keeps_leading_fields_and_marks_truncation() -> None:
 
 def test_binary_and_arrays_count_two_toward_the_field_limit() -> None:
     enc = TraceLoggingEncoder("P")
-    result = enc.encode("many", [(f"b{i}", F.BYTES, b"x") for i in range(100)])
+    result = blobs(enc.encode("many", [(f"b{i}", F.BYTES, b"x") for i in range(100)]))
     assert result is not None
     names = list(decode(*result).fields)
     assert len(names) == 64  # 63 binaries (2 each) + the marker
@@ -356,7 +359,7 @@ def test_binary_and_arrays_count_two_toward_the_field_limit() -> None:
 def test_struct_over_the_field_limit_is_kept_as_json() -> None:
     enc = TraceLoggingEncoder("P")
     big = {f"k{i}": [i] for i in range(100)}  # 1 + 100 * 2 logical fields
-    result = enc.encode("e", F.to_fields([("first", 1), ("big", big), ("last", 2)]))
+    result = blobs(enc.encode("e", F.to_fields([("first", 1), ("big", big), ("last", 2)])))
     assert result is not None
     ev = decode(*result)
     assert ev.fields["first"] == 1
@@ -368,7 +371,7 @@ def test_struct_over_the_field_limit_is_kept_as_json() -> None:
 def test_struct_kept_as_json_has_valid_text_even_with_surrogates_and_nan() -> None:
     enc = TraceLoggingEncoder("P")
     big = {f"k\ud800{i}": [math.nan] for i in range(100)}
-    result = enc.encode("e", F.to_fields([("big", big)]))
+    result = blobs(enc.encode("e", F.to_fields([("big", big)])))
     assert result is not None
     text = decode(*result).fields["big"]
     assert json.loads(text)["k\ufffd0"] == ["nan"]
@@ -376,14 +379,14 @@ def test_struct_kept_as_json_has_valid_text_even_with_surrogates_and_nan() -> No
 
 def test_huge_string_inside_an_array_is_cut_not_dropped() -> None:
     enc = TraceLoggingEncoder("P")
-    result = enc.encode("e", F.to_fields([("a", ["x" * 70_000, "y"]), ("b", 1)]))
+    result = blobs(enc.encode("e", F.to_fields([("a", ["x" * 70_000, "y"]), ("b", 1)])))
     assert result is not None
     assert decode(*result).fields == {"a": [], "b": 1, TRUNCATED_FIELD: True}
 
 
 def test_nested_struct_strings_are_truncated_in_place() -> None:
     enc = TraceLoggingEncoder("P", max_size=2048)
-    result = enc.encode("e", F.to_fields([("outer", {"inner": {"text": "z" * 10_000}, "n": 1})]))
+    result = blobs(enc.encode("e", F.to_fields([("outer", {"inner": {"text": "z" * 10_000}, "n": 1})])))
     assert _total(enc, result) <= 2048
     assert result is not None
     outer = decode(*result).fields["outer"]
@@ -394,21 +397,21 @@ def test_nested_struct_strings_are_truncated_in_place() -> None:
 def test_malformed_field_lists_never_raise() -> None:
     enc = TraceLoggingEncoder("P")
     bad: list[Any] = ["not a tuple", ("short",), (1, F.I64, 5), ("ok", F.I64, 3)]
-    result = enc.encode("e", bad)
+    result = blobs(enc.encode("e", bad))
     assert result is not None
     assert decode(*result).fields["ok"] == 3
-    assert enc.encode(None, [("x", F.I64, 1)]) is not None  # type: ignore[arg-type]
+    assert blobs(enc.encode(None, [("x", F.I64, 1)])) is not None  # type: ignore[arg-type]
 
 
 def test_metadata_that_cannot_fit_is_dropped() -> None:
     enc = TraceLoggingEncoder("P")
-    assert enc.encode("n" * 40_000, [("x", F.I64, 1)]) is None
+    assert blobs(enc.encode("n" * 40_000, [("x", F.I64, 1)])) is None
     assert enc.truncated == 0
 
 
 def test_long_field_names_are_dropped_from_the_end_until_metadata_fits() -> None:
     enc = TraceLoggingEncoder("P")
-    result = enc.encode("e", [("a" * 20_000, F.I64, 1), ("b" * 20_000, F.I64, 2)])
+    result = blobs(enc.encode("e", [("a" * 20_000, F.I64, 1), ("b" * 20_000, F.I64, 2)]))
     assert result is not None
     assert len(result[0]) < 32 * 1024
     assert decode(*result).fields == {"a" * 20_000: 1, TRUNCATED_FIELD: True}
@@ -449,7 +452,7 @@ class _Unprintable:
 )
 def test_mistyped_field_value_becomes_a_string(field: tuple[str, int, object]) -> None:
     enc = TraceLoggingEncoder("P")
-    result = enc.encode("e", [("ok", F.I64, 1), field])
+    result = blobs(enc.encode("e", [("ok", F.I64, 1), field]))
     assert result is not None
     ev = decode(*result)
     assert ev.fields["ok"] == 1
@@ -457,7 +460,7 @@ def test_mistyped_field_value_becomes_a_string(field: tuple[str, int, object]) -
 
 
 def test_nan_and_infinity_are_kept() -> None:
-    result = TraceLoggingEncoder("P").encode("e", F.to_fields([("n", math.nan), ("i", -math.inf)]))
+    result = blobs(TraceLoggingEncoder("P").encode("e", F.to_fields([("n", math.nan), ("i", -math.inf)])))
     assert result is not None
     fields = decode(*result).fields
     assert math.isnan(fields["n"])
@@ -507,7 +510,7 @@ def _expected(field: F.Field) -> object:
 def test_arbitrary_event_dict_round_trips(event: dict[str, object]) -> None:
     enc = TraceLoggingEncoder("MyCompany.Test")
     fields = F.to_fields(event.items())
-    result = enc.encode("ev", fields)
+    result = blobs(enc.encode("ev", fields))
     assert result is not None
     ev = decode(*result)
     names = [f.name for f in ev.field_list]
@@ -535,7 +538,7 @@ def _plain(members: list[Any]) -> dict[str, object]:
 )
 def test_encoded_events_never_exceed_the_size_budget(items: list[tuple[str, object]], max_size: int) -> None:
     enc = TraceLoggingEncoder("MyCompany.Test", max_size=max_size)
-    result = enc.encode("ev", F.to_fields(items))
+    result = blobs(enc.encode("ev", F.to_fields(items)))
     if result is None:
         return  # dropped: the caller counts it (only when even the names cannot fit)
     assert _total(enc, result) <= max_size
@@ -562,7 +565,7 @@ _raw_fields: st.SearchStrategy[list[Any]] = st.lists(
 @given(st.text(max_size=20), _raw_fields, st.integers(min_value=-(2**40), max_value=2**40))
 def test_any_field_list_encodes_to_a_decodable_event_or_none(name: str, fields: list[Any], tags: int) -> None:
     enc = TraceLoggingEncoder("MyCompany.Test", max_size=2048)
-    result = enc.encode(name, fields, tags)
+    result = blobs(enc.encode(name, fields, tag=tags))
     assert result is not None  # nothing here is too large to truncate
     assert _total(enc, result) <= 2048
     ev = decode(*result)
@@ -589,7 +592,7 @@ def _deep_dict() -> dict[str, Any]:
 def test_json_value_of_a_field_with_a_huge_name_is_cut_with_its_marker() -> None:
     name = "1" + "0" * 7900
     enc = TraceLoggingEncoder("P", max_size=9000)
-    result = enc.encode("e", F.to_fields([(name, _big_dict())]))
+    result = blobs(enc.encode("e", F.to_fields([(name, _big_dict())])))
     assert _total(enc, result) <= 9000
     assert result is not None
     ev = decode(*result)
@@ -608,7 +611,7 @@ def test_huge_key_names_with_json_values_are_kept_whole_or_cut_with_markers(max_
     items = {"": _deep_dict(), 0: _deep_dict(), 10**4000: _big_dict(), -(10**4000): _big_dict()}
     fields = F.to_fields(items.items())
     enc = TraceLoggingEncoder("P", max_size=max_size)
-    result = enc.encode("", fields)
+    result = blobs(enc.encode("", fields))
     assert _total(enc, result) <= max_size  # names of 8 KB leave room for the markers at 8300
     assert result is not None
     decoded = decode(*result).field_list
@@ -627,7 +630,7 @@ def test_huge_key_names_with_json_values_are_kept_whole_or_cut_with_markers(max_
 def test_binary_array_element_past_u16_is_truncated_not_dropped() -> None:
     # The EventHeader property test's falsifying example 2.
     enc = TraceLoggingEncoder("P")
-    result = enc.encode("", F.to_fields({"": _big_dict(), "0": [bytes(70000)]}.items()))
+    result = blobs(enc.encode("", F.to_fields({"": _big_dict(), "0": [bytes(70000)]}.items())))
     assert result is not None
     fields = decode(*result).fields
     assert fields["0"] == []

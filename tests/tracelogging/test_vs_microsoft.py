@@ -25,6 +25,7 @@ from structlog_etw import fields as F
 from structlog_etw.tracelogging.encoder import TraceLoggingEncoder, filetime
 from structlog_etw.tracelogging.spec import OutType, event_descriptor, provider_id
 from tests.helpers.shared import import_or_skip
+from tests.helpers.tracelogging import blobs
 
 
 class _UnusedFunction:
@@ -113,7 +114,7 @@ def _microsoft(
 
 
 def _assert_same(name: str, fields: list[F.Field], level: int = 4, keyword: int = 1, tag: int = 0) -> None:
-    ours = TraceLoggingEncoder("MyCompany.Test").encode(name, fields, tag)
+    ours = blobs(TraceLoggingEncoder("MyCompany.Test").encode(name, fields, tag=tag))
     assert ours is not None
     meta, data, desc = _microsoft(name, fields, level, keyword, tag)
     assert ours[0] == meta
