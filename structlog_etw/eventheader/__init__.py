@@ -1,1 +1,69 @@
-"""TODO"""
+"""Microsoft's EventHeader format (Linux user_events): its numbers and names, the encoder, the decoder.
+
+* :mod:`~structlog_etw.eventheader.spec` - wire numbers (:class:`Encoding`, :class:`Format`, ...),
+  size limits, tracepoint names (``<Provider>_L<level>K<keyword>[G<group>]``) and provider-name rules.
+* :mod:`~structlog_etw.eventheader.encoder` - :class:`EventHeaderEncoder`: typed fields -> event bytes.
+* :mod:`~structlog_etw.eventheader.decoder` - :func:`decode_event`: event bytes ->
+  :class:`~structlog_etw.decoded.DecodedEvent`, and perf-decode's JSON rendering.
+
+The decoder is loaded on first use (writing events never needs it)::
+
+    from structlog_etw.eventheader import EventHeaderEncoder, decode_event, tracepoint_name
+    from structlog_etw.fields import to_fields
+
+    event = EventHeaderEncoder().encode("user_login", to_fields({"user": "ann"}.items()), 4)
+    decoded = decode_event(tracepoint_name("MyCompany_MyService", 4, 1), event)
+    assert decoded.fields == {"user": "ann"}
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from .encoder import EventHeaderEncoder
+from .spec import (
+    COMMAND_FIELDS,
+    DYN_MAX_EVENT_SIZE,
+    PERF_MAX_EVENT_SIZE,
+    Encoding,
+    EventHeaderDecodeError,
+    ExtensionKind,
+    Format,
+    HeaderFlags,
+    parse_tracepoint_name,
+    register_command,
+    tracepoint_name,
+    validate_provider_name,
+)
+
+if TYPE_CHECKING:
+    from .decoder import decode_event, perf_json
+
+__all__ = [
+    "COMMAND_FIELDS",
+    "DYN_MAX_EVENT_SIZE",
+    "PERF_MAX_EVENT_SIZE",
+    "Encoding",
+    "EventHeaderDecodeError",
+    "EventHeaderEncoder",
+    "ExtensionKind",
+    "Format",
+    "HeaderFlags",
+    "decode_event",
+    "parse_tracepoint_name",
+    "perf_json",
+    "register_command",
+    "tracepoint_name",
+    "validate_provider_name",
+]
+
+#: Names loaded on first use, and the module that has them.
+_LAZY: dict[str, str] = {"decode_event": ".decoder", "perf_json": ".decoder"}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)

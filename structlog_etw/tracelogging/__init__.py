@@ -1,1 +1,65 @@
-"""TODO"""
+"""Microsoft's TraceLogging format (Windows ETW): its numbers, the provider identity, encoder and decoder.
+
+* :mod:`~structlog_etw.tracelogging.spec` - :class:`InType`, :class:`OutType`, the channel, size
+  limits, :func:`provider_id` (the GUID ETW tools derive from a name), group GUIDs, provider traits.
+* :mod:`~structlog_etw.tracelogging.encoder` - :class:`TraceLoggingEncoder`: typed fields ->
+  ``(traits, metadata, data)``.
+* :mod:`~structlog_etw.tracelogging.decoder` - :func:`decode`: metadata and data ->
+  :class:`~structlog_etw.decoded.DecodedEvent`.
+
+The decoder is loaded on first use::
+
+    from structlog_etw.tracelogging import TraceLoggingEncoder, decode, provider_id
+    from structlog_etw.fields import to_fields
+
+    traits, metadata, data = TraceLoggingEncoder("MyCompany.MyService").encode(
+        "user_login", to_fields({"user": "ann"}.items())
+    )
+    assert decode(metadata, data).fields == {"user": "ann"}
+    print(provider_id("MyCompany.MyService"))  # the GUID of ``*MyCompany.MyService``
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from .encoder import TraceLoggingEncoder
+from .spec import (
+    CHANNEL_TRACELOGGING,
+    DEFAULT_MAX_SIZE,
+    InType,
+    OutType,
+    TraceLoggingEvent,
+    event_descriptor,
+    group_guid,
+    provider_id,
+    provider_traits,
+)
+
+if TYPE_CHECKING:
+    from .decoder import decode
+
+__all__ = [
+    "CHANNEL_TRACELOGGING",
+    "DEFAULT_MAX_SIZE",
+    "InType",
+    "OutType",
+    "TraceLoggingEncoder",
+    "TraceLoggingEvent",
+    "decode",
+    "event_descriptor",
+    "group_guid",
+    "provider_id",
+    "provider_traits",
+]
+
+#: Names loaded on first use, and the module that has them.
+_LAZY: dict[str, str] = {"decode": ".decoder"}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)
