@@ -31,8 +31,8 @@ EVENT_PROVIDER_SET_TRAITS: Final = 2
 ERROR_INVALID_HANDLE: Final = 6
 ERROR_INVALID_PARAMETER: Final = 87
 
-_DATA_DESCRIPTORS: Final = struct.Struct("<" + "QIBBH" * 3)
-_DATA_DESCRIPTORS_2: Final = struct.Struct("<" + "QIBBH" * 2)
+#: EVENT_DATA_DESCRIPTOR: Ptr (u64), Size (u32), Type (u8), Reserved1 (u8), Reserved2 (u16).
+_DESCRIPTOR: Final = struct.Struct("<QIBBH")
 _TYPE_DATA: Final = 0
 _TYPE_EVENT_METADATA: Final = 1
 _TYPE_PROVIDER_METADATA: Final = 2
@@ -290,40 +290,13 @@ class EtwBackend:
             desc = event_descriptor(slot.level, opcode, slot.keyword)
             traits_ptr, traits_len = self._traits_ptr
             meta_ptr = _address(metadata) or 0
+            # EVENT_DATA_DESCRIPTORs: the provider traits, the event metadata, then the data if any.
+            descriptors = _DESCRIPTOR.pack(traits_ptr, traits_len, _TYPE_PROVIDER_METADATA, 0, 0)
+            descriptors += _DESCRIPTOR.pack(meta_ptr, len(metadata), _TYPE_EVENT_METADATA, 0, 0)
+            count = 2
             if data:
-                data_ptr = _address(data) or 0
-                descriptors = _DATA_DESCRIPTORS.pack(
-                    traits_ptr,
-                    traits_len,
-                    _TYPE_PROVIDER_METADATA,
-                    0,
-                    0,
-                    meta_ptr,
-                    len(metadata),
-                    _TYPE_EVENT_METADATA,
-                    0,
-                    0,
-                    data_ptr,
-                    len(data),
-                    _TYPE_DATA,
-                    0,
-                    0,
-                )
+                descriptors += _DESCRIPTOR.pack(_address(data) or 0, len(data), _TYPE_DATA, 0, 0)
                 count = 3
-            else:
-                descriptors = _DATA_DESCRIPTORS_2.pack(
-                    traits_ptr,
-                    traits_len,
-                    _TYPE_PROVIDER_METADATA,
-                    0,
-                    0,
-                    meta_ptr,
-                    len(metadata),
-                    _TYPE_EVENT_METADATA,
-                    0,
-                    0,
-                )
-                count = 2
             activity = uuid.UUID(bytes=activity_id).bytes_le if activity_id is not None else None
             related = uuid.UUID(bytes=related_id).bytes_le if related_id is not None else None
             # metadata, data and descriptors stay referenced by this frame until the call returns.
