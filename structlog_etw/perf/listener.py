@@ -29,6 +29,7 @@ from typing import Any, Final
 
 from ..decoded import DecodedEvent
 from .ring import PERF_RECORD_LOST, PERF_RECORD_SAMPLE, parse_lost, parse_sample
+from .tracefs_format import eventheader_offset
 
 __all__ = [
     "ListenError",
@@ -36,7 +37,6 @@ __all__ = [
     "Listener",
     "LostEvents",
     "decode",
-    "eventheader_offset",
     "match_tracepoint",
 ]
 
@@ -105,27 +105,6 @@ def match_tracepoint(
     if keyword is not None and tp_keyword and not (tp_keyword & keyword):
         return None
     return tp_level, tp_keyword
-
-
-def eventheader_offset(format_text: str) -> int:
-    """Where the EventHeader starts in a sample's raw data, from the tracepoint's tracefs ``format``.
-
-    That is the offset of the ``eventheader_flags`` field; failing that, the end of the
-    common fields.  Raises ValueError when the text has neither.
-    """
-    end = None
-    for line in format_text.splitlines():
-        m = re.search(r"field:[^;]*?(\w+)(?:\[\d*\])?;\s*offset:(\d+);\s*size:(\d+);", line)
-        if m is None:
-            continue
-        name, offset, size = m.group(1), int(m.group(2)), int(m.group(3))
-        if name == "eventheader_flags":
-            return offset
-        if name.startswith("common_"):
-            end = max(end or 0, offset + size)
-    if end is None:
-        raise ValueError("no fields in tracepoint format")
-    return end
 
 
 @dataclass
