@@ -176,10 +176,7 @@ class PerfDataFile:
         return int(struct.unpack_from(self.order + "I", self.buf, pos)[0])
 
     def _u64(self, pos: int) -> int:
-        return self._u64_at(self.buf, pos)
-
-    def _u64_at(self, data: bytes | mmap.mmap, pos: int) -> int:
-        return int(struct.unpack_from(self.order + "Q", data, pos)[0])
+        return int(struct.unpack_from(self.order + "Q", self.buf, pos)[0])
 
     def _parse_header(self) -> None:
         buf = self.buf
@@ -386,7 +383,7 @@ class PerfDataFile:
             return (first if len(self.attrs) == 1 else None), None
         if len(body) < at + 8:
             return None, None
-        sid = self._u64_at(body, at)
+        (sid,) = struct.unpack_from(self.order + "Q", body, at)
         attr = self._by_id.get(sid)
         if attr is None and len(self.attrs) == 1:
             attr = first
@@ -407,7 +404,7 @@ class PerfDataFile:
         return Sample(attr.name, time, f.cpu, f.pid, f.tid, raw, data, fmt, offset, real, sid, round_no)
 
     def _count(self, typ: int) -> None:
-        key = record_name(typ)
+        key = RECORD_NAMES.get(typ) or record_name(typ)  # the lookup inline: once per record
         self.record_counts[key] = self.record_counts.get(key, 0) + 1
 
     def records(self) -> Iterator[tuple[int, int, bytes]]:
