@@ -20,128 +20,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from .abi import (
+    ATTR_SIZE_VER0,
+    FEATURE_NAMES,
+    RECORD_HEADER_SIZE,
+    RECORD_NAMES,
+    AttrFlag,
+    EventType,
+    Feature,
+    RecordType,
+    record_name,
+)
+from .records import parse_lost, parse_lost_samples, parse_sample, record_header, sample_id_offset
 from .tracefs_format import TracepointFormat, parse_format
 
 __all__ = ["PerfDataError", "PerfDataFile", "Sample", "read_samples"]
 
-PERF_TYPE_TRACEPOINT: Final = 2
-
-SAMPLE_IP: Final = 1 << 0
-SAMPLE_TID: Final = 1 << 1
-SAMPLE_TIME: Final = 1 << 2
-SAMPLE_ADDR: Final = 1 << 3
-SAMPLE_READ: Final = 1 << 4
-SAMPLE_CALLCHAIN: Final = 1 << 5
-SAMPLE_ID: Final = 1 << 6
-SAMPLE_CPU: Final = 1 << 7
-SAMPLE_PERIOD: Final = 1 << 8
-SAMPLE_STREAM_ID: Final = 1 << 9
-SAMPLE_RAW: Final = 1 << 10
-SAMPLE_IDENTIFIER: Final = 1 << 16
-
-READ_TOTAL_TIME_ENABLED: Final = 1 << 0
-READ_TOTAL_TIME_RUNNING: Final = 1 << 1
-READ_ID: Final = 1 << 2
-READ_GROUP: Final = 1 << 3
-READ_LOST: Final = 1 << 4
-
-RECORD_LOST: Final = 2
-RECORD_SAMPLE: Final = 9
-RECORD_LOST_SAMPLES: Final = 13
-RECORD_HEADER_ATTR: Final = 64
-RECORD_HEADER_TRACING_DATA: Final = 66
-RECORD_FINISHED_ROUND: Final = 68
-RECORD_AUXTRACE: Final = 71
-RECORD_HEADER_FEATURE: Final = 80
-RECORD_COMPRESSED: Final = 81
-RECORD_COMPRESSED2: Final = 83
-
-FEAT_TRACING_DATA: Final = 1
-FEAT_EVENT_DESC: Final = 12
-FEAT_CLOCKID: Final = 23
-FEAT_CLOCK_DATA: Final = 29
-
-#: perf_event_header.type -> name (for record counts).
-RECORD_NAMES: Final[dict[int, str]] = {
-    1: "MMAP",
-    2: "LOST",
-    3: "COMM",
-    4: "EXIT",
-    5: "THROTTLE",
-    6: "UNTHROTTLE",
-    7: "FORK",
-    8: "READ",
-    9: "SAMPLE",
-    10: "MMAP2",
-    11: "AUX",
-    12: "ITRACE_START",
-    13: "LOST_SAMPLES",
-    14: "SWITCH",
-    15: "SWITCH_CPU_WIDE",
-    16: "NAMESPACES",
-    17: "KSYMBOL",
-    18: "BPF_EVENT",
-    19: "CGROUP",
-    20: "TEXT_POKE",
-    21: "AUX_OUTPUT_HW_ID",
-    64: "HEADER_ATTR",
-    65: "HEADER_EVENT_TYPE",
-    66: "HEADER_TRACING_DATA",
-    67: "HEADER_BUILD_ID",
-    68: "FINISHED_ROUND",
-    69: "ID_INDEX",
-    70: "AUXTRACE_INFO",
-    71: "AUXTRACE",
-    72: "AUXTRACE_ERROR",
-    73: "THREAD_MAP",
-    74: "CPU_MAP",
-    75: "STAT_CONFIG",
-    76: "STAT",
-    77: "STAT_ROUND",
-    78: "EVENT_UPDATE",
-    79: "TIME_CONV",
-    80: "HEADER_FEATURE",
-    81: "COMPRESSED",
-    82: "FINISHED_INIT",
-    83: "COMPRESSED2",
-}
-
-_ATTR_MIN: Final = 64  # PERF_ATTR_SIZE_VER0
-
-#: perf.data feature bits -> names (for messages).
-FEATURE_NAMES: Final[dict[int, str]] = {
-    1: "TRACING_DATA",
-    2: "BUILD_ID",
-    3: "HOSTNAME",
-    4: "OSRELEASE",
-    5: "VERSION",
-    6: "ARCH",
-    7: "NRCPUS",
-    8: "CPUDESC",
-    9: "CPUID",
-    10: "TOTAL_MEM",
-    11: "CMDLINE",
-    12: "EVENT_DESC",
-    13: "CPU_TOPOLOGY",
-    14: "NUMA_TOPOLOGY",
-    15: "BRANCH_STACK",
-    16: "PMU_MAPPINGS",
-    17: "GROUP_DESC",
-    18: "AUXTRACE",
-    19: "STAT",
-    20: "CACHE",
-    21: "SAMPLE_TIME",
-    22: "MEM_TOPOLOGY",
-    23: "CLOCKID",
-    24: "DIR_FORMAT",
-    25: "BPF_PROG_INFO",
-    26: "BPF_BTF",
-    27: "COMPRESSED",
-    28: "CPU_PMU_CAPS",
-    29: "CLOCK_DATA",
-    30: "HYBRID_TOPOLOGY",
-    31: "PMU_CAPS",
-}
+#: The attr flag saying that non-sample records carry the sample id fields too.
+_SAMPLE_ID_ALL: Final = int(AttrFlag.SAMPLE_ID_ALL)
+_TRACEPOINT: Final = int(EventType.TRACEPOINT)
+#: The record types the reader acts on, as plain ints: compared once per record (see abi.py).
+_R_SAMPLE: Final = int(RecordType.SAMPLE)
+_R_FINISHED_ROUND: Final = int(RecordType.FINISHED_ROUND)
+_R_LOST: Final = int(RecordType.LOST)
+_R_LOST_SAMPLES: Final = int(RecordType.LOST_SAMPLES)
+_R_HEADER_ATTR: Final = int(RecordType.HEADER_ATTR)
+_R_HEADER_TRACING_DATA: Final = int(RecordType.HEADER_TRACING_DATA)
+_R_HEADER_FEATURE: Final = int(RecordType.HEADER_FEATURE)
+_R_AUXTRACE: Final = int(RecordType.AUXTRACE)
+_R_COMPRESSED: Final = int(RecordType.COMPRESSED)
+_R_COMPRESSED2: Final = int(RecordType.COMPRESSED2)
 
 
 class PerfDataError(ValueError):
@@ -158,6 +66,11 @@ class _Attr:
     ids: list[int]
     name: str = ""
     format: TracepointFormat | None = None
+    #: Where its samples hold their event id (None: they do not).
+    id_at: int | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.id_at = sample_id_offset(self.sample_type)
 
 
 @dataclass(slots=True)
@@ -304,16 +217,16 @@ class PerfDataFile:
             self.data_end = len(buf)
         feats = self._feature_sections(features, data_off + data_size)
         # Tracing data first: attrs refer to formats by id.
-        tracing = feats.get(FEAT_TRACING_DATA)
+        tracing = feats.get(Feature.TRACING_DATA)
         if tracing is not None:
             self._parse_tracing_data(buf[tracing.offset : tracing.offset + tracing.size])
-        elif features >> FEAT_TRACING_DATA & 1:
+        elif features >> Feature.TRACING_DATA & 1:
             self.problems.append("tracing data (tracepoint formats) missing: file truncated or damaged")
         self._parse_attrs(attrs_off, attrs_size, attr_size)
-        desc = feats.get(FEAT_EVENT_DESC)
+        desc = feats.get(Feature.EVENT_DESC)
         if desc is not None:
             self._parse_event_desc(buf[desc.offset : desc.offset + desc.size])
-        clock = feats.get(FEAT_CLOCK_DATA)
+        clock = feats.get(Feature.CLOCK_DATA)
         if clock is not None:
             self._parse_clock_data(buf[clock.offset : clock.offset + clock.size])
 
@@ -342,7 +255,7 @@ class PerfDataFile:
         # Each entry is a perf_event_attr followed by a (offset, size) section of its ids;
         # the header's attr_size is the size of the whole entry.
         attr_size = entry - 16
-        if attr_size < _ATTR_MIN:
+        if attr_size < ATTR_SIZE_VER0:
             self.problems.append(f"bad attr entry size {entry}")
             return
         end = min(off + size, len(self.buf))
@@ -363,8 +276,8 @@ class PerfDataFile:
         typ, _size, config, _period, sample_type, read_format, flags = struct.unpack_from(
             self.order + "IIQQQQQ", raw, 0
         )
-        attr = _Attr(typ, config, sample_type, read_format, bool(flags >> 18 & 1), ids)
-        if typ == PERF_TYPE_TRACEPOINT:
+        attr = _Attr(typ, config, sample_type, read_format, bool(flags & _SAMPLE_ID_ALL), ids)
+        if typ == _TRACEPOINT:
             attr.format = self.formats.get(config & 0xFFFFFFFF)
             if attr.format is not None:
                 attr.name = attr.format.full_name
@@ -425,7 +338,7 @@ class PerfDataFile:
                 if fmt is not None:
                     self.formats.setdefault(fmt.id, fmt)
         for attr in self.attrs:
-            if attr.type == PERF_TYPE_TRACEPOINT and attr.format is None:
+            if attr.type == _TRACEPOINT and attr.format is None:
                 attr.format = self.formats.get(attr.config & 0xFFFFFFFF)
                 if attr.format is not None and not attr.name:
                     attr.name = attr.format.full_name
@@ -465,18 +378,12 @@ class PerfDataFile:
         if not self.attrs:
             return None, None
         first = self.attrs[0]
-        st = first.sample_type
-        if len(self.attrs) == 1 and not st & (SAMPLE_IDENTIFIER | SAMPLE_ID):
-            return first, None
-        if st & SAMPLE_IDENTIFIER:
-            index = 0
-        elif st & SAMPLE_ID:
-            index = sum(bool(st & b) for b in (SAMPLE_IP, SAMPLE_TID, SAMPLE_TIME, SAMPLE_ADDR))
-        else:
+        at = first.id_at
+        if at is None:
             return (first if len(self.attrs) == 1 else None), None
-        if len(body) < 8 * (index + 1):
+        if len(body) < at + 8:
             return None, None
-        (sid,) = struct.unpack_from(self.order + "Q", body, 8 * index)
+        (sid,) = struct.unpack_from(self.order + "Q", body, at)
         attr = self._by_id.get(sid)
         if attr is None and len(self.attrs) == 1:
             attr = first
@@ -486,60 +393,18 @@ class PerfDataFile:
         attr, sid = self._attr_for(body)
         if attr is None:
             return f"sample at offset {offset}: no attr for sample id {sid}"
-        st = attr.sample_type
-        o = self.order
-        pos = 0
-        time = cpu = pid = tid = None
-        raw = b""
         try:
-            if st & SAMPLE_IDENTIFIER:
-                pos += 8
-            if st & SAMPLE_IP:
-                pos += 8
-            if st & SAMPLE_TID:
-                pid, tid = struct.unpack_from(o + "II", body, pos)
-                pos += 8
-            if st & SAMPLE_TIME:
-                (time,) = struct.unpack_from(o + "Q", body, pos)
-                pos += 8
-            if st & SAMPLE_ADDR:
-                pos += 8
-            if st & SAMPLE_ID:
-                pos += 8
-            if st & SAMPLE_STREAM_ID:
-                pos += 8
-            if st & SAMPLE_CPU:
-                (cpu,) = struct.unpack_from(o + "I", body, pos)
-                pos += 8
-            if st & SAMPLE_PERIOD:
-                pos += 8
-            if st & SAMPLE_READ:
-                rf = attr.read_format
-                per_value = 1 + bool(rf & READ_ID) + bool(rf & READ_LOST)
-                times = bool(rf & READ_TOTAL_TIME_ENABLED) + bool(rf & READ_TOTAL_TIME_RUNNING)
-                if rf & READ_GROUP:
-                    (nr,) = struct.unpack_from(o + "Q", body, pos)
-                    pos += 8 * (1 + times + nr * per_value)
-                else:
-                    pos += 8 * (per_value + times)
-            if st & SAMPLE_CALLCHAIN:
-                (nr,) = struct.unpack_from(o + "Q", body, pos)
-                pos += 8 * (1 + nr)
-            if st & SAMPLE_RAW:
-                (size,) = struct.unpack_from(o + "I", body, pos)
-                pos += 4
-                if pos + size > len(body):
-                    return f"sample at offset {offset}: raw data runs past the record"
-                raw = body[pos : pos + size]
-        except struct.error:
-            return f"sample at offset {offset}: record too short for its sample_type"
+            f = parse_sample(body, attr.sample_type, attr.read_format, self.order)
+        except ValueError as exc:
+            return f"sample at offset {offset}: {exc}"
         fmt = attr.format
+        raw, time = f.raw, f.time
         data = raw[fmt.payload_offset :] if fmt is not None else raw
         real = time + self.clock_offset_ns if time is not None and self.clock_offset_ns is not None else None
-        return Sample(attr.name, time, cpu, pid, tid, raw, data, fmt, offset, real, sid, round_no)
+        return Sample(attr.name, time, f.cpu, f.pid, f.tid, raw, data, fmt, offset, real, sid, round_no)
 
     def _count(self, typ: int) -> None:
-        key = RECORD_NAMES.get(typ, f"TYPE_{typ}")
+        key = RECORD_NAMES.get(typ) or record_name(typ)  # the lookup inline: once per record
         self.record_counts[key] = self.record_counts.get(key, 0) + 1
 
     def records(self) -> Iterator[tuple[int, int, bytes]]:
@@ -552,12 +417,13 @@ class PerfDataFile:
         pos = self.data_offset
         end = self.data_end
         o = self.order
+        header = record_header(o)
         while pos < end:
-            if end - pos < 8:
+            if end - pos < RECORD_HEADER_SIZE:
                 self.problems.append(f"truncated record header at offset {pos} ({end - pos} bytes left)")
                 return
-            typ, _misc, size = struct.unpack_from(o + "IHH", buf, pos)
-            if size < 8:
+            typ, _misc, size = header.unpack_from(buf, pos)
+            if size < RECORD_HEADER_SIZE:
                 self.problems.append(f"damaged record at offset {pos} (size {size}); the rest is unreadable")
                 return
             if pos + size > end:
@@ -566,14 +432,14 @@ class PerfDataFile:
                     f" {end - pos} bytes left)"
                 )
                 return
-            body = buf[pos + 8 : pos + size]
+            body = buf[pos + RECORD_HEADER_SIZE : pos + size]
             next_pos = pos + size
-            if typ == RECORD_HEADER_TRACING_DATA and len(body) >= 4:
+            if typ == _R_HEADER_TRACING_DATA and len(body) >= 4:
                 (tsize,) = struct.unpack_from(o + "I", body, 0)
                 padded = (tsize + 7) & ~7
                 body = body[:4] + buf[next_pos : next_pos + tsize]  # u32 size, then the data
                 next_pos += padded
-            elif typ == RECORD_AUXTRACE and len(body) >= 8:
+            elif typ == _R_AUXTRACE and len(body) >= 8:
                 (asize,) = struct.unpack_from(o + "Q", body, 0)
                 next_pos += asize
             yield typ, pos, body
@@ -592,34 +458,34 @@ class PerfDataFile:
         o = self.order
         for typ, pos, body in self.records():
             self._count(typ)
-            if typ == RECORD_SAMPLE:
+            if typ == _R_SAMPLE:
                 s = self._sample(body, pos, round_no)
                 if isinstance(s, str):
                     self.problems.append(s)
                 else:
                     yield s
-            elif typ == RECORD_FINISHED_ROUND:
+            elif typ == _R_FINISHED_ROUND:
                 round_no += 1
-            elif typ == RECORD_LOST and len(body) >= 16:
-                self.lost += struct.unpack_from(o + "Q", body, 8)[0]
-            elif typ == RECORD_LOST_SAMPLES and len(body) >= 8:
-                self.lost += struct.unpack_from(o + "Q", body, 0)[0]
-            elif typ == RECORD_HEADER_ATTR and len(body) >= _ATTR_MIN:
+            elif typ == _R_LOST and len(body) >= 16:
+                self.lost += parse_lost(body, o)[1]
+            elif typ == _R_LOST_SAMPLES and len(body) >= 8:
+                self.lost += parse_lost_samples(body, o)
+            elif typ == _R_HEADER_ATTR and len(body) >= ATTR_SIZE_VER0:
                 (asize,) = struct.unpack_from(o + "I", body, 4)
-                asize = max(asize, _ATTR_MIN)
+                asize = max(asize, ATTR_SIZE_VER0)
                 ids = [struct.unpack_from(o + "Q", body, p)[0] for p in range(asize, len(body) - 7, 8)]
                 self._add_attr(body[:asize], ids)
-            elif typ == RECORD_HEADER_TRACING_DATA and len(body) >= 4:
+            elif typ == _R_HEADER_TRACING_DATA and len(body) >= 4:
                 self._parse_tracing_data(body[4:])
-            elif typ == RECORD_HEADER_FEATURE and len(body) >= 8:
+            elif typ == _R_HEADER_FEATURE and len(body) >= 8:
                 (bit,) = struct.unpack_from(o + "Q", body, 0)
-                if bit == FEAT_EVENT_DESC:
+                if bit == Feature.EVENT_DESC:
                     self._parse_event_desc(body[8:])
-                elif bit == FEAT_CLOCK_DATA:
+                elif bit == Feature.CLOCK_DATA:
                     self._parse_clock_data(body[8:])
-                elif bit == FEAT_TRACING_DATA:
+                elif bit == Feature.TRACING_DATA:
                     self._parse_tracing_data(body[8:])
-            elif typ in (RECORD_COMPRESSED, RECORD_COMPRESSED2):
+            elif typ in (_R_COMPRESSED, _R_COMPRESSED2):
                 self.problems.append(f"compressed records (perf record -z) are not supported (offset {pos})")
 
     def samples_in_time_order(self) -> list[Sample]:

@@ -2,16 +2,19 @@
 
 A :class:`Listener` finds the provider's tracepoints in tracefs
 (``events/user_events/<Provider>_L<level>K<keyword>[G<group>]``), opens each on every
-online CPU with ``perf_event_open`` (`_perf_event`), reads the per-CPU ring buffers
-(`_perf_ring`), strips the tracepoint's common fields (size from its ``format``) and
-decodes the EventHeader event.  When no tracepoint of the provider exists yet it
+online CPU with ``perf_event_open`` (:mod:`~structlog_etw.perf.perf_event_open`), reads the
+per-CPU ring buffers (:mod:`~structlog_etw.perf.ring`), parses the samples
+(:mod:`~structlog_etw.perf.records`), strips the tracepoint's common fields (size from its
+``format``) and decodes the EventHeader event.  When no tracepoint of the provider exists yet it
 registers them itself (through the user_events backend) and keeps them registered
 while it listens, so the application's later registration shares them.  It rescans
 tracefs every ``rescan`` seconds to pick up tracepoints the application registers later.
 
 Linux only; needs root (tracefs is root-only and system-wide tracepoint sampling
 needs CAP_PERFMON or ``perf_event_paranoid`` <= -1).  Every failure to start is a
-:class:`ListenError` with a message meant for a person.
+:class:`ListenError` with a message meant for a person.  The module imports on every OS
+(the Linux-only :mod:`~structlog_etw.perf.perf_event_open` is loaded when listening starts).
+Nothing here prints: :func:`run` hands events and loss reports to the caller's functions.
 """
 
 from __future__ import annotations
@@ -25,25 +28,40 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
 
 from ..decoded import DecodedEvent
-from .ring import PERF_RECORD_LOST, PERF_RECORD_SAMPLE, parse_lost, parse_sample
+from .abi import CLOCK_MONOTONIC, RecordType, SampleFormat
+from .records import parse_lost, parse_sample
+from .tracefs_format import eventheader_offset
+
+if TYPE_CHECKING:
+    from ..backends.user_events import UserEventsBackend
+    from .perf_event_open import CpuRing
 
 __all__ = [
+    "DEFAULT_PAGES",
+    "REORDER_WINDOW_NS",
+    "SAMPLE_TYPE",
     "ListenError",
     "ListenedEvent",
     "Listener",
     "LostEvents",
     "decode",
-    "eventheader_offset",
     "match_tracepoint",
+    "run",
 ]
 
 #: Default data pages per CPU ring (a power of two).
 DEFAULT_PAGES: Final = 64
 #: Events younger than this (ns) wait one more round for earlier events from other CPUs' rings.
 REORDER_WINDOW_NS: Final = 50_000_000
+#: What the listener asks the kernel to put in every sample (the order is the kernel's).
+SAMPLE_TYPE: Final = int(
+    SampleFormat.IDENTIFIER | SampleFormat.TID | SampleFormat.TIME | SampleFormat.CPU | SampleFormat.RAW
+)
+_R_SAMPLE: Final = int(RecordType.SAMPLE)
+_R_LOST: Final = int(RecordType.LOST)
 
 _NAME_RE: Final = re.compile(r"_L([0-9a-f]+)K([0-9a-f]+)((?:G[a-z0-9]+)?)")
 
@@ -107,27 +125,6 @@ def match_tracepoint(
     return tp_level, tp_keyword
 
 
-def eventheader_offset(format_text: str) -> int:
-    """Where the EventHeader starts in a sample's raw data, from the tracepoint's tracefs ``format``.
-
-    That is the offset of the ``eventheader_flags`` field; failing that, the end of the
-    common fields.  Raises ValueError when the text has neither.
-    """
-    end = None
-    for line in format_text.splitlines():
-        m = re.search(r"field:[^;]*?(\w+)(?:\[\d*\])?;\s*offset:(\d+);\s*size:(\d+);", line)
-        if m is None:
-            continue
-        name, offset, size = m.group(1), int(m.group(2)), int(m.group(3))
-        if name == "eventheader_flags":
-            return offset
-        if name.startswith("common_"):
-            end = max(end or 0, offset + size)
-    if end is None:
-        raise ValueError("no fields in tracepoint format")
-    return end
-
-
 @dataclass
 class _Tracepoint:
     name: str
@@ -137,7 +134,7 @@ class _Tracepoint:
 
 def decode(raw: bytes, tracepoint: str) -> DecodedEvent:
     """Decode one EventHeader event of ``tracepoint`` with the project's decoder."""
-    from ..eventheader.decoder import decode_event  # noqa: PLC0415 - the decoder module lands separately
+    from ..eventheader.decoder import decode_event  # noqa: PLC0415 - loaded with the first event
 
     result: DecodedEvent = decode_event(tracepoint, raw)
     return result
@@ -171,11 +168,10 @@ class Listener:
         self.events = 0
         self.lost = 0
         self.registered: list[str] = []
-        self._rings: list[Any] = []
+        self._rings: list[CpuRing] = []
         self._by_id: dict[int, _Tracepoint] = {}
         self._names: set[str] = set()
-        self._backend: Any = None
-        self._poll = select.poll()
+        self._backend: UserEventsBackend | None = None
         self._pending: list[ListenedEvent] = []
         # Per CPU: lost events seen in PERF_RECORD_LOST records, and already reported.
         self._lost_records: dict[int, int] = {}
@@ -188,7 +184,8 @@ class Listener:
         if pages < 1 or pages & (pages - 1):
             raise ListenError(f"--pages must be a power of two (got {pages})")
         self._pages = pages
-        self.tracefs = tracefs or _find_tracefs()
+        self.tracefs = tracefs or _require_tracefs()
+        self._poll = select.poll()
         try:
             found = self._scan()
             if not found and register:
@@ -222,30 +219,30 @@ class Listener:
         from ..backends.user_events import UserEventsBackend  # noqa: PLC0415
 
         try:
-            self._backend = UserEventsBackend(self.provider, self.group)
+            backend = self._backend = UserEventsBackend(self.provider, self.group)
         except BackendUnavailable as e:
             raise ListenError(f"cannot register {self.provider}'s tracepoints: {e}") from e
         keyword = self.keyword or 1
         for level in range(1, min(self.level or 5, 5) + 1):
             try:
-                self._backend.open_slot(level, keyword)
+                backend.open_slot(level, keyword)
             except OSError as e:
                 raise ListenError(f"cannot register {self.provider} level {level}: {e}") from e
-            self.registered.append(self._backend.tracepoint_name(level, keyword))
+            self.registered.append(backend.tracepoint_name(level, keyword))
 
     def _open_rings(self) -> None:
-        from .perf_event_open import CLOCK_MONOTONIC, CpuRing, PerfError, online_cpus  # noqa: PLC0415
+        from .perf_event_open import CpuRing, PerfError, online_cpus  # noqa: PLC0415 - Linux only
 
         for cpu in online_cpus():
             try:
-                ring = CpuRing(cpu, self._pages, clockid=CLOCK_MONOTONIC)
+                ring = CpuRing(cpu, self._pages, clockid=CLOCK_MONOTONIC, sample_type=SAMPLE_TYPE)
             except PerfError as e:
                 raise ListenError(_perf_error_message(e)) from e
             self._rings.append(ring)
             self._poll.register(ring.fd, select.POLLIN)
 
     def _add(self, names: dict[str, tuple[int, int]]) -> list[str]:
-        from .perf_event_open import PerfError  # noqa: PLC0415
+        from .perf_event_open import PerfError  # noqa: PLC0415 - Linux only
 
         added = []
         for name in sorted(names):
@@ -325,11 +322,11 @@ class Listener:
         for ring in self._rings:
             got_lost = False
             for rtype, _misc, body in ring.ring.read():
-                if rtype == PERF_RECORD_SAMPLE:
+                if rtype == _R_SAMPLE:
                     item = self._sample(body)
                     if item is not None:
                         pending.append(item)
-                elif rtype == PERF_RECORD_LOST:
+                elif rtype == _R_LOST:
                     try:
                         _ident, count = parse_lost(body)
                     except ValueError:
@@ -356,7 +353,7 @@ class Listener:
 
     def _sample(self, body: bytes) -> ListenedEvent | None:
         try:
-            sample = parse_sample(body)
+            sample = parse_sample(body, SAMPLE_TYPE)
         except ValueError:
             return None
         tp = self._by_id.get(sample.id) if sample.id is not None else None
@@ -393,7 +390,8 @@ def _time_key(ev: ListenedEvent) -> int:
     return ev.time_ns if ev.time_ns is not None else 0
 
 
-def _find_tracefs() -> str:
+def _require_tracefs() -> str:
+    """:func:`~structlog_etw.backends.user_events.find_tracefs`'s answer, or a ListenError saying why none."""
     if not sys.platform.startswith("linux"):
         raise ListenError(f"listen needs Linux with user_events (this is {sys.platform})")
     from ..backends.user_events import find_tracefs  # noqa: PLC0415

@@ -17,31 +17,33 @@ import platform
 import struct
 from typing import Final
 
-from .ring import SAMPLE_TYPE, RingBuffer
+from .abi import (
+    ATTR_SIZE_VER5,
+    CLOCK_MONOTONIC,
+    COUNT_SW_DUMMY,
+    FLAG_FD_CLOEXEC,
+    IOC_ENABLE,
+    IOC_ID,
+    IOC_SET_OUTPUT,
+    AttrFlag,
+    EventType,
+    ReadFormat,
+)
+from .ring import RingBuffer
 
-__all__ = ["CpuRing", "PerfError", "PerfEventAttr", "online_cpus", "open_event"]
+__all__ = [
+    "CpuRing",
+    "PerfError",
+    "PerfEventAttr",
+    "enable",
+    "event_id",
+    "online_cpus",
+    "open_event",
+    "set_output",
+]
 
-PERF_TYPE_SOFTWARE: Final = 1
-PERF_TYPE_TRACEPOINT: Final = 2
-PERF_COUNT_SW_DUMMY: Final = 9
-PERF_ATTR_SIZE_VER5: Final = 112
-
-# attr flag bits
-_DISABLED = 1 << 0
-_USE_CLOCKID = 1 << 25
-
-#: read() also returns the samples the kernel dropped for this event (Linux 6.0+).
-PERF_FORMAT_LOST: Final = 1 << 4
-
-PERF_EVENT_IOC_ENABLE: Final = 0x2400
-PERF_EVENT_IOC_DISABLE: Final = 0x2401
-PERF_EVENT_IOC_SET_OUTPUT: Final = 0x2405
-PERF_EVENT_IOC_ID: Final = 0x80082407
-
+#: ``perf_event_open``'s system call number per machine.
 _SYSCALL_NR: Final = {"x86_64": 298, "amd64": 298, "aarch64": 241, "arm64": 241}
-
-CLOCK_REALTIME: Final = 0
-CLOCK_MONOTONIC: Final = 1
 
 
 class PerfError(OSError):
@@ -74,7 +76,7 @@ class PerfEventAttr(ctypes.Structure):
     )
 
 
-assert ctypes.sizeof(PerfEventAttr) == PERF_ATTR_SIZE_VER5
+assert ctypes.sizeof(PerfEventAttr) == ATTR_SIZE_VER5
 
 _libc: ctypes.CDLL | None = None
 
@@ -107,55 +109,54 @@ def _open(attr: PerfEventAttr, pid: int, cpu: int, group_fd: int = -1, flags: in
     return fd
 
 
-PERF_FLAG_FD_CLOEXEC: Final = 1 << 3
-
-
 def open_event(
     type_: int,
     config: int,
     cpu: int,
     *,
+    sample_type: int,
     clockid: int | None = CLOCK_MONOTONIC,
     disabled: bool = False,
     read_format: int = 0,
 ) -> int:
     """Open one sampling event on ``cpu`` for every process (pid -1); return its fd.
 
-    Every sample is taken (period 1) with :data:`SAMPLE_TYPE`, and every sample wakes
+    Every sample is taken (period 1) with the fields of ``sample_type``
+    (:class:`~structlog_etw.perf.abi.SampleFormat` bits), and every sample wakes
     a poller (wakeup_events 1).  ``clockid`` selects the timestamp clock (None: perf's
     own clock; tracepoints refuse the non-NMI-safe CLOCK_REALTIME with EINVAL).
     """
     attr = PerfEventAttr()
-    attr.type = type_
+    attr.type = int(type_)
     attr.size = ctypes.sizeof(PerfEventAttr)
     attr.config = config
     attr.sample_period = 1
-    attr.sample_type = SAMPLE_TYPE
+    attr.sample_type = sample_type
     attr.wakeup_events = 1
     attr.read_format = read_format
-    flags = _DISABLED if disabled else 0
+    flags = AttrFlag.DISABLED if disabled else AttrFlag(0)
     if clockid is not None:
-        flags |= _USE_CLOCKID
+        flags |= AttrFlag.USE_CLOCKID
         attr.clockid = clockid
-    attr.flags = flags
-    return _open(attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC)
+    attr.flags = int(flags)
+    return _open(attr, -1, cpu, -1, FLAG_FD_CLOEXEC)
 
 
 def event_id(fd: int) -> int:
     """The kernel's id of the event behind ``fd`` (what PERF_SAMPLE_IDENTIFIER carries)."""
     buf = bytearray(8)
-    fcntl.ioctl(fd, PERF_EVENT_IOC_ID, buf, True)
+    fcntl.ioctl(fd, IOC_ID, buf, True)
     return int(struct.unpack("=Q", buf)[0])
 
 
 def set_output(fd: int, target_fd: int) -> None:
     """Send ``fd``'s records into ``target_fd``'s ring buffer."""
-    fcntl.ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, target_fd)
+    fcntl.ioctl(fd, IOC_SET_OUTPUT, target_fd)
 
 
 def enable(fd: int) -> None:
     """Start counting/sampling on ``fd``."""
-    fcntl.ioctl(fd, PERF_EVENT_IOC_ENABLE, 0)
+    fcntl.ioctl(fd, IOC_ENABLE, 0)
 
 
 def online_cpus(path: str = "/sys/devices/system/cpu/online") -> list[int]:
@@ -181,17 +182,23 @@ def parse_cpu_list(text: str) -> list[int]:
 
 
 class CpuRing:
-    """One CPU's ring buffer: a dummy leader event, its mmap, and the tracepoint fds feeding it."""
+    """One CPU's ring buffer: a dummy leader event, its mmap, and the tracepoint fds feeding it.
 
-    __slots__ = ("clockid", "cpu", "fd", "fds", "mm", "ring")
+    Every event of the ring samples ``sample_type`` (the records' layout for whoever parses them).
+    """
 
-    def __init__(self, cpu: int, pages: int, clockid: int | None) -> None:
+    __slots__ = ("clockid", "cpu", "fd", "fds", "mm", "ring", "sample_type")
+
+    def __init__(self, cpu: int, pages: int, clockid: int | None, sample_type: int) -> None:
         if pages < 1 or pages & (pages - 1):
             raise ValueError("pages must be a power of two")
         self.cpu = cpu
         self.clockid = clockid
+        self.sample_type = sample_type
         self.fds: list[int] = []
-        self.fd = open_event(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_DUMMY, cpu, clockid=clockid)
+        self.fd = open_event(
+            EventType.SOFTWARE, COUNT_SW_DUMMY, cpu, sample_type=sample_type, clockid=clockid
+        )
         try:
             page = mmap.PAGESIZE
             self.mm = mmap.mmap(
@@ -205,12 +212,13 @@ class CpuRing:
     def add_tracepoint(self, tracepoint_id: int) -> int:
         """Open tracepoint ``tracepoint_id`` on this CPU into this ring; return its sample identifier."""
         fd = open_event(
-            PERF_TYPE_TRACEPOINT,
+            EventType.TRACEPOINT,
             tracepoint_id,
             self.cpu,
+            sample_type=self.sample_type,
             clockid=self.clockid,
             disabled=True,
-            read_format=PERF_FORMAT_LOST,
+            read_format=ReadFormat.LOST,
         )
         try:
             set_output(fd, self.fd)

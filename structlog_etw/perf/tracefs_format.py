@@ -18,11 +18,12 @@ event: its EventHeader starts at that field's offset.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-__all__ = ["FormatField", "TracepointFormat", "parse_format"]
+__all__ = ["FormatField", "TracepointFormat", "eventheader_offset", "parse_format"]
 
 # Field value formats (how perf-decode prints a plain field).
 FMT_NONE: Final = 0
@@ -135,7 +136,7 @@ class FormatField:
         data = self.field_bytes(raw, order) or b""
         if self.format == FMT_STRING:
             text = data.split(b"\0", 1)[0].decode("latin-1")
-            return _json_string(text)
+            return json.dumps(text, ensure_ascii=False)  # escapes as perf-decode does
         if self.format == FMT_NONE and (self.array == ARRAY_NONE or self.element_size == 1):
             return '"' + data.hex(" ") + '"'
         es = self.element_size
@@ -154,23 +155,16 @@ class FormatField:
         return "[" + ",".join(one(data[i : i + es]) for i in range(0, len(data) - es + 1, es)) + "]"
 
 
-def _json_string(text: str) -> str:
-    out = ['"']
-    for ch in text:
-        o = ord(ch)
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif o < 0x20:
-            out.append({8: "\\b", 12: "\\f", 10: "\\n", 13: "\\r", 9: "\\t"}.get(o, f"\\u{o:04x}"))
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
+#: Words of a C declaration that qualify its type; of the other words (but those ignored),
+#: the last is the field's name and the one before it the base type.
+_QUALIFIERS: Final = frozenset({"short", "unsigned", "signed", "struct", "__data_loc", "__rel_loc"})
+_IGNORED: Final = frozenset({"__attribute__", "const", "volatile"})
 
 
 def _parse_decl(decl: str, offset: int, size: int, signed: bool | None, long64: bool) -> FormatField:
     n_long = 0
-    short = unsigned = signed_kw = struct_kw = data_loc = rel_loc = array = pointer = False
+    quals: set[str] = set()
+    array = pointer = False
     name = ""
     base = ""
     count = 0
@@ -184,19 +178,9 @@ def _parse_decl(decl: str, offset: int, size: int, signed: bool | None, long64: 
         if ident is not None:
             if ident == "long":
                 n_long += 1
-            elif ident == "short":
-                short = True
-            elif ident == "unsigned":
-                unsigned = True
-            elif ident == "signed":
-                signed_kw = True
-            elif ident == "struct":
-                struct_kw = True
-            elif ident == "__data_loc":
-                data_loc = True
-            elif ident == "__rel_loc":
-                rel_loc = True
-            elif ident not in ("__attribute__", "const", "volatile"):
+            elif ident in _QUALIFIERS:
+                quals.add(ident)
+            elif ident not in _IGNORED:
                 base, name = name, ident
         elif brackets is not None:
             array = True
@@ -213,6 +197,7 @@ def _parse_decl(decl: str, offset: int, size: int, signed: bool | None, long64: 
             pointer = True
     if not name:
         name = "noname"
+    unsigned, struct_kw = "unsigned" in quals, "struct" in quals
     fixup = False
     element_size = 1
     if pointer:
@@ -227,12 +212,12 @@ def _parse_decl(decl: str, offset: int, size: int, signed: bool | None, long64: 
             element_size = 8 if long64 else 4
             if unsigned:
                 fmt = FMT_HEX
-        elif short:
+        elif "short" in quals:
             element_size = 2
         else:
             element_size = 4
     elif base == "char":
-        fmt = FMT_UNSIGNED if unsigned else FMT_SIGNED if signed_kw else FMT_STRING
+        fmt = FMT_UNSIGNED if unsigned else FMT_SIGNED if "signed" in quals else FMT_STRING
         element_size = 1
     elif base in _SIZED_TYPES:
         fmt, element_size = _SIZED_TYPES[base]
@@ -241,9 +226,9 @@ def _parse_decl(decl: str, offset: int, size: int, signed: bool | None, long64: 
         fixup = True
     if fmt in (FMT_UNSIGNED, FMT_SIGNED) and signed is not None:
         fmt = FMT_SIGNED if signed else FMT_UNSIGNED
-    if rel_loc:
+    if "__rel_loc" in quals:
         kind, count = ARRAY_REL, 0
-    elif data_loc:
+    elif "__data_loc" in quals:
         kind, count = ARRAY_DYNAMIC, 0
     elif array:
         kind = ARRAY_FIXED
@@ -326,6 +311,28 @@ class TracepointFormat:
 
 def parse_format(system: str, text: str, long64: bool = True) -> TracepointFormat | None:
     """Parse a ``format`` file's text; ``None`` when it has no name or ID."""
+    name, eid, print_fmt, fields, common_count = _parse_text(text, long64)
+    if not name or eid is None:
+        return None
+    return TracepointFormat(system, name, eid, fields, common_count, print_fmt, text)
+
+
+def eventheader_offset(format_text: str) -> int:
+    """Where the EventHeader starts in a sample's raw data, from the tracepoint's tracefs ``format``.
+
+    That is the :attr:`TracepointFormat.payload_offset`: the offset of the first field after
+    the common ones (``eventheader_flags``); failing that, the end of the common fields.
+    Unlike :func:`parse_format` it needs only the field lines.  Raises ValueError when
+    the text has no fields.
+    """
+    _name, _id, _print_fmt, fields, common_count = _parse_text(format_text, True)
+    if not fields:
+        raise ValueError("no fields in tracepoint format")
+    return TracepointFormat("", "", 0, fields, common_count).payload_offset
+
+
+def _parse_text(text: str, long64: bool) -> tuple[str, int | None, str, tuple[FormatField, ...], int]:
+    """``(name, id, print fmt, fields, number of common fields)`` of a ``format`` file's text."""
     name = ""
     eid: int | None = None
     print_fmt = ""
@@ -365,6 +372,4 @@ def parse_format(system: str, text: str, long64: bool = True) -> TracepointForma
                     continue
                 fields.append(parsed)
                 common_count += common
-    if not name or eid is None:
-        return None
-    return TracepointFormat(system, name, eid, tuple(fields), common_count, print_fmt, text)
+    return name, eid, print_fmt, tuple(fields), common_count

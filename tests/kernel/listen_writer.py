@@ -19,7 +19,7 @@ from typing import Any
 
 import structlog
 
-from structlog_etw._renderer import EtwRenderer
+from structlog_etw import EtwRenderer
 from structlog_etw.fields import I64, STR
 
 

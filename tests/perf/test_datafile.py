@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import itertools
-import struct
 import uuid
 from pathlib import Path
 
@@ -15,26 +14,7 @@ from hypothesis import strategies as st
 
 from structlog_etw.perf.datafile import PerfDataError, PerfDataFile, Sample, read_samples
 from structlog_etw.perf.samples import SampleDecodeError, decode_sample
-from structlog_etw.perf.tracefs_format import parse_format
 from tests.helpers.shared import REPO, pipe_mode_copy, vector
-
-SCHED_FORMAT = """name: sched_switch
-ID: 316
-format:
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
-
-\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;
-\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;
-\tfield:__data_loc char[] msg;\toffset:28;\tsize:4;\tsigned:0;
-\tfield:unsigned long flags;\toffset:32;\tsize:8;\tsigned:0;
-\tfield:const char * ptr;\toffset:40;\tsize:8;\tsigned:0;
-\tfield:u16 ports[2];\toffset:48;\tsize:4;\tsigned:0;
-
-print fmt: "prev_comm=%s", REC->prev_comm
-"""
 
 
 @pytest.fixture(scope="module")
@@ -146,51 +126,6 @@ def test_pipe_mode_files_are_read_like_normal_ones(perf_bytes: bytes, reference:
             ref.raw,
         )
         assert repr(decode_sample(got)) == repr(decode_sample(ref))
-
-
-def test_tracefs_format_fields_and_perf_decode_conventions() -> None:
-    fmt = parse_format("sched", SCHED_FORMAT)
-    assert fmt is not None
-    assert (fmt.full_name, fmt.id, fmt.common_count, fmt.common_size) == ("sched:sched_switch", 316, 4, 8)
-    assert not fmt.is_eventheader
-    names = [f.name for f in fmt.own_fields]
-    assert names == ["prev_comm", "prev_pid", "msg", "flags", "ptr", "ports"]
-    raw = bytearray(60)
-    raw[8:13] = b"perf\0"
-    raw[24:28] = struct.pack("<i", 0x950)
-    raw[28:32] = struct.pack("<I", (3 << 16) | 52)
-    raw[52:55] = b"hi\0"
-    raw[32:40] = struct.pack("<Q", 0xFF)
-    raw[40:48] = struct.pack("<Q", 0x1000)
-    raw[48:52] = struct.pack("<HH", 80, 443)
-    values = {f.name: f.value(bytes(raw), "<") for f in fmt.own_fields}
-    assert values == {
-        "prev_comm": "perf",
-        "prev_pid": 0x950,
-        "msg": "hi",
-        "flags": 0xFF,
-        "ptr": 0x1000,
-        "ports": [80, 443],
-    }
-    texts = {f.name: f.perf_json(bytes(raw), "<") for f in fmt.own_fields}
-    assert texts == {
-        "prev_comm": '"perf"',
-        "prev_pid": '"0x950"',  # pid_t: an unknown type, printed in hex like perf-decode
-        "msg": '"hi"',
-        "flags": '"0xFF"',  # unsigned long: hex
-        "ptr": '"0x1000"',  # pointers: hex
-        "ports": "[80,443]",
-    }
-
-
-def test_an_eventheader_tracepoint_format_is_recognised() -> None:
-    eh_field = "\tfield:u8 eventheader_flags;\toffset:8;\tsize:1;\tsigned:0;\n\tfield:char x[16];"
-    text = SCHED_FORMAT.replace("name: sched_switch", "name: P_L4K1")
-    text = text.replace("\tfield:char prev_comm[16];", eh_field)
-    fmt = parse_format("user_events", text)
-    assert fmt is not None
-    assert fmt.is_eventheader
-    assert fmt.payload_offset == 8
 
 
 CAPTURE = REPO / "tests" / "data" / "structlog-etw-capture.perf.data"

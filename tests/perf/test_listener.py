@@ -1,4 +1,4 @@
-"""``listen`` pieces that need no kernel: tracepoint matching, the format parser, the CLI, output lines."""
+"""``listen`` pieces that need no kernel: tracepoint matching, the CLI, output lines."""
 
 from __future__ import annotations
 
@@ -20,39 +20,11 @@ from structlog_etw.perf.listener import (
     ListenedEvent,
     Listener,
     ListenError,
-    eventheader_offset,
     match_tracepoint,
 )
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = {**os.environ, "PYTHONPATH": REPO}
-
-# The format file of a user_events EventHeader tracepoint as Linux 6.12 prints it.
-FORMAT = """name: MyProv_L4K1
-ID: 1234
-format:
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
-
-\tfield:u8 eventheader_flags;\toffset:8;\tsize:1;\tsigned:0;
-\tfield:u8 version;\toffset:9;\tsize:1;\tsigned:0;
-\tfield:u16 id;\toffset:10;\tsize:2;\tsigned:0;
-\tfield:u16 tag;\toffset:12;\tsize:2;\tsigned:0;
-\tfield:u8 opcode;\toffset:14;\tsize:1;\tsigned:0;
-\tfield:u8 level;\toffset:15;\tsize:1;\tsigned:0;
-
-print fmt: "eventheader_flags=%u ..."
-"""
-
-
-def test_eventheader_starts_after_the_common_fields_of_the_format() -> None:
-    assert eventheader_offset(FORMAT) == 8
-    common_only = "\n".join(line for line in FORMAT.splitlines() if "common_" in line or "format:" in line)
-    assert eventheader_offset(common_only.replace("size:4", "size:8")) == 12
-    with pytest.raises(ValueError):
-        eventheader_offset("name: x\nformat:\n")
 
 
 @pytest.mark.parametrize(

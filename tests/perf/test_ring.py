@@ -10,17 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from structlog_etw.perf.ring import (
-    DATA_HEAD_OFFSET,
-    DATA_TAIL_OFFSET,
-    PERF_RECORD_LOST,
-    PERF_RECORD_SAMPLE,
-    SAMPLE_TYPE,
-    RingBuffer,
-    parse_lost,
-    parse_sample,
-    read_records,
-)
+from structlog_etw.perf.abi import DATA_HEAD_OFFSET, DATA_TAIL_OFFSET, RecordType
+from structlog_etw.perf.listener import SAMPLE_TYPE
+from structlog_etw.perf.records import parse_lost, parse_sample
+from structlog_etw.perf.ring import RingBuffer, read_records
+
+PERF_RECORD_LOST = RecordType.LOST
+PERF_RECORD_SAMPLE = RecordType.SAMPLE
 
 PAGE = 4096
 
@@ -95,7 +91,7 @@ def test_records_wrapping_the_end_of_the_ring_are_reassembled() -> None:
     ring = RingBuffer(k.buf, PAGE)
     records = ring.read()
     assert [r[0] for r in records] == [PERF_RECORD_SAMPLE] * 6
-    samples = [parse_sample(body) for _t, _m, body in records]
+    samples = [parse_sample(body, SAMPLE_TYPE) for _t, _m, body in records]
     assert [s.time for s in samples] == [1000 + i for i in range(6)]
     assert [s.raw[: len(raw)] for s, raw in zip(samples, raws, strict=True)] == raws
     assert k.tail == k.head  # space handed back to the kernel
@@ -115,7 +111,7 @@ def test_reading_in_steps_continues_where_the_last_read_stopped() -> None:
         k.publish()
         for rtype, _misc, body in ring.read():
             if rtype == PERF_RECORD_SAMPLE:
-                seen.append(("s", parse_sample(body).time))
+                seen.append(("s", parse_sample(body, SAMPLE_TYPE).time))
             else:
                 seen.append(("l", parse_lost(body)[1]))
     expected = []

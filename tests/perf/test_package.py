@@ -1,0 +1,78 @@
+"""The public ``structlog_etw.perf`` package: what it exports, that it imports on every OS, and that
+its reading machinery never prints (printing is the CLI's job)."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from structlog_etw import perf
+
+PERF_DIR = Path(perf.__file__).parent
+REPO = PERF_DIR.parents[1]
+
+
+def test_every_exported_name_exists_and_is_documented() -> None:
+    for name in perf.__all__:
+        obj = getattr(perf, name)
+        assert (obj.__doc__ or "").strip(), f"structlog_etw.perf.{name} has no docstring"
+    assert perf.__doc__
+
+
+# Run as another OS would: no fcntl and no select.poll (Windows), then sys.platform not linux
+# (set after the imports: the stdlib itself picks its Windows modules by sys.platform).
+ELSEWHERE = """
+import select, sys
+sys.modules["fcntl"] = None
+if hasattr(select, "poll"):
+    del select.poll
+import structlog_etw.perf as perf
+sys.platform = "win32"
+loaded = sorted(m for m in sys.modules if m.startswith("structlog_etw.perf."))
+assert loaded == [
+    "structlog_etw.perf.abi",
+    "structlog_etw.perf.datafile",
+    "structlog_etw.perf.listener",
+    "structlog_etw.perf.records",
+    "structlog_etw.perf.samples",
+    "structlog_etw.perf.tracefs_format",
+], loaded
+try:
+    perf.Listener("MyCompany_MyService")
+except perf.ListenError as e:
+    assert "needs Linux" in str(e), e
+else:
+    raise AssertionError("Listener started without Linux")
+assert perf.decode_sample.__module__ == "structlog_etw.perf.samples"
+assert issubclass(perf.SampleDecodeError, ValueError)
+"""
+
+
+def test_the_package_imports_where_there_is_no_linux() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", ELSEWHERE],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+def _prints(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
+            found.append(f"{path.name}:{node.lineno} print()")
+        if isinstance(node, ast.Attribute) and node.attr in ("stdout", "stderr"):
+            found.append(f"{path.name}:{node.lineno} .{node.attr}")
+    return found
+
+
+def test_the_reading_machinery_never_prints() -> None:
+    found = [hit for path in sorted(PERF_DIR.glob("*.py")) for hit in _prints(path)]
+    assert found == []
