@@ -14,13 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ..decoded import DecodedEvent, DecodedField
-from ..eventheader.decoder import (
-    errno_text,
-    field_value,
-    float_text,
-    perf_json_fields,
-    time_text,
-)
+from ..eventheader.perf_decode import errno_text, float_text, perf_json_fields, time_text
 from ..eventheader.spec import (
     ENC_BINARY_LENGTH16_CHAR8,
     ENC_STRING_LENGTH16_CHAR8,
@@ -123,7 +117,7 @@ def event_json(event: DecodedEvent, meta: EventMeta | None = None) -> str:
         # keep the line valid UTF-8 JSON by escaping them.
         fields = fields.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     else:
-        fields = json.dumps({f.name: _plain(field_value(f)) for f in event.field_list}, ensure_ascii=False)
+        fields = json.dumps({f.name: _plain(f.plain_value()) for f in event.field_list}, ensure_ascii=False)
     return text[:-1] + ', "fields": ' + fields + "}"
 
 

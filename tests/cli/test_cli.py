@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from structlog_etw.cli import COMMANDS, main
-from structlog_etw.eventheader.decoder import perf_json_fields
+from structlog_etw.eventheader import perf_json_fields
 from structlog_etw.perf.datafile import PerfDataFile
 from structlog_etw.perf.samples import decode_sample, sample_perf_json
 from tests.helpers.shared import REPO, load_expected, pairs, pipe_mode_copy, vector
