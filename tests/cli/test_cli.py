@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -329,6 +330,21 @@ def test_decode_reads_a_pipe_mode_stream_from_stdin() -> None:
 
 
 # --- rendering ---------------------------------------------------------------------------------
+
+
+def test_cli_modules_render_decoded_events_and_parse_no_bytes() -> None:
+    """No CLI module unpacks event bytes or reaches for another module's private names."""
+    for path in sorted((REPO / "structlog_etw" / "cli").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                assert all(a.name != "struct" for a in node.names), f"{path.name} imports struct"
+            elif isinstance(node, ast.ImportFrom):
+                assert node.module != "struct", f"{path.name} imports from struct"
+                private = [
+                    a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")
+                ]
+                assert not private, f"{path.name} imports private names {private} from {node.module}"
 
 
 def test_tracelogging_events_render_from_their_python_values() -> None:
