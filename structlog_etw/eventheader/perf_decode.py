@@ -220,13 +220,21 @@ def wallclock_text(realtime_ns: int) -> str:
     return f"{time_text(sec)}.{nsec:09d}Z"
 
 
+def _single_bits(value: float) -> bytes | None:
+    """``value`` as a float32, or None when it rounds past the largest float32 (e.g. ``3.403e+38``)."""
+    try:
+        return struct.pack("<f", value)
+    except OverflowError:
+        return None
+
+
 def _shortest_digits(value: float, single: bool) -> tuple[str, int]:
     """Shortest round-trip digits ``d`` and exponent ``e`` with value == 0.d * 10**e (value > 0)."""
     if single:
         target = struct.pack("<f", value)
         for p in range(1, 10):
             s = f"{value:.{p - 1}e}"
-            if struct.pack("<f", float(s)) == target:
+            if _single_bits(float(s)) == target:
                 break
     else:
         s = repr(value)

@@ -308,6 +308,11 @@ def test_arbitrary_bytes_never_raise_anything_but_decode_errors(junk: bytes, cut
         (-0.0, False, "-0"),
         (-math.inf, False, "-inf"),
         (-math.nan, False, "-nan"),
+        # near FLT_MAX a shorter candidate ("3.403e+38") is past float32's range: not a match
+        (struct.unpack("<f", struct.pack("<I", 0x7F7FFFFF))[0], True, "3.4028235e+38"),
+        (struct.unpack("<f", struct.pack("<I", 0xFF7FFFFF))[0], True, "-3.4028235e+38"),
+        (struct.unpack("<f", struct.pack("<I", 0x7F7FFFFE))[0], True, "3.4028233e+38"),
+        (struct.unpack("<f", struct.pack("<I", 0x7F7FF000))[0], True, "3.401993e+38"),
     ],
 )
 def test_floats_print_like_cxx_to_chars(value: float, single: bool, text: str) -> None:
@@ -326,6 +331,13 @@ def test_floats_print_like_cxx_to_chars(value: float, single: bool, text: str) -
 )
 def test_times_print_like_gmtime(seconds: int, text: str) -> None:
     assert time_text(seconds) == text
+
+
+def test_a_float_near_the_float32_limit_renders() -> None:
+    """An event holding FLT_MAX renders (perf_json used to raise OverflowError on it)."""
+    meta = b"f\0\x84\x08"  # Value32, Float
+    ev = decode_event("P_L4K1", build("Max", meta, struct.pack("<I", 0x7F7FFFFF)))
+    assert perf_json_fields(ev) == '"f":3.4028235e+38'
 
 
 def test_errno_names() -> None:
