@@ -1,6 +1,6 @@
 """``structlog-etw listen PROVIDER``: a provider's events, live (see docs/cli/listen.md).
 
-Subcommand module of `_cli`: :func:`add_arguments` and :func:`run`.  Exit codes: 0 done
+Subcommand module of :mod:`structlog_etw.cli`: :func:`add_arguments` and :func:`run`.  Exit codes: 0 done
 (``--count``/``--duration`` reached, Ctrl-C or SIGTERM), 2 cannot listen (not Linux, no
 user_events, no permission) or bad arguments.  Events go to stdout, one line each
 (``--json``: the object ``decode --json`` prints); status, lost-event reports and the
