@@ -94,7 +94,6 @@ def event_json(event: DecodedEvent, meta: EventMeta | None = None) -> str:
     ints as ``"0x.."``, errno names, ...); other events' fields from their
     Python values.
     """
-
     head = _where(meta or EventMeta())
     head["provider"] = event.provider
     head["name"] = event.name

@@ -18,7 +18,7 @@ import ipaddress
 import struct
 import uuid
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from .spec import (
     ENC_BINARY_LENGTH16_CHAR8,
@@ -53,6 +53,7 @@ from .spec import (
 )
 
 __all__ = [
+    "BYTE_ORDER",
     "Kind",
     "bool_value",
     "int_of",
@@ -146,6 +147,10 @@ _BOMS: Final = (
 )
 
 
+#: :mod:`struct` byte-order prefix -> its name (``DecodedEvent.byte_order``, :meth:`int.from_bytes`).
+BYTE_ORDER: Final[dict[str, Literal["little", "big"]]] = {"<": "little", ">": "big"}
+
+
 def struct_order(byte_order: str) -> str:
     """The :mod:`struct` prefix (``"<"``/``">"``) of ``"little"``/``"big"``."""
     return "<" if byte_order == "little" else ">"
@@ -188,7 +193,7 @@ _EPOCH: Final = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 
 def int_of(raw: bytes, order: str, signed: bool) -> int:
     """The integer in ``raw`` (any length) in byte order ``order`` (``"<"``/``">"``)."""
-    return int.from_bytes(raw, "little" if order == "<" else "big", signed=signed)
+    return int.from_bytes(raw, BYTE_ORDER[order], signed=signed)
 
 
 def bool_value(v: int) -> bool | int:

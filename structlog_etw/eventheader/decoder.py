@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from ..decoded import DecodedEvent, DecodedField, plain_fields
-from ._values import python_value
+from ._values import BYTE_ORDER, python_value
 from .spec import (
     ENC_BINARY_LENGTH16_CHAR8,
     ENC_STRUCT,
@@ -328,6 +328,6 @@ def decode_event(tracepoint_name: str, data: bytes) -> DecodedEvent:
         id=h.id,
         raw=data,
         format="eventheader",
-        byte_order="little" if h.order == "<" else "big",
+        byte_order=BYTE_ORDER[h.order],
         raw_name=raw_name,
     )
