@@ -50,16 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _meta(sample: Sample, eventheader: bool) -> EventMeta:
-    return EventMeta(
-        time_ns=sample.time,
-        realtime_ns=sample.realtime_ns,
-        cpu=sample.cpu,
-        pid=sample.pid,
-        tid=sample.tid,
-        tracepoint=sample.name or None,
-        eventheader=eventheader,
-    )
+def _meta(sample: Sample) -> EventMeta:
+    return EventMeta(sample.time, sample.realtime_ns, sample.cpu, sample.pid, sample.tid, sample.name or None)
 
 
 def decode_file(
@@ -87,11 +79,11 @@ def decode_file(
             if want_events is not None and event.name not in want_events:
                 continue
             if mode == "perf-json":
-                line = sample_perf_json(sample)
+                line = sample_perf_json(sample, decoded=event)
             elif mode == "json":
-                line = event_json(event, _meta(sample, sample.is_eventheader))
+                line = event_json(event, _meta(sample))
             else:
-                line = event_pretty(event, _meta(sample, sample.is_eventheader), colors=colors)
+                line = event_pretty(event, _meta(sample), colors=colors)
         except SampleDecodeError as exc:
             if sample.format is None:
                 key = sample.name or "unnamed events"

@@ -20,9 +20,12 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .listen import add_color_arguments, use_color
+
+if TYPE_CHECKING:
+    from .. import Provider
 
 __all__ = ["ORDERS_KEYWORD", "PROVIDER", "add_arguments", "demo", "log_sequence", "run"]
 
@@ -38,7 +41,7 @@ def log_sequence(log: Any) -> int:
     One request: an activity (Start and Stop events; every event inside carries its id),
     bound context, fields of every kind, a warning and a logged exception.
     """
-    from .._activity import etw_activity  # noqa: PLC0415
+    from .. import etw_activity  # noqa: PLC0415
 
     req = log.bind(
         request_id=uuid.UUID("6f1c2a4e-8d3b-4c5a-9e7f-0123456789ab"),
@@ -70,12 +73,14 @@ def log_sequence(log: Any) -> int:
     return 8
 
 
-def _make_logger(keywords: tuple[int, ...] = (ORDERS_KEYWORD,)) -> Any:
+def _make_logger(provider: Provider | None = None) -> Any:
+    """A filtering-free structlog logger writing through an :class:`EtwRenderer` for the demo's
+    provider: the process-wide one (OS backend), or ``provider``."""
     import structlog  # noqa: PLC0415
 
-    from .._renderer import EtwRenderer  # noqa: PLC0415
+    from .. import EtwRenderer  # noqa: PLC0415
 
-    renderer = EtwRenderer(PROVIDER, keywords=keywords)
+    renderer = EtwRenderer(PROVIDER, keywords=(ORDERS_KEYWORD,), provider=provider)
     logger = structlog.wrap_logger(
         None,
         processors=[renderer],
@@ -187,50 +192,36 @@ def _live(emit: Callable[[Any], None], say: Callable[[str], None]) -> int | None
 
 
 def _captured(emit: Callable[[Any], None]) -> None:
-    from .. import _provider  # noqa: PLC0415
+    """Log the sequence to a capture backend of a provider of the demo's own (the process-wide
+    providers are left alone) and show what was captured, decoded."""
+    from .. import Provider  # noqa: PLC0415
     from ..backends.capture import CaptureBackend  # noqa: PLC0415
-    from ..perf.listener import ListenedEvent, decode  # noqa: PLC0415
+    from ..eventheader import decode_event  # noqa: PLC0415
+    from ..perf.listener import ListenedEvent  # noqa: PLC0415
 
     stamps: list[tuple[int, int]] = []
 
     class _StampedCapture(CaptureBackend):
         # The kernel stamps time and thread; a capture has to do it itself.
-        def write(
-            self,
-            slot: Any,
-            event: Any,
-            opcode: int = 0,
-            activity_id: bytes | None = None,
-            related_id: bytes | None = None,
-        ) -> int:
-            rc = super().write(slot, event, opcode, activity_id, related_id)
+        def write(self, *args: Any, **kwargs: Any) -> int:
+            rc = super().write(*args, **kwargs)
             if rc == 0:
                 stamps.append((time.time_ns(), threading.get_native_id()))
             return rc
 
-    backends: list[CaptureBackend] = []
-
-    def factory(name: str, group: str | None, provider_id: uuid.UUID) -> CaptureBackend:
-        b = _StampedCapture(name, group)
-        backends.append(b)
-        return b
-
-    previous = _provider.set_backend_factory(factory)
+    backend = _StampedCapture(PROVIDER)
+    provider = Provider(PROVIDER, keywords=(ORDERS_KEYWORD,), backend=backend)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            log, prov = _make_logger()
-        try:
-            log_sequence(log)
-        finally:
-            prov.close()  # before the factory is restored: no OS backend for a finished demo
+        log, _ = _make_logger(provider)
+        log_sequence(log)
     finally:
-        _provider.set_backend_factory(previous)
-    records = [r for b in backends for r in b.records]
+        provider.close()
     pid = os.getpid()
-    for rec, (ns, tid) in zip(records, stamps, strict=False):
+    for rec, (ns, tid) in zip(backend.records, stamps, strict=False):
         try:
-            ev = ListenedEvent(rec.tracepoint, None, ns, None, pid, tid, decode(rec.event, rec.tracepoint))
+            ev = ListenedEvent(
+                rec.tracepoint, None, ns, None, pid, tid, decode_event(rec.tracepoint, rec.event)
+            )
         except Exception as e:
             ev = ListenedEvent(rec.tracepoint, None, ns, None, pid, tid, None, str(e), rec.event)
         emit(ev)

@@ -1,6 +1,6 @@
 """``structlog-etw listen PROVIDER``: a provider's events, live (see docs/cli/listen.md).
 
-Subcommand module of `_cli`: :func:`add_arguments` and :func:`run`.  Exit codes: 0 done
+Subcommand module of :mod:`structlog_etw.cli`: :func:`add_arguments` and :func:`run`.  Exit codes: 0 done
 (``--count``/``--duration`` reached, Ctrl-C or SIGTERM), 2 cannot listen (not Linux, no
 user_events, no permission) or bad arguments.  Events go to stdout, one line each
 (``--json``: the object ``decode --json`` prints); status, lost-event reports and the
@@ -10,12 +10,11 @@ final summary go to stderr.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
 from collections.abc import Callable
-from typing import IO, Any
+from typing import IO
 
 from ..perf.listener import DEFAULT_PAGES, ListenedEvent, Listener, ListenError, LostEvents
 from ..perf.listener import run as run_listener
@@ -87,41 +86,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_color_arguments(parser)
 
 
-def _meta(ev: ListenedEvent) -> Any:
-    from .render import EventMeta  # noqa: PLC0415
-
-    return EventMeta(
-        time_ns=ev.time_ns,
-        realtime_ns=ev.realtime_ns,
-        cpu=ev.cpu,
-        pid=ev.pid,
-        tid=ev.tid,
-        tracepoint=ev.tracepoint,
-    )
-
-
 def format_event(ev: ListenedEvent, json_lines: bool, colors: bool = False) -> str:
     """One output line for ``ev`` (``decode``'s formatter; undecodable events say why)."""
-    from .render import event_json, event_pretty, wallclock_text  # noqa: PLC0415
+    # render loads the decoder's text helpers: imported when the first event is shown.
+    from . import render  # noqa: PLC0415
 
+    meta = render.EventMeta(ev.time_ns, ev.realtime_ns, ev.cpu, ev.pid, ev.tid, ev.tracepoint)
     if ev.decoded is not None:
         if json_lines:
-            return event_json(ev.decoded, _meta(ev))
-        return event_pretty(ev.decoded, _meta(ev), colors=colors)
-    stamp = wallclock_text(ev.realtime_ns) if ev.realtime_ns is not None else None
+            return render.event_json(ev.decoded, meta)
+        return render.event_pretty(ev.decoded, meta, colors=colors)
     if json_lines:
-        obj = {
-            "timestamp": stamp,
-            "time_ns": ev.time_ns,
-            "cpu": ev.cpu,
-            "pid": ev.pid,
-            "tid": ev.tid,
-            "tracepoint": ev.tracepoint,
-            "error": ev.error,
-            "raw": ev.raw.hex(" "),
-        }
-        return json.dumps(obj, ensure_ascii=False)
-    return f"{stamp or '-'} [undecodable] {ev.tracepoint}: {ev.error} [pid={ev.pid} cpu={ev.cpu}]"
+        return render.undecodable_json(meta, ev.error, ev.raw)
+    return render.undecodable_pretty(meta, ev.error)
 
 
 def make_printer(json_lines: bool, colors: bool, out: IO[str]) -> Callable[[ListenedEvent], None]:

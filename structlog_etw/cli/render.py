@@ -1,6 +1,10 @@
 """Rendering decoded events for people and programs: one JSON object per line, or a coloured
-console line in the style of structlog's ``ConsoleRenderer``.  Used by ``structlog-etw decode``
-(and by any other command that shows decoded events).
+console line in the style of structlog's ``ConsoleRenderer``.  Used by ``structlog-etw decode``,
+``listen`` and ``demo``.
+
+Everything here renders from a :class:`~structlog_etw.decoded.DecodedEvent` (and the capture
+metadata in :class:`EventMeta`); no event bytes are parsed.  EventHeader field values are
+written with perf-decode's conventions (:mod:`structlog_etw.eventheader.perf_decode`).
 """
 
 from __future__ import annotations
@@ -14,23 +18,24 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ..decoded import DecodedEvent, DecodedField
-from ..eventheader.decoder import (
-    errno_text,
-    field_value,
-    float_text,
-    perf_json_fields,
-    time_text,
-)
+from ..eventheader.perf_decode import errno_text, float_text, perf_json_fields, wallclock_text
 from ..eventheader.spec import (
     ENC_BINARY_LENGTH16_CHAR8,
     ENC_STRING_LENGTH16_CHAR8,
-    ENC_STRUCT,
     ENC_VALUE32,
     FMT_ERRNO,
     FMT_HEX_INT,
 )
 
-__all__ = ["EventMeta", "event_json", "event_pretty", "level_name", "wallclock_text"]
+__all__ = [
+    "EventMeta",
+    "event_json",
+    "event_pretty",
+    "level_name",
+    "undecodable_json",
+    "undecodable_pretty",
+    "wallclock_text",
+]
 
 _LEVEL_NAMES: Final = {1: "critical", 2: "error", 3: "warning", 4: "info", 5: "debug"}
 
@@ -57,18 +62,11 @@ class EventMeta:
     pid: int | None = None
     tid: int | None = None
     tracepoint: str | None = None
-    eventheader: bool = True
 
 
 def level_name(level: int) -> str:
     """``critical``/``error``/``warning``/``info``/``debug`` for 1..5, else ``level<N>``."""
     return _LEVEL_NAMES.get(level, f"level{level}")
-
-
-def wallclock_text(realtime_ns: int) -> str:
-    """``2024-03-28T00:45:12.640913120Z`` (UTC, nanoseconds)."""
-    sec, nsec = divmod(realtime_ns, 1_000_000_000)
-    return f"{time_text(sec)}.{nsec:09d}Z"
 
 
 def _plain(value: Any) -> Any:
@@ -96,15 +94,7 @@ def event_json(event: DecodedEvent, meta: EventMeta | None = None) -> str:
     ints as ``"0x.."``, errno names, ...); other events' fields from their
     Python values.
     """
-    m = meta or EventMeta()
-    head: dict[str, Any] = {}
-    head["timestamp"] = wallclock_text(m.realtime_ns) if m.realtime_ns is not None else None
-    head["time_ns"] = m.time_ns
-    head["cpu"] = m.cpu
-    head["pid"] = m.pid
-    head["tid"] = m.tid
-    if m.tracepoint is not None:
-        head["tracepoint"] = m.tracepoint
+    head = _where(meta or EventMeta())
     head["provider"] = event.provider
     head["name"] = event.name
     head["level"] = event.level
@@ -117,13 +107,13 @@ def event_json(event: DecodedEvent, meta: EventMeta | None = None) -> str:
     head["related_id"] = str(event.related_id) if event.related_id else None
     head["attributes"] = event.attributes
     text = json.dumps(head, ensure_ascii=False)
-    if m.eventheader:
+    if event.format == "eventheader":
         fields = "{" + perf_json_fields(event, field_tags=False) + "}"
         # Strings perf-decode writes as invalid UTF-8 come back as surrogate escapes;
         # keep the line valid UTF-8 JSON by escaping them.
         fields = fields.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     else:
-        fields = json.dumps({f.name: _plain(field_value(f)) for f in event.field_list}, ensure_ascii=False)
+        fields = json.dumps({f.name: _plain(f.plain_value()) for f in event.field_list}, ensure_ascii=False)
     return text[:-1] + ', "fields": ' + fields + "}"
 
 
@@ -158,14 +148,18 @@ def _value_text(value: Any, encoding: int = 0, fmt: int = 0) -> str:
     return repr(value)
 
 
-def _field_text(f: DecodedField) -> str:
-    if f.encoding == ENC_STRUCT:
+def _field_text(f: DecodedField, eventheader: bool) -> str:
+    if f.is_struct:
         elements = f.value if f.is_array else [f.value]
-        texts = ["{" + ", ".join(f"{c.name}={_field_text(c)}" for c in e) + "}" for e in elements]
+        texts = [
+            "{" + ", ".join(f"{c.name}={_field_text(c, eventheader)}" for c in e) + "}" for e in elements
+        ]
         return "[" + ", ".join(texts) + "]" if f.is_array else texts[0]
+    # EventHeader's wire numbers say "hex int", "errno", "single float"; other formats' do not.
+    enc, fmt = (f.encoding, f.format) if eventheader else (0, 0)
     if f.is_array:
-        return "[" + ", ".join(_value_text(v, f.encoding, f.format) for v in f.value) + "]"
-    return _value_text(f.value, f.encoding, f.format)
+        return "[" + ", ".join(_value_text(v, enc, fmt) for v in f.value) + "]"
+    return _value_text(f.value, enc, fmt)
 
 
 def event_pretty(event: DecodedEvent, meta: EventMeta | None = None, *, colors: bool = False) -> str:
@@ -174,6 +168,7 @@ def event_pretty(event: DecodedEvent, meta: EventMeta | None = None, *, colors: 
     2024-03-28T00:45:14.788982451Z [info     ] user_login   [MyCompany_MyService k=0x4 pid=42] user=ann
     """
     m = meta or EventMeta()
+    has_level = event.format != "tracefs"  # a plain kernel tracepoint has no level or keyword
 
     def c(code: str, text: str) -> str:
         return code + text + RESET if colors else text
@@ -183,14 +178,14 @@ def event_pretty(event: DecodedEvent, meta: EventMeta | None = None, *, colors: 
         parts.append(c(DIM, wallclock_text(m.realtime_ns)))
     elif m.time_ns is not None:
         parts.append(c(DIM, f"{m.time_ns / 1e9:.9f}"))
-    if m.eventheader:
+    if has_level:
         lvl = level_name(event.level)
         parts.append("[" + c(_LEVEL_COLORS.get(event.level, ""), f"{lvl:<9}") + "]")
     else:
         parts.append("[" + c(DIM, f"{'tracepoint':<9}") + "]")
     parts.append(c(BRIGHT, f"{event.name:<20}"))
     where = [event.provider]
-    if m.eventheader:
+    if has_level:
         where.append(f"k=0x{event.keyword:x}")
         if event.opcode:
             where.append(f"opcode={event.opcode}")
@@ -203,6 +198,32 @@ def event_pretty(event: DecodedEvent, meta: EventMeta | None = None, *, colors: 
     if m.cpu is not None:
         where.append(f"cpu={m.cpu}")
     parts.append(c(DIM, "[" + " ".join(where) + "]"))
+    eventheader = event.format == "eventheader"
     for f in event.field_list:
-        parts.append(c(CYAN, f.name) + "=" + c(MAGENTA, _field_text(f)))
+        parts.append(c(CYAN, f.name) + "=" + c(MAGENTA, _field_text(f, eventheader)))
     return " ".join(parts)
+
+
+def _where(m: EventMeta) -> dict[str, Any]:
+    """The capture metadata that starts every JSON line."""
+    head: dict[str, Any] = {
+        "timestamp": wallclock_text(m.realtime_ns) if m.realtime_ns is not None else None,
+        "time_ns": m.time_ns,
+        "cpu": m.cpu,
+        "pid": m.pid,
+        "tid": m.tid,
+    }
+    if m.tracepoint is not None:
+        head["tracepoint"] = m.tracepoint
+    return head
+
+
+def undecodable_json(meta: EventMeta, error: str | None, raw: bytes) -> str:
+    """The JSON line of an event that could not be decoded: where it came from, why, its bytes in hex."""
+    return json.dumps({**_where(meta), "error": error, "raw": raw.hex(" ")}, ensure_ascii=False)
+
+
+def undecodable_pretty(meta: EventMeta, error: str | None) -> str:
+    """The console line of an event that could not be decoded."""
+    stamp = wallclock_text(meta.realtime_ns) if meta.realtime_ns is not None else "-"
+    return f"{stamp} [undecodable] {meta.tracepoint}: {error} [pid={meta.pid} cpu={meta.cpu}]"

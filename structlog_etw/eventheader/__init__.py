@@ -4,9 +4,12 @@
   size limits, tracepoint names (``<Provider>_L<level>K<keyword>[G<group>]``) and provider-name rules.
 * :mod:`~structlog_etw.eventheader.encoder` - :class:`EventHeaderEncoder`: typed fields -> event bytes.
 * :mod:`~structlog_etw.eventheader.decoder` - :func:`decode_event`: event bytes ->
-  :class:`~structlog_etw.decoded.DecodedEvent`, and perf-decode's JSON rendering.
+  :class:`~structlog_etw.decoded.DecodedEvent` (parsed once: Python values, wire types, value bytes).
+* :mod:`~structlog_etw.eventheader.perf_decode` - :func:`perf_json`, :func:`perf_json_fields`:
+  a decoded event as Microsoft's ``perf-decode`` writes it (rendered from the
+  :class:`~structlog_etw.decoded.DecodedEvent` alone).
 
-The decoder is loaded on first use (writing events never needs it)::
+The decoder and the perf-decode writer are loaded on first use (writing events never needs them)::
 
     from structlog_etw.eventheader import EventHeaderEncoder, decode_event, tracepoint_name
     from structlog_etw.fields import to_fields
@@ -38,7 +41,8 @@ from .spec import (
 )
 
 if TYPE_CHECKING:
-    from .decoder import decode_event, perf_json
+    from .decoder import decode_event
+    from .perf_decode import perf_json, perf_json_fields
 
 __all__ = [
     "COMMAND_FIELDS",
@@ -53,13 +57,18 @@ __all__ = [
     "decode_event",
     "parse_tracepoint_name",
     "perf_json",
+    "perf_json_fields",
     "register_command",
     "tracepoint_name",
     "validate_provider_name",
 ]
 
 #: Names loaded on first use, and the module that has them.
-_LAZY: dict[str, str] = {"decode_event": ".decoder", "perf_json": ".decoder"}
+_LAZY: dict[str, str] = {
+    "decode_event": ".decoder",
+    "perf_json": ".perf_decode",
+    "perf_json_fields": ".perf_decode",
+}
 
 
 def __getattr__(name: str) -> object:

@@ -4,8 +4,9 @@ plain tracepoints (e.g. ``sched:sched_switch``) through their tracefs format.
 
 from __future__ import annotations
 
-from ..decoded import DecodedEvent, DecodedField
-from ..eventheader.decoder import EventHeaderDecodeError, decode_event, perf_json, time_text
+from ..decoded import DecodedEvent, DecodedField, plain_fields
+from ..eventheader.decoder import EventHeaderDecodeError, decode_event
+from ..eventheader.perf_decode import perf_json, wallclock_text
 from .datafile import Sample
 
 __all__ = ["SampleDecodeError", "decode_sample", "sample_perf_json", "sample_time_text"]
@@ -20,8 +21,7 @@ def sample_time_text(sample: Sample) -> str | None:
     if sample.time is None:
         return None
     if sample.realtime_ns is not None:
-        sec, nsec = divmod(sample.realtime_ns, 1_000_000_000)
-        return f'"{time_text(sec)}.{nsec:09d}Z"'
+        return f'"{wallclock_text(sample.realtime_ns)}"'
     sec, nsec = divmod(sample.time, 1_000_000_000)
     return f"{sec}.{nsec:09d}"
 
@@ -39,21 +39,25 @@ def _meta(sample: Sample) -> dict[str, str]:
     return meta
 
 
+def _unknown_format(sample: Sample) -> SampleDecodeError:
+    return SampleDecodeError(
+        f"sample at offset {sample.offset}: tracepoint format unknown"
+        f" ({sample.name or 'unnamed event'}; the file lacks its tracing data)"
+    )
+
+
 def decode_sample(sample: Sample) -> DecodedEvent:
     """The sample as a :class:`DecodedEvent`.
 
     EventHeader samples: provider, level, keyword from the tracepoint name and
-    everything else from the event.  Plain tracepoints: ``provider`` is the
-    system (``sched``), ``name`` the event (``sched_switch``), level and
-    keyword 0, fields decoded per the tracefs format (encoding 0 in
+    everything else from the event (``format`` ``"eventheader"``).  Plain tracepoints:
+    ``provider`` is the system (``sched``), ``name`` the event (``sched_switch``), level and
+    keyword 0, ``format`` ``"tracefs"``, fields decoded per the tracefs format (encoding 0 in
     ``field_list``).  Raises :class:`SampleDecodeError`.
     """
     fmt = sample.format
     if fmt is None:
-        raise SampleDecodeError(
-            f"sample at offset {sample.offset}: tracepoint format unknown"
-            f" ({sample.name or 'unnamed event'}; the file lacks its tracing data)"
-        )
+        raise _unknown_format(sample)
     if fmt.is_eventheader:
         try:
             return decode_event(fmt.name, sample.data)
@@ -66,20 +70,26 @@ def decode_sample(sample: Sample) -> DecodedEvent:
         name=fmt.name,
         level=0,
         keyword=0,
-        fields={f.name: f.value for f in field_list},
+        fields=plain_fields(field_list),
         field_list=field_list,
         raw=sample.raw,
+        format="tracefs",
+        raw_name=fmt.name.encode(),
     )
 
 
-def sample_perf_json(sample: Sample, *, field_tags: bool = False) -> str:
-    """The sample as perf-decode's JSON object text (``{"n":...,fields...,"meta":{...}}``)."""
+def sample_perf_json(sample: Sample, *, field_tags: bool = False, decoded: DecodedEvent | None = None) -> str:
+    """The sample as perf-decode's JSON object text (``{"n":...,fields...,"meta":{...}}``).
+
+    ``decoded`` is the sample's :func:`decode_sample` result when the caller has it already
+    (an EventHeader sample is then not decoded again).  Raises :class:`SampleDecodeError`.
+    """
     fmt = sample.format
     if fmt is None:
-        raise SampleDecodeError(f"sample at offset {sample.offset}: tracepoint format unknown")
+        raise _unknown_format(sample)
     meta = _meta(sample)
     if fmt.is_eventheader:
-        event = decode_sample(sample)
+        event = decoded if decoded is not None else decode_sample(sample)
         return perf_json(event, field_tags=field_tags, extra_meta=meta)
     parts = ['"n":"' + fmt.system + ":" + fmt.name + '"']
     parts.extend(f'"{f.name}":{f.perf_json(sample.raw, "<")}' for f in fmt.own_fields)

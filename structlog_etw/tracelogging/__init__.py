@@ -5,7 +5,8 @@
 * :mod:`~structlog_etw.tracelogging.encoder` - :class:`TraceLoggingEncoder`: typed fields ->
   ``(traits, metadata, data)``.
 * :mod:`~structlog_etw.tracelogging.decoder` - :func:`decode`: metadata and data ->
-  :class:`~structlog_etw.decoded.DecodedEvent`.
+  :class:`~structlog_etw.decoded.DecodedEvent`; :func:`decode_traits`: a provider traits blob ->
+  the provider name and group GUID.
 
 The decoder is loaded on first use::
 
@@ -38,7 +39,7 @@ from .spec import (
 )
 
 if TYPE_CHECKING:
-    from .decoder import decode
+    from .decoder import decode, decode_traits
 
 __all__ = [
     "CHANNEL_TRACELOGGING",
@@ -48,6 +49,7 @@ __all__ = [
     "TraceLoggingEncoder",
     "TraceLoggingEvent",
     "decode",
+    "decode_traits",
     "event_descriptor",
     "group_guid",
     "provider_id",
@@ -55,7 +57,7 @@ __all__ = [
 ]
 
 #: Names loaded on first use, and the module that has them.
-_LAZY: dict[str, str] = {"decode": ".decoder"}
+_LAZY: dict[str, str] = {"decode": ".decoder", "decode_traits": ".decoder"}
 
 
 def __getattr__(name: str) -> object:

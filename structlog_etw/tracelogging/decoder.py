@@ -10,7 +10,9 @@ Decoded values: ints -> ``int``; FLOAT/DOUBLE -> ``float``; BOOL32 and UINT8/BOO
 ``uuid.UUID``; UINT32/IPV4 -> ``ipaddress.IPv4Address``; binary/IPV6 ->
 ``ipaddress.IPv6Address``; FILETIME and SYSTEMTIME -> aware UTC ``datetime`` (``int`` ticks when
 out of ``datetime``'s range); structs -> ``list[DecodedField]`` (``dict`` in
-``DecodedEvent.fields``); arrays -> ``list``.
+``DecodedEvent.fields``); arrays -> ``list``.  Each :class:`~structlog_etw.decoded.DecodedField`
+also carries its value bytes (``raw``, per element ``raw_elements`` for arrays), without a count
+or a terminator.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ..decoded import DecodedEvent, DecodedField
+from ..decoded import DecodedEvent, DecodedField, plain_fields
 from .spec import CHANNEL_TRACELOGGING, InType, OutType
 
 __all__ = [
@@ -89,13 +91,16 @@ class _Reader:
         v: int = struct.unpack("<H", self.take(2))[0]
         return v
 
-    def cstr(self) -> str:
+    def cstr_bytes(self, error: str = "unterminated name") -> bytes:
         end = self.buf.find(b"\0", self.pos)
         if end < 0:
-            raise ValueError("unterminated name")
-        s = self.buf[self.pos : end].decode("utf-8", "replace")
+            raise ValueError(error)
+        b = self.buf[self.pos : end]
         self.pos = end + 1
-        return s
+        return b
+
+    def cstr(self) -> str:
+        return self.cstr_bytes().decode("utf-8", "replace")
 
     def tag(self) -> int:
         tag = 0
@@ -167,15 +172,24 @@ def _parse_fields(r: _Reader, limit: int | None, depth: int = 0) -> list[FieldMe
     return out
 
 
-def parse_metadata(metadata: bytes) -> tuple[str, int, list[FieldMeta]]:
-    """Event metadata -> (event name, event tags, fields)."""
+def _metadata(metadata: bytes) -> tuple[bytes, int, list[FieldMeta]]:
     r = _Reader(metadata)
     size = r.u16()
     if size != len(metadata):
         raise ValueError(f"metadata size {size} != blob length {len(metadata)}")
     tags = r.tag()
-    name = r.cstr()
+    name = r.cstr_bytes()
     return name, tags, _parse_fields(r, None)
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+def parse_metadata(metadata: bytes) -> tuple[str, int, list[FieldMeta]]:
+    """Event metadata -> (event name, event tags, fields)."""
+    name, tags, fields = _metadata(metadata)
+    return _text(name), tags, fields
 
 
 def _filetime(ticks: int) -> Any:
@@ -185,11 +199,37 @@ def _filetime(ticks: int) -> Any:
         return ticks
 
 
-def _scalar(r: _Reader, f: FieldMeta) -> Any:
+def _value_bytes(r: _Reader, f: FieldMeta) -> bytes:
+    """The next value's bytes, without a count or a terminator."""
     t = f.in_type
     fmt = _FIXED.get(t)
     if fmt is not None:
-        v = struct.unpack(fmt, r.take(struct.calcsize(fmt)))[0]
+        return r.take(struct.calcsize(fmt))
+    if t in (InType.GUID, InType.SYSTEMTIME):
+        return r.take(16)
+    if t in (InType.COUNTEDANSISTRING, InType.COUNTEDSTRING, InType.BINARY, InType.COUNTEDBINARY):
+        return r.take(r.u16())
+    if t == InType.ANSISTRING:
+        return r.cstr_bytes(f"field {f.name!r}: unterminated string")
+    if t == InType.UNICODESTRING:
+        pos = r.pos
+        while True:
+            if r.take(2) == b"\0\0":
+                return r.buf[pos : r.pos - 2]
+    if t == InType.SID:
+        head = r.take(8)
+        return head + r.take(4 * head[1])
+    if t == InType.NULL:
+        return b""
+    raise ValueError(f"field {f.name!r}: unsupported InType {t}")
+
+
+def _scalar(raw: bytes, f: FieldMeta) -> Any:
+    """The Python value of one value's bytes (see the module docstring)."""
+    t = f.in_type
+    fmt = _FIXED.get(t)
+    if fmt is not None:
+        v = struct.unpack(fmt, raw)[0]
         if t == InType.BOOL32:
             return bool(v) if v in (0, 1) else v
         if t == InType.FILETIME:
@@ -200,71 +240,46 @@ def _scalar(r: _Reader, f: FieldMeta) -> Any:
             return bool(v) if v in (0, 1) else v
         return v
     if t == InType.GUID:
-        return uuid.UUID(bytes_le=r.take(16))
-    if t in (InType.COUNTEDANSISTRING, InType.COUNTEDSTRING, InType.BINARY, InType.COUNTEDBINARY):
-        raw = r.take(r.u16())
-        if t == InType.COUNTEDANSISTRING:
-            return raw.decode("utf-8", "replace")
-        if t == InType.COUNTEDSTRING:
-            return raw.decode("utf-16-le", "replace")
+        return uuid.UUID(bytes_le=raw)
+    if t in (InType.COUNTEDANSISTRING, InType.ANSISTRING):
+        return _text(raw)
+    if t in (InType.COUNTEDSTRING, InType.UNICODESTRING):
+        return raw.decode("utf-16-le", "replace")
+    if t in (InType.BINARY, InType.COUNTEDBINARY):
         if f.out_type == OutType.IPV6 and len(raw) == 16:
             return ipaddress.IPv6Address(raw)
         return raw
-    if t == InType.ANSISTRING:
-        end = r.buf.find(b"\0", r.pos)
-        if end < 0:
-            raise ValueError(f"field {f.name!r}: unterminated string")
-        s = r.buf[r.pos : end].decode("utf-8", "replace")
-        r.pos = end + 1
-        return s
-    if t == InType.UNICODESTRING:
-        pos = r.pos
-        while True:
-            unit = r.take(2)
-            if unit == b"\0\0":
-                return r.buf[pos : r.pos - 2].decode("utf-16-le", "replace")
     if t == InType.SYSTEMTIME:
-        year, month, _dow, day, hour, minute, second, ms = struct.unpack("<8H", r.take(16))
+        year, month, _dow, day, hour, minute, second, ms = struct.unpack("<8H", raw)
         try:
             return _dt.datetime(year, month, day, hour, minute, second, ms * 1000, tzinfo=_UTC)
         except ValueError:
             return (year, month, day, hour, minute, second, ms)
     if t == InType.SID:
-        head = r.take(8)
-        return head + r.take(4 * head[1])
-    if t == InType.NULL:
-        return None
-    raise ValueError(f"field {f.name!r}: unsupported InType {t}")
-
-
-def _value(r: _Reader, f: FieldMeta) -> Any:
-    if f.members:
-        return [_field(r, m) for m in f.members]
-    return _scalar(r, f)
-
-
-def _is_array(f: FieldMeta) -> bool:
-    return f.vcount or f.ccount is not None
+        return raw
+    return None  # NULL
 
 
 def _field(r: _Reader, f: FieldMeta) -> DecodedField:
-    if _is_array(f):
+    is_struct = bool(f.members)
+    if f.vcount or f.ccount is not None:
         if f.in_type == InType.BINARY:
             raise ValueError(f"field {f.name!r}: BINARY cannot be an array")
         n = f.ccount if f.ccount is not None else r.u16()
-        value: Any = [_value(r, f) for _ in range(n)]
-    else:
-        value = _value(r, f)
-    return DecodedField(f.name, value, f.in_type, f.out_type, f.tag, _is_array(f))
+        if is_struct:
+            elements = [_members(r, f) for _ in range(n)]
+            return DecodedField(f.name, elements, f.in_type, f.out_type, f.tag, True, True)
+        raws = tuple(_value_bytes(r, f) for _ in range(n))
+        values = [_scalar(raw, f) for raw in raws]
+        return DecodedField(f.name, values, f.in_type, f.out_type, f.tag, True, raw_elements=raws)
+    if is_struct:
+        return DecodedField(f.name, _members(r, f), f.in_type, f.out_type, f.tag, is_struct=True)
+    raw = _value_bytes(r, f)
+    return DecodedField(f.name, _scalar(raw, f), f.in_type, f.out_type, f.tag, raw=raw)
 
 
-def _plain(f: DecodedField) -> Any:
-    """A DecodedField's value with structs turned into dicts (for ``DecodedEvent.fields``)."""
-    if f.encoding == InType.STRUCT:
-        if f.is_array:
-            return [{m.name: _plain(m) for m in item} for item in f.value]
-        return {m.name: _plain(m) for m in f.value}
-    return f.value
+def _members(r: _Reader, f: FieldMeta) -> list[DecodedField]:
+    return [_field(r, m) for m in f.members]
 
 
 def decode(
@@ -291,23 +306,25 @@ def decode(
             raise ValueError(f"channel {d['channel']} is not TraceLogging (11)")
         level, keyword, opcode = d["level"], d["keyword"], d["opcode"]
         event_id, version = d["id"], d["version"]
-    name, tags, metas = parse_metadata(metadata)
+    raw_name, tags, metas = _metadata(metadata)
     r = _Reader(data)
     decoded = tuple(_field(r, f) for f in metas)
     if not r.at_end():
         raise ValueError(f"{len(data) - r.pos} bytes of data left over after the last field")
     return DecodedEvent(
         provider=provider,
-        name=name,
+        name=_text(raw_name),
         level=level,
         keyword=keyword,
         opcode=opcode,
         tag=tags,
         activity_id=activity_id,
         related_id=related_id,
-        fields={f.name: _plain(f) for f in decoded},
+        fields=plain_fields(decoded),
         field_list=decoded,
         version=version,
         id=event_id,
         raw=metadata + data,
+        format="tracelogging",
+        raw_name=raw_name,
     )

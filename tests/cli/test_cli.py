@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -11,9 +12,13 @@ from pathlib import Path
 import pytest
 
 from structlog_etw.cli import COMMANDS, main
-from structlog_etw.eventheader.decoder import perf_json_fields
+from structlog_etw.cli.render import EventMeta, event_json, event_pretty
+from structlog_etw.eventheader import perf_json_fields
+from structlog_etw.fields import to_fields
 from structlog_etw.perf.datafile import PerfDataFile
 from structlog_etw.perf.samples import decode_sample, sample_perf_json
+from structlog_etw.tracelogging import TraceLoggingEncoder
+from structlog_etw.tracelogging import decode as tracelogging_decode
 from tests.helpers.shared import REPO, load_expected, pairs, pipe_mode_copy, vector
 
 GUID_VECTORS = {
@@ -322,3 +327,49 @@ def test_decode_reads_a_pipe_mode_stream_from_stdin() -> None:
     lines = proc.stdout.decode("utf-8", "surrogateescape").splitlines()
     expected = load_expected(vector("perf.data.linux.json"))
     assert [pairs(line) for line in lines] == expected
+
+
+# --- rendering ---------------------------------------------------------------------------------
+
+
+def test_cli_modules_render_decoded_events_and_parse_no_bytes() -> None:
+    """No CLI module unpacks event bytes or reaches for another module's private names."""
+    for path in sorted((REPO / "structlog_etw" / "cli").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                assert all(a.name != "struct" for a in node.names), f"{path.name} imports struct"
+            elif isinstance(node, ast.ImportFrom):
+                assert node.module != "struct", f"{path.name} imports from struct"
+                private = [
+                    a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")
+                ]
+                assert not private, f"{path.name} imports private names {private} from {node.module}"
+
+
+def test_tracelogging_events_render_from_their_python_values() -> None:
+    """A TraceLogging DecodedEvent's wire numbers are not EventHeader's: JSON and text use its values."""
+    _traits, metadata, data = TraceLoggingEncoder("MyCompany.MyService").encode(
+        "user_login", to_fields({"user": "ann", "attempts": 3, "peer": {"port": 80}}.items()), 3
+    )
+    ev = tracelogging_decode(metadata, data, provider="MyCompany.MyService", level=3, keyword=4)
+    obj = json.loads(event_json(ev, EventMeta(pid=7, tid=7)))
+    assert (obj["provider"], obj["name"], obj["level"], obj["keyword"]) == (
+        "MyCompany.MyService",
+        "user_login",
+        3,
+        "0x4",
+    )
+    assert obj["fields"] == {"user": "ann", "attempts": 3, "peer": {"port": 80}}
+    line = event_pretty(ev, EventMeta(pid=7, tid=7))
+    assert line.startswith("[warning  ] user_login")
+    assert "user=ann attempts=3 peer={port=80}" in line
+
+
+def test_plain_tracepoints_are_shown_without_level_or_keyword() -> None:
+    f = PerfDataFile.open(vector("perf.data"))
+    ev = decode_sample(next(s for s in f.samples() if not s.is_eventheader))
+    assert ev.format == "tracefs"
+    line = event_pretty(ev)
+    assert line.startswith("[tracepoint] sched_switch")
+    assert "k=0x" not in line

@@ -10,8 +10,9 @@ import sys
 
 import pytest
 
-from structlog_etw import _provider
+from structlog_etw import _provider, get_provider
 from structlog_etw.cli.demo import demo
+from structlog_etw.testing import capture_etw_events
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = {**os.environ, "PYTHONPATH": REPO, "NO_COLOR": "1"}
@@ -71,6 +72,20 @@ def test_demo_says_why_and_shows_every_event_decoded_from_the_capture(
     assert "KeyError: 'spring_sale'" in failed["exception"]
     assert finished["status"] == 200
     assert _provider._factory is None  # the capture is undone: the process is left as it was
+
+
+def test_demo_leaves_the_process_providers_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    """The demo captures through a provider of its own: it reroutes no process-wide provider."""
+    with capture_etw_events() as capture:
+        neighbour = get_provider("StructlogEtw_DemoNeighbour")
+        backend = neighbour.backend
+        try:
+            assert demo(json_lines=True) == 0
+            assert neighbour.backend is backend
+            assert capture.records == []  # the demo's events went to the demo's own capture
+        finally:
+            neighbour.close()
+    assert len(capsys.readouterr().out.splitlines()) == len(NAMES)
 
 
 def test_demo_pretty_output_has_one_line_per_event(capsys: pytest.CaptureFixture[str]) -> None:

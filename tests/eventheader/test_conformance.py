@@ -7,11 +7,13 @@ of the expected ``.linux.json`` files beside them.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
-from structlog_etw.eventheader.decoder import decode_event, perf_json
+from structlog_etw.eventheader import decode_event, perf_json
+from structlog_etw.perf import samples as samples_module
 from structlog_etw.perf.datafile import PerfDataFile
 from structlog_etw.perf.samples import decode_sample, sample_perf_json
 from tests.helpers.shared import load_expected, pairs, read_dat, vector
@@ -34,6 +36,15 @@ def test_every_interceptor_event_decodes_like_perf_decode() -> None:
     expected = load_expected(vector(DAT + ".linux.json"))
     assert len(records) == 374
     got = [pairs(perf_json(decode_event(name, data))) for name, data in records]
+    problems = _mismatches(got, expected)
+    assert not problems, "\n".join(problems[:20])
+
+
+def test_perf_decode_text_is_rendered_from_the_decoded_event_alone() -> None:
+    """perf_json reads the DecodedEvent (value bytes, byte order, raw name), never the event bytes."""
+    records = read_dat(vector(DAT))
+    expected = load_expected(vector(DAT + ".linux.json"))
+    got = [pairs(perf_json(dataclasses.replace(decode_event(n, d), raw=b""))) for n, d in records]
     problems = _mismatches(got, expected)
     assert not problems, "\n".join(problems[:20])
 
@@ -94,10 +105,27 @@ def test_every_perf_data_sample_decodes_like_perf_decode() -> None:
     assert not problems, "\n".join(problems[:20])
 
 
+def test_perf_data_samples_render_from_their_decoded_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Given the decoded event, sample_perf_json decodes nothing again and needs no event bytes."""
+    f = PerfDataFile.open(vector(PERF))
+    samples = list(f.samples())
+    decoded = [dataclasses.replace(decode_sample(s), raw=b"") for s in samples]
+    expected = load_expected(vector(PERF + ".linux.json"))
+
+    def no_second_decode(*args: object) -> None:
+        raise AssertionError("decoded again")
+
+    monkeypatch.setattr(samples_module, "decode_event", no_second_decode)
+    got = [pairs(sample_perf_json(s, decoded=ev)) for s, ev in zip(samples, decoded, strict=True)]
+    problems = _mismatches(got, expected)
+    assert not problems, "\n".join(problems[:20])
+
+
 def test_sched_switch_samples_decode_to_python_values() -> None:
     f = PerfDataFile.open(vector(PERF))
     first = decode_sample(next(s for s in f.samples() if not s.is_eventheader))
     assert (first.provider, first.name) == ("sched", "sched_switch")
+    assert (first.format, first.raw_name) == ("tracefs", b"sched_switch")
     assert first.fields == {
         "prev_comm": "perf",
         "prev_pid": 0x950,

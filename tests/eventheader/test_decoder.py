@@ -3,6 +3,7 @@ events, name attributes, malformed input, and perf-decode's text conventions."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import ipaddress
 import math
@@ -18,18 +19,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from structlog_etw.eventheader.decoder import (
-    EventHeaderDecodeError,
-    decode_event,
+from structlog_etw.eventheader.decoder import EventHeaderDecodeError, decode_event, parse_tracepoint_name
+from structlog_etw.eventheader.encoder import EventHeaderEncoder
+from structlog_etw.eventheader.perf_decode import (
     errno_text,
     float_text,
-    parse_tracepoint_name,
     perf_json,
     perf_json_fields,
     time_text,
 )
-from structlog_etw.eventheader.encoder import EventHeaderEncoder
 from structlog_etw.fields import to_fields
+from structlog_etw.tracelogging import TraceLoggingEncoder
+from structlog_etw.tracelogging import decode as tracelogging_decode
 from tests.helpers.shared import skip_or_fail
 
 # The worked example of shared/spec/eventheader.md ("Test vector (DYN)").
@@ -95,6 +96,42 @@ def test_spec_vector_decodes_to_every_header_field_and_value() -> None:
     assert ev.raw == SPEC_EVENT
 
 
+def test_spec_vector_fields_keep_their_wire_types_and_value_bytes() -> None:
+    ev = decode_event(SPEC_NAME, SPEC_EVENT)
+    assert (ev.format, ev.byte_order, ev.raw_name) == ("eventheader", "little", b"Complex")
+    i16, arr, st_, g, z, bin_ = ev.field_list
+    assert (i16.raw, i16.tag, i16.is_array, i16.is_struct) == (b"\xfe\xff", 0xBEEF, False, False)
+    assert (arr.raw, arr.raw_elements) == (b"", (b"\x01\x00", b"\x02\x00", b"\x03\x00"))
+    assert (st_.is_struct, st_.raw, [c.raw for c in st_.value]) == (
+        True,
+        b"",
+        [b"\x01", "Ab".encode("utf-16-le")],
+    )
+    assert g.raw == bytes(range(1, 17))
+    assert z.raw == b"xy"  # without the terminator
+    assert bin_.raw == b"\x01\x02"  # without the count
+    assert [f.plain_value() for f in ev.field_list] == list(ev.fields.values())
+
+
+def test_perf_decode_text_needs_only_the_decoded_event() -> None:
+    """The writer renders from the DecodedEvent: without the event bytes the text is the same."""
+    ev = decode_event(SPEC_NAME, SPEC_EVENT)
+    bare = dataclasses.replace(ev, raw=b"")
+    assert perf_json(bare) == perf_json(ev)
+    assert perf_json_fields(bare, field_tags=False) == perf_json_fields(ev, field_tags=False)
+
+
+def test_perf_decode_text_is_only_for_eventheader_events() -> None:
+    _traits, metadata, data = TraceLoggingEncoder("MyCompany.MyService").encode(
+        "e", to_fields({"n": 1}.items()), 4
+    )
+    ev = tracelogging_decode(metadata, data)
+    with pytest.raises(ValueError, match="EventHeader"):
+        perf_json(ev)
+    with pytest.raises(ValueError, match="EventHeader"):
+        perf_json_fields(ev)
+
+
 def test_spec_vector_in_perf_decode_json() -> None:
     text = perf_json(decode_event(SPEC_NAME, SPEC_EVENT))
     assert text == (
@@ -138,6 +175,7 @@ def test_event_name_attributes_and_double_semicolon_escape() -> None:
     ev = decode_event("P_L4K1", build("A;;B;x=1;y=a;;b", b"", b""))
     assert ev.name == "A;B"
     assert ev.attributes == {"x": "1", "y": "a;b"}
+    assert ev.raw_name == b"A;;B;x=1;y=a;;b"  # as the Metadata extension spells it
 
 
 def test_big_endian_events_decode() -> None:
@@ -146,6 +184,10 @@ def test_big_endian_events_decode() -> None:
     payload += struct.pack(">HHH", 2, 7, 8)
     ev = decode_event("P_L4K1", build("BE", meta, payload, big_endian=True))
     assert ev.fields == {"u32": 0xDEADBEEF, "f": 1.5, "s": "hé", "a": [7, 8]}
+    assert ev.byte_order == "big"
+    assert ev.field_list[0].raw == struct.pack(">I", 0xDEADBEEF)
+    assert ev.field_list[3].raw_elements == (b"\x00\x07", b"\x00\x08")
+    assert perf_json_fields(ev) == '"u32":3735928559,"f":1.5,"s":"hé","a":[7,8]'
 
 
 def test_every_encoding_gives_the_documented_python_value() -> None:
@@ -266,6 +308,11 @@ def test_arbitrary_bytes_never_raise_anything_but_decode_errors(junk: bytes, cut
         (-0.0, False, "-0"),
         (-math.inf, False, "-inf"),
         (-math.nan, False, "-nan"),
+        # near FLT_MAX a shorter candidate ("3.403e+38") is past float32's range: not a match
+        (struct.unpack("<f", struct.pack("<I", 0x7F7FFFFF))[0], True, "3.4028235e+38"),
+        (struct.unpack("<f", struct.pack("<I", 0xFF7FFFFF))[0], True, "-3.4028235e+38"),
+        (struct.unpack("<f", struct.pack("<I", 0x7F7FFFFE))[0], True, "3.4028233e+38"),
+        (struct.unpack("<f", struct.pack("<I", 0x7F7FF000))[0], True, "3.401993e+38"),
     ],
 )
 def test_floats_print_like_cxx_to_chars(value: float, single: bool, text: str) -> None:
@@ -284,6 +331,13 @@ def test_floats_print_like_cxx_to_chars(value: float, single: bool, text: str) -
 )
 def test_times_print_like_gmtime(seconds: int, text: str) -> None:
     assert time_text(seconds) == text
+
+
+def test_a_float_near_the_float32_limit_renders() -> None:
+    """An event holding FLT_MAX renders (perf_json used to raise OverflowError on it)."""
+    meta = b"f\0\x84\x08"  # Value32, Float
+    ev = decode_event("P_L4K1", build("Max", meta, struct.pack("<I", 0x7F7FFFFF)))
+    assert perf_json_fields(ev) == '"f":3.4028235e+38'
 
 
 def test_errno_names() -> None:
@@ -439,3 +493,14 @@ def test_random_events_round_trip_through_encoder_and_decoder(values: dict[str, 
     ev = decode_event("P_L4K1", data)
     assert ev.fields == {k: _expected(v) for k, v in values.items()}
     perf_json(ev)  # and it renders
+
+
+def test_the_package_offers_the_decoder_and_the_perf_decode_writer() -> None:
+    """``structlog_etw.eventheader`` loads decode_event, perf_json and perf_json_fields on first use."""
+    import structlog_etw.eventheader as package  # noqa: PLC0415
+
+    for name in package.__all__:
+        obj = getattr(package, name)
+        assert obj.__doc__, f"structlog_etw.eventheader.{name} has no docstring"
+    assert package.decode_event is decode_event
+    assert (package.perf_json, package.perf_json_fields) == (perf_json, perf_json_fields)

@@ -146,3 +146,55 @@ def test_parse_metadata_reports_name_tags_fields() -> None:
     name, tags, fields = parse_metadata(event_metadata("ev", [field_metadata("a", InType.INT64)], tags=3))
     assert (name, tags) == ("ev", 3)
     assert [(f.name, f.in_type) for f in fields] == [("a", InType.INT64)]
+
+
+@pytest.mark.parametrize(
+    ("in_type", "data", "raw"),
+    [
+        (InType.UINT16, struct.pack("<H", 7), struct.pack("<H", 7)),
+        (InType.GUID, uuid.UUID(int=1).bytes_le, uuid.UUID(int=1).bytes_le),
+        (InType.ANSISTRING, b"abc\0", b"abc"),  # without the terminator
+        (InType.UNICODESTRING, "hé".encode("utf-16-le") + b"\0\0", "hé".encode("utf-16-le")),
+        (InType.COUNTEDANSISTRING, struct.pack("<H", 3) + b"a\xffb", b"a\xffb"),  # without the count
+        (InType.BINARY, b"\x02\x00\x01\x02", b"\x01\x02"),
+        (InType.SID, SYSTEM_SID, SYSTEM_SID),
+        (InType.NULL, b"", b""),
+    ],
+)
+def test_fields_keep_their_value_bytes(in_type: int, data: bytes, raw: bytes) -> None:
+    (f,) = decode(event_metadata("e", [field_metadata("x", in_type)]), data).field_list
+    assert (f.raw, f.raw_elements, f.is_array, f.is_struct) == (raw, (), False, False)
+
+
+def test_arrays_keep_each_elements_bytes_and_structs_are_marked() -> None:
+    metas = [
+        field_metadata("xs", InType.UINT16, ccount=2),
+        field_metadata("names", InType.COUNTEDANSISTRING, vcount=True),
+        field_metadata("pt", InType.STRUCT, 1),
+        field_metadata("x", InType.INT32),
+    ]
+    data = struct.pack("<2H", 1, 2) + struct.pack("<HH", 2, 1) + b"a" + struct.pack("<H", 0)
+    data += struct.pack("<i", -1)
+    xs, names, pt = decode(event_metadata("e", metas), data).field_list
+    assert (xs.raw, xs.raw_elements) == (b"", (b"\x01\x00", b"\x02\x00"))
+    assert (names.value, names.raw_elements) == (["a", ""], (b"a", b""))
+    assert (pt.is_struct, pt.is_array, pt.raw) == (True, False, b"")
+    assert pt.value[0].raw == struct.pack("<i", -1)
+    assert pt.plain_value() == {"x": -1}
+
+
+def test_event_says_its_format_byte_order_and_raw_name() -> None:
+    metadata = event_metadata("caf\xe9", [field_metadata("x", InType.UINT8)])
+    ev = decode(metadata, b"\x01")
+    assert (ev.format, ev.byte_order, ev.raw_name) == ("tracelogging", "little", "caf\xe9".encode())
+    assert ev.raw == metadata + b"\x01"
+
+
+def test_the_package_offers_the_decoder() -> None:
+    """``structlog_etw.tracelogging`` loads decode and decode_traits on first use."""
+    import structlog_etw.tracelogging as package  # noqa: PLC0415
+    from structlog_etw.tracelogging import decoder  # noqa: PLC0415
+
+    for name in package.__all__:
+        assert getattr(package, name).__doc__, f"structlog_etw.tracelogging.{name} has no docstring"
+    assert (package.decode, package.decode_traits) == (decoder.decode, decoder.decode_traits)

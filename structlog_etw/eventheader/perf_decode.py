@@ -1,0 +1,522 @@
+"""perf-decode's text of an EventHeader event: a :class:`~structlog_etw.decoded.DecodedEvent` ->
+the JSON Microsoft's ``perf-decode`` writes for it, byte for byte.
+
+The presentation half of the decoder (the decoder enumerates, this writer renders): it reads
+only the :class:`~structlog_etw.decoded.DecodedEvent` - each field's wire encoding and format,
+its value bytes (per element for arrays), the event's byte order and raw name - and never the
+event bytes.  perf-decode's conventions: hex ints as ``"0xFF"``, errno values as
+``"EPERM(1)"``, times as ``"2033-05-18T03:33:20"`` (or ``"TIME(n)"``), floats as C++
+``std::to_chars`` prints them, binary as ``"01 02"``, UUIDs, IPv4/IPv6 text as ``inet_ntop``,
+ports, booleans, strings with its lenient treatment of invalid UTF-8, arrays, structs and field
+tags as ``"name;tag=0x12"``::
+
+    from structlog_etw.eventheader import EventHeaderEncoder, decode_event, perf_json
+    from structlog_etw.fields import to_fields
+
+    data = EventHeaderEncoder().encode("cache", to_fields({"hits": [3, 4]}.items()), 5)
+    assert perf_json(decode_event("MyCompany_MyService_L5K1", data)) == (
+        '{"n":"MyCompany_MyService:cache","hits":[3,4],"meta":{"level":5,"keyword":"0x1"}}'
+    )
+
+Text that perf-decode writes as invalid UTF-8 (unpaired surrogates, code points past
+U+10FFFF) comes back as ``surrogateescape`` characters: ``text.encode("utf-8",
+"surrogateescape")`` gives perf-decode's exact bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Final
+
+from ..decoded import DecodedEvent, DecodedField
+from ._values import Kind, bool_value, int_of, struct_order, ucs4_code_points, utf16_text, value_kind
+
+__all__ = [
+    "errno_text",
+    "float_text",
+    "perf_json",
+    "perf_json_fields",
+    "time_text",
+    "wallclock_text",
+]
+
+_ERRNO_NAMES: Final = (
+    "EPERM",
+    "ENOENT",
+    "ESRCH",
+    "EINTR",
+    "EIO",
+    "ENXIO",
+    "E2BIG",
+    "ENOEXEC",
+    "EBADF",
+    "ECHILD",
+    "EAGAIN",
+    "ENOMEM",
+    "EACCES",
+    "EFAULT",
+    "ENOTBLK",
+    "EBUSY",
+    "EEXIST",
+    "EXDEV",
+    "ENODEV",
+    "ENOTDIR",
+    "EISDIR",
+    "EINVAL",
+    "ENFILE",
+    "EMFILE",
+    "ENOTTY",
+    "ETXTBSY",
+    "EFBIG",
+    "ENOSPC",
+    "ESPIPE",
+    "EROFS",
+    "EMLINK",
+    "EPIPE",
+    "EDOM",
+    "ERANGE",
+    "EDEADLK",
+    "ENAMETOOLONG",
+    "ENOLCK",
+    "ENOSYS",
+    "ENOTEMPTY",
+    "ELOOP",
+    "-",
+    "ENOMSG",
+    "EIDRM",
+    "ECHRNG",
+    "EL2NSYNC",
+    "EL3HLT",
+    "EL3RST",
+    "ELNRNG",
+    "EUNATCH",
+    "ENOCSI",
+    "EL2HLT",
+    "EBADE",
+    "EBADR",
+    "EXFULL",
+    "ENOANO",
+    "EBADRQC",
+    "EBADSLT",
+    "-",
+    "EBFONT",
+    "ENOSTR",
+    "ENODATA",
+    "ETIME",
+    "ENOSR",
+    "ENONET",
+    "ENOPKG",
+    "EREMOTE",
+    "ENOLINK",
+    "EADV",
+    "ESRMNT",
+    "ECOMM",
+    "EPROTO",
+    "EMULTIHOP",
+    "EDOTDOT",
+    "EBADMSG",
+    "EOVERFLOW",
+    "ENOTUNIQ",
+    "EBADFD",
+    "EREMCHG",
+    "ELIBACC",
+    "ELIBBAD",
+    "ELIBSCN",
+    "ELIBMAX",
+    "ELIBEXEC",
+    "EILSEQ",
+    "ERESTART",
+    "ESTRPIPE",
+    "EUSERS",
+    "ENOTSOCK",
+    "EDESTADDRREQ",
+    "EMSGSIZE",
+    "EPROTOTYPE",
+    "ENOPROTOOPT",
+    "EPROTONOSUPPORT",
+    "ESOCKTNOSUPPORT",
+    "EOPNOTSUPP",
+    "EPFNOSUPPORT",
+    "EAFNOSUPPORT",
+    "EADDRINUSE",
+    "EADDRNOTAVAIL",
+    "ENETDOWN",
+    "ENETUNREACH",
+    "ENETRESET",
+    "ECONNABORTED",
+    "ECONNRESET",
+    "ENOBUFS",
+    "EISCONN",
+    "ENOTCONN",
+    "ESHUTDOWN",
+    "ETOOMANYREFS",
+    "ETIMEDOUT",
+    "ECONNREFUSED",
+    "EHOSTDOWN",
+    "EHOSTUNREACH",
+    "EALREADY",
+    "EINPROGRESS",
+    "ESTALE",
+    "EUCLEAN",
+    "ENOTNAM",
+    "ENAVAIL",
+    "EISNAM",
+    "EREMOTEIO",
+    "EDQUOT",
+    "ENOMEDIUM",
+    "EMEDIUMTYPE",
+    "ECANCELED",
+    "ENOKEY",
+    "EKEYEXPIRED",
+    "EKEYREVOKED",
+    "EKEYREJECTED",
+    "EOWNERDEAD",
+    "ENOTRECOVERABLE",
+    "ERFKILL",
+    "EHWPOISON",
+)
+
+
+def errno_text(value: int) -> str:
+    """perf-decode's errno text: ``EPERM(1)``, ``ERRNO(41)``, ``ERRNO(-5)``."""
+    u = value & 0xFFFFFFFF
+    if 1 <= u <= len(_ERRNO_NAMES) and _ERRNO_NAMES[u - 1] != "-":
+        return f"{_ERRNO_NAMES[u - 1]}({u})"
+    s = u - (1 << 32) if u >= 1 << 31 else u
+    return f"ERRNO({s})"
+
+
+def _days_to_civil(days: int) -> tuple[int, int, int]:
+    """Proleptic Gregorian (year, month, day) of a day count since 1970-01-01."""
+    z = days + 719468
+    era = z // 146097
+    doe = z - era * 146097
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    y = yoe + era * 400
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    d = doy - (153 * mp + 2) // 5 + 1
+    m = mp + 3 if mp < 10 else mp - 9
+    return (y + 1 if m <= 2 else y), m, d
+
+
+def time_text(seconds: int) -> str:
+    """perf-decode's time text: ``YYYY-MM-DDTHH:MM:SS`` (UTC) or ``TIME(n)`` when out of range."""
+    days, sod = divmod(seconds, 86400)
+    y, m, d = _days_to_civil(days)
+    if not -(1 << 31) <= y - 1900 < 1 << 31:
+        return f"TIME({seconds})"
+    ys = f"{y:04d}" if y >= 0 else f"-{-y:03d}"
+    return f"{ys}-{m:02d}-{d:02d}T{sod // 3600:02d}:{sod // 60 % 60:02d}:{sod % 60:02d}"
+
+
+def wallclock_text(realtime_ns: int) -> str:
+    """perf-decode's wall-clock time of a sample: ``2024-03-28T00:45:12.640913120Z`` (UTC, ns)."""
+    sec, nsec = divmod(realtime_ns, 1_000_000_000)
+    return f"{time_text(sec)}.{nsec:09d}Z"
+
+
+def _single_bits(value: float) -> bytes | None:
+    """``value`` as a float32, or None when it rounds past the largest float32 (e.g. ``3.403e+38``)."""
+    try:
+        return struct.pack("<f", value)
+    except OverflowError:
+        return None
+
+
+def _shortest_digits(value: float, single: bool) -> tuple[str, int]:
+    """Shortest round-trip digits ``d`` and exponent ``e`` with value == 0.d * 10**e (value > 0)."""
+    if single:
+        target = struct.pack("<f", value)
+        for p in range(1, 10):
+            s = f"{value:.{p - 1}e}"
+            if _single_bits(float(s)) == target:
+                break
+    else:
+        s = repr(value)
+    mant, _, exp_s = s.partition("e")
+    exp = int(exp_s) if exp_s else 0
+    int_part, _, frac = mant.partition(".")
+    digits = (int_part + frac).lstrip("0")
+    lead_zeros = len(int_part + frac) - len((int_part + frac).lstrip("0"))
+    point = len(int_part) - lead_zeros + exp
+    digits = digits.rstrip("0") or "0"
+    return digits, point
+
+
+def float_text(value: float, single: bool = False) -> str:
+    """``std::to_chars`` shortest text of a float (as perf-decode prints floats)."""
+    if math.isnan(value):
+        return "-nan" if math.copysign(1.0, value) < 0 else "nan"
+    if math.isinf(value):
+        return "-inf" if value < 0 else "inf"
+    if value == 0:
+        return "-0" if math.copysign(1.0, value) < 0 else "0"
+    sign = "-" if value < 0 else ""
+    digits, point = _shortest_digits(abs(value), single)
+    # scientific: d.ddde+XX
+    exp = point - 1
+    sci = digits[0] + ("." + digits[1:] if len(digits) > 1 else "") + ("e-" if exp < 0 else "e+")
+    sci += f"{abs(exp):02d}"
+    if point <= 0:
+        fixed = "0." + "0" * -point + digits
+    elif point >= len(digits):
+        fixed = str(int(abs(value)))  # an integer: C++ prints its exact digits, not the shortest ones
+    else:
+        fixed = digits[:point] + "." + digits[point:]
+    return sign + (fixed if len(fixed) <= len(sci) else sci)
+
+
+def _ucs_bytes(cp: int) -> bytes:
+    """perf-decode's UTF-8-like encoding of any 32-bit code point (surrogates and > 0x10FFFF too)."""
+    if cp < 0x80:
+        return bytes((cp,))
+    if cp < 0x800:
+        return bytes((0xC0 | cp >> 6, 0x80 | cp & 0x3F))
+    if cp < 0x10000:
+        return bytes((0xE0 | cp >> 12, 0x80 | cp >> 6 & 0x3F, 0x80 | cp & 0x3F))
+    if cp < 0x200000:
+        return bytes((0xF0 | cp >> 18, 0x80 | cp >> 12 & 0x3F, 0x80 | cp >> 6 & 0x3F, 0x80 | cp & 0x3F))
+    if cp < 0x4000000:
+        lead = 0xF8 | cp >> 24
+        shifts: tuple[int, ...] = (18, 12, 6, 0)
+    elif cp < 0x80000000:
+        lead = 0xFC | cp >> 30
+        shifts = (24, 18, 12, 6, 0)
+    else:
+        lead = 0xFE
+        shifts = (30, 24, 18, 12, 6, 0)
+    return bytes((lead, *(0x80 | cp >> s & 0x3F for s in shifts)))
+
+
+_ESCAPES: Final = {0x08: b"\\b", 0x0C: b"\\f", 0x0A: b"\\n", 0x0D: b"\\r", 0x09: b"\\t"}
+
+
+def _escape_ascii(b: int) -> bytes:
+    if b < 0x20:
+        return _ESCAPES.get(b) or b"\\u00%02x" % b
+    if b in (0x22, 0x5C):
+        return bytes((0x5C, b))
+    return bytes((b,))
+
+
+def _json_ucs(cps: list[int] | tuple[int, ...]) -> bytes:
+    return b"".join(_escape_ascii(c) if c < 0x80 else _ucs_bytes(c) for c in cps)
+
+
+def _json_utf8(raw: bytes) -> bytes:
+    """perf-decode's lenient UTF-8 copy: invalid sequences are read as Latin-1."""
+    out = bytearray()
+    i = 0
+    n = len(raw)
+    while i < n:
+        b0 = raw[i]
+        if b0 < 0x80:
+            out += _escape_ascii(b0)
+            i += 1
+            continue
+        length = 0
+        if 0xC0 <= b0 <= 0xDF and n - i >= 2:
+            b1 = raw[i + 1]
+            if b1 & 0xC0 == 0x80 and ((b0 & 0x1F) << 6 | (b1 & 0x3F)) >= 0x80:
+                length = 2
+        elif 0xE0 <= b0 <= 0xEF and n - i >= 3:
+            b1, b2 = raw[i + 1], raw[i + 2]
+            if (
+                b1 & 0xC0 == 0x80
+                and b2 & 0xC0 == 0x80
+                and ((b0 & 0x0F) << 12 | (b1 & 0x3F) << 6 | (b2 & 0x3F)) >= 0x800
+            ):
+                length = 3
+        elif 0xF0 <= b0 <= 0xF4 and n - i >= 4:
+            b1, b2, b3 = raw[i + 1], raw[i + 2], raw[i + 3]
+            if b1 & 0xC0 == 0x80 and b2 & 0xC0 == 0x80 and b3 & 0xC0 == 0x80:
+                cp = (b0 & 0x07) << 18 | (b1 & 0x3F) << 12 | (b2 & 0x3F) << 6 | (b3 & 0x3F)
+                if 0x10000 <= cp <= 0x10FFFF:
+                    length = 4
+        if length:
+            out += raw[i : i + length]
+            i += length
+        else:
+            out += bytes((0xC0 | b0 >> 6, 0x80 | b0 & 0x3F))
+            i += 1
+    return bytes(out)
+
+
+def _q(text: bytes) -> bytes:
+    return b'"' + text + b'"'
+
+
+def _hex_bytes(raw: bytes) -> bytes:
+    return _q(raw.hex(" ").encode())
+
+
+def _ipv6_text(raw: bytes) -> str:
+    """glibc ``inet_ntop(AF_INET6)`` text."""
+    words = struct.unpack(">8H", raw)
+    best_base, best_len = -1, 0
+    cur_base, cur_len = -1, 0
+    for i, w in enumerate(words):
+        if w == 0:
+            if cur_base < 0:
+                cur_base, cur_len = i, 1
+            else:
+                cur_len += 1
+        elif cur_base >= 0:
+            if cur_len > best_len:
+                best_base, best_len = cur_base, cur_len
+            cur_base = -1
+    if cur_base >= 0 and cur_len > best_len:
+        best_base, best_len = cur_base, cur_len
+    if best_len < 2:
+        best_base = -1
+    out = []
+    i = 0
+    while i < 8:
+        if best_base >= 0 and best_base <= i < best_base + best_len:
+            if i == best_base:
+                out.append(":")
+            i += 1
+            continue
+        if i:
+            out.append(":")
+        if (
+            i == 6
+            and best_base == 0
+            and (best_len == 6 or (best_len == 7 and words[7] != 1) or (best_len == 5 and words[5] == 0xFFFF))
+        ):
+            out.append(".".join(str(b) for b in raw[12:]))
+            break
+        out.append(f"{words[i]:x}")
+        i += 1
+    if best_base >= 0 and best_base + best_len == 8:
+        out.append(":")
+    return "".join(out)
+
+
+def _num(value: int) -> bytes:
+    return str(value).encode()
+
+
+def _json_float(raw: bytes, order: str) -> bytes:
+    single = len(raw) == 4
+    value: float = struct.unpack(order + ("f" if single else "d"), raw)[0]
+    text = float_text(value, single=single).encode()
+    return text if math.isfinite(value) else _q(text)
+
+
+def _json_bool(raw: bytes, order: str) -> bytes:
+    u = int_of(raw, order, False)
+    return b"false" if u == 0 else b"true" if u == 1 else _num(int(bool_value(u)))
+
+
+#: kind -> perf-decode's JSON text of (bytes, byte order), as raw (UTF-8-ish) bytes.
+_JSON: Final[dict[Kind, Callable[[bytes, str], bytes]]] = {
+    Kind.UNSIGNED: lambda raw, order: _num(int_of(raw, order, False)),
+    Kind.SIGNED: lambda raw, order: _num(int_of(raw, order, True)),
+    Kind.HEX: lambda raw, order: _q(b"0x%X" % int_of(raw, order, False)),
+    Kind.ERRNO: lambda raw, order: _q(errno_text(int_of(raw, order, False)).encode()),
+    Kind.BOOL: _json_bool,
+    Kind.FLOAT: _json_float,
+    Kind.TIME: lambda raw, order: _q(time_text(int_of(raw, order, True)).encode()),
+    Kind.CHAR: lambda raw, order: _q(_json_ucs((int_of(raw, order, False),))),
+    Kind.PORT: lambda raw, order: _num(int.from_bytes(raw, "big")),
+    Kind.IPV4: lambda raw, order: _q(".".join(str(b) for b in raw).encode()),
+    Kind.IPV6: lambda raw, order: _q(_ipv6_text(raw).encode()),
+    Kind.UUID: lambda raw, order: _q(str(uuid.UUID(bytes=bytes(raw))).encode()),
+    Kind.BYTES: lambda raw, order: _hex_bytes(raw),
+    Kind.NULL: lambda raw, order: b"null",
+    Kind.LATIN1: lambda raw, order: _q(_json_ucs(tuple(raw))),
+    Kind.UTF8: lambda raw, order: _q(_json_utf8(raw)),
+    Kind.UTF16: lambda raw, order: _q(_json_ucs([ord(c) for c in utf16_text(raw, order)])),
+    Kind.UCS4: lambda raw, order: _q(_json_ucs(ucs4_code_points(raw, order))),
+}
+
+
+def _json_value(encoding: int, fmt: int, raw: bytes, order: str) -> bytes:
+    """One value as perf-decode writes it in JSON (raw UTF-8-ish bytes)."""
+    kind, raw, order = value_kind(encoding, fmt, raw, order)
+    return _JSON[kind](raw, order)
+
+
+def _json_member(f: DecodedField, field_tags: bool) -> bytes:
+    name = _json_utf8(f.name.encode("utf-8", "surrogateescape"))
+    if field_tags and f.tag:
+        name += b";tag=0x%X" % f.tag
+    return _q(name) + b":"
+
+
+def _json_fields(fields: Iterable[DecodedField], order: str, field_tags: bool) -> bytes:
+    return b",".join(_json_member(f, field_tags) + _json_field(f, order, field_tags) for f in fields)
+
+
+def _json_field(f: DecodedField, order: str, field_tags: bool) -> bytes:
+    """A field's value: a struct as ``{...}``, an array as ``[...]``, else the value."""
+    if f.is_struct:
+        if f.is_array:
+            return b"[" + b",".join(b"{" + _json_fields(e, order, field_tags) + b"}" for e in f.value) + b"]"
+        return b"{" + _json_fields(f.value, order, field_tags) + b"}"
+    if f.is_array:
+        return b"[" + b",".join(_json_value(f.encoding, f.format, r, order) for r in f.raw_elements) + b"]"
+    return _json_value(f.encoding, f.format, f.raw, order)
+
+
+def _order_of(event: DecodedEvent) -> str:
+    if event.format != "eventheader":
+        raise ValueError(
+            f"perf-decode's text is for EventHeader events, not {event.format or 'unknown'!r} ones"
+        )
+    return struct_order(event.byte_order)
+
+
+def perf_json_fields(event: DecodedEvent, *, field_tags: bool = True) -> str:
+    """The event's fields as perf-decode writes them: ``"name":value,...`` (no braces).
+
+    ``event`` is an EventHeader :class:`~structlog_etw.decoded.DecodedEvent` (others raise
+    :class:`ValueError`).  Strings that perf-decode would write as invalid UTF-8 (lone
+    surrogates, code points past U+10FFFF) come back as ``surrogateescape`` characters:
+    ``text.encode("utf-8", "surrogateescape")`` gives perf-decode's bytes.
+    """
+    body = _json_fields(event.field_list, _order_of(event), field_tags)
+    return body.decode("utf-8", "surrogateescape")
+
+
+def perf_json(
+    event: DecodedEvent,
+    *,
+    field_tags: bool = True,
+    extra_meta: dict[str, str] | None = None,
+) -> str:
+    """One event as a perf-decode JSON object: ``{"n":"Provider:Event", fields..., "meta":{...}}``.
+
+    ``event`` is an EventHeader :class:`~structlog_etw.decoded.DecodedEvent` (others raise
+    :class:`ValueError`).  ``extra_meta`` (e.g. ``time``, ``cpu``, ``pid``, ``tid`` from
+    perf.data) is written first in ``meta``, as perf-decode does; its values are JSON texts
+    (``{"cpu": "3", "time": '"2024-...Z"'}``).
+    """
+    order = _order_of(event)
+    name = event.raw_name.split(b";", 1)[0]
+    n = _json_utf8(event.provider.encode("utf-8", "surrogateescape")) + b":" + _json_utf8(name)
+    parts = [b'"n":' + _q(n)]
+    if event.field_list:
+        parts.append(_json_fields(event.field_list, order, field_tags))
+    meta: list[bytes] = []
+    for key, value in (extra_meta or {}).items():
+        meta.append(json.dumps(key).encode() + b":" + value.encode())
+    numbers = (
+        (b"id", event.id, b"%d"),
+        (b"version", event.version, b"%d"),
+        (b"level", event.level, b"%d"),
+        (b"keyword", event.keyword, b'"0x%X"'),
+        (b"opcode", event.opcode, b"%d"),
+        (b"tag", event.tag, b'"0x%X"'),
+    )
+    meta.extend(_q(key) + b":" + text % value for key, value, text in numbers if value)
+    ids = ((b"activity", event.activity_id), (b"relatedActivity", event.related_id))
+    meta.extend(_q(key) + b":" + _q(str(value).encode()) for key, value in ids if value is not None)
+    parts.append(b'"meta":{' + b",".join(meta) + b"}")
+    return (b"{" + b",".join(parts) + b"}").decode("utf-8", "surrogateescape")
