@@ -533,13 +533,14 @@ class TraceLoggingEncoder:
         if type(name) is not str:
             name = safe_str(name)
         work = normalize(fields, _piece)
-        if sum([_field_count(f) for f in work]) > MAX_FIELDS:
-            work = _limit_count(work, fields, MAX_FIELDS - 1)
-        else:
+        count = sum([_field_count(f) for f in work])
+        if count <= MAX_FIELDS:
             plan = self._plan(name, work, tags)
             pieces: list[Piece] = leaf_values(work)
             if plan.ok and len(plan.metadata) + whole_size(pieces) <= self._budget:
                 return self.traits, plan.metadata, joined(pieces)
+        if count > MAX_FIELDS - 1:  # the _truncated field takes one of the 128 logical fields
+            work = _limit_count(work, fields, MAX_FIELDS - 1)
         marked = [*work, _TRUNCATED]
         plan = self._plan(name, marked, tags)
         if len(plan.metadata) > MAX_METADATA:  # names too long: keep the leading fields that fit

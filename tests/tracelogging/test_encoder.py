@@ -348,6 +348,19 @@ def test_too_many_fields_keeps_leading_fields_and_marks_truncation() -> None:
     assert enc.truncated == 1
 
 
+def test_a_cut_event_of_128_logical_fields_leaves_one_off_for_the_truncated_field() -> None:
+    # 127 ints and a string too long for the budget are 128 logical fields; with the marker field
+    # they would be 129, more than decoders handle: the last field is left off instead.
+    enc = TraceLoggingEncoder("P")
+    fields = [*F.to_fields((f"f{i}", i) for i in range(127)), ("big", F.STR, "x" * 70_000)]
+    result = blobs(enc.encode("many", fields))
+    assert result is not None
+    names = list(decode(*result).fields)
+    assert len(names) == 128
+    assert names[:2] == ["f0", "f1"]
+    assert names[-2:] == ["f126", TRUNCATED_FIELD]
+
+
 def test_binary_and_arrays_count_two_toward_the_field_limit() -> None:
     enc = TraceLoggingEncoder("P")
     result = blobs(enc.encode("many", [(f"b{i}", F.BYTES, b"x") for i in range(100)]))
