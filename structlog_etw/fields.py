@@ -28,6 +28,11 @@ kind|ARRAY ``list`` of values of ``kind``            homogeneous list/tuple/set
 
 Field names are ``str`` (non-``str`` keys are turned into strings here); the
 encoders make them valid for their metadata (no NUL).
+
+The encoders share the helpers of their general (not fast) path here: :func:`normalize` (their
+one error contract: a value that cannot be written as its kind is written as its text),
+:func:`bytes_value`, :func:`leaf_values` and :func:`json_as_str` (the size policy writes a cut
+JSON text as a string).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ import enum
 import ipaddress
 import json
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 __all__ = [
@@ -60,7 +65,11 @@ __all__ = [
     "U64",
     "UUID",
     "Field",
+    "bytes_value",
     "dict_fields",
+    "json_as_str",
+    "leaf_values",
+    "normalize",
     "safe_str",
     "to_field",
     "to_fields",
@@ -322,4 +331,97 @@ def dict_fields(items: Iterable[tuple[object, object]], skip: str | None) -> lis
         elif k == "exc_info" or (skip is not None and k == skip):  # pragma: no cover - rare
             continue
         append(to_field(k, v))
+    return out
+
+
+# --- what the encoders' general paths share ------------------------------------------------------
+
+#: Structs nested deeper than this are written as text by :func:`normalize` (``to_fields`` never
+#: nests deeper than :data:`MAX_NESTING`; this bounds hand-made or self-referencing field lists).
+_NORMALIZE_DEPTH: Final = 32
+
+
+def _text(kind: object, value: object) -> str:
+    """The text a value is written as when it cannot be written as ``kind``."""
+    if type(kind) is int and kind == TIME and isinstance(value, _dt.datetime):
+        try:
+            return value.isoformat()  # a datetime's text is its ISO 8601 form, as on Linux
+        except Exception:
+            pass
+    return safe_str(value)
+
+
+def normalize(fields: Iterable[Any], convert: Callable[[int, Any], Any], depth: int = 0) -> list[Field]:
+    """``fields`` with each value replaced by ``convert(kind, value)``; never raises.
+
+    The one error contract of both encoders (docs/limits.md): ``convert`` is how an encoder writes a
+    value of a scalar or array kind, and raises when its format cannot (a value that does not fit
+    its kind, such as ``("x", I64, "not an int")``, or one the format cannot represent, such as a
+    datetime before 1601 as a Windows FILETIME).  Such a value is written as its text instead:
+    ``(name, STR, convert(STR, text))``, the text being :func:`safe_str` of the value (a datetime's
+    ISO 8601 text).  A struct keeps its kind with its members normalized, unless its value is not
+    a list of 1..:data:`MAX_STRUCT_FIELDS` fields (or it is nested more than 32 deep): then it is
+    text too.  A name that is not a ``str`` becomes its :func:`safe_str`; an item that is not a
+    ``(name, kind, value)`` triple becomes a string field named ``"?"``.
+    """
+    out: list[Field] = []
+    for f in fields:
+        try:
+            name, kind, value = f
+        except Exception:
+            out.append(("?", STR, convert(STR, safe_str(f))))
+            continue
+        if type(name) is not str:
+            name = safe_str(name)
+        try:
+            if kind != STRUCT:
+                out.append((name, kind, convert(kind, value)))
+                continue
+            if isinstance(value, list) and 1 <= len(value) <= MAX_STRUCT_FIELDS and depth < _NORMALIZE_DEPTH:
+                out.append((name, STRUCT, normalize(value, convert, depth + 1)))
+                continue
+        except Exception:
+            pass
+        out.append((name, STR, convert(STR, _text(kind, value))))
+    return out
+
+
+def bytes_value(value: object) -> bytes:
+    """The bytes of a BYTES field's value (``bytes``, ``bytearray`` or ``memoryview``, all of its
+    bytes); ``TypeError`` for anything else (an ``int`` is not a length here)."""
+    if type(value) is bytes:
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise TypeError(f"expected bytes, got {type(value).__name__}")
+
+
+def leaf_values(fields: Iterable[Field]) -> list[Any]:
+    """The values of ``fields`` in wire order: a struct contributes its members' values, not itself."""
+    out: list[Any] = []
+    _leaves(fields, out)
+    return out
+
+
+def _leaves(fields: Iterable[Field], out: list[Any]) -> None:
+    for f in fields:
+        if f[1] == STRUCT:
+            _leaves(f[2], out)
+        else:
+            out.append(f[2])
+
+
+def json_as_str(fields: Iterable[Field], which: Callable[[Any], bool] | None = None) -> list[Field]:
+    """``fields`` with JSON fields (in structs too) made plain strings: a cut JSON text is not JSON.
+
+    With ``which``, only the JSON fields whose value it accepts (e.g. the ones the size policy cut).
+    """
+    out: list[Field] = []
+    for f in fields:
+        if f[1] == JSON and (which is None or which(f[2])):
+            out.append((f[0], STR, f[2]))
+        elif f[1] == STRUCT:
+            out.append((f[0], STRUCT, json_as_str(f[2], which)))
+        else:
+            out.append(f)
     return out

@@ -34,7 +34,7 @@ from structlog_etw.fields import (
     to_field,
     to_fields,
 )
-from tests.helpers.strategies import values
+from tests.helpers.strategies import Unprintable, values
 
 
 class Color(enum.Enum):
@@ -43,14 +43,6 @@ class Color(enum.Enum):
 
 class Level(enum.IntEnum):
     HIGH = 3
-
-
-class Unprintable:
-    def __str__(self) -> str:
-        raise RuntimeError("str")
-
-    def __repr__(self) -> str:
-        raise RuntimeError("repr")
 
 
 class ReprOnly:

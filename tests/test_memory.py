@@ -83,7 +83,7 @@ def test_100k_events_of_repeated_shapes_leave_nothing_allocated(fmt: str, traced
 def test_metadata_cache_is_bounded_with_high_cardinality_names_and_field_sets(fmt: str, traced: None) -> None:
     log, prov, backend = _pipeline(fmt, f"MemCardinality_{fmt}")
     encoder: Any = prov.encoder
-    limit = _cache_limit(encoder)
+    limit = encoder.cache_limit
     counter = iter(range(10**9))
 
     def new_shapes(count: int) -> None:
@@ -111,12 +111,3 @@ def test_metadata_cache_is_bounded_with_high_cardinality_names_and_field_sets(fm
         samples.append(_retained(before))
     assert prov.stats()["written"] == 1 + limit - 2 + 6 * (limit * 2 // 3)
     assert max(samples) < full * 1.25 + 64 * 1024, (full, samples)
-
-
-def _cache_limit(encoder: Any) -> int:
-    limit = getattr(encoder, "cache_limit", None)
-    if limit is None:
-        from structlog_etw.tracelogging import encoder as _tracelogging  # noqa: PLC0415
-
-        limit = _tracelogging._CACHE_MAX
-    return int(limit)

@@ -38,6 +38,7 @@ from structlog_etw.fields import TRUNCATED_FIELD as TL_TRUNCATED_FIELD
 from structlog_etw.fields import TRUNCATION_MARKER as EH_TRUNCATION_MARKER
 from structlog_etw.fields import TRUNCATION_MARKER as TL_TRUNCATION_MARKER
 from structlog_etw.tracelogging.decoder import decode as tl_decode
+from tests.helpers.strategies import Unprintable
 
 PROPERTY_SETTINGS = settings(
     max_examples=300,
@@ -51,16 +52,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
 
 # --------------------------------------------------------------------------------------------
 # What applications throw at a logger
-
-
-class Unprintable:
-    """An object whose ``__str__`` and ``__repr__`` both raise."""
-
-    def __str__(self) -> str:
-        raise RuntimeError("no str for you")
-
-    def __repr__(self) -> str:
-        raise RuntimeError("no repr either")
 
 
 class BadStrGoodRepr:

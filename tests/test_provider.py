@@ -112,13 +112,32 @@ def test_enablement_change_is_seen_through_the_cached_slot(captures: dict[str, C
     assert slot.word[0]
 
 
-def test_too_large_and_encode_errors_are_counted_not_raised(captures: dict[str, CaptureBackend]) -> None:
+def test_too_large_and_encode_errors_are_counted_not_raised(
+    captures: dict[str, CaptureBackend], monkeypatch: pytest.MonkeyPatch
+) -> None:
     p = get_provider("Co_Svc")
     many: list[Field] = [(f"f{i:06d}_padding_padding", I64, i) for i in range(600)]
     assert p.write(p.slot(4, 1), "big", many) is False
-    assert p.write(p.slot(4, 1), "bad", [("x", I64, "not an int")]) is False
+    assert p.stats()["dropped"] == {"too_large": 1}
+
+    def broken(*args: Any) -> bytes:
+        raise RuntimeError("an encoder bug")
+
+    monkeypatch.setattr(type(p.encoder), "encode", broken)
+    assert p.write(p.slot(4, 1), "bug", FIELDS) is False
     assert p.stats()["dropped"] == {"too_large": 1, "encode_error": 1}
     assert captures["Co_Svc"].records == []
+
+
+def test_a_value_that_does_not_fit_its_kind_is_written_as_its_text(
+    captures: dict[str, CaptureBackend],
+) -> None:
+    # The encoders' error contract (docs/limits.md): not an encode_error, the value's text.
+    p = get_provider("Co_Svc")
+    assert p.write(p.slot(4, 1), "bad", [("x", I64, "not an int"), ("n", I64, 3)]) is True
+    assert p.stats()["dropped"] == {}
+    (record,) = captures["Co_Svc"].records
+    assert parse(record.event).values() == {"x": "not an int", "n": 3}
 
 
 def test_truncated_events_are_counted(captures: dict[str, CaptureBackend]) -> None:

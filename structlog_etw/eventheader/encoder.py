@@ -7,11 +7,21 @@ An event is::
     Metadata extension:   u16 size, u16 kind 1, event name NUL, per field: name NUL, encoding, [format]
     payload:              little-endian field values
 
-Tracepoints are named ``<Provider>_L<level>K<keyword>[G<group>]`` and registered with
-:func:`register_command`.  :class:`EventHeaderEncoder` turns an event name and a list of
+Tracepoints are named ``<Provider>_L<level>K<keyword>[G<group>]`` (:mod:`.spec`).
+:class:`EventHeaderEncoder` turns an event name and a list of
 :data:`~structlog_etw.fields.Field` into the bytes handed to ``writev`` after the write
 index.  Metadata and a packing plan are built once per *event shape* (name, field names,
 kinds, nested) and cached; a bounded cache keeps high-cardinality names from growing memory.
+
+Two paths, one result:
+
+* the **fast path** packs the values with a function generated for the shape's kinds
+  (straight-line code, cached); it is taken when every value is what its kind expects and the
+  event fits;
+* anything else (a value the generated code cannot write, an event too large) takes the one
+  **general path**: :func:`~structlog_etw.fields.normalize` turns each value into a piece (a
+  value that cannot be written as its kind is written as its text), and the pieces are joined
+  whole when they fit, or cut by the shared size policy (:mod:`structlog_etw._size_policy`).
 
 Size policy (docs/limits.md): an event never exceeds ``max_size`` bytes (default
 :data:`PERF_MAX_EVENT_SIZE`, what perf keeps of one event).  When the values do not fit, the
@@ -33,6 +43,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
+from .._size_policy import Cuttable, Piece, joined, water_level, whole_size
 from ..fields import (
     ARRAY,
     BOOL,
@@ -51,6 +62,11 @@ from ..fields import (
     U64,
     UUID,
     Field,
+    bytes_value,
+    json_as_str,
+    leaf_values,
+    normalize,
+    safe_str,
 )
 from .spec import (
     DYN_MAX_EVENT_SIZE,
@@ -117,8 +133,7 @@ _KIND_META: Final[dict[int, bytes]] = {
 # Fixed-size scalars: struct format char per kind.
 _FIXED_CHAR: Final[dict[int, str]] = {BOOL: "?", I64: "q", U64: "Q", F64: "d"}
 # Fixed-size arrays: array typecode per kind.
-_ARRAY_CODE: Final[dict[int, str]] = {BOOL: "B", I64: "q", U64: "Q", F64: "d"}
-_ELEM_SIZE: Final[dict[int, int]] = {BOOL: 1, I64: 8, U64: 8, F64: 8, UUID: 16, IPV4: 4, IPV6: 16}
+_ARRAY_CODE: Final[dict[int, str]] = {I64: "q", U64: "Q", F64: "d"}
 
 
 # --- names and registration ---------------------------------------------------------------------
@@ -192,49 +207,85 @@ def assemble_event(
     return b"".join(out)
 
 
-# --- the plan: metadata and payload packing per event shape --------------------------------------
+# --- how EventHeader writes one value ----------------------------------------------------------
+#
+# ``_BODY[kind](value)`` is the bytes of one value of a scalar kind (for counted kinds, the body
+# after the u16 length); it raises when the value is not what the kind expects.  The general path
+# builds its pieces with it; the fast path's generated code inlines the scalar cases and uses it
+# for array elements.
 
-# Payload steps: (op, arg).  Values arrive flattened in field order (structs contribute their
-# children, not themselves).
-_OP_FIXED: Final = 0  # arg: (struct.Struct, count) - consecutive fixed-size scalars
-_OP_STR: Final = 1  # str -> u16 length + UTF-8
-_OP_BYTES: Final = 2  # bytes -> u16 length + bytes
-_OP_UUID: Final = 3  # uuid.UUID -> 16 bytes
-_OP_RAW: Final = 4  # arg: size - bytes of exactly that size (IPv4/IPv6)
-_OP_TIME: Final = 5  # datetime -> isoformat() -> like STR
-_OP_ARR_FIXED: Final = 6  # arg: array typecode
-_OP_ARR_STR: Final = 7
-_OP_ARR_BYTES: Final = 8
-_OP_ARR_UUID: Final = 9
-_OP_ARR_RAW: Final = 10  # arg: element size
-_OP_ARR_TIME: Final = 11
 
-_SCALAR_OP: Final[dict[int, int]] = {
-    STR: _OP_STR,
-    JSON: _OP_STR,
-    BYTES: _OP_BYTES,
-    UUID: _OP_UUID,
-    TIME: _OP_TIME,
+def _text_body(value: Any) -> bytes:
+    if not isinstance(value, str):
+        raise TypeError(f"expected str, got {type(value).__name__}")
+    return _utf8(value)
+
+
+def _time_body(value: Any) -> bytes:
+    return _text_body(value.isoformat())
+
+
+def _uuid_body(value: Any) -> bytes:
+    body = value.bytes
+    if type(body) is not bytes or len(body) != 16:
+        raise ValueError("a UUID is 16 bytes")
+    return body
+
+
+def _address_body(size: int) -> Callable[[Any], bytes]:
+    def address(value: Any) -> bytes:
+        body = bytes_value(value)
+        if len(body) != size:
+            raise ValueError(f"address must be {size} bytes")
+        return body
+
+    return address
+
+
+_BODY: Final[dict[int, Callable[[Any], bytes]]] = {
+    **{kind: struct.Struct("<" + ch).pack for kind, ch in _FIXED_CHAR.items()},
+    STR: _text_body,
+    JSON: _text_body,
+    TIME: _time_body,
+    BYTES: bytes_value,
+    UUID: _uuid_body,
+    IPV4: _address_body(4),
+    IPV6: _address_body(16),
 }
-_ARRAY_OP: Final[dict[int, int]] = {
-    STR: _OP_ARR_STR,
-    JSON: _OP_ARR_STR,
-    BYTES: _OP_ARR_BYTES,
-    UUID: _OP_ARR_UUID,
-    TIME: _OP_ARR_TIME,
-}
+#: Kinds written as text (u16 length + UTF-8): a cut value ends with the truncation marker.
+_TEXT_KINDS: Final = frozenset((STR, JSON, TIME))
+
+
+def _piece(kind: int, value: Any) -> Piece:
+    """One value as the general path writes it: fixed bytes, or a cuttable string, binary or array.
+
+    Raises when ``value`` is not what ``kind`` expects (:func:`~structlog_etw.fields.normalize`
+    then writes the value's text instead).
+    """
+    if kind & ARRAY:
+        base = kind & ~ARRAY
+        if base not in _BODY:
+            raise ValueError(f"not an array kind: {kind!r}")
+        return Cuttable.array([_piece(base, item) for item in value])
+    body = _BODY[kind](value)
+    if kind in _TEXT_KINDS:
+        return Cuttable(body, marker=_MARKER_BYTES)
+    if kind == BYTES:
+        return Cuttable(body)
+    return body
+
+
+# --- the fast path: metadata and a generated packer per event shape --------------------------------
 
 
 class _Plan:
-    """Prebuilt metadata extension and payload steps for one event shape."""
+    """Prebuilt metadata extension and generated payload packers for one event shape."""
 
-    __slots__ = ("flat", "meta_block", "nvalues", "pack", "pack_fields", "steps")
+    __slots__ = ("meta_block", "pack", "pack_fields")
 
-    def __init__(self, meta_block: bytes, kinds: list[int], flat: bool) -> None:
+    def __init__(self, meta_block: bytes, kinds: list[int]) -> None:
         self.meta_block = meta_block
-        self.steps, self.pack, self.pack_fields = _packer(tuple(kinds))
-        self.flat = flat
-        self.nvalues = len(kinds)
+        self.pack, self.pack_fields = _packer(tuple(kinds))
 
 
 def _field_meta(fields: list[Field], out: list[bytes], kinds: list[int]) -> None:
@@ -256,6 +307,46 @@ def _field_meta(fields: list[Field], out: list[bytes], kinds: list[int]) -> None
         kinds.append(kind)
 
 
+def _build_plan(name: str, fields: list[Field]) -> _Plan:
+    """The plan of ``fields``' shape.  Raises OverflowError when the metadata passes 65535 bytes."""
+    out = [_name_bytes(name)]
+    kinds: list[int] = []
+    _field_meta(fields, out, kinds)
+    meta = b"".join(out)
+    if len(meta) > _U16_MAX:
+        raise OverflowError("metadata larger than 65535 bytes")
+    return _Plan(_EXT.pack(len(meta), EXT_METADATA) + meta, kinds)
+
+
+def _shape(fields: list[Field]) -> tuple[Any, ...]:
+    """Hashable shape of fields: (name, kind or nested shape) pairs (the flat one is the fast key)."""
+    key: list[Any] = []
+    for f in fields:
+        key.append(f[0])
+        key.append(_shape(f[2]) if f[1] == STRUCT else f[1])
+    return tuple(key)
+
+
+# Payload steps: (op, arg).  Values arrive flattened in field order (structs contribute their
+# children, not themselves).
+_OP_FIXED: Final = 0  # arg: (struct.Struct, count) - consecutive fixed-size scalars
+_OP_TEXT: Final = 1  # arg: "" (a str) or ".isoformat()" (a datetime) -> u16 length + UTF-8
+_OP_BYTES: Final = 2  # bytes -> u16 length + bytes
+_OP_UUID: Final = 3  # uuid.UUID -> 16 bytes
+_OP_RAW: Final = 4  # arg: the address kind - bytes of exactly its size
+_OP_ARRAY: Final = 5  # arg: the element kind -> u16 count + elements
+
+_SCALAR_STEP: Final[dict[int, tuple[int, Any]]] = {
+    STR: (_OP_TEXT, ""),
+    JSON: (_OP_TEXT, ""),
+    TIME: (_OP_TEXT, ".isoformat()"),
+    BYTES: (_OP_BYTES, None),
+    UUID: (_OP_UUID, None),
+    IPV4: (_OP_RAW, IPV4),
+    IPV6: (_OP_RAW, IPV6),
+}
+
+
 def _steps(kinds: list[int]) -> list[tuple[int, Any]]:
     """Payload steps for flattened leaf kinds, merging runs of fixed-size scalars into one Struct."""
     steps: list[tuple[int, Any]] = []
@@ -268,43 +359,21 @@ def _steps(kinds: list[int]) -> list[tuple[int, Any]]:
         if run:
             steps.append((_OP_FIXED, (struct.Struct("<" + run), len(run))))
             run = ""
-        if kind & ARRAY:
-            base = kind & ~ARRAY
-            if base in _ARRAY_CODE:
-                steps.append((_OP_ARR_FIXED, _ARRAY_CODE[base]))
-            elif base in (IPV4, IPV6):
-                steps.append((_OP_ARR_RAW, _ELEM_SIZE[base]))
-            else:
-                steps.append((_ARRAY_OP[base], None))
-        elif kind in (IPV4, IPV6):
-            steps.append((_OP_RAW, _ELEM_SIZE[kind]))
-        else:
-            steps.append((_SCALAR_OP[kind], None))
+        steps.append((_OP_ARRAY, kind & ~ARRAY) if kind & ARRAY else _SCALAR_STEP[kind])
     if run:
         steps.append((_OP_FIXED, (struct.Struct("<" + run), len(run))))
     return steps
 
 
-def _build_plan(name: str, fields: list[Field]) -> _Plan:
-    out = [_name_bytes(name)]
-    kinds: list[int] = []
-    _field_meta(fields, out, kinds)
-    meta = b"".join(out)
-    if len(meta) > _U16_MAX:
-        raise OverflowError("metadata larger than 65535 bytes")
-    flat = all(f[1] != STRUCT for f in fields)
-    return _Plan(_EXT.pack(len(meta), EXT_METADATA) + meta, kinds, flat)
-
-
 Packer = Callable[[Sequence[Any]], bytes]
 FieldsPacker = Callable[[Sequence[Any], bytes, bytes], bytes]
-_PACKERS: dict[tuple[int, ...], tuple[list[tuple[int, Any]], Packer, FieldsPacker]] = {}
+_PACKERS: dict[tuple[int, ...], tuple[Packer, FieldsPacker]] = {}
 _PACKER_LIMIT: Final = 1024
 
 
-def _packer(kinds: tuple[int, ...]) -> tuple[list[tuple[int, Any]], Packer, FieldsPacker]:
-    """Steps and generated payload functions for a sequence of leaf kinds (shared by all
-    shapes with the same kinds, whatever their names, so new event names cost no compilation).
+def _packer(kinds: tuple[int, ...]) -> tuple[Packer, FieldsPacker]:
+    """Generated payload functions for a sequence of leaf kinds (shared by all shapes with the same
+    kinds, whatever their names, so new event names cost no compilation).
 
     The first function takes the flat values; the second a flat field list (it reads each
     field's value in place, so the encoder need not collect the values first), the header and
@@ -313,20 +382,11 @@ def _packer(kinds: tuple[int, ...]) -> tuple[list[tuple[int, Any]], Packer, Fiel
     hit = _PACKERS.get(kinds)
     if hit is None:
         steps = _steps(list(kinds))
-        hit = (steps, _generate(steps, "v[{}]"), _generate(steps, "v[{}][2]", "h, m, "))
+        hit = (_generate(steps, "v[{}]"), _generate(steps, "v[{}][2]", "h, m, "))
         if len(_PACKERS) >= _PACKER_LIMIT:
             _PACKERS.clear()
         _PACKERS[kinds] = hit
     return hit
-
-
-def _raw_checker(size: int) -> Callable[[bytes], bytes]:
-    def raw(b: bytes) -> bytes:
-        if len(b) != size:
-            raise ValueError(f"address must be {size} bytes")
-        return b
-
-    return raw
 
 
 def _generate(steps: list[tuple[int, Any]], item: str, lead: str = "") -> Any:
@@ -337,8 +397,8 @@ def _generate(steps: list[tuple[int, Any]], item: str, lead: str = "") -> Any:
     ``(v, h, m)`` and returns ``h + m + payload`` (the header and metadata joined in the same call).
 
     The source is built only from our own step table (indices and helper names, never from field
-    names or values).  Raises on values a plan cannot hold (non-UTF-8-encodable text, lengths past
-    u16, wrong types); the encoder then falls back to the general path.
+    names or values).  Raises on values the fast path does not write (text that is not valid
+    UTF-8, lengths past u16, wrong types); the encoder then takes the general path.
     """
     env: dict[str, Any] = {"_u16": _U16.pack}
     pre: list[str] = []
@@ -352,22 +412,21 @@ def _generate(steps: list[tuple[int, Any]], item: str, lead: str = "") -> Any:
             parts.append(f"_s{k}({', '.join(item.format(j) for j in range(i, i + n))})")
             i += n
             continue
-        if op == _OP_STR:
-            pre.append(f"b{k} = {vi}.encode('utf-8')")
-            parts += [f"_u16(len(b{k}))", f"b{k}"]
-        elif op == _OP_TIME:
-            pre.append(f"b{k} = {vi}.isoformat().encode('utf-8')")
+        if op == _OP_TEXT:
+            pre.append(f"b{k} = {vi}{arg}.encode('utf-8')")
             parts += [f"_u16(len(b{k}))", f"b{k}"]
         elif op == _OP_BYTES:
+            env["_bytes"] = bytes_value
             pre.append(f"b{k} = {vi}")
+            pre.append(f"if b{k}.__class__ is not bytes: b{k} = _bytes(b{k})")
             parts += [f"_u16(len(b{k}))", f"b{k}"]
         elif op == _OP_UUID:
             parts.append(f"{vi}.bytes")
         elif op == _OP_RAW:
-            env[f"_r{k}"] = _raw_checker(arg)
+            env[f"_r{k}"] = _BODY[arg]
             parts.append(f"_r{k}({vi})")
         else:
-            env[f"_a{k}"] = _array_function(op, arg)
+            env[f"_a{k}"] = _ARRAY_BODY[arg]
             parts += [f"_u16(len({vi}))", f"_a{k}({vi})"]
         i += 1
     body = "".join(f"    {line}\n" for line in pre)
@@ -377,236 +436,50 @@ def _generate(steps: list[tuple[int, Any]], item: str, lead: str = "") -> Any:
     return env["pack"]
 
 
-def _array_function(op: int, arg: Any) -> Callable[[list[Any]], bytes]:
-    def arr(items: list[Any]) -> bytes:
-        return _array_body(op, arg, items)
+def _fixed_array(code: str) -> Callable[[list[Any]], bytes]:
+    def fixed(items: list[Any]) -> bytes:
+        # array() would read a bytes or str initializer as raw machine values: a list only.
+        a = array(code, items if items.__class__ is list else list(items))
+        if not _LITTLE:  # pragma: no cover - big-endian hosts
+            a.byteswap()
+        return a.tobytes()
 
-    return arr
-
-
-def _flatten(fields: list[Field], out: list[Any]) -> None:
-    for f in fields:
-        if f[1] == STRUCT:
-            _flatten(f[2], out)
-        else:
-            out.append(f[2])
+    return fixed
 
 
-def _shape(fields: list[Field]) -> tuple[Any, ...]:
-    """Hashable shape of nested fields: (name, kind or nested shape) pairs."""
-    key: list[Any] = []
-    for f in fields:
-        key.append(f[0])
-        key.append(_shape(f[2]) if f[1] == STRUCT else f[1])
-    return tuple(key)
+def _bool_array(items: list[Any]) -> bytes:
+    return bytes([1 if i else 0 for i in items])  # every true value is written as 1
 
 
-def _fixed_array(code: str, items: list[Any]) -> bytes:
-    a = array(code, items)
-    if not _LITTLE:  # pragma: no cover - big-endian hosts
-        a.byteswap()
-    return a.tobytes()
+def _elements(kind: int) -> Callable[[list[Any]], bytes]:
+    body = _BODY[kind]
+    if kind in _TEXT_KINDS or kind == BYTES:
+
+        def counted(items: list[Any]) -> bytes:
+            return b"".join([_U16.pack(len(b)) + b for b in map(body, items)])
+
+        return counted
+
+    def plain(items: list[Any]) -> bytes:
+        return b"".join([body(i) for i in items])
+
+    return plain
 
 
-def _counted(data: bytes) -> bytes:
-    return _U16.pack(len(data)) + data
-
-
-def _pack_payload(steps: list[tuple[int, Any]], values: Sequence[Any]) -> list[bytes]:
-    """Payload pieces for ``values``; raises on a value a plan cannot hold (caller falls back)."""
-    parts: list[bytes] = []
-    append = parts.append
-    i = 0
-    for op, arg in steps:
-        if op == _OP_STR:
-            b = _utf8(values[i])
-            append(_U16.pack(len(b)))
-            append(b)
-            i += 1
-        elif op == _OP_FIXED:
-            st, n = arg
-            append(st.pack(*values[i : i + n]))
-            i += n
-        elif op == _OP_BYTES:
-            b = values[i]
-            append(_U16.pack(len(b)))
-            append(b)
-            i += 1
-        elif op == _OP_UUID:
-            append(values[i].bytes)
-            i += 1
-        elif op == _OP_RAW:
-            b = values[i]
-            if len(b) != arg:
-                raise ValueError(f"address must be {arg} bytes")
-            append(b)
-            i += 1
-        elif op == _OP_TIME:
-            b = _utf8(values[i].isoformat())
-            append(_U16.pack(len(b)))
-            append(b)
-            i += 1
-        else:
-            items = values[i]
-            append(_U16.pack(len(items)))
-            append(_array_body(op, arg, items))
-            i += 1
-    return parts
-
-
-def _array_body(op: int, arg: Any, items: list[Any]) -> bytes:
-    if op == _OP_ARR_FIXED:
-        return _fixed_array(arg, items)
-    if op == _OP_ARR_STR:
-        return b"".join([_counted(_utf8(s)) for s in items])
-    if op == _OP_ARR_BYTES:
-        return b"".join([_counted(bytes(b)) for b in items])
-    if op == _OP_ARR_UUID:
-        return b"".join([u.bytes for u in items])
-    if op == _OP_ARR_RAW:
-        if any(len(b) != arg for b in items):
-            raise ValueError(f"addresses must be {arg} bytes")
-        return b"".join(items)
-    if op == _OP_ARR_TIME:
-        return b"".join([_counted(_utf8(t.isoformat())) for t in items])
-    raise ValueError(f"unknown payload op {op}")  # pragma: no cover
-
-
-# --- size policy (slow path) ----------------------------------------------------------------------
-
-
-def _cut_text(body: bytes, limit: int) -> bytes:
-    """UTF-8 ``body`` cut to ``limit`` bytes (``limit >= len(TRUNCATION_MARKER)``), ending in the marker.
-
-    Cut on a character boundary, so the result is valid UTF-8 when ``body`` is.
-    """
-    keep = body[: limit - len(_MARKER_BYTES)].decode("utf-8", "ignore").encode("utf-8")
-    return keep + _MARKER_BYTES
-
-
-class _Var:
-    """A variable-size value the size policy may cut: its encoded body and how to cut it.
-
-    A string is never cut below the marker: its size under a cap is :meth:`size_at`, never less
-    than ``min(len(body), len(TRUNCATION_MARKER))``, so no string is written emptied without it.
-    """
-
-    __slots__ = ("body", "elems", "op")
-
-    def __init__(self, op: int, body: bytes, elems: list[bytes] | None) -> None:
-        self.op = op  # _OP_STR / _OP_BYTES / array op
-        self.body = body  # bytes after the u16 count/length
-        self.elems = elems  # arrays: encoded elements (count = len(elems))
-
-    def size_at(self, cap: int) -> int:
-        """Body bytes :meth:`cut` writes for ``cap`` (arrays: the elements are not counted here)."""
-        if self.op == _OP_STR:
-            cap = max(cap, len(_MARKER_BYTES))
-        return min(len(self.body), cap)
-
-    def cut(self, cap: int) -> bytes:
-        """Prefix+body with the body cut to at most :meth:`size_at` bytes (always well-formed).
-
-        Strings keep the visible ``...[truncated]`` marker (at worst they are the marker alone);
-        binaries are cut; arrays keep their first whole elements.
-        """
-        if self.elems is None:
-            body = self.body
-            if self.op == _OP_STR:
-                cap = max(cap, len(_MARKER_BYTES))
-                if len(body) > cap:
-                    body = _cut_text(body, cap)
-            elif len(body) > cap:
-                body = body[:cap]
-            return _U16.pack(len(body)) + body
-        kept: list[bytes] = []
-        size = 0
-        for e in self.elems:
-            if size + len(e) > cap or len(kept) == _U16_MAX:
-                break
-            kept.append(e)
-            size += len(e)
-        return _U16.pack(len(kept)) + b"".join(kept)
-
-
-def _counted_elements(op: int, arg: Any, items: list[Any]) -> list[bytes]:
-    """An array's encoded elements for the size policy.
-
-    A string or binary element longer than its u16 length prefix allows is cut to 65535 bytes
-    (strings with the marker) instead of raising: such an array can only be written cut anyway.
-    """
-    if op in (_OP_ARR_STR, _OP_ARR_TIME):
-        texts = [_utf8(t.isoformat() if op == _OP_ARR_TIME else t) for t in items]
-        return [_counted(b if len(b) <= _U16_MAX else _cut_text(b, _U16_MAX)) for b in texts]
-    if op == _OP_ARR_BYTES:
-        return [_counted(bytes(b)[:_U16_MAX]) for b in items]
-    return [_array_body(op, arg, [e]) for e in items]
-
-
-def _var_pieces(steps: list[tuple[int, Any]], values: Sequence[Any]) -> list[bytes | _Var]:
-    """Like :func:`_pack_payload` but variable-size values stay cuttable :class:`_Var` objects."""
-    pieces: list[bytes | _Var] = []
-    i = 0
-    for op, arg in steps:
-        v = values[i]
-        if op == _OP_FIXED:
-            st, n = arg
-            pieces.append(st.pack(*values[i : i + n]))
-            i += n
-            continue
-        i += 1
-        if op in (_OP_STR, _OP_TIME):
-            pieces.append(_Var(_OP_STR, _utf8(v.isoformat() if op == _OP_TIME else v), None))
-        elif op == _OP_BYTES:
-            pieces.append(_Var(_OP_BYTES, bytes(v), None))
-        elif op == _OP_UUID:
-            pieces.append(v.bytes)
-        elif op == _OP_RAW:
-            if len(v) != arg:
-                raise ValueError(f"address must be {arg} bytes")
-            pieces.append(v)
-        elif op == _OP_ARR_FIXED:
-            body = _fixed_array(arg, v)
-            size = array(arg).itemsize
-            pieces.append(_Var(op, body, [body[j : j + size] for j in range(0, len(body), size)]))
-        else:
-            elems = _counted_elements(op, arg, v)
-            pieces.append(_Var(op, b"".join(elems), elems))
-    return pieces
-
-
-def _json_as_str(fields: list[Field]) -> list[Field]:
-    """``fields`` with JSON fields turned into plain strings (a cut JSON text is no longer JSON)."""
-    out: list[Field] = []
-    for f in fields:
-        if f[1] == JSON:
-            out.append((f[0], STR, f[2]))
-        elif f[1] == STRUCT:
-            out.append((f[0], STRUCT, _json_as_str(f[2])))
-        else:
-            out.append(f)
-    return out
-
-
-def _water_level(values: list[_Var], room: int) -> int | None:
-    """Largest cap with ``sum(v.size_at(cap)) <= room``, or ``None`` if not even cap 0 fits.
-
-    Values shorter than the cap stay whole and the longest ones are cut down to it; a cut string
-    still takes the marker's bytes, so with many long strings and little room there may be no cap.
-    """
-    if sum(v.size_at(0) for v in values) > room:
-        return None
-    lo, hi = 0, max((len(v.body) for v in values), default=0)
-    while lo < hi:  # total size grows with the cap: the largest cap that fits
-        mid = (lo + hi + 1) // 2
-        if sum(v.size_at(mid) for v in values) <= room:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+#: The fast path's array bodies (after the u16 count) per element kind: fixed-size numbers in one
+#: ``array`` call, bools as 0/1 bytes, the other kinds element by element.
+_ARRAY_BODY: Final[dict[int, Callable[[list[Any]], bytes]]] = {
+    **{kind: _elements(kind) for kind in _BODY},
+    **{kind: _fixed_array(code) for kind, code in _ARRAY_CODE.items()},
+    BOOL: _bool_array,
+}
 
 
 # --- the encoder ----------------------------------------------------------------------------------
+
+_TRUE: Final = _BODY[BOOL](True)
+#: The field a cut event ends with (its value is already the piece the general path writes).
+_TRUNCATED: Final[Field] = (TRUNCATED_FIELD, BOOL, _TRUE)
 
 
 class EventHeaderEncoder:
@@ -628,23 +501,12 @@ class EventHeaderEncoder:
         self._cache: dict[Any, _Plan] = {}
         self._lock = threading.Lock()
 
-    def _plan(self, name: str, fields: list[Field]) -> tuple[_Plan, Sequence[Any]]:
-        values: Sequence[Any]
-        if fields:
-            names, kinds, values = zip(*fields, strict=True)  # one C-level pass over the fields
-        else:
-            names = kinds = values = ()
-        if STRUCT in kinds:
-            key: Any = (name, _shape(fields))
-            flat: list[Any] = []
-            _flatten(fields, flat)
-            values = flat
-        else:
-            key = (name, names, kinds)
+    def _plan(self, name: str, fields: list[Field]) -> _Plan:
+        key = (name, *_shape(fields))
         plan = self._cache.get(key)
         if plan is None:
             plan = self._store(key, _build_plan(name, fields))
-        return plan, values
+        return plan
 
     def _store(self, key: Any, plan: _Plan) -> _Plan:
         cache = self._cache
@@ -665,103 +527,72 @@ class EventHeaderEncoder:
     ) -> bytes | None:
         """The event bytes (header, extensions, payload), or ``None`` if it cannot fit ``max_size``.
 
-        Raises only on a malformed call (wrong value types for the field kinds, level or opcode
-        outside a byte, ids not 16 bytes); the provider counts that as ``encode_error``.
+        The error contract (the same for both encoders, docs/limits.md): never raises for a field
+        list whose kinds come from the type table, whatever the values: a value that does not fit
+        its kind is written as its text (:func:`~structlog_etw.fields.normalize`).  Returns
+        ``None`` only when the event cannot fit ``max_size`` even with its values cut.  Raises
+        ``ValueError`` only for arguments outside the header's ranges: ``level`` or ``opcode``
+        not in 0..255, ``tag`` not in 0..65535, an activity or related id not 16 bytes.
         """
-        # The common case first: flat fields (no struct), the shape key built in one pass and the
-        # generated packer reading the values from the fields in place.
-        key: list[Any] = [name]
-        append = key.append
-        flat = True
-        for fname, kind, _ in fields:
-            if kind == STRUCT:
-                flat = False
-                break
-            append(fname)
-            append(kind)
-        values: Sequence[Any] | None = None
         try:
+            head = _HEADER.pack(HEADER_FLAGS, 0, 0, tag, opcode, level)
+        except struct.error:
+            raise ValueError(
+                f"level and opcode must be in 0..255 and tag in 0..65535, got {level}, {opcode}, {tag}"
+            ) from None
+        if activity_id is not None:
+            if len(activity_id) != 16 or (related_id is not None and len(related_id) != 16):
+                raise ValueError("activity ids must be 16 bytes")
+            ids = activity_id if related_id is None else activity_id + related_id
+            head = head + _EXT.pack(len(ids), EXT_ACTIVITY_ID | EXTENSION_CHAIN) + ids
+        # The fast path.  The common case first: flat fields (no struct), the shape key built in
+        # one pass and the generated packer reading the values from the fields in place.
+        try:
+            key: list[Any] = [name]
+            append = key.append
+            flat = True
+            for fname, kind, _ in fields:
+                if kind == STRUCT:
+                    flat = False
+                    break
+                append(fname)
+                append(kind)
             if flat:
                 shape = tuple(key)
                 plan = self._cache.get(shape)
                 if plan is None:
                     plan = self._store(shape, _build_plan(name, fields))
+                event = plan.pack_fields(fields, head, plan.meta_block)
             else:
-                plan, values = self._plan(name, fields)
+                plan = self._plan(name, fields)
+                event = b"".join((head, plan.meta_block, plan.pack(leaf_values(fields))))
+            if len(event) <= self.max_size:
+                return event
+        except Exception:  # a value the generated code does not write: the general path decides
+            pass
+        return self._encode_general(name, fields, head)
+
+    def _encode_general(self, name: str, fields: list[Field], head: bytes) -> bytes | None:
+        """The general path: any field list, the pieces built once, then joined whole or cut.
+
+        ``head`` is the header and activity extension; a cut event gets the ``_truncated`` field.
+        """
+        if type(name) is not str:
+            name = safe_str(name)
+        work = normalize(fields, _piece)
+        pieces: list[Piece] = leaf_values(work)
+        try:
+            meta = self._plan(name, work).meta_block
+            if len(head) + len(meta) + whole_size(pieces) <= self.max_size:
+                return b"".join((head, meta, joined(pieces)))
+            meta = self._plan(name, [*json_as_str(work), _TRUNCATED]).meta_block
         except OverflowError:  # the metadata alone is past the u16 extension size: too large
             return None
-        head = _HEADER.pack(HEADER_FLAGS, 0, 0, tag, opcode, level)
-        if activity_id is not None:
-            if related_id is not None:
-                ids = activity_id + related_id
-                if len(ids) != 32:
-                    raise ValueError("activity ids must be 16 bytes")
-            else:
-                ids = activity_id
-                if len(ids) != 16:
-                    raise ValueError("activity ids must be 16 bytes")
-            head = head + _EXT.pack(len(ids), EXT_ACTIVITY_ID | EXTENSION_CHAIN) + ids
-        meta = plan.meta_block
-        if values is None:  # flat: header, metadata and payload joined by the packer at once
-            try:
-                event = plan.pack_fields(fields, head, meta)
-            except Exception:  # the general path below decides
-                values = [f[2] for f in fields]
-            else:
-                if len(event) <= self.max_size:
-                    return event
-                return self._fit(name, fields, head)
-            try:
-                payload = b"".join(_pack_payload(plan.steps, values))
-            except struct.error:
-                return self._fit(name, fields, head)  # a count or length beyond u16
-            if len(head) + len(meta) + len(payload) <= self.max_size:
-                return b"".join((head, meta, payload))
-            return self._fit(name, fields, head)
-        try:
-            payload = plan.pack(values)
-        except Exception:  # surrogates, lengths past u16, odd types: the general path decides
-            try:
-                payload = b"".join(_pack_payload(plan.steps, values))
-            except struct.error:
-                return self._fit(name, fields, head)  # a count or length beyond u16
-        if len(head) + len(meta) + len(payload) <= self.max_size:
-            return b"".join((head, meta, payload))
-        return self._fit(name, fields, head)
-
-    def _fit(self, name: str, fields: list[Field], pre: bytes) -> bytes | None:
-        """Slow path: cut the longest variable-size values to fit, or give up (``None``).
-
-        ``pre`` is the header and activity extension; the event gets the ``_truncated`` field.
-        """
-        marked = [*_json_as_str(fields), (TRUNCATED_FIELD, BOOL, True)]
-        try:
-            plan, values = self._plan(name, marked)
-        except OverflowError:
+        pieces.append(_TRUE)
+        cap = water_level(pieces, self.max_size - len(head) - len(meta))
+        if cap is None:  # not even the fixed part and the markers of the cut strings fit
             return None
-        head = pre + plan.meta_block
-        pieces = _var_pieces(plan.steps, values)
-        fixed = len(head)
-        cuttable: list[_Var] = []
-        for p in pieces:
-            if isinstance(p, _Var):
-                fixed += 2
-                cuttable.append(p)
-            else:
-                fixed += len(p)
-        room = self.max_size - fixed
-        if room < 0 or len(head) > _U16_MAX:
-            return None
-        level = _water_level(cuttable, room)
-        if level is None:  # not even the markers of the cut strings fit: too large
-            return None
-        cap = min(level, _U16_MAX)
-        out = [head]
-        for p in pieces:
-            out.append(p.cut(cap) if isinstance(p, _Var) else p)
-        event = b"".join(out)
-        if len(event) > self.max_size:  # pragma: no cover - guarded by the water level
-            return None
+        event = b"".join((head, meta, joined(pieces, cap)))
         with self._lock:
             self.truncated += 1
         return event

@@ -1,4 +1,4 @@
-"""TraceLogging encoder: provider traits, event metadata, event data, EVENT_DESCRIPTOR, provider id.
+"""TraceLogging encoder: typed fields -> event metadata and event data (next to the provider traits).
 
 Pure Python, no structlog.  One :class:`TraceLoggingEncoder` per provider; it turns a
 name and a ``list[Field]`` (see :mod:`structlog_etw.fields`) into the two blobs a
@@ -7,7 +7,7 @@ name, field names and types) and the event *data* (the packed values).  Metadata
 a packing plan are built once per event shape (name, tags, field names and kinds)
 and cached.
 
-Type mapping (``_fields`` kind -> InType / OutType)::
+Type mapping (``fields`` kind -> InType / OutType)::
 
     BOOL   -> BOOL32                   I64  -> INT64           U64 -> UINT64
     F64    -> DOUBLE                   STR  -> COUNTEDANSISTRING / UTF8
@@ -19,15 +19,24 @@ Type mapping (``_fields`` kind -> InType / OutType)::
     STRUCT -> STRUCT (member count in OutMeta), nested
     kind|ARRAY -> the item type with VCount (u16 count in the data)
 
+Two paths, one result: the **fast path** packs the values with the cached plan's packers and is
+taken when every value is what its kind expects and the event fits; anything else takes the one
+**general path**: :func:`~structlog_etw.fields.normalize` turns each value into a piece (a value
+that cannot be written as its kind, such as a datetime before 1601, is written as its text),
+TraceLogging's limits are applied, and the pieces are joined whole or cut by the size policy
+both encoders share (:mod:`structlog_etw._size_policy`, docs/limits.md).
+
 Size policy (ETW drops an event silently when it is too large, so we never hand it one):
 the whole event (traits + metadata + data) must fit ``max_size`` (default 64,000 bytes, below
 ETW's 64 KB limit with room for the ETW header and extended data); the metadata must be under
 32 KB; at most 128 logical fields (BINARY, COUNTEDBINARY and arrays count 2, a struct 1 plus
-its members).  An event over the field budget keeps its leading fields; an event over the size
-budget has its longest values cut (strings end in ``...[truncated]``, binaries and arrays are
-shortened).  Either way a trailing ``_truncated=True`` field is added and :attr:`truncated`
-counts it.  If even that cannot fit (e.g. the names alone are too long), :meth:`encode` returns
-``None`` and the provider counts the event as dropped (``too_large``).
+its members).  An event over the field budget or the metadata budget keeps its leading fields
+(the first struct over the field budget as JSON text); an event over the size budget has its
+longest values cut to one cap (strings end in ``...[truncated]``, binaries and arrays are
+shortened; a cut JSON value becomes a plain string).  Either way a trailing ``_truncated=True``
+field is added and :attr:`truncated` counts it.  If even that cannot fit (e.g. the event name
+alone is too long), :meth:`encode` returns ``None`` and the provider counts the event as dropped
+(``too_large``).
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
+from .._size_policy import Cuttable, Piece, joined, water_level, whole_size
 from ..fields import (
     ARRAY,
     BOOL,
@@ -59,6 +69,10 @@ from ..fields import (
     U64,
     UUID,
     Field,
+    bytes_value,
+    json_as_str,
+    leaf_values,
+    normalize,
     safe_str,
 )
 from .spec import (
@@ -86,11 +100,8 @@ __all__ = [
 #: The largest ``max_size`` accepted (ETW's own limit is 64 KB including its header).
 _MAX_MAX_SIZE: Final = 65535
 _MIN_MAX_SIZE: Final = 1024
-_U16_MAX: Final = 0xFFFF
 #: Suffix of a string value that was cut by the size policy.
 _MARKER_BYTES: Final = TRUNCATION_MARKER.encode()
-#: Name of the BOOL field appended to every truncated event.
-_CACHE_MAX: Final = 1024
 
 # ---------------------------------------------------------------------------------------------
 # Metadata building blocks (also the low-level builder API used by tests)
@@ -177,6 +188,8 @@ def _pack_str(value: str) -> bytes:
 
 
 def _pack_bytes(value: bytes) -> bytes:
+    if value.__class__ is not bytes:
+        value = bytes_value(value)
     return _U16.pack(len(value)) + value
 
 
@@ -297,76 +310,46 @@ def _shape(fields: Sequence[Field]) -> tuple[Any, ...]:
 
 
 class _Plan:
-    __slots__ = ("metadata", "ok", "packers")
+    """Metadata and packers for one event shape, and the room its data may take in the budget."""
 
-    def __init__(self, metadata: bytes, packers: list[Packer], ok: bool) -> None:
+    __slots__ = ("metadata", "ok", "packers", "room")
+
+    def __init__(self, metadata: bytes, packers: list[Packer], ok: bool, budget: int) -> None:
         self.metadata = metadata
         self.packers = packers
         #: False when the shape breaks the field-count or metadata-size limits.
         self.ok = ok
+        #: Bytes left for the data (-1 when not ok: the fast path never fits then).
+        self.room = budget - len(metadata) if ok else -1
 
 
 # ---------------------------------------------------------------------------------------------
-# Slow path helpers: normalisation and truncation
+# The general path: pieces, the field-count and metadata limits
 
 
-def _fix_value(kind: int, value: Any) -> tuple[int, Any]:
-    """Make one scalar value packable for ``kind``; a value that is not becomes a string."""
+def _piece(kind: int, value: Any) -> Piece:
+    """One value as the general path writes it: fixed bytes, or a cuttable string, binary or array.
+
+    Raises when TraceLogging cannot write ``value`` as ``kind`` (a value of another type, a
+    datetime before 1601 as FILETIME, ...): :func:`~structlog_etw.fields.normalize` then writes
+    the value's text instead.
+    """
+    if kind & ARRAY:
+        base = kind & ~ARRAY
+        if base not in _SCALARS:
+            raise ValueError(f"not an array kind: {kind!r}")
+        return Cuttable.array([_piece(base, item) for item in value])
     if kind in (STR, JSON):
-        if type(value) is not str:
-            return STR, safe_str(value)
-        return kind, valid_text(value)
+        if not isinstance(value, str):
+            raise TypeError(f"expected str, got {type(value).__name__}")
+        return Cuttable(valid_text(value).encode(), marker=_MARKER_BYTES)
     if kind == BYTES:
-        if isinstance(value, (bytes, bytearray, memoryview)):
-            try:
-                return kind, bytes(value)
-            except Exception:
-                pass
-        return STR, safe_str(value)
-    try:
-        _SCALARS[kind][2](value)
-        return kind, value
-    except Exception:
-        if kind == TIME and isinstance(value, _dt.datetime):
-            return STR, value.isoformat()
-        return STR, safe_str(value)
-
-
-def _normalize(fields: Sequence[Field], depth: int = 0) -> list[Field]:
-    """Fields that pack without error: bad values become strings, bad arrays JSON-ish strings."""
-    out: list[Field] = []
-    for f in fields:
-        try:
-            name, kind, value = f
-            name = name if type(name) is str else safe_str(name)
-        except Exception:
-            out.append(("?", STR, safe_str(f)))
-            continue
-        try:
-            if kind == STRUCT:
-                if isinstance(value, list) and 1 <= len(value) <= MAX_STRUCT_FIELDS and depth < 32:
-                    out.append((name, STRUCT, _normalize(value, depth + 1)))
-                else:
-                    out.append((name, STR, safe_str(value)))
-            elif isinstance(kind, int) and kind & ARRAY and (kind & ~ARRAY) in _SCALARS:
-                base = kind & ~ARRAY
-                items = list(value)
-                fixed = [_fix_value(base, i) for i in items]
-                if all(k == base for k, _ in fixed):
-                    out.append((name, kind, [v for _, v in fixed]))
-                else:
-                    out.append((name, STR, safe_str(items)))
-            elif kind in _SCALARS:
-                k, v = _fix_value(kind, value)
-                out.append((name, k, v))
-            else:
-                out.append((name, STR, safe_str(value)))
-        except Exception:
-            out.append((name, STR, safe_str(value)))
-    return out
+        return Cuttable(bytes_value(value))
+    return _SCALARS[kind][2](value)
 
 
 def _field_count(f: Field) -> int:
+    """Logical fields of ``f`` for the 128-field limit: BINARY, COUNTEDBINARY and arrays count 2."""
     kind = f[1]
     if kind == STRUCT:
         return 1 + sum(_field_count(s) for s in f[2])
@@ -375,18 +358,19 @@ def _field_count(f: Field) -> int:
     return 1
 
 
-def _limit_count(fields: list[Field], budget: int) -> list[Field]:
-    """The leading fields whose logical count fits ``budget``.
+def _limit_count(work: list[Field], fields: list[Any], budget: int) -> list[Field]:
+    """The leading fields of ``work`` whose logical count fits ``budget``.
 
-    The first struct that does not fit is kept as JSON text (one field) when there is room.
+    ``work`` is ``fields`` normalized.  The first struct that does not fit is kept as the JSON
+    text of its value (one field) when there is room.
     """
     out: list[Field] = []
     used = 0
-    for f in fields:
+    for f, original in zip(work, fields, strict=False):
         n = _field_count(f)
         if used + n > budget:
             if f[1] == STRUCT and used < budget:
-                out.append((f[0], JSON, _json_text(f[2])))
+                out.append((f[0], JSON, _piece(JSON, _json_text(original[2]))))
             break
         out.append(f)
         used += n
@@ -394,115 +378,50 @@ def _limit_count(fields: list[Field], budget: int) -> list[Field]:
 
 
 def _plain_value(kind: int, value: Any) -> Any:
-    """A field value as JSON-able Python data."""
-    if kind == STRUCT:
-        return {n: _plain_value(k, v) for n, k, v in value}
-    if kind & ARRAY:
-        return [_plain_value(kind & ~ARRAY, i) for i in value]
-    if kind == BYTES:
-        return bytes(value).hex()
-    if kind in (IPV4, IPV6):
-        return str(ipaddress.ip_address(bytes(value)))
-    if kind in (UUID, TIME):
-        return str(value)
-    if kind == F64 and not math.isfinite(value):
-        return str(value)
+    """A field value as JSON-able Python data (its text when it is not what ``kind`` expects)."""
+    try:
+        if kind == STRUCT:
+            return {safe_str(n): _plain_value(k, v) for n, k, v in value}
+        if kind & ARRAY:
+            return [_plain_value(kind & ~ARRAY, i) for i in value]
+        if kind == BYTES:
+            return bytes(value).hex()
+        if kind in (IPV4, IPV6):
+            return str(ipaddress.ip_address(bytes(value)))
+        if kind in (UUID, TIME):
+            return str(value)
+        if kind == F64 and not math.isfinite(value):
+            return str(value)
+    except Exception:
+        return safe_str(value)
     return value
 
 
 def _json_text(fields: list[Field]) -> str:
     """A struct's fields as JSON text (for a struct that cannot stay a struct)."""
     try:
-        return valid_text(json.dumps(_plain_value(STRUCT, fields), ensure_ascii=False))
+        return valid_text(json.dumps(_plain_value(STRUCT, fields), ensure_ascii=False, default=safe_str))
     except Exception:
         return valid_text(safe_str(fields))
 
 
-def _var_size(f: Field) -> int:
-    """Bytes a variable-size value occupies beyond its fixed part (what truncation can cut)."""
-    kind, value = f[1], f[2]
-    if kind in (STR, JSON):
-        return len(value.encode())
-    if kind == BYTES:
-        return len(value)
-    if kind & ARRAY:
-        return _array_body_size(kind & ~ARRAY, value)
-    return 0
+_TRUE: Final = _pack_bool(True)
+#: The field a cut event ends with (its value is already the piece the general path writes).
+_TRUNCATED: Final[Field] = (TRUNCATED_FIELD, BOOL, _TRUE)
+_TRUNCATED_META: Final = field_metadata(TRUNCATED_FIELD, InType.BOOL32)
 
 
-def _array_body_size(kind: int, items: list[Any]) -> int:
-    """Bytes of an array's items (without the u16 count)."""
-    _, _, item, fmt = _SCALARS[kind]
-    if fmt:
-        return struct.calcsize("<" + fmt) * len(items)
-    if kind == IPV6:
-        return 18 * len(items)
-    if kind in (STR, JSON):
-        return sum(2 + len(i.encode()) for i in items)
-    if kind == BYTES:
-        return sum(2 + len(i) for i in items)
-    return sum(len(item(i)) for i in items)
-
-
-def _cut_text(text: str, limit: int) -> str:
-    """``text`` cut to at most ``limit`` UTF-8 bytes including the truncation marker."""
-    room = max(0, limit - len(_MARKER_BYTES))
-    return text.encode()[:room].decode("utf-8", "ignore") + TRUNCATION_MARKER
-
-
-def _cut(f: Field, limit: int) -> Field:
-    """Field ``f`` with its variable part cut to about ``limit`` bytes."""
-    name, kind, value = f
-    if kind in (STR, JSON):
-        return (name, STR, _cut_text(value, limit))
-    if kind == BYTES:
-        return (name, BYTES, value[:limit])
-    items = list(value)
-    base = kind & ~ARRAY
-    lo, hi = 0, min(len(items), _U16_MAX)
-    while lo < hi:  # the longest prefix that packs into limit bytes
-        mid = (lo + hi + 1) // 2
-        if _array_body_size(base, items[:mid]) <= limit:
-            lo = mid
-        else:
-            hi = mid - 1
-    return (name, kind, items[:lo])
-
-
-def _leaves(fields: list[Field], path: tuple[int, ...], out: list[tuple[int, tuple[int, ...]]]) -> None:
-    for i, f in enumerate(fields):
-        if f[1] == STRUCT:
-            _leaves(f[2], (*path, i), out)
-        else:
-            size = _var_size(f)
-            if size:
-                out.append((size, (*path, i)))
-
-
-def _replace(fields: list[Field], path: tuple[int, ...], limit: int) -> list[Field]:
-    out = list(fields)
-    i = path[0]
-    if len(path) == 1:
-        out[i] = _cut(out[i], limit)
-    else:
-        name, kind, sub = out[i]
-        out[i] = (name, kind, _replace(sub, path[1:], limit))
-    return out
-
-
-def _water_level(sizes: list[int], excess: int) -> int:
-    """The largest cap T with sum(max(0, s - T)) >= excess (cutting the longest values first)."""
-    ordered = sorted(sizes, reverse=True)
-    removed = 0
-    for i, s in enumerate(ordered):
-        nxt = ordered[i + 1] if i + 1 < len(ordered) else 0
-        # lowering the top i+1 values from s to nxt removes (i+1)*(s-nxt)
-        step = (i + 1) * (s - nxt)
-        if removed + step >= excess:
-            need = excess - removed
-            return s - -(-need // (i + 1))  # ceil division
-        removed += step
-    return 0
+def _metadata_prefix(name: str, work: list[Field], tags: int) -> list[Field] | None:
+    """The leading fields of ``work`` whose metadata, with the ``_truncated`` field, stays within
+    :data:`MAX_METADATA`; ``None`` if not even the event name and that field fit."""
+    room = MAX_METADATA - len(event_metadata(name, [_TRUNCATED_META], tags))
+    if room < 0:
+        return None
+    for i, f in enumerate(work):
+        room -= sum([len(m) for m in _compile([f])[0]])
+        if room < 0:
+            return work[:i]
+    return work
 
 
 # ---------------------------------------------------------------------------------------------
@@ -512,17 +431,18 @@ class TraceLoggingEncoder:
     """Encodes events of one provider as TraceLogging metadata + data.
 
     ``traits`` is the provider traits blob (passed once to EventSetInformation and with every
-    write).  :meth:`encode` never raises; ``truncated`` counts events written with a truncation
-    marker.  The per-shape cache is bounded (it is cleared when it grows past 1024 shapes).
+    write).  ``truncated`` counts events written with values cut or fields left off by the size
+    policy.  The per-shape cache is bounded: it is cleared when it reaches ``cache_limit`` shapes.
     """
 
-    __slots__ = ("_budget", "_cache", "max_size", "traits", "truncated")
+    __slots__ = ("_budget", "_cache", "cache_limit", "max_size", "traits", "truncated")
 
     def __init__(
         self,
         provider_name: str,
         group_id: uuid.UUID | str | None = None,
         max_size: int = DEFAULT_MAX_SIZE,
+        cache_limit: int = 1024,
     ) -> None:
         if not isinstance(provider_name, str) or not provider_name:
             raise ValueError("provider_name must be a non-empty str")
@@ -533,6 +453,7 @@ class TraceLoggingEncoder:
             raise ValueError(f"max_size must be an int in [{_MIN_MAX_SIZE}, {_MAX_MAX_SIZE}]")
         self.traits: bytes = provider_traits(provider_name, group_id)
         self.max_size = max_size
+        self.cache_limit = cache_limit
         self.truncated = 0
         self._budget = max_size - len(self.traits)
         if self._budget < 256:
@@ -545,8 +466,9 @@ class TraceLoggingEncoder:
         if plan is None:
             metas, packers, count = _compile(fields)
             metadata = event_metadata(name, metas, tags)
-            plan = _Plan(metadata, packers, count <= MAX_FIELDS and len(metadata) <= MAX_METADATA)
-            if len(self._cache) >= _CACHE_MAX:
+            ok = count <= MAX_FIELDS and len(metadata) <= MAX_METADATA
+            plan = _Plan(metadata, packers, ok, self._budget)
+            if len(self._cache) >= self.cache_limit:
                 self._cache.clear()
             self._cache[key] = plan
         return plan
@@ -565,68 +487,74 @@ class TraceLoggingEncoder:
 
         ``tag`` is the event's 28-bit tags value (in the metadata).  Level, opcode and the activity
         ids are not part of the TraceLogging blobs: the backend passes them to EventWriteTransfer
-        (they are parameters here so that both encoders share one signature).  Never raises.
-        """
-        tags = tag
-        try:
-            plan = self._cache.get((name, tags, _shape(fields)))
-            if plan is None:
-                plan = self._plan(name, fields, tags)
-            if plan.ok:
-                # The shape key guarantees one packer per field (strict=False: no second check).
-                data = b"".join([p(f[2]) for p, f in zip(plan.packers, fields, strict=False)])
-                if len(plan.metadata) + len(data) <= self._budget:
-                    return self.traits, plan.metadata, data
-        except Exception:
-            pass
-        try:
-            return self._encode_slow(name, fields, tags)
-        except Exception:
-            return None
+        (they are parameters here so that both encoders share one signature).
 
-    def _encode_slow(self, name: str, fields: list[Field], tags: int) -> TraceLoggingEvent | None:
-        """Normalise bad values, apply the field-count and size limits (see the module docstring)."""
+        The error contract (the same for both encoders, docs/limits.md): never raises for a field
+        list whose kinds come from the type table, whatever the values: a value that does not fit
+        its kind, or that TraceLogging cannot represent (a datetime before 1601), is written as
+        its text (:func:`~structlog_etw.fields.normalize`).  Returns ``None`` only when the event
+        cannot fit ``max_size`` even with its values cut.  Raises ``ValueError`` only for arguments
+        outside the header's ranges: ``level`` or ``opcode`` not in 0..255, ``tag`` not in
+        0..0x0FFFFFFF, an activity or related id not 16 bytes.
+        """
+        try:
+            bad = (level | opcode) >> 8 or tag >> 28  # negative values shift to -1: bad too
+        except TypeError:
+            bad = True
+        if bad:
+            raise ValueError(
+                f"level and opcode must be in 0..255 and tag in 0..0x0FFFFFFF, got {level}, {opcode}, {tag}"
+            )
+        if activity_id is not None and (
+            len(activity_id) != 16 or (related_id is not None and len(related_id) != 16)
+        ):
+            raise ValueError("activity ids must be 16 bytes")
+        # The fast path: the cached plan's packers, one per field.
+        try:
+            plan = self._cache.get((name, tag, _shape(fields)))
+            if plan is None:
+                plan = self._plan(name, fields, tag)
+            # The shape key guarantees one packer per field: zip needs no strict check (and its
+            # keyword costs a measurable part of the call).
+            data = b"".join([p(f[2]) for p, f in zip(plan.packers, fields)])  # noqa: B905
+            if len(data) <= plan.room:
+                return self.traits, plan.metadata, data
+        except Exception:  # a value the packers do not write: the general path decides
+            pass
+        return self._encode_general(name, fields, tag)
+
+    def _encode_general(self, name: str, fields: list[Field], tags: int) -> TraceLoggingEvent | None:
+        """The general path: any field list, the pieces built once, then joined whole or cut.
+
+        Applies TraceLogging's limits (module docstring): at most 128 logical fields (leading
+        fields kept), metadata within :data:`MAX_METADATA` (leading fields kept), then the shared
+        size policy; a cut event gets the ``_truncated`` field and is counted in :attr:`truncated`.
+        """
         if type(name) is not str:
             name = safe_str(name)
-        tags = tags & 0x0FFFFFFF if isinstance(tags, int) else 0
-        work = _normalize(fields)
-        truncated = False
-        if sum(_field_count(f) for f in work) > MAX_FIELDS:
-            work = _limit_count(work, MAX_FIELDS - 1)
-            truncated = True
-        leaves: list[tuple[int, tuple[int, ...]]] = []
-        _leaves(work, (), leaves)
-        for s, path in leaves:  # no single value can be larger than the whole budget
-            if s > self._budget:
-                work = _replace(work, path, self._budget)
-                truncated = True
-        marker: list[Field] = [(TRUNCATED_FIELD, BOOL, True)]
-        for _ in range(6):
-            candidate = work + marker if truncated else work
-            plan = self._plan(name, candidate, tags)
-            if not plan.ok:
-                # Names too long for the metadata budget: drop trailing fields, then give up.
-                if not candidate or len(work) <= 1:
-                    return None
-                work = work[: len(work) // 2]
-                truncated = True
-                continue
-            data = b"".join([p(f[2]) for p, f in zip(plan.packers, candidate, strict=True)])
-            size = len(plan.metadata) + len(data)
-            if size <= self._budget:
-                if truncated:
-                    self.truncated += 1
-                return self.traits, plan.metadata, data
-            excess = size - self._budget
-            if not truncated:
-                excess += len(field_metadata(TRUNCATED_FIELD, InType.BOOL32)) + 4
-            leaves = []
-            _leaves(work, (), leaves)
-            if not leaves:
+        work = normalize(fields, _piece)
+        count = sum([_field_count(f) for f in work])
+        if count <= MAX_FIELDS:
+            plan = self._plan(name, work, tags)
+            pieces: list[Piece] = leaf_values(work)
+            if plan.ok and len(plan.metadata) + whole_size(pieces) <= self._budget:
+                return self.traits, plan.metadata, joined(pieces)
+        if count > MAX_FIELDS - 1:  # the _truncated field takes one of the 128 logical fields
+            work = _limit_count(work, fields, MAX_FIELDS - 1)
+        marked = [*work, _TRUNCATED]
+        plan = self._plan(name, marked, tags)
+        if len(plan.metadata) > MAX_METADATA:  # names too long: keep the leading fields that fit
+            prefix = _metadata_prefix(name, work, tags)
+            if prefix is None:
                 return None
-            level = _water_level([s for s, _ in leaves], excess)
-            for s, path in leaves:
-                if s > level:
-                    work = _replace(work, path, level)
-            truncated = True
-        return None
+            marked = [*prefix, _TRUNCATED]
+            plan = self._plan(name, marked, tags)
+        pieces = leaf_values(marked)
+        cap = water_level(pieces, self._budget - len(plan.metadata))
+        if cap is None:  # not even the fixed part and the markers of the cut strings fit
+            return None
+        cut_json = json_as_str(marked, lambda piece: piece.is_cut(cap))
+        if cut_json != marked:  # a cut JSON text is no longer JSON: written as a plain string
+            plan = self._plan(name, cut_json, tags)
+        self.truncated += 1
+        return self.traits, plan.metadata, joined(pieces, cap)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import json
 import struct
 import uuid
 from typing import Any
@@ -36,6 +37,7 @@ from structlog_etw.fields import (
     to_fields,
 )
 from tests.helpers.ehparse import parse
+from tests.helpers.strategies import Unprintable, typed_values, with_dicts
 
 HDR = bytes((0x07, 0, 0, 0, 0, 0, 0, 4))  # flags, version, id, tag, opcode 0, level 4
 
@@ -438,6 +440,17 @@ def test_json_fields_of_a_truncated_event_become_plain_strings() -> None:
     assert p.values()["j"].endswith(eh.TRUNCATION_MARKER)
 
 
+def test_an_array_whose_elements_cannot_fit_leaves_its_room_to_the_other_values() -> None:
+    # One cap for all values, computed with what each value really keeps at that cap: an array
+    # keeps whole elements only, so a 3000-byte element that cannot fit takes no room and the
+    # string beside it stays whole (0.1.0 cut it to 2029 bytes).
+    enc = eh.EventHeaderEncoder(max_size=4096)
+    got = enc.encode("E", [("a", STR | ARRAY, ["x" * 3000]), ("s", STR, "y" * 3000)], 4)
+    assert got is not None and len(got) <= 4096
+    assert parse(got).values() == {"a": [], "s": "y" * 3000, eh.TRUNCATED_FIELD: True}
+    assert enc.truncated == 1
+
+
 # --- size policy regressions (falsifying examples of tests/test_properties.py) ------------------
 
 
@@ -565,8 +578,10 @@ def test_binary_array_element_past_u16_is_truncated_not_an_encode_error() -> Non
     assert stats["written"] == 1 and stats["truncated"] == 1
     (record,) = backend.records
     values = parse(record.event).values()
-    assert values[""].endswith(eh.TRUNCATION_MARKER)
     assert values["0"] == []  # the element cannot fit: the array keeps its first 0 elements
+    # ... so the size policy counts the array as empty and the JSON text fits whole (written as a
+    # plain string, as every JSON field of a cut event), as the Windows encoder has always done.
+    assert values[""] == json.dumps(_big_dict())
     assert values[eh.TRUNCATED_FIELD] is True
 
 
@@ -584,3 +599,132 @@ def test_array_elements_past_u16_keep_the_leading_elements(kind: int, items: lis
         got = enc.encode("E", [("a", kind, items), ("n", I64, 1)], 4)
         assert got is not None and len(got) <= max_size
         assert parse(got).values() == {"a": [small], "n": 1, eh.TRUNCATED_FIELD: True}
+
+
+# --- one fast path, one general path ---------------------------------------------------------------
+
+HEAD = spec.HEADER.pack(spec.HEADER_FLAGS, 0, 0, 0, 0, 4)  # what encode() prefixes for level 4
+
+
+def _same_from_both_paths(name: str, items: dict[str, Any]) -> None:
+    fields = to_fields(items.items())
+    fast, general = eh.EventHeaderEncoder(), eh.EventHeaderEncoder()
+    assert fast.encode(name, fields, 4) == general._encode_general(name, fields, HEAD)
+    assert fast.truncated == general.truncated
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.text(max_size=20), items=st.dictionaries(st.text(max_size=8), typed_values(), max_size=12))
+def test_fast_and_general_paths_write_the_same_bytes_for_flat_fields(
+    name: str, items: dict[str, Any]
+) -> None:
+    _same_from_both_paths(name, items)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    name=st.text(max_size=20),
+    items=st.dictionaries(st.text(max_size=8), with_dicts(typed_values()), max_size=8),
+)
+def test_fast_and_general_paths_write_the_same_bytes_for_structs(name: str, items: dict[str, Any]) -> None:
+    _same_from_both_paths(name, items)
+
+
+# --- the error contract (docs/limits.md) -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "text"),
+    [
+        (("i", I64, "not an int"), "not an int"),
+        (("i", I64, 2**80), str(2**80)),
+        (("u", U64, -1), "-1"),
+        (("f", F64, "nan"), "nan"),
+        (("s", STR, 5), "5"),
+        (("j", JSON, b"{}"), "b'{}'"),
+        (("b", BYTES, 5), "5"),
+        (("g", UUID, "not a uuid"), "not a uuid"),
+        (("ip", IPV4, b"\x01\x02"), "b'\\x01\\x02'"),
+        (("ip6", IPV6, b"\x01" * 4), repr(b"\x01" * 4)),
+        (("t", TIME, 7), "7"),
+        (("s", STRUCT, []), "[]"),
+        (("s", STRUCT, "not fields"), "not fields"),
+        (("s", STRUCT, [("m", I64, 1)] * 128), str([("m", I64, 1)] * 128)),
+        (("a", I64 | ARRAY, [1, "x"]), "[1, 'x']"),
+        (("a", BYTES | ARRAY, [5]), "[5]"),
+        (("a", STR | ARRAY, None), "None"),
+        (("o", STR, Unprintable()), "<unprintable Unprintable>"),
+    ],
+)
+def test_a_value_that_does_not_fit_its_kind_is_written_as_its_text(field: Field, text: str) -> None:
+    enc = eh.EventHeaderEncoder()
+    got = enc.encode("E", [("ok", I64, 1), field, ("after", STR, "x")], 4)
+    assert got is not None
+    p = parse(got)
+    assert p.values() == {"ok": 1, field[0]: text, "after": "x"}
+    assert p.fields[1][1:3] == (spec.ENC_STRING_LENGTH16_CHAR8, 0)  # a plain string field
+    assert enc.truncated == 0
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"level": 256},
+        {"level": -1},
+        {"opcode": 256},
+        {"tag": 0x10000},
+        {"tag": -1},
+        {"level": "4"},
+        {"activity_id": b"short"},
+        {"activity_id": bytes(10), "related_id": bytes(22)},  # 32 bytes, but not two ids
+        {"activity_id": bytes(16), "related_id": bytes(15)},
+    ],
+)
+def test_arguments_outside_the_header_ranges_raise_value_error(args: dict[str, Any]) -> None:
+    call: dict[str, Any] = {"level": 4, **args}
+    with pytest.raises(ValueError, match="must be"):
+        eh.EventHeaderEncoder().encode("E", [("x", I64, 1)], **call)
+
+
+_any_value = st.one_of(
+    scalars,
+    st.lists(scalars, max_size=4),
+    st.tuples(scalars, scalars),
+    st.builds(Unprintable),
+    st.binary(min_size=4, max_size=4),
+    st.binary(min_size=16, max_size=16),
+    st.dates(),
+    big,
+)
+_table_kinds = st.sampled_from([BOOL, I64, U64, F64, STR, BYTES, UUID, IPV4, IPV6, TIME, JSON])
+_kinds = st.one_of(_table_kinds, _table_kinds.map(lambda k: k | ARRAY), st.just(STRUCT))
+_leaf = st.tuples(st.text(max_size=6), _kinds, _any_value)
+_struct = st.tuples(st.text(max_size=6), st.just(STRUCT))
+_field_lists: st.SearchStrategy[list[Any]] = st.recursive(
+    st.lists(_leaf, max_size=12),
+    lambda inner: st.lists(st.one_of(_leaf, st.builds(lambda s, v: (*s, v), _struct, inner)), max_size=6),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    name=st.text(max_size=20),
+    fields=_field_lists,
+    max_size=st.sampled_from([64, 512, spec.PERF_MAX_EVENT_SIZE]),
+)
+def test_any_values_of_the_table_kinds_encode_to_a_well_formed_event_or_none(
+    name: str, fields: list[Any], max_size: int
+) -> None:
+    # The error contract: never an exception, whatever the values; None only when too large.
+    enc = eh.EventHeaderEncoder(max_size=max_size)
+    got = enc.encode(name, fields, 3)
+    if got is None:
+        assert max_size < spec.PERF_MAX_EVENT_SIZE or len(fields) > 2  # only when it cannot fit
+        return
+    assert len(got) <= max_size
+    p = parse(got)
+    names = [f[0] for f in p.fields]
+    if enc.truncated:
+        assert names.pop() == eh.TRUNCATED_FIELD
+    assert names == [eh.sanitize_name(f[0]).encode("utf-8", "replace").decode() for f in fields]

@@ -34,6 +34,7 @@ from structlog_etw.tracelogging.spec import (
     provider_id,
     provider_traits,
 )
+from tests.helpers.strategies import Unprintable, typed_values, with_dicts
 from tests.helpers.tracelogging import blobs
 
 # ---------------------------------------------------------------------------------------------
@@ -347,6 +348,19 @@ def test_too_many_fields_keeps_leading_fields_and_marks_truncation() -> None:
     assert enc.truncated == 1
 
 
+def test_a_cut_event_of_128_logical_fields_leaves_one_off_for_the_truncated_field() -> None:
+    # 127 ints and a string too long for the budget are 128 logical fields; with the marker field
+    # they would be 129, more than decoders handle: the last field is left off instead.
+    enc = TraceLoggingEncoder("P")
+    fields = [*F.to_fields((f"f{i}", i) for i in range(127)), ("big", F.STR, "x" * 70_000)]
+    result = blobs(enc.encode("many", fields))
+    assert result is not None
+    names = list(decode(*result).fields)
+    assert len(names) == 128
+    assert names[:2] == ["f0", "f1"]
+    assert names[-2:] == ["f126", TRUNCATED_FIELD]
+
+
 def test_binary_and_arrays_count_two_toward_the_field_limit() -> None:
     enc = TraceLoggingEncoder("P")
     result = blobs(enc.encode("many", [(f"b{i}", F.BYTES, b"x") for i in range(100)]))
@@ -428,14 +442,6 @@ def test_max_size_is_validated() -> None:
 # Robustness: bad field values never raise and never produce undecodable bytes
 
 
-class _Unprintable:
-    def __str__(self) -> str:
-        raise RuntimeError("no")
-
-    def __repr__(self) -> str:
-        raise RuntimeError("no")
-
-
 @pytest.mark.parametrize(
     "field",
     [
@@ -446,7 +452,7 @@ class _Unprintable:
         ("ip", F.IPV4, b"\x01\x02"),
         ("s", F.STRUCT, []),
         ("a", F.I64 | F.ARRAY, [1, "x"]),
-        ("k", 999, _Unprintable()),
+        ("k", 999, Unprintable()),
         ("f", F.F64, "nan"),
     ],
 )
@@ -467,6 +473,8 @@ def test_nan_and_infinity_are_kept() -> None:
     assert fields["i"] == -math.inf
 
 
+#: Datetimes a FILETIME holds (UTC, after 1601).
+_filetimes = st.datetimes(timezones=st.just(UTC), min_value=dt.datetime(1602, 1, 1))
 _scalars = st.one_of(
     st.none(),
     st.booleans(),
@@ -475,7 +483,7 @@ _scalars = st.one_of(
     st.text(),
     st.binary(),
     st.uuids(),
-    st.datetimes(timezones=st.just(UTC), min_value=dt.datetime(1602, 1, 1)),
+    _filetimes,
     st.builds(ipaddress.IPv4Address, st.integers(0, 2**32 - 1)),
     st.builds(ipaddress.IPv6Address, st.integers(0, 2**128 - 1)),
 )
@@ -548,7 +556,7 @@ def test_encoded_events_never_exceed_the_size_budget(items: list[tuple[str, obje
 _any_value = st.one_of(
     _scalars,
     st.lists(_scalars, max_size=4),
-    st.just(_Unprintable()),
+    st.builds(Unprintable),
     st.integers(),
     st.binary(min_size=4, max_size=4),
     st.binary(min_size=16, max_size=16),
@@ -562,14 +570,34 @@ _raw_fields: st.SearchStrategy[list[Any]] = st.lists(
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.text(max_size=20), _raw_fields, st.integers(min_value=-(2**40), max_value=2**40))
+@given(st.text(max_size=20), _raw_fields, st.integers(min_value=0, max_value=0x0FFFFFFF))
 def test_any_field_list_encodes_to_a_decodable_event_or_none(name: str, fields: list[Any], tags: int) -> None:
     enc = TraceLoggingEncoder("MyCompany.Test", max_size=2048)
     result = blobs(enc.encode(name, fields, tag=tags))
     assert result is not None  # nothing here is too large to truncate
     assert _total(enc, result) <= 2048
     ev = decode(*result)
-    assert ev.tag == tags & 0x0FFFFFFF
+    assert ev.tag == tags
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"tag": 0x10000000},
+        {"tag": -1},
+        {"level": 256},
+        {"level": -1},
+        {"opcode": 256},
+        {"level": "4"},
+        {"activity_id": b"short"},
+        {"activity_id": bytes(16), "related_id": bytes(15)},
+    ],
+)
+def test_arguments_outside_the_header_ranges_raise_value_error(args: dict[str, Any]) -> None:
+    # The one error contract of both encoders: ValueError only for header arguments out of range
+    # (the provider never passes them); tags were silently masked to 28 bits before.
+    with pytest.raises(ValueError, match="must be"):
+        TraceLoggingEncoder("P").encode("e", [("x", F.I64, 1)], **args)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -637,3 +665,59 @@ def test_binary_array_element_past_u16_is_truncated_not_dropped() -> None:
     assert fields[""] == json.dumps(_big_dict())
     assert fields[TRUNCATED_FIELD] is True
     assert enc.truncated == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# The shared size policy and the one error contract (docs/limits.md)
+
+
+def test_an_array_whose_elements_cannot_fit_leaves_its_room_to_the_other_values() -> None:
+    # One cap for all values, computed with what each value really keeps at that cap: an array
+    # keeps whole elements only, so a 3000-byte element that cannot fit takes no room and the
+    # string beside it stays whole (0.1.0 cut it to 2029 bytes).
+    enc = TraceLoggingEncoder("P", max_size=4096)
+    result = blobs(enc.encode("e", [("a", F.STR | F.ARRAY, ["x" * 3000]), ("s", F.STR, "y" * 3000)]))
+    assert _total(enc, result) <= 4096
+    assert result is not None
+    assert decode(*result).fields == {"a": [], "s": "y" * 3000, TRUNCATED_FIELD: True}
+    assert enc.truncated == 1
+
+
+def test_fields_past_the_metadata_limit_are_left_off_one_by_one() -> None:
+    # The leading fields whose metadata fits are kept (the old loop halved the list: 2 of 4).
+    enc = TraceLoggingEncoder("P")
+    fields = [(c * 10_000, F.I64, i) for i, c in enumerate("abcd")]
+    result = blobs(enc.encode("e", fields))
+    assert result is not None
+    assert len(result[0]) <= 32767
+    kept = {"a" * 10_000: 0, "b" * 10_000: 1, "c" * 10_000: 2, TRUNCATED_FIELD: True}
+    assert decode(*result).fields == kept
+
+
+def test_a_datetime_filetime_cannot_hold_is_written_as_its_iso_text() -> None:
+    enc = TraceLoggingEncoder("P")
+    early = dt.datetime(1600, 12, 31, 23, 59, tzinfo=UTC)
+    result = blobs(enc.encode("e", [("t", F.TIME, early), ("a", F.TIME | F.ARRAY, [T0, early])]))
+    assert result is not None
+    ev = decode(*result)
+    assert ev.fields == {"t": early.isoformat(), "a": str([T0, early])}
+    assert [f.format for f in ev.field_list] == [OutType.UTF8, OutType.UTF8]
+
+
+def test_a_value_that_does_not_fit_its_kind_is_written_as_its_text() -> None:
+    enc = TraceLoggingEncoder("P")
+    result = blobs(enc.encode("e", [("x", F.I64, "not an int"), ("n", F.I64, 3)]))
+    assert result is not None
+    assert decode(*result).fields == {"x": "not an int", "n": 3}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    name=st.text(max_size=20),
+    items=st.dictionaries(st.text(max_size=8), with_dicts(typed_values(_filetimes)), max_size=10),
+)
+def test_fast_and_general_paths_write_the_same_blobs(name: str, items: dict[str, Any]) -> None:
+    fields = F.to_fields(items.items())
+    fast, general = TraceLoggingEncoder("P"), TraceLoggingEncoder("P")
+    assert fast.encode(name, fields) == general._encode_general(name, fields, 0)
+    assert fast.truncated == general.truncated
