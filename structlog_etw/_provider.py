@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
 
 from .backends.base import Backend, BackendUnavailable, Slot
 from .backends.null import DISABLED_WORD, NullBackend
-from .eventheader.spec import validate_provider_name
+from .eventheader.spec import validate_provider_name as validate_eventheader_name
 from .fields import Field
 from .tracelogging.spec import TraceLoggingEvent
+from .tracelogging.spec import validate_provider_name as validate_tracelogging_name
 
 if TYPE_CHECKING:
     from .eventheader.encoder import EventHeaderEncoder
@@ -121,10 +122,6 @@ _WIN32_ERRORS: Final[dict[int, str]] = {
 _PLATFORM: str = sys.platform
 #: Shared library the Windows backend loads instead of the Windows DLLs (internal, tests only).
 _ETW_LIBRARY: str | None = None
-#: TraceLogging provider traits: u16 size, name, NUL, optional 19-byte group trait.  They go with
-#: every event, so the encoder wants at least this much of the event budget left for the event.
-_GROUP_TRAIT_SIZE: Final = 19
-_MIN_EVENT_ROOM: Final = 256
 
 _warned: set[str] = set()
 _warn_lock = threading.Lock()
@@ -522,39 +519,20 @@ def check_provider_id(provider: Provider, provider_id: uuid.UUID | str) -> None:
 def _name_problem(name: str, group: str | None, fmt: str) -> str | None:
     """Why ``name``/``group`` cannot be used with format ``fmt`` (None when they can).
 
-    EventHeader (Linux user_events): the tracepoint name rules of
-    :func:`~structlog_etw.eventheader.encoder.validate_provider_name` (``[A-Za-z0-9_]``, no dots).
-    TraceLogging (Windows ETW): what Microsoft's TraceLogging providers accept (a non-empty
-    name without NUL that encodes as UTF-8; the group GUID text or a name) and a provider traits
-    blob (u16 size, name, NUL, optional 19-byte group trait) that leaves the encoder at least 256
-    bytes of its 64000-byte event (stricter than the u16 size limit of 65535 bytes).
+    Each format owns its rule: :func:`structlog_etw.eventheader.spec.validate_provider_name`
+    (tracepoint names: ``[A-Za-z0-9_]``, no dots) and
+    :func:`structlog_etw.tracelogging.spec.validate_provider_name` (any text without NUL whose
+    traits leave room for events).
     """
-    if fmt != "tracelogging":
-        try:
-            validate_provider_name(name, group)
-        except ValueError as exc:
-            return str(exc) + " (EventHeader/user_events provider names have no dots; see docs/linux.md)"
-        return None
-    if not isinstance(name, str) or not name or "\0" in name:
-        return f"provider name must be a non-empty str without NUL, got {name!r}"
     try:
-        size = len(name.encode("utf-8"))
-    except UnicodeEncodeError:
-        return f"provider name {name!r} is not valid Unicode (lone surrogate)"
-    if group is not None and (not isinstance(group, str) or not group):
-        return f"provider group must be a non-empty str (GUID text or a name), got {group!r}"
-    traits = 2 + size + 1 + (_GROUP_TRAIT_SIZE if group is not None else 0)
-    from .tracelogging.encoder import TraceLoggingEncoder  # noqa: PLC0415
-    from .tracelogging.spec import DEFAULT_MAX_SIZE  # noqa: PLC0415
-
-    try:
-        TraceLoggingEncoder(name, group)  # the encoder's own limit: room for events after the traits
-    except Exception:  # ValueError (no room left), struct.error (traits size past the u16)
-        return (
-            f"provider name is too long for TraceLogging: its traits blob takes {traits} bytes of the "
-            f"{DEFAULT_MAX_SIZE}-byte event (the name is {size} UTF-8 bytes; at most "
-            f"{DEFAULT_MAX_SIZE - _MIN_EVENT_ROOM - 3} bytes, {_GROUP_TRAIT_SIZE} fewer with a group)"
-        )
+        if fmt == "tracelogging":
+            validate_tracelogging_name(name, group)
+        else:
+            validate_eventheader_name(name, group)
+    except ValueError as exc:
+        if fmt == "tracelogging":
+            return str(exc)
+        return str(exc) + " (EventHeader/user_events provider names have no dots; see docs/linux.md)"
     return None
 
 

@@ -86,6 +86,7 @@ from .spec import (
     name_bytes,
     provider_traits,
     valid_text,
+    validate_provider_name,
 )
 
 __all__ = [
@@ -444,20 +445,15 @@ class TraceLoggingEncoder:
         max_size: int = DEFAULT_MAX_SIZE,
         cache_limit: int = 1024,
     ) -> None:
-        if not isinstance(provider_name, str) or not provider_name:
-            raise ValueError("provider_name must be a non-empty str")
-        if "\0" in provider_name:
-            raise ValueError("provider_name must not contain NUL")
-        group_id = group_guid(group_id)
         if not isinstance(max_size, int) or not _MIN_MAX_SIZE <= max_size <= _MAX_MAX_SIZE:
             raise ValueError(f"max_size must be an int in [{_MIN_MAX_SIZE}, {_MAX_MAX_SIZE}]")
-        self.traits: bytes = provider_traits(provider_name, group_id)
+        group = group_guid(group_id)  # TypeError for a group of another type
+        validate_provider_name(provider_name, group, max_size)
+        self.traits: bytes = provider_traits(provider_name, group)
         self.max_size = max_size
         self.cache_limit = cache_limit
         self.truncated = 0
         self._budget = max_size - len(self.traits)
-        if self._budget < 256:
-            raise ValueError("provider name too long for max_size")
         self._cache: dict[tuple[Any, ...], _Plan] = {}
 
     def _plan(self, name: str, fields: Sequence[Field], tags: int) -> _Plan:

@@ -18,8 +18,10 @@ from typing import Final
 __all__ = [
     "CHANNEL_TRACELOGGING",
     "DEFAULT_MAX_SIZE",
+    "GROUP_TRAIT_SIZE",
     "MAX_FIELDS",
     "MAX_METADATA",
+    "MIN_EVENT_ROOM",
     "InType",
     "OutType",
     "TraceLoggingEvent",
@@ -29,6 +31,7 @@ __all__ = [
     "provider_id",
     "provider_traits",
     "valid_text",
+    "validate_provider_name",
 ]
 
 
@@ -168,6 +171,39 @@ def group_guid(group: uuid.UUID | str | None) -> uuid.UUID | None:
         return uuid.UUID(group)
     except ValueError:
         return provider_id(group)
+
+
+#: Bytes of the optional group trait in the provider traits (u16 size, u8 type, 16-byte GUID).
+GROUP_TRAIT_SIZE: Final = 19
+#: Room an event must keep for its metadata and data after the provider traits.
+MIN_EVENT_ROOM: Final = 256
+
+
+def validate_provider_name(
+    name: str, group: uuid.UUID | str | None = None, max_size: int = DEFAULT_MAX_SIZE
+) -> None:
+    """Raise a clear :class:`ValueError` unless ``name`` (and ``group``) can be a TraceLogging provider.
+
+    What Microsoft's TraceLogging providers accept: a non-empty name without NUL that encodes as
+    UTF-8 (``MyCompany.MyService`` included), a group given as a :class:`uuid.UUID`, GUID text or
+    a name; and a provider traits blob (u16 size, name, NUL, optional 19-byte group trait) that
+    leaves at least :data:`MIN_EVENT_ROOM` bytes of a ``max_size``-byte event for the event itself.
+    """
+    if not isinstance(name, str) or not name or "\0" in name:
+        raise ValueError(f"provider name must be a non-empty str without NUL, got {name!r}")
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ValueError(f"provider name {name!r} is not valid Unicode (lone surrogate)") from None
+    if group is not None and not isinstance(group, uuid.UUID) and (not isinstance(group, str) or not group):
+        raise ValueError(f"provider group must be a non-empty str (GUID text or a name), got {group!r}")
+    traits = 2 + size + 1 + (GROUP_TRAIT_SIZE if group is not None else 0)
+    if max_size - traits < MIN_EVENT_ROOM or traits > 0xFFFF:
+        raise ValueError(
+            f"provider name is too long for TraceLogging: its traits blob takes {traits} bytes of the "
+            f"{max_size}-byte event (the name is {size} UTF-8 bytes; at most "
+            f"{max_size - MIN_EVENT_ROOM - 3} bytes, {GROUP_TRAIT_SIZE} fewer with a group)"
+        )
 
 
 def provider_traits(name: str, group_id: uuid.UUID | None = None) -> bytes:

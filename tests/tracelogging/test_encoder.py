@@ -434,7 +434,7 @@ def test_long_field_names_are_dropped_from_the_end_until_metadata_fits() -> None
 def test_max_size_is_validated() -> None:
     with pytest.raises(ValueError, match="max_size"):
         TraceLoggingEncoder("P", max_size=70_000)
-    with pytest.raises(ValueError, match="provider_name"):
+    with pytest.raises(ValueError, match="provider name"):
         TraceLoggingEncoder("")
 
 
