@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Final
 
+from .._resolve import LEVEL_NAMES
 from ..decoded import DecodedEvent, DecodedField
 from ..eventheader.decoder import (
     errno_text,
@@ -31,8 +32,6 @@ from ..eventheader.spec import (
 )
 
 __all__ = ["EventMeta", "event_json", "event_pretty", "level_name", "wallclock_text"]
-
-_LEVEL_NAMES: Final = {1: "critical", 2: "error", 3: "warning", 4: "info", 5: "debug"}
 
 RESET: Final = "\x1b[0m"
 BRIGHT: Final = "\x1b[1m"
@@ -62,7 +61,7 @@ class EventMeta:
 
 def level_name(level: int) -> str:
     """``critical``/``error``/``warning``/``info``/``debug`` for 1..5, else ``level<N>``."""
-    return _LEVEL_NAMES.get(level, f"level{level}")
+    return LEVEL_NAMES.get(level, f"level{level}")
 
 
 def wallclock_text(realtime_ns: int) -> str:
