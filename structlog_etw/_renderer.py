@@ -23,7 +23,7 @@ from ._contextvars import REGISTRY, WATCH
 from ._provider import Provider, check_provider_id, get_provider
 from ._resolve import (
     CONTROL_KEYS,
-    LEVEL_NAMES,
+    EVENT_NAMES,
     MAX_EVENT_NAME,
     METHOD_LEVELS,
     KeywordsByLogger,
@@ -31,7 +31,6 @@ from ._resolve import (
     check_keyword,
     event_header,
     event_name,
-    name_from_event,
 )
 from .fields import STR, dict_fields, safe_str
 
@@ -85,10 +84,9 @@ def resolver_for(
         raise TypeError(f"expected a provider name, a Provider or an EtwRenderer, got {target!r}")
     if provider_id is not None and not isinstance(target, str):
         check_provider_id(provider, provider_id)
-    for extra in keywords:
-        for level in LEVEL_NAMES:
-            provider.slot(level, extra)
-    return Resolver(provider, keyword, names, WATCH.value)
+    resolver = Resolver(provider, keyword, names, WATCH.value)
+    resolver.register(keywords)
+    return resolver
 
 
 def _format_exc_info(exc_info: object) -> str | None:
@@ -193,7 +191,10 @@ class EtwRenderer:
             len(REGISTRY) == WATCH.clean_size or not WATCH.etw_bound()
         ):
             # the common case: no control key anywhere, nothing to look up
-            slot = resolver.method_slot(method_name, logger, event_dict)
+            if resolver.by_name:
+                slot = resolver.method_slot(method_name, logger, event_dict)
+            else:  # Resolver.method_slot's answer without the call
+                slot = resolver.by_method[method_name]
             header = None
         else:
             take = resolver.take
@@ -221,7 +222,8 @@ class EtwRenderer:
             opcode, tags, name = event_header(*header, provider.format, self._count_invalid)
         named = name is not None  # by etw_name: the event text then stays a field called "event"
         if name is None:
-            name = name_from_event(event_dict.get("event", ""))
+            event = event_dict.get("event", "")
+            name = EVENT_NAMES[event] if type(event) is str else event_name(event)
         fields = dict_fields(event_dict.items(), None if named else "event")
         exc_info = event_dict.get("exc_info")
         if exc_info and "exception" not in event_dict:

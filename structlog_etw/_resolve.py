@@ -24,7 +24,7 @@ merged event dict, so it could not tell which place a value came from).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from .fields import safe_str
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONTROL_KEYS",
+    "EVENT_NAMES",
     "LEVEL_BY_NAME",
     "LEVEL_NAMES",
     "MAX_EVENT_NAME",
@@ -53,7 +54,6 @@ __all__ = [
     "level_or",
     "logger_name",
     "method_for_stdlib",
-    "name_from_event",
     "no_contextvars",
     "stdlib_level",
     "valid_keyword",
@@ -231,22 +231,24 @@ def event_name(event: object) -> str:
     return name or "event"
 
 
-_NAMES: dict[str, str] = {}  # event text -> valid event name (bounded; cleared when full)
-_NAMES_LIMIT: Final = 1024
+class _EventNames(dict[str, str]):
+    """Event text -> valid event name (:func:`event_name`), made on first use; texts longer than
+    :data:`MAX_EVENT_NAME` are not kept, and a full cache (1024 names) is cleared."""
 
+    __slots__ = ()
 
-def name_from_event(event: object) -> str:
-    """:func:`event_name` of structlog's ``event`` value, remembered for short ``str`` events."""
-    if type(event) is not str:
-        return event_name(event)
-    name = _NAMES.get(event)
-    if name is None:
+    def __missing__(self, event: str) -> str:
         name = event_name(event)
-        if len(event) <= MAX_EVENT_NAME:  # only short texts are kept
-            if len(_NAMES) >= _NAMES_LIMIT:
-                _NAMES.clear()
-            _NAMES[event] = name
-    return name
+        if len(event) <= MAX_EVENT_NAME:
+            if len(self) >= 1024:
+                self.clear()
+            self[event] = name
+        return name
+
+
+#: ``EVENT_NAMES[text]`` is the event name of a ``str`` event text (repeated texts skip the checks);
+#: read it, never write it.
+EVENT_NAMES: Final = _EventNames()
 
 
 def no_contextvars(key: str) -> object:
@@ -343,6 +345,17 @@ class KeywordsByLogger:
 # --- one configuration's resolution ------------------------------------------------------------
 
 
+class _MethodSlots(dict[str, "Slot"]):
+    """Method name -> slot; an unknown method name gets :attr:`unknown` (level 5, like the table)."""
+
+    __slots__ = ("unknown",)
+
+    unknown: Slot
+
+    def __missing__(self, method_name: str) -> Slot:
+        return self.unknown
+
+
 class Resolver:
     """The resolution one renderer, wrapper class, ``EtwEarlyDrop`` or ``EtwHandler`` decided at set-up.
 
@@ -351,8 +364,8 @@ class Resolver:
     structlog's contextvars (``None`` when unset).  Slots come from the provider's own cache
     (``Provider.slots``), so resolving one is a dict look-up once its pair was registered.
 
-    :attr:`by_method` (method name -> slot at the default keyword) is the whole resolution of an
-    event without control keys when :attr:`by_name` is false.
+    :attr:`by_method` (method name -> slot at the default keyword; unknown names: level 5) is
+    the whole resolution of an event without control keys when :attr:`by_name` is false.
     """
 
     __slots__ = (
@@ -364,7 +377,6 @@ class Resolver:
         "default_keyword",
         "names",
         "provider",
-        "verbose",
     )
 
     _TABLES_MAX: Final = 1024
@@ -384,20 +396,22 @@ class Resolver:
         self._tables: dict[tuple[int, int], tuple[Slot, ...]] = {}
         self.names = names
         self.by_name = bool(names)  # KeywordsByLogger.__bool__ is a Python call: once here
-        for keyword in (default_keyword, *names.keywords()):  # registered up front (perf can name them)
-            for level in LEVEL_NAMES:
-                provider.slot(level, keyword)
+        self.register((default_keyword, *names.keywords()))
         defaults = self.level_slots(default_keyword, 0)
-        self.by_method: dict[str, Slot] = {name: defaults[lvl] for name, lvl in METHOD_LEVELS.items()}
-        self.verbose: Slot = defaults[5]
+        self.by_method = _MethodSlots({name: defaults[lvl] for name, lvl in METHOD_LEVELS.items()})
+        self.by_method.unknown = defaults[5]
 
     def set_names(self, names: KeywordsByLogger) -> None:
         """Use *names* (a new ``keywords_by_logger`` map) from now on; its keywords are registered."""
-        for keyword in names.keywords():
-            for level in LEVEL_NAMES:
-                self.provider.slot(level, keyword)
+        self.register(names.keywords())
         self.names = names
         self.by_name = bool(names)
+
+    def register(self, keywords: Iterable[int]) -> None:
+        """Register *keywords* at levels 1-5 now, so that perf can name their tracepoints up front."""
+        for keyword in keywords:
+            for level in LEVEL_NAMES:
+                self.provider.slot(level, keyword)
 
     # -- slots ----------------------------------------------------------------------------------
 
@@ -434,7 +448,7 @@ class Resolver:
         """The slot of an event without control keys."""
         if self.by_name:
             return self.level_slots(self.name_keyword(logger, event), 0)[METHOD_LEVELS.get(method_name, 5)]
-        return self.by_method.get(method_name) or self.verbose
+        return self.by_method[method_name]
 
     def bound_slots(self, logger: object, context: Mapping[str, Any]) -> tuple[Slot, ...]:
         """Slots per method level for a bound context's ``etw_level``/``etw_keyword`` (bind time)."""

@@ -296,7 +296,10 @@ class EtwEarlyDrop:
             len(REGISTRY) == WATCH.clean_size or not WATCH.etw_bound()
         ):
             try:
-                enabled = resolver.method_slot(method_name, logger, event_dict).word[0]
+                if resolver.by_name:
+                    enabled = resolver.method_slot(method_name, logger, event_dict).word[0]
+                else:  # Resolver.method_slot's answer without the call
+                    enabled = resolver.by_method[method_name].word[0]
             except Exception:
                 return event_dict  # cannot tell: let the chain run
         else:

@@ -120,72 +120,68 @@ def test_a_watch_without_registry_uses_the_public_api() -> None:
 
 # --- the same behaviour in both modes -----------------------------------------------------------
 
+Seen = list[tuple[str, int, int]]
 
-def _wrapper_keyword(cap: EtwCapture) -> list[tuple[str, int]]:
-    renderer = EtwRenderer(unique_provider())
-    spy = Spy()
-    log = bound(make_etw_bound_logger(renderer), [spy, renderer])
+
+def _dropped_then_honoured(
+    cap: EtwCapture, log: Any, method: str, where: dict[str, int], **bound: int
+) -> Seen:
+    """A session listens at *where* only; one call without and one with *bound* contextvars."""
     cap.set_enabled(False)
-    cap.set_enabled(True, keyword=0x10)
-    log.info("before")
-    with structlog.contextvars.bound_contextvars(etw_keyword=0x10):
-        log.info("inside")
-    log.info("after")
+    cap.set_enabled(True, **where)  # type: ignore[arg-type]
+    getattr(log, method)("dropped")
+    with structlog.contextvars.bound_contextvars(**bound):
+        getattr(log, method)("honoured")
+    return [(e.name, e.level, e.keyword) for e in cap.events]
+
+
+def _wrapper(*processors: Any, **context: Any) -> Any:
+    renderer = EtwRenderer(unique_provider())
+    return bound(make_etw_bound_logger(renderer), [*processors, renderer], **context)
+
+
+def _plain(first: Any = None) -> Any:
+    renderer = EtwRenderer(unique_provider())
+    chain = [] if first is None else [first(renderer), structlog.contextvars.merge_contextvars]
+    return bound(structlog.make_filtering_bound_logger(logging.NOTSET), [*chain, renderer])
+
+
+def _wrapper_keyword(cap: EtwCapture) -> Seen:
+    spy = Spy()
+    log = _wrapper(spy)
+    seen = _dropped_then_honoured(cap, log, "info", {"keyword": 0x10}, etw_keyword=0x10)
     structlog.contextvars.bind_contextvars(etw_keyword=0x10)
     structlog.contextvars.clear_contextvars()  # leaves the variable holding structlog's "unset"
     log.info("cleared")
-    assert [c[1]["event"] for c in spy.calls] == ["inside"]
-    return [(e.name, e.keyword) for e in cap.events]
+    assert [c[1]["event"] for c in spy.calls] == ["honoured"]
+    return seen
 
 
-def _wrapper_level(cap: EtwCapture) -> list[tuple[str, int]]:
-    renderer = EtwRenderer(unique_provider())
-    log = bound(make_etw_bound_logger(renderer), [renderer])
-    cap.set_enabled(False)
-    cap.set_enabled(True, level=1)
-    log.debug("dropped")
-    with structlog.contextvars.bound_contextvars(etw_level=1):
-        log.debug("promoted")
-    return [(e.name, e.level) for e in cap.events]
-
-
-def _renderer_controls(cap: EtwCapture) -> list[tuple[str, int]]:
-    renderer = EtwRenderer(unique_provider())
-    log = bound(structlog.make_filtering_bound_logger(logging.NOTSET), [renderer])
+def _renderer_controls(cap: EtwCapture) -> Seen:
+    log = _plain()
     with structlog.contextvars.bound_contextvars(etw_keyword=0x8, etw_name="renamed", etw_opcode=1):
         log.info("e")
     log.info("plain")
-    return [(e.name, e.keyword + e.opcode) for e in cap.events]
+    return [(e.name, e.opcode, e.keyword) for e in cap.events]
 
 
-def _early_drop(cap: EtwCapture) -> list[tuple[str, int]]:
-    renderer = EtwRenderer(unique_provider())
-    chain = [EtwEarlyDrop(renderer), structlog.contextvars.merge_contextvars, renderer]
-    log = bound(structlog.make_filtering_bound_logger(logging.NOTSET), chain)
-    cap.set_enabled(False)
-    cap.set_enabled(True, keyword=0x2)
-    log.info("dropped")
-    with structlog.contextvars.bound_contextvars(etw_keyword=0x2):
-        log.info("contextvar_keyword")
-    return [(e.name, e.keyword) for e in cap.events]
-
-
-def _bound_keys_hide_contextvars(cap: EtwCapture) -> list[tuple[str, int]]:
-    renderer = EtwRenderer(unique_provider())
-    log = bound(make_etw_bound_logger(renderer), [renderer], etw_keyword=0x20, etw_level=4)
-    cap.set_enabled(False)
-    cap.set_enabled(True, keyword=0x10)
-    with structlog.contextvars.bound_contextvars(etw_keyword=0x10):
-        log.info("bound_wins")
-    return [(e.name, e.keyword) for e in cap.events]
-
-
-SCENARIOS: dict[str, tuple[Callable[[EtwCapture], list[tuple[str, int]]], list[tuple[str, int]]]] = {
-    "wrapper_keyword": (_wrapper_keyword, [("inside", 0x10)]),
-    "wrapper_level": (_wrapper_level, [("promoted", 1)]),
-    "renderer_controls": (_renderer_controls, [("renamed", 0x8 + 1), ("plain", 1)]),
-    "early_drop": (_early_drop, [("contextvar_keyword", 0x2)]),
-    "bound_keys_hide_contextvars": (_bound_keys_hide_contextvars, []),
+SCENARIOS: dict[str, tuple[Callable[[EtwCapture], Seen], Seen]] = {
+    "wrapper_keyword": (_wrapper_keyword, [("honoured", 4, 0x10)]),
+    "wrapper_level": (
+        lambda cap: _dropped_then_honoured(cap, _wrapper(), "debug", {"level": 1}, etw_level=1),
+        [("honoured", 1, 1)],
+    ),
+    "renderer_controls": (_renderer_controls, [("renamed", 1, 0x8), ("plain", 0, 1)]),
+    "early_drop": (
+        lambda cap: _dropped_then_honoured(cap, _plain(EtwEarlyDrop), "info", {"keyword": 2}, etw_keyword=2),
+        [("honoured", 4, 2)],
+    ),
+    "bound_keys_hide_contextvars": (
+        lambda cap: _dropped_then_honoured(
+            cap, _wrapper(etw_keyword=0x20, etw_level=4), "info", {"keyword": 0x10}, etw_keyword=0x10
+        ),
+        [],
+    ),
 }
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from structlog_etw._resolve import (
+    EVENT_NAMES,
     LEVEL_BY_NAME,
     LEVEL_NAMES,
     METHOD_LEVELS,
@@ -19,7 +20,6 @@ from structlog_etw._resolve import (
     level_or,
     logger_name,
     method_for_stdlib,
-    name_from_event,
     stdlib_level,
 )
 
@@ -123,8 +123,9 @@ def test_logger_name_rule() -> None:
 
 
 def test_event_text_names_are_valid_and_cached_only_when_short() -> None:
-    assert name_from_event("a;b\0c") == "a_bc"
-    assert name_from_event("") == "event"
-    assert name_from_event(42) == "42"
+    assert EVENT_NAMES["a;b\0c"] == "a_bc"
+    assert EVENT_NAMES["a;b\0c"] is EVENT_NAMES["a;b\0c"]  # kept
+    assert EVENT_NAMES[""] == "event"
     long = "x" * 500
-    assert name_from_event(long) == "x" * 200
+    assert EVENT_NAMES[long] == "x" * 200
+    assert long not in EVENT_NAMES
