@@ -102,9 +102,13 @@ class ContextvarsWatch:
         return self._public
 
     def use_public_api(self, enabled: bool = True) -> None:
-        """Check through ``get_contextvars()`` from now on (``False``: read the registry again, if any)."""
+        """Check through ``get_contextvars()`` from now on (``False``: read the registry again, if any).
+
+        For tests and for a structlog the import probe did not catch; switch while nothing logs.
+        """
         self._public = enabled or not self._has_registry
         self.clean_size = -1
+        self._scan = (-1, ())  # never the registry's size: every check takes the slow branch
         if not self._public:
             self._rescan()
 
@@ -113,13 +117,14 @@ class ContextvarsWatch:
         size = len(registry)  # before the scan: a key added meanwhile is in the scan or the size
         found = tuple(var for var in map(registry.get, _VAR_NAMES) if var is not None)
         self._scan = (size, found)
-        self.clean_size = -1 if found or self._public else size
+        self.clean_size = -1 if found else size
         return found
 
     def etw_variables(self) -> tuple[ContextVar[Any], ...]:
-        """structlog's variables of the ``etw_*`` keys bound through contextvars so far (any context)."""
+        """structlog's variables of the ``etw_*`` keys bound through contextvars so far (any context);
+        empty with the public API."""
         size, found = self._scan
-        if size != len(self.registry):
+        if size != len(self.registry) and not self._public:
             found = self._rescan()
         return found
 
@@ -129,10 +134,12 @@ class ContextvarsWatch:
         A variable holding structlog's "unset" marker (``Ellipsis``, what ``clear_contextvars``/
         ``unbind_contextvars`` leave) does not count.
         """
-        if self._public:
-            bound = _slcv.get_contextvars()
-            return not bound.keys().isdisjoint(CONTROL_KEYS)
-        for var in self.etw_variables():  # noqa: SIM110 - a plain loop is cheaper than any()
+        size, found = self._scan
+        if size != len(self.registry):  # the registry grew, or the public API is in use (size -1)
+            if self._public:
+                return not _slcv.get_contextvars().keys().isdisjoint(CONTROL_KEYS)
+            found = self._rescan()
+        for var in found:  # noqa: SIM110 - a plain loop is cheaper than any()
             if var.get(Ellipsis) is not Ellipsis:
                 return True
         return False

@@ -3,7 +3,10 @@
 ``make_etw_bound_logger`` is to structlog-etw what structlog's ``make_filtering_bound_logger``
 is to structlog: everything that can be decided when the class is built is decided then, and
 what depends on bound context is decided at bind time.  A log call nobody listens to costs
-one enable-word read (plus two dict look-ups when the call passes keyword arguments).
+one enable-word read, two dict look-ups (``etw_keyword``/``etw_level`` in the call) and a
+``len()`` of structlog's contextvar registry (see :mod:`structlog_etw._contextvars`).  When it
+cannot return at once, :meth:`~structlog_etw._resolve.Resolver.listening` decides by the rule
+the renderer follows.
 
 ``EtwEarlyDrop`` is the processor form for users who keep another wrapper class.
 """
@@ -204,7 +207,7 @@ class _EtwBoundLoggerBase(structlog.BoundLoggerBase):
 
 def make_etw_bound_logger(
     provider_or_name: str | Provider | EtwRenderer,
-    min_level: int | str = 0,
+    min_level: int | str = logging.NOTSET,
     *,
     default_keyword: int | None = None,
     keywords_by_logger: Mapping[str, int] | None = None,
