@@ -149,17 +149,11 @@ class _SharedCaptureBackend(CaptureBackend):
             journal.registered.setdefault(self.provider_name, {})[(level, keyword)] = str(slot.handle)
         return slot
 
-    def write(
-        self,
-        slot: Slot,
-        event: bytes | TraceLoggingEvent,
-        opcode: int = 0,
-        activity_id: bytes | None = None,
-        related_id: bytes | None = None,
-    ) -> int:
+    def write(self, slot: Slot, event: bytes | TraceLoggingEvent, *args: Any, **kw: Any) -> int:
+        """:meth:`CaptureBackend.write`, the record going to the journal."""
         journal = self._journal
         with journal.lock:  # one lock for every provider: the journal keeps the write order
-            rc = super().write(slot, event, opcode, activity_id, related_id)
+            rc = super().write(slot, event, *args, **kw)
             journal.records.extend(self.clear())  # what was just written (nothing on an error)
         return rc
 
