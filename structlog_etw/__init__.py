@@ -13,6 +13,7 @@ from ._activity import Activity, current_activity_id, etw_activity
 from ._otel import add_otel_ids, use_otel_activity_ids
 from ._provider import Provider, close_all, get_provider
 from ._renderer import EtwRenderer
+from ._resolve import KeywordsByLogger
 from ._stdlib import EtwHandler
 from ._wrapper import EtwEarlyDrop, make_etw_bound_logger
 
@@ -23,6 +24,7 @@ __all__ = [
     "EtwEarlyDrop",
     "EtwHandler",
     "EtwRenderer",
+    "KeywordsByLogger",
     "Provider",
     "__version__",
     "add_otel_ids",

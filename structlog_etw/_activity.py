@@ -15,7 +15,8 @@ Start/Stop events then go through its processor chain, so bound keys and
 ``etw_keyword`` apply and the :class:`~structlog_etw.EtwRenderer` writes them), a
 stdlib ``logging.Logger`` / ``LoggerAdapter`` (fields and control keys go in
 ``extra=``, for an :class:`~structlog_etw.EtwHandler`), or a provider
-(``structlog_etw._provider.Provider``, written to directly).
+(:class:`~structlog_etw.Provider`, written to directly; its control keys are checked
+as the renderer checks them: an invalid one is counted and replaced by its default).
 
 Activity ids (:func:`new_activity_id`) are 16 bytes in RFC 4122 byte order::
 
@@ -47,6 +48,7 @@ from typing import Any, Final, TypeVar, cast
 
 from . import _otel
 from ._provider import Provider
+from ._resolve import CONTROL_KEYS, event_header, event_name, keyword_or, level_or
 from .fields import to_fields
 
 __all__ = ["CURRENT_ACTIVITY", "Activity", "current_activity_id", "etw_activity", "new_activity_id"]
@@ -267,7 +269,7 @@ class Activity:
         """Write a Start/Stop event; never raises (a failure is the provider's to count)."""
         try:
             target = self._target
-            if _is_provider(target):
+            if isinstance(target, Provider):
                 self._write_provider(target, opcode, scope, fields)
                 return
             # Through the logger's chain: the renderer takes the ids from CURRENT_ACTIVITY
@@ -281,21 +283,25 @@ class Activity:
         except Exception:
             pass
 
-    def _write_provider(self, provider: Any, opcode: int, scope: _Scope, fields: dict[str, Any]) -> None:
+    def _write_provider(self, provider: Provider, opcode: int, scope: _Scope, fields: dict[str, Any]) -> None:
+        """Write straight to *provider*, with the control keys checked as the renderer checks them."""
         controls = self._controls
-        level = controls.get("etw_level", LEVEL_INFO)
-        keyword = controls.get("etw_keyword")
-        if keyword is None:
-            keyword = provider.default_keyword
-        slot = provider.slot(level, keyword)
+        invalid = provider.count_invalid
+        slot = provider.slot(
+            level_or(controls.get("etw_level"), LEVEL_INFO, invalid),
+            keyword_or(controls.get("etw_keyword"), provider.default_keyword, invalid),
+        )
         if not slot.word[0]:
             return
+        _, tags, name = event_header(
+            None, controls.get("etw_tags"), controls.get("etw_name"), provider.format, invalid
+        )
         provider.write(
             slot,
-            controls.get("etw_name", self._name),
+            event_name(self._name) if name is None else name,
             to_fields(fields.items()),
             opcode=opcode,
-            tag=controls.get("etw_tags", 0),
+            tag=tags,
             activity_id=scope.activity_id,
             related_id=scope.related_id if opcode == OPCODE_START else None,
         )
@@ -304,11 +310,8 @@ class Activity:
         return f"<Activity {self._name!r} id={self.id}>"
 
 
-def _is_provider(target: object) -> bool:
-    return isinstance(target, Provider)
-
-
-_CONTROLS: Final = frozenset({"etw_keyword", "etw_level", "etw_tags", "etw_name"})
+#: The control keys ``etw_activity`` takes (the opcode is the activity's own: Start 1, Stop 2).
+_CONTROLS: Final = frozenset(CONTROL_KEYS) - {"etw_opcode"}
 
 
 def etw_activity(target: object, name: str, /, **fields: Any) -> Activity:

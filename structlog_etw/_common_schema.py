@@ -31,11 +31,15 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import time
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from . import _otel
 from ._activity import CURRENT_ACTIVITY
 from .fields import I64, JSON, MAX_STRUCT_FIELDS, STR, STRUCT, Field, safe_str
+
+if TYPE_CHECKING:
+    from ._provider import Provider
+    from .backends.base import Slot
 
 __all__ = ["CSVER", "log_fields", "rfc3339", "span_fields", "write_common"]
 
@@ -145,8 +149,8 @@ def span_fields(
 
 
 def write_common(
-    provider: Any,
-    slot: Any,
+    provider: Provider,
+    slot: Slot,
     name: str,
     fields: list[Field],
     *,

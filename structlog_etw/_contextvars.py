@@ -1,125 +1,190 @@
-"""Whether any ``etw_*`` control key was ever bound through structlog's contextvars.
+"""The only code that touches ``structlog.contextvars``: ``etw_*`` control keys bound through contextvars.
 
-The one mechanism the renderer and the wrapper share to skip contextvar look-ups that cannot
-find anything.  structlog keeps one ``ContextVar`` per key in its registry
-(``structlog.contextvars._CONTEXT_VARS``) and adds it the first time a key is bound
-(``bind_contextvars``/``bound_contextvars``), never removing it.  On import this module swaps
-that registry for a ``dict`` subclass with the same contents which sets :data:`watch`'s
-``bound`` flag when an ``etw_*`` key is first added, and then calls the hooks registered with
-:func:`on_first_bind` (the wrapper uses that to switch its built classes to methods that
-read contextvars).  Until then nothing on the hot paths touches contextvars at all; after it,
-:func:`ctx_has_etw` checks the registered variables' values.
+structlog keeps one ``ContextVar`` per key ever bound with ``bind_contextvars`` in a registry
+(``structlog.contextvars._CONTEXT_VARS``: ``"structlog_" + key`` -> variable).  It only grows:
+a key's variable is made the first time the key is bound and kept for the life of the process
+(unbinding or clearing sets it to ``Ellipsis``).  This module **reads** that registry and
+never writes, wraps or replaces it:
 
-If structlog has no such registry the flag is set from the start (always exact, a little
-slower).  A registry key added bypassing the dict methods below is not seen: structlog only
-uses ``registry[key] = var``.
+* ``len(REGISTRY) == WATCH.clean_size`` - the hot-path test, true while no ``etw_*`` key was
+  ever bound through contextvars (a ``len()`` and an attribute read).  A registry of that size
+  was seen holding no ``etw_*`` variable; because it only grows, one of that size still holds
+  none.
+* :meth:`ContextvarsWatch.etw_bound` - whether an ``etw_*`` key holds a value in the current
+  context (it re-reads the registry after it grew, then ``ContextVar.get()`` per ``etw_*`` key
+  found there); :meth:`ContextvarsWatch.value` - one key's value.
+
+At import a probe checks the assumption (in a throw-away ``contextvars.Context``, so no value is
+left anywhere): ``bind_contextvars`` must put the variable into that registry.  If structlog has
+no such registry, or stores its variables elsewhere, :data:`WATCH` uses the public
+``get_contextvars()`` on every call instead (always correct, slower); ``WATCH.clean_size`` is
+then ``-1`` so the hot-path test always defers to it.
+
+The async helpers mark the calling thread and frame for structlog's callsite processors the way
+structlog's own async methods do (when the structlog version has those variables).
 """
 
 from __future__ import annotations
 
-import contextlib
+import contextvars
 import threading
-from collections.abc import Callable
-from typing import Any, Final
+from collections.abc import Mapping
+from contextvars import ContextVar, Token
+from types import FrameType
+from typing import Any, Final, TypeAlias
 
 import structlog.contextvars as _slcv
 
-__all__ = ["CONTROL_KEYS", "ctx_has_etw", "on_first_bind", "watch"]
+from ._resolve import CONTROL_KEYS
 
-#: The control keys the renderer takes from the call, the bound context or contextvars.
-CONTROL_KEYS: Final = ("etw_keyword", "etw_level", "etw_opcode", "etw_tags", "etw_name")
-_PREFIX: Final[str] = getattr(_slcv, "STRUCTLOG_KEY_PREFIX", "structlog_")
-_CTX_KEYS: Final = tuple(_PREFIX + k for k in CONTROL_KEYS)
-_CTX_SET: Final = frozenset(_CTX_KEYS)
+__all__ = [
+    "PREFIX",
+    "REGISTRY",
+    "WATCH",
+    "AsyncCaller",
+    "ContextvarsWatch",
+    "mark_async_caller",
+    "unmark_async_caller",
+]
 
-
-class _CtxWatch:
-    """``bound``: an ``etw_*`` key was bound through contextvars at least once in this process.
-
-    ``vars``: structlog's ``ContextVar`` objects of those keys (re-built whenever the flag is
-    set or a new one appears).
-    """
-
-    __slots__ = ("bound", "hooks", "lock", "vars")
-
-    def __init__(self) -> None:
-        self.bound = False
-        self.vars: tuple[Any, ...] = ()
-        self.hooks: list[Callable[[], None]] = []
-        self.lock = threading.Lock()
-
-    def flip(self, registry: dict[str, Any]) -> None:
-        """Record that an ``etw_*`` contextvar exists; run the hooks the first time."""
-        with self.lock:
-            self.vars = tuple(registry[k] for k in _CTX_KEYS if k in registry)
-            if self.bound:
-                return
-            self.bound = True
-            hooks, self.hooks = self.hooks, []
-        for hook in hooks:
-            with contextlib.suppress(Exception):  # a hook must never break bind_contextvars
-                hook()
+#: structlog's prefix of its contextvar names (``"structlog_"``).
+PREFIX: Final[str] = getattr(_slcv, "STRUCTLOG_KEY_PREFIX", "structlog_")
+_VAR_NAMES: Final = tuple(PREFIX + key for key in CONTROL_KEYS)
+_PROBE_KEY: Final = "structlog_etw_registry_probe"
 
 
-watch: Final = _CtxWatch()
-
-
-class _WatchedRegistry(dict):  # type: ignore[type-arg]
-    """structlog's contextvar registry, telling :data:`watch` when an ``etw_*`` key is added."""
-
-    __slots__ = ()
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        super().__setitem__(key, value)
-        if key in _CTX_SET:
-            watch.flip(self)
-
-    def setdefault(self, key: Any, default: Any = None) -> Any:
-        value = super().setdefault(key, default)
-        if key in _CTX_SET:
-            watch.flip(self)
-        return value
-
-    def update(self, *args: Any, **kw: Any) -> None:
-        super().update(*args, **kw)
-        if not _CTX_SET.isdisjoint(self):
-            watch.flip(self)
-
-
-def _install() -> None:
+def _structlog_registry() -> Mapping[str, ContextVar[Any]] | None:
+    """structlog's contextvar registry if ``bind_contextvars`` stores into it, else ``None``."""
     registry = getattr(_slcv, "_CONTEXT_VARS", None)
-    if not isinstance(registry, dict):  # pragma: no cover - structlog without the registry
-        watch.bound = True
-        return
-    if not isinstance(registry, _WatchedRegistry):
-        registry = _WatchedRegistry(registry)
-        _slcv._CONTEXT_VARS = registry
-    if not _CTX_SET.isdisjoint(registry):  # bound before structlog_etw was imported
-        watch.flip(registry)
+    if not isinstance(registry, dict):
+        return None
+    marker = object()
+
+    def probe() -> bool:
+        _slcv.bind_contextvars(**{_PROBE_KEY: marker})
+        var = registry.get(PREFIX + _PROBE_KEY)
+        return (
+            isinstance(var, ContextVar)
+            and var.get(None) is marker
+            and _slcv.get_contextvars().get(_PROBE_KEY) is marker
+        )
+
+    try:
+        usable = contextvars.Context().run(probe)  # a fresh context: the probe's value dies with it
+    except Exception:
+        usable = False
+    return registry if usable else None
 
 
-_install()
+class ContextvarsWatch:
+    """Reads structlog's contextvars for ``etw_*`` keys; see the module docstring.
 
-
-def on_first_bind(hook: Callable[[], None]) -> None:
-    """Call *hook* once, when the first ``etw_*`` key is bound through contextvars (now if it was)."""
-    with watch.lock:
-        if not watch.bound:
-            watch.hooks.append(hook)
-            return
-    hook()
-
-
-def ctx_has_etw() -> bool:
-    """Whether an ``etw_*`` key is bound through structlog's contextvars in the current context.
-
-    ``False`` at once while no such key was ever bound in the process.  A registered variable
-    holding structlog's "unset" marker (``Ellipsis``, what ``clear_contextvars``/
-    ``unbind_contextvars`` leave) does not count.
+    ``registry`` is structlog's registry (read only), ``clean_size`` the registry size at which
+    it was last seen without an ``etw_*`` variable (``-1``: it has one, or the public-API
+    fallback is in use).
     """
-    if not watch.bound:
+
+    __slots__ = ("_has_registry", "_public", "_scan", "clean_size", "registry")
+
+    def __init__(self, registry: Mapping[str, ContextVar[Any]] | None) -> None:
+        self._has_registry = registry is not None
+        self._public = registry is None
+        self.registry: Mapping[str, ContextVar[Any]] = {} if registry is None else registry
+        #: (registry size, the etw_* variables it held): replaced as one tuple, never torn.
+        self._scan: tuple[int, tuple[ContextVar[Any], ...]] = (-1, ())
+        self.clean_size = -1
+        if not self._public:
+            self._rescan()
+
+    @property
+    def uses_public_api(self) -> bool:
+        """Whether every check goes through ``structlog.contextvars.get_contextvars()``."""
+        return self._public
+
+    def use_public_api(self, enabled: bool = True) -> None:
+        """Check through ``get_contextvars()`` from now on (``False``: read the registry again, if any).
+
+        For tests and for a structlog the import probe did not catch; switch while nothing logs.
+        """
+        self._public = enabled or not self._has_registry
+        self.clean_size = -1
+        self._scan = (-1, ())  # never the registry's size: every check takes the slow branch
+        if not self._public:
+            self._rescan()
+
+    def _rescan(self) -> tuple[ContextVar[Any], ...]:
+        registry = self.registry
+        size = len(registry)  # before the scan: a key added meanwhile is in the scan or the size
+        found = tuple(var for var in map(registry.get, _VAR_NAMES) if var is not None)
+        self._scan = (size, found)
+        self.clean_size = -1 if found else size
+        return found
+
+    def etw_variables(self) -> tuple[ContextVar[Any], ...]:
+        """structlog's variables of the ``etw_*`` keys bound through contextvars so far (any context);
+        empty with the public API."""
+        size, found = self._scan
+        if size != len(self.registry) and not self._public:
+            found = self._rescan()
+        return found
+
+    def etw_bound(self) -> bool:
+        """Whether an ``etw_*`` key holds a value through contextvars in the current context.
+
+        A variable holding structlog's "unset" marker (``Ellipsis``, what ``clear_contextvars``/
+        ``unbind_contextvars`` leave) does not count.
+        """
+        size, found = self._scan
+        if size != len(self.registry):  # the registry grew, or the public API is in use (size -1)
+            if self._public:
+                return not _slcv.get_contextvars().keys().isdisjoint(CONTROL_KEYS)
+            found = self._rescan()
+        for var in found:  # noqa: SIM110 - a plain loop is cheaper than any()
+            if var.get(Ellipsis) is not Ellipsis:
+                return True
         return False
-    for var in watch.vars:  # noqa: SIM110 - a plain loop is cheaper than any() + generator
-        if var.get(Ellipsis) is not Ellipsis:
-            return True
-    return False
+
+    def value(self, key: str) -> object:
+        """The value ``bind_contextvars(key=...)`` set in the current context, else ``None``."""
+        if self._public:
+            return _slcv.get_contextvars().get(key)
+        var = self.registry.get(PREFIX + key)
+        if var is None:
+            return None
+        value = var.get(Ellipsis)
+        return None if value is Ellipsis else value
+
+
+#: The one watch of the process.
+WATCH: Final = ContextvarsWatch(_structlog_registry())
+#: structlog's registry, read only (an empty dict without one: ``len(REGISTRY)`` is then never
+#: ``WATCH.clean_size``, which stays -1).
+REGISTRY: Final = WATCH.registry
+
+# --- async calls: structlog's markers of the calling thread and frame --------------------------
+
+_ASYNC_THREAD: ContextVar[Any] | None = getattr(_slcv, "_ASYNC_CALLING_THREAD", None)
+_ASYNC_STACK: ContextVar[Any] | None = getattr(_slcv, "_ASYNC_CALLING_STACK", None)
+
+#: The tokens :func:`mark_async_caller` set, for :func:`unmark_async_caller`.
+AsyncCaller: TypeAlias = "tuple[Token[Any] | None, Token[Any] | None]"
+
+
+def mark_async_caller(frame: FrameType | None) -> AsyncCaller:
+    """Record the calling thread and *frame* like structlog's async log methods (if it has them)."""
+    thread = (
+        _ASYNC_THREAD.set((threading.get_ident(), threading.current_thread().name))
+        if _ASYNC_THREAD is not None
+        else None
+    )
+    stack = _ASYNC_STACK.set(frame) if _ASYNC_STACK is not None else None
+    return thread, stack
+
+
+def unmark_async_caller(tokens: AsyncCaller) -> None:
+    """Undo :func:`mark_async_caller`."""
+    thread, stack = tokens
+    if stack is not None and _ASYNC_STACK is not None:
+        _ASYNC_STACK.reset(stack)
+    if thread is not None and _ASYNC_THREAD is not None:
+        _ASYNC_THREAD.reset(thread)

@@ -21,6 +21,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
 
+from ._resolve import LEVEL_NAMES, check_keyword
 from .backends.base import Backend, BackendUnavailable, Slot
 from .backends.null import DISABLED_WORD, NullBackend
 from .eventheader.spec import validate_provider_name as validate_eventheader_name
@@ -106,8 +107,7 @@ class _WritePath(Generic[E]):
 
 
 #: Levels registered up front for the default keyword (critical .. verbose).
-DEFAULT_LEVELS: Final = (1, 2, 3, 4, 5)
-_KEYWORD_MAX: Final = (1 << 64) - 1
+DEFAULT_LEVELS: Final = tuple(LEVEL_NAMES)
 
 _WIN32_ERRORS: Final[dict[int, str]] = {
     6: "ERROR_INVALID_HANDLE",
@@ -223,7 +223,7 @@ class Provider:
         explicit_id = _parse_provider_id(provider_id)
         keywords = tuple(keywords)
         for kw in (default_keyword, *keywords):
-            _check_keyword(kw)
+            check_keyword(kw)
         self.name = name
         self.group = group
         self._explicit_id = explicit_id
@@ -543,11 +543,6 @@ def _validate_name(name: str, group: str | None, fmt: str) -> None:
         raise ValueError(problem)
 
 
-def _check_keyword(kw: object) -> None:
-    if type(kw) is not int or not 0 <= kw <= _KEYWORD_MAX:
-        raise ValueError(f"keyword must be an int in 0..2**64-1, got {kw!r}")
-
-
 # --- process-wide registry ----------------------------------------------------------------------
 
 _registry: dict[str, Provider] = {}
@@ -606,7 +601,7 @@ def get_provider(
     if default_keyword is not _UNSET:
         extra = (default_keyword, *extra)
     for kw in extra:
-        _check_keyword(kw)
+        check_keyword(kw)
         for level in DEFAULT_LEVELS:
             prov.slot(level, kw)
     return prov

@@ -1,42 +1,101 @@
-"""Levels and keywords as the structlog surface resolves them (no structlog import).
+"""How the structlog surface turns a log call into (level, keyword, name, opcode, tags): one rule, one home.
 
-* :func:`level_from_method` - structlog method name -> ETW level (1 critical .. 5 verbose).
-* :func:`level_from_stdlib` - stdlib ``logging`` level number (custom levels too) -> ETW level.
-* :func:`valid_keyword` / :func:`valid_level` - the range checks the control keys use.
-* :class:`KeywordsByLogger` - logger name (or dotted-name prefix) -> keyword.
+Everything here is decided once per configuration (renderer, wrapper class, ``EtwEarlyDrop``,
+``EtwHandler``) and shared by all of them, so that a wrapper never drops an event its renderer
+would have written.  No structlog import: the structlog surface passes the contextvar look-up in.
+
+**Level tables** - :data:`LEVEL_NAMES` (ETW level -> name), :data:`METHOD_LEVELS` (structlog
+method name -> ETW level), :data:`STDLIB_NUMBERS` (ETW level -> stdlib number of the same
+name), :data:`STDLIB_LEVELS` (level name -> stdlib number, for ``min_level="info"``),
+:data:`LEVEL_BY_NAME` (the names a person types for a level).
+
+**The control-key rule** (:data:`CONTROL_KEYS`): a control value is taken from the call, else the
+bound context, else structlog's contextvars; ``None`` counts as absent.  The first place that
+has one decides: a present but invalid value is counted (``stats()["invalid"]``, by the
+renderer) and replaced by the default - the method's level, the keyword ``keywords_by_logger``
+gives the logger's name, else the default keyword; opcode 0, tags 0, the ``event`` text as the
+name.  An invalid value never falls through to a later place (the renderer only sees the
+merged event dict, so it could not tell which place a value came from).
+
+**The logger-name rule**: the event's ``logger`` key (structlog's ``add_logger_name``,
+``bind(logger=...)`` or a call's ``logger=``), else the stdlib record's name (``_record``,
+``EtwHandler``), else the wrapped logger's ``name`` attribute.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Final
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
+
+from .fields import safe_str
+
+if TYPE_CHECKING:
+    from ._provider import Provider
+    from .backends.base import Slot
 
 __all__ = [
+    "CONTROL_KEYS",
+    "EVENT_NAMES",
+    "LEVEL_BY_NAME",
+    "LEVEL_NAMES",
+    "MAX_EVENT_NAME",
     "METHOD_LEVELS",
+    "STDLIB_LEVELS",
+    "STDLIB_NUMBERS",
+    "Invalid",
     "KeywordsByLogger",
+    "Resolver",
+    "check_keyword",
+    "event_header",
+    "event_name",
+    "keyword_or",
     "level_from_method",
     "level_from_stdlib",
+    "level_or",
+    "logger_name",
+    "method_for_stdlib",
+    "no_contextvars",
+    "stdlib_level",
     "valid_keyword",
     "valid_level",
+    "valid_opcode",
+    "valid_tags",
 ]
 
-#: structlog method name -> ETW level.
+# --- level tables ------------------------------------------------------------------------------
+
+#: ETW level -> its name: the structlog method and the stdlib level of that severity.
+LEVEL_NAMES: Final[Mapping[int, str]] = {1: "critical", 2: "error", 3: "warning", 4: "info", 5: "debug"}
+#: ETW level -> the stdlib ``logging`` number of its name (``CRITICAL`` 50 .. ``DEBUG`` 10).
+STDLIB_NUMBERS: Final[Mapping[int, int]] = {1: 50, 2: 40, 3: 30, 4: 20, 5: 10}
+#: structlog method name -> ETW level: the five names and their aliases; unknown names mean 5.
 METHOD_LEVELS: Final[Mapping[str, int]] = {
-    "critical": 1,
+    **{name: level for level, name in LEVEL_NAMES.items()},
     "fatal": 1,
-    "error": 2,
     "exception": 2,
     "err": 2,
-    "warning": 3,
     "warn": 3,
-    "info": 4,
     "msg": 4,
     "log": 4,
-    "debug": 5,
     "notset": 5,
 }
-
-_U64: Final = 1 << 64
+#: Level name -> stdlib number, for a minimum level given by name (``min_level="info"``).
+STDLIB_LEVELS: Final[Mapping[str, int]] = {
+    **{
+        name: STDLIB_NUMBERS[level]
+        for name, level in METHOD_LEVELS.items()
+        if name not in ("err", "log", "notset")  # not level names
+    },
+    "notset": 0,
+}
+#: The level names a person types (the CLI's ``--level``), in level order; ``verbose`` is ETW's 5.
+LEVEL_BY_NAME: Final[Mapping[str, int]] = {
+    **{
+        name: METHOD_LEVELS[name]
+        for name in ("critical", "fatal", "error", "warning", "warn", "info", "debug")
+    },
+    "verbose": 5,
+}
 
 
 def level_from_method(method_name: str) -> int:
@@ -52,15 +111,45 @@ def level_from_stdlib(levelno: int) -> int:
     levels maps to the ETW level of the standard level just below it (25 -> informational),
     i.e. a custom level is never promoted to a more severe ETW level than it reaches.
     """
-    if levelno >= 50:
-        return 1
-    if levelno >= 40:
-        return 2
-    if levelno >= 30:
-        return 3
-    if levelno >= 20:
-        return 4
+    for level, number in STDLIB_NUMBERS.items():
+        if levelno >= number:
+            return level
     return 5
+
+
+def method_for_stdlib(levelno: int) -> str:
+    """The method name of the ETW level a stdlib number maps to (25 -> ``"info"``)."""
+    return LEVEL_NAMES[level_from_stdlib(levelno)]
+
+
+def stdlib_level(level: int | str) -> int:
+    """A minimum level given as a stdlib number or a level name (``"info"``) -> the number.
+
+    Raises ``ValueError`` for an unknown name, ``TypeError`` for anything but ``int``/``str``.
+    """
+    if isinstance(level, str):
+        try:
+            return STDLIB_LEVELS[level.lower()]
+        except KeyError:
+            raise ValueError(f"min_level: unknown level name {level!r}") from None
+    if type(level) is not int:
+        raise TypeError(f"min_level must be an int or a level name, got {level!r}")
+    return level
+
+
+# --- control keys and their checks -------------------------------------------------------------
+
+#: The control keys: taken from the call, the bound context or contextvars; never fields.
+CONTROL_KEYS: Final = ("etw_keyword", "etw_level", "etw_opcode", "etw_tags", "etw_name")
+#: Event names are cut to this many characters.
+MAX_EVENT_NAME: Final = 200
+
+_U64: Final = 1 << 64
+#: Largest ``etw_tags`` per event format: EventHeader's u16 tag, TraceLogging's 28-bit event tags.
+_TAG_MAX: Final[Mapping[str, int]] = {"eventheader": 0xFFFF, "tracelogging": 0x0FFFFFFF}
+
+#: Counts one invalid control value by key (``Provider.count_invalid``), or ``None``: don't count.
+Invalid: TypeAlias = "Callable[[str], None] | None"
 
 
 def valid_keyword(value: object) -> bool:
@@ -71,6 +160,112 @@ def valid_keyword(value: object) -> bool:
 def valid_level(value: object) -> bool:
     """Whether *value* can be an event level override: an ``int`` (not ``bool``) in 1..255."""
     return type(value) is int and 1 <= value <= 255
+
+
+def valid_opcode(value: object) -> bool:
+    """Whether *value* can be an event opcode: an ``int`` (not ``bool``) in 0..255."""
+    return type(value) is int and 0 <= value <= 255
+
+
+def valid_tags(value: object, event_format: str) -> bool:
+    """Whether *value* fits the tags of *event_format* (EventHeader 0..0xFFFF, TraceLogging 28 bits)."""
+    return type(value) is int and 0 <= value <= _TAG_MAX.get(event_format, 0xFFFF)
+
+
+def check_keyword(value: object, what: str = "keyword") -> int:
+    """Return *value* if it is a valid keyword, else raise ``ValueError`` naming *what* (set-up time)."""
+    if not valid_keyword(value):
+        raise ValueError(f"{what} must be an int in [0, 2**64), got {value!r}")
+    return value  # type: ignore[return-value]  # checked: an int
+
+
+def _usable(value: object, valid: bool, key: str, invalid: Invalid) -> bool:
+    """Whether a control value is to be used: given and valid; a given invalid one is counted."""
+    if valid:
+        return True
+    if value is not None and invalid is not None:
+        invalid(key)
+    return False
+
+
+def level_or(value: object, default: int, invalid: Invalid = None) -> int:
+    """``etw_level`` *value* if valid, else *default*; a given invalid value is counted."""
+    return value if _usable(value, valid_level(value), "etw_level", invalid) else default  # type: ignore[return-value]
+
+
+def keyword_or(value: object, default: int, invalid: Invalid = None) -> int:
+    """``etw_keyword`` *value* if valid, else *default*; a given invalid value is counted."""
+    return value if _usable(value, valid_keyword(value), "etw_keyword", invalid) else default  # type: ignore[return-value]
+
+
+def event_header(
+    opcode: object, tags: object, name: object, event_format: str, invalid: Invalid = None
+) -> tuple[int, int, str | None]:
+    """``etw_opcode``, ``etw_tags`` and ``etw_name`` values -> opcode, tags and event name.
+
+    Invalid or absent: opcode 0, tags 0, name ``None`` (the caller's default name); a given
+    invalid value is counted.  A name is made valid with :func:`event_name`.
+    """
+    if not _usable(opcode, valid_opcode(opcode), "etw_opcode", invalid):
+        opcode = 0
+    if not _usable(tags, valid_tags(tags, event_format), "etw_tags", invalid):
+        tags = 0
+    if _usable(name, type(name) is str and name != "", "etw_name", invalid):
+        return opcode, tags, event_name(name)  # type: ignore[return-value]  # checked: ints
+    return opcode, tags, None  # type: ignore[return-value]
+
+
+def event_name(event: object) -> str:
+    """Make structlog's ``event`` value a valid event name.
+
+    ``str(event)`` (never raising); NUL characters removed; ``;`` replaced by ``_`` (EventHeader
+    names may not contain it); cut to :data:`MAX_EVENT_NAME` characters; empty -> ``"event"``.
+    """
+    name = event if type(event) is str else safe_str(event)
+    if "\0" in name:
+        name = name.replace("\0", "")
+    if ";" in name:
+        name = name.replace(";", "_")
+    if len(name) > MAX_EVENT_NAME:
+        name = name[:MAX_EVENT_NAME]
+    return name or "event"
+
+
+class _EventNames(dict[str, str]):
+    """Event text -> valid event name (:func:`event_name`), made on first use; texts longer than
+    :data:`MAX_EVENT_NAME` are not kept, and a full cache (1024 names) is cleared."""
+
+    __slots__ = ()
+
+    def __missing__(self, event: str) -> str:
+        name = event_name(event)
+        if len(event) <= MAX_EVENT_NAME:
+            if len(self) >= 1024:
+                self.clear()
+            self[event] = name
+        return name
+
+
+#: ``EVENT_NAMES[text]`` is the event name of a ``str`` event text (repeated texts skip the checks);
+#: read it, never write it.
+EVENT_NAMES: Final = _EventNames()
+
+
+def no_contextvars(key: str) -> object:
+    """A contextvar look-up that finds nothing (for code outside structlog, e.g. a bare provider)."""
+    return None
+
+
+# --- logger names -> keywords ------------------------------------------------------------------
+
+
+def logger_name(logger: object, event: Mapping[str, Any]) -> object:
+    """The logger name *event* belongs to (see the module docstring); ``None`` when there is none."""
+    name = event.get("logger")
+    if type(name) is str:
+        return name
+    record = event.get("_record")
+    return getattr(record if record is not None else logger, "name", None)
 
 
 class KeywordsByLogger:
@@ -95,10 +290,7 @@ class KeywordsByLogger:
         for name, keyword in (mapping or {}).items():
             if not isinstance(name, str) or not name.rstrip("*"):
                 raise TypeError(f"keywords_by_logger: logger names must be non-empty str, got {name!r}")
-            if not valid_keyword(keyword):
-                raise ValueError(
-                    f"keywords_by_logger[{name!r}]: keyword must be an int in [0, 2**64), got {keyword!r}"
-                )
+            check_keyword(keyword, f"keywords_by_logger[{name!r}]: keyword")
             if name.endswith("*"):
                 prefixes.append((name[:-1], keyword))
             else:
@@ -148,3 +340,168 @@ class KeywordsByLogger:
     def __repr__(self) -> str:
         items = {**self._exact, **{p + "*": k for p, k in self._prefixes}}
         return f"KeywordsByLogger({items!r})"
+
+
+# --- one configuration's resolution ------------------------------------------------------------
+
+
+class _MethodSlots(dict[str, "Slot"]):
+    """Method name -> slot; an unknown method name gets :attr:`unknown` (level 5, like the table)."""
+
+    __slots__ = ("unknown",)
+
+    unknown: Slot
+
+    def __missing__(self, method_name: str) -> Slot:
+        return self.unknown
+
+
+class Resolver:
+    """The resolution one renderer, wrapper class, ``EtwEarlyDrop`` or ``EtwHandler`` decided at set-up.
+
+    ``provider`` and ``default_keyword`` are fixed; ``names`` (the ``keywords_by_logger`` map)
+    may be replaced with :meth:`set_names`.  ``contextvar`` looks a control key up in
+    structlog's contextvars (``None`` when unset).  Slots come from the provider's own cache
+    (``Provider.slots``), so resolving one is a dict look-up once its pair was registered.
+
+    :attr:`by_method` (method name -> slot at the default keyword; unknown names: level 5) is
+    the whole resolution of an event without control keys when :attr:`by_name` is false.
+    """
+
+    __slots__ = (
+        "_slots",
+        "_tables",
+        "by_method",
+        "by_name",
+        "contextvar",
+        "default_keyword",
+        "names",
+        "provider",
+    )
+
+    _TABLES_MAX: Final = 1024
+
+    def __init__(
+        self,
+        provider: Provider,
+        default_keyword: int,
+        names: KeywordsByLogger,
+        contextvar: Callable[[str], object] = no_contextvars,
+    ) -> None:
+        self.provider = provider
+        self.default_keyword = default_keyword
+        self.contextvar = contextvar
+        self._slots = provider.slots  # the provider's cache: never replaced, read on the hot path
+        # (keyword, fixed level or 0) -> slot per ETW level, index 0 unused
+        self._tables: dict[tuple[int, int], tuple[Slot, ...]] = {}
+        self.names = names
+        self.by_name = bool(names)  # KeywordsByLogger.__bool__ is a Python call: once here
+        self.register((default_keyword, *names.keywords()))
+        defaults = self.level_slots(default_keyword, 0)
+        self.by_method = _MethodSlots({name: defaults[lvl] for name, lvl in METHOD_LEVELS.items()})
+        self.by_method.unknown = defaults[5]
+
+    def set_names(self, names: KeywordsByLogger) -> None:
+        """Use *names* (a new ``keywords_by_logger`` map) from now on; its keywords are registered."""
+        self.register(names.keywords())
+        self.names = names
+        self.by_name = bool(names)
+
+    def register(self, keywords: Iterable[int]) -> None:
+        """Register *keywords* at levels 1-5 now, so that perf can name their tracepoints up front."""
+        for keyword in keywords:
+            for level in LEVEL_NAMES:
+                self.provider.slot(level, keyword)
+
+    # -- slots ----------------------------------------------------------------------------------
+
+    def slot(self, level: int, keyword: int) -> Slot:
+        """The provider's slot for (level, keyword) (a dict look-up once registered)."""
+        return self._slots.get((level, keyword)) or self.provider.slot(level, keyword)
+
+    def level_slots(self, keyword: int, fixed_level: int) -> tuple[Slot, ...]:
+        """Slots of *keyword* per ETW level 1..5 (index 0 unused), all at *fixed_level* unless 0."""
+        key = (keyword, fixed_level)
+        try:
+            return self._tables[key]
+        except KeyError:
+            pass
+        if fixed_level:
+            one = self.slot(fixed_level, keyword)
+            slots: tuple[Slot, ...] = (one, one, one, one, one, one)
+        else:
+            first = self.slot(1, keyword)
+            slots = (first, first, *(self.slot(level, keyword) for level in range(2, 6)))
+        if len(self._tables) < self._TABLES_MAX:
+            self._tables[key] = slots
+        return slots
+
+    def name_keyword(self, logger: object, event: Mapping[str, Any]) -> int:
+        """The keyword the logger's name selects (``keywords_by_logger``), else the default keyword."""
+        if self.by_name:
+            keyword = self.names.lookup(logger_name(logger, event))
+            if keyword is not None:
+                return keyword
+        return self.default_keyword
+
+    def method_slot(self, method_name: str, logger: object, event: Mapping[str, Any]) -> Slot:
+        """The slot of an event without control keys."""
+        if self.by_name:
+            return self.level_slots(self.name_keyword(logger, event), 0)[METHOD_LEVELS.get(method_name, 5)]
+        return self.by_method[method_name]
+
+    def bound_slots(self, logger: object, context: Mapping[str, Any]) -> tuple[Slot, ...]:
+        """Slots per method level for a bound context's ``etw_level``/``etw_keyword`` (bind time)."""
+        keyword = keyword_or(context.get("etw_keyword"), -1)
+        return self.level_slots(
+            self.name_keyword(logger, context) if keyword < 0 else keyword,
+            level_or(context.get("etw_level"), 0),
+        )
+
+    def control_slot(
+        self,
+        level: object,
+        keyword: object,
+        method_level: int,
+        logger: object,
+        event: Mapping[str, Any],
+        invalid: Invalid = None,
+    ) -> Slot:
+        """The slot for the ``etw_level``/``etw_keyword`` values found (``None``: none) by the rule."""
+        chosen = keyword_or(keyword, -1, invalid)
+        return self.slot(
+            level_or(level, method_level, invalid),
+            self.name_keyword(logger, event) if chosen < 0 else chosen,
+        )
+
+    # -- control values -------------------------------------------------------------------------
+
+    def control(self, event: Mapping[str, Any], key: str) -> object:
+        """The control value *key* of *event*, else of structlog's contextvars, else ``None``."""
+        value = event.get(key)
+        return self.contextvar(key) if value is None else value
+
+    def take(self, event: MutableMapping[str, Any], key: str) -> object:
+        """Like :meth:`control`, but removes *key* from *event* (control keys are never fields)."""
+        value = event.pop(key, None)
+        return self.contextvar(key) if value is None else value
+
+    def listening(self, method_level: int, logger: object, event: Mapping[str, Any]) -> bool:
+        """Whether a session listens for an event of *event*'s controls (call > bound > contextvars).
+
+        Never raises: when it cannot tell it says ``True`` (the renderer then decides and counts).
+        """
+        try:
+            slot = self.control_slot(
+                self.control(event, "etw_level"),
+                self.control(event, "etw_keyword"),
+                method_level,
+                logger,
+                event,
+            )
+            return bool(slot.word[0])
+        except Exception:
+            return True
+
+    def __repr__(self) -> str:
+        return f"Resolver({self.provider!r}, default_keyword={self.default_keyword:#x}, names={self.names!r})"

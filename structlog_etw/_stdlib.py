@@ -24,15 +24,15 @@ import contextlib
 import logging
 import threading
 import uuid
+from collections import ChainMap
 from collections.abc import Mapping
 from typing import Any, Final
 
 import structlog
 
 from ._provider import Provider
-from ._renderer import EtwRenderer
-from ._resolve import level_from_stdlib
-from ._wrapper import _EtwState, _resolve_provider
+from ._renderer import EtwRenderer, resolver_for
+from ._resolve import LEVEL_NAMES, level_from_stdlib
 
 __all__ = ["EtwHandler"]
 
@@ -49,7 +49,6 @@ _RECORD_ATTRS: Final = frozenset(
         "_from_structlog",
     }
 )
-_STDLIB_METHOD: Final = {1: "critical", 2: "error", 3: "warning", 4: "info", 5: "debug"}
 _FALLBACK_FORMATTER: Final = logging.Formatter()
 
 
@@ -87,12 +86,11 @@ class EtwHandler(logging.Handler):
         provider_id: uuid.UUID | str | None = None,
     ) -> None:
         super().__init__(level)
-        provider, keyword, names = _resolve_provider(
-            provider_or_name, default_keyword, keywords_by_logger, group, provider_id
-        )
-        self._state = _EtwState(provider, keyword, names)
-        renderer = EtwRenderer(provider.name, provider=provider, default_keyword=keyword)
-        renderer.keywords_by_logger = names
+        resolver = resolver_for(provider_or_name, default_keyword, keywords_by_logger, group, provider_id)
+        self._resolver = resolver
+        provider = resolver.provider
+        renderer = EtwRenderer(provider.name, provider=provider, default_keyword=resolver.default_keyword)
+        renderer.keywords_by_logger = resolver.names
         self._renderer = renderer
         self._local = threading.local()
         #: Records that could not be written because of an error in this handler.
@@ -101,7 +99,7 @@ class EtwHandler(logging.Handler):
     @property
     def provider(self) -> Provider:
         """The provider records are written to."""
-        return self._state.provider
+        return self._resolver.provider
 
     def handle(self, record: logging.LogRecord) -> Any:
         """Filter and emit *record* without taking the handler lock (emit is thread-safe)."""
@@ -116,7 +114,7 @@ class EtwHandler(logging.Handler):
         """Write *record* as a trace event when a session listens for it; never raises."""
         local = self._local
         if getattr(local, "active", False):
-            self._state.provider.count_dropped("reentrant")
+            self._resolver.provider.count_dropped("reentrant")
             return
         local.active = True
         try:
@@ -130,18 +128,21 @@ class EtwHandler(logging.Handler):
         level = level_from_stdlib(record.levelno)
         msg: Any = record.msg
         structlog_dict = isinstance(msg, dict)
-        source: Mapping[str, Any] = msg if structlog_dict else record.__dict__
-        probe = {
-            "logger": source.get("logger", record.name),
-            "etw_keyword": source.get("etw_keyword"),
-            "etw_level": source.get("etw_level"),
-        }
-        if not self._state.listening(level, probe, None, {}):
+        # What the renderer will see: a structlog event dict as it is (logger name: its "logger"
+        # key, else the record's), or a foreign record's extras under the record's name; and
+        # the record's level as etw_level unless the event has one (see setdefault below).
+        default = {"etw_level": level}
+        seen = (
+            ChainMap(msg, default)
+            if structlog_dict
+            else ChainMap({"logger": record.name}, record.__dict__, default)
+        )
+        if not self._resolver.listening(level, record, seen):
             return
         event_dict = dict(msg) if structlog_dict else self._foreign_event_dict(record)
         event_dict.setdefault("etw_level", level)
         with contextlib.suppress(structlog.DropEvent):
-            self._renderer(record, _STDLIB_METHOD[level], event_dict)
+            self._renderer(record, LEVEL_NAMES[level], event_dict)
 
     def _foreign_event_dict(self, record: logging.LogRecord) -> dict[str, Any]:
         msg = record.msg
@@ -172,7 +173,7 @@ class EtwHandler(logging.Handler):
         """Count the failure (``errors``, provider ``dropped["handler_error"]``); print nothing."""
         self.errors += 1
         with contextlib.suppress(Exception):
-            self._state.provider.count_dropped("handler_error")
+            self._resolver.provider.count_dropped("handler_error")
 
     def __repr__(self) -> str:
-        return f"<EtwHandler {self._state.provider.name} ({logging.getLevelName(self.level)})>"
+        return f"<EtwHandler {self._resolver.provider.name} ({logging.getLevelName(self.level)})>"

@@ -114,39 +114,47 @@ def decode_record(record: CaptureRecord) -> CapturedEvent:
     )
 
 
+@dataclass
+class _Journal:
+    """What a capture shares with its backends: every provider's records in write order, and the
+    tracepoints each provider registered."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    records: list[CaptureRecord] = field(default_factory=list)
+    registered: dict[str, dict[tuple[int, int], str]] = field(default_factory=dict)
+
+
 class _SharedCaptureBackend(CaptureBackend):
-    """A capture backend that also appends to its capture's process-wide, ordered list."""
+    """A capture backend whose records go to its capture's process-wide, ordered journal."""
 
     def __init__(
-        self, capture: EtwCapture, provider_name: str, group: str | None, provider_id: uuid.UUID
+        self,
+        journal: _Journal,
+        provider_name: str,
+        group: str | None,
+        format: Format,
+        enabled: bool,
+        rules: dict[tuple[int | None, int | None], bool],
+        provider_id: uuid.UUID,
     ) -> None:
-        super().__init__(
-            provider_name, group, capture.format, enabled=capture._enabled, provider_id=provider_id
-        )
-        self._capture = capture
-        for (level, keyword), state in capture._rules.items():
-            super().set_enabled(state, level, keyword)
+        super().__init__(provider_name, group, format, enabled=enabled, provider_id=provider_id)
+        self._journal = journal
+        for (level, keyword), state in rules.items():
+            self.set_enabled(state, level, keyword)
 
     def open_slot(self, level: int, keyword: int) -> Slot:
         slot = super().open_slot(level, keyword)
-        with self._capture._lock:
-            self._capture._registered.setdefault(self.provider_name, {})[(level, keyword)] = str(slot.handle)
+        journal = self._journal
+        with journal.lock:
+            journal.registered.setdefault(self.provider_name, {})[(level, keyword)] = str(slot.handle)
         return slot
 
-    def write(
-        self,
-        slot: Slot,
-        event: bytes | TraceLoggingEvent,
-        opcode: int = 0,
-        activity_id: bytes | None = None,
-        related_id: bytes | None = None,
-    ) -> int:
-        capture = self._capture
-        with capture._lock:
-            before = len(self._records)
-            rc = super().write(slot, event, opcode, activity_id, related_id)
-            if rc == 0 and len(self._records) > before:
-                capture._records.append(self._records[-1])
+    def write(self, slot: Slot, event: bytes | TraceLoggingEvent, *args: Any, **kw: Any) -> int:
+        """:meth:`CaptureBackend.write`, the record going to the journal."""
+        journal = self._journal
+        with journal.lock:  # one lock for every provider: the journal keeps the write order
+            rc = super().write(slot, event, *args, **kw)
+            journal.records.extend(self.clear())  # what was just written (nothing on an error)
         return rc
 
 
@@ -159,21 +167,23 @@ class EtwCapture:
         self.format: Format = format
         self._enabled = enabled
         self._rules: dict[tuple[int | None, int | None], bool] = {}
-        self._lock = threading.Lock()
-        self._records: list[CaptureRecord] = []
+        self._journal = _Journal()
         self._backends: dict[str, _SharedCaptureBackend] = {}
-        self._registered: dict[str, dict[tuple[int, int], str]] = {}
 
-    def _factory(self, name: str, group: str | None, provider_id: uuid.UUID) -> CaptureBackend:
-        backend = _SharedCaptureBackend(self, name, group, provider_id)
+    def backend_factory(self, name: str, group: str | None, provider_id: uuid.UUID) -> CaptureBackend:
+        """The backend factory that routes a provider to this capture (``set_backend_factory``)."""
+        backend = _SharedCaptureBackend(
+            self._journal, name, group, self.format, self._enabled, self._rules, provider_id
+        )
         self._backends[name] = backend
         return backend
 
     @property
     def records(self) -> list[CaptureRecord]:
         """The raw capture records so far (what the OS would have received), in write order."""
-        with self._lock:
-            return list(self._records)
+        journal = self._journal
+        with journal.lock:
+            return list(journal.records)
 
     @property
     def events(self) -> list[CapturedEvent]:
@@ -186,8 +196,9 @@ class EtwCapture:
 
     def clear(self) -> None:
         """Forget the events captured so far."""
-        with self._lock:
-            self._records.clear()
+        journal = self._journal
+        with journal.lock:
+            journal.records.clear()
 
     def set_enabled(self, enabled: bool, level: int | None = None, keyword: int | None = None) -> None:
         """Pretend a session does (not) listen at (level, keyword) (``None``: any), for every provider.
@@ -205,16 +216,18 @@ class EtwCapture:
         Registered means what a Linux ``perf record`` could name up front: the provider's
         default keyword and its declared keywords at levels 1-5, then every pair used since.
         """
-        with self._lock:
-            return sorted(self._registered.get(provider_name, {}).values())
+        journal = self._journal
+        with journal.lock:
+            return sorted(journal.registered.get(provider_name, {}).values())
 
     def stats(self, provider_name: str) -> dict[str, Any]:
         """``stats()`` of the provider called *provider_name* (written, dropped, errors, ...)."""
         return get_provider(provider_name).stats()
 
     def __len__(self) -> int:
-        with self._lock:
-            return len(self._records)
+        journal = self._journal
+        with journal.lock:
+            return len(journal.records)
 
     def __iter__(self) -> Iterator[CapturedEvent]:
         return iter(self.events)
@@ -237,7 +250,7 @@ def capture_etw_events(format: Format = "eventheader", *, enabled: bool = True) 
         An :class:`EtwCapture` whose ``events`` are the decoded events, in write order.
     """
     capture = EtwCapture(format, enabled=enabled)
-    previous = set_backend_factory(capture._factory)
+    previous = set_backend_factory(capture.backend_factory)
     try:
         yield capture
     finally:

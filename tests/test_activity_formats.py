@@ -148,6 +148,29 @@ def test_activity_on_a_provider_writes_level_4_default_keyword_and_ids(setup: Se
     assert ev[-1].fields["outcome"] == "ok"
 
 
+def test_activity_on_a_provider_checks_control_keys_like_the_renderer(setup: Setup) -> None:
+    """Invalid control values given to an activity on a provider fall back to their defaults
+    and are counted, as the renderer does (one rule); names are made valid the same way."""
+    bad = {"etw_level": 0, "etw_keyword": -1, "etw_tags": -1, "etw_name": ""}
+    with etw_activity(setup.provider, "Bad;Controls", **bad):
+        pass
+    with etw_activity(setup.provider, "Direct", etw_name="Re;named", etw_tags=0x5):
+        pass
+    ev = [d for _, d in setup.events()]
+    assert [(e.name, e.opcode, e.level, e.keyword, e.tag) for e in ev] == [
+        ("Bad_Controls", 1, 4, 0x10, 0),
+        ("Bad_Controls", 2, 4, 0x10, 0),
+        ("Re_named", 1, 4, 0x10, 5),
+        ("Re_named", 2, 4, 0x10, 5),
+    ]
+    assert setup.provider.stats()["invalid"] == {
+        "etw_level": 2,
+        "etw_keyword": 2,
+        "etw_tags": 2,
+        "etw_name": 2,
+    }
+
+
 def test_nothing_is_written_while_disabled_but_events_inside_still_get_the_id_when_enabled() -> None:
     s = Setup("eventheader", "ActTest_Disabled")
     s.backend.set_enabled(False)

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 import structlog
 
-import structlog_etw._wrapper  # noqa: F401 - registers the etw_keyword/etw_level contextvars up front
 from structlog_etw._provider import Provider
 from structlog_etw._renderer import EtwRenderer
 from structlog_etw.backends.capture import CaptureBackend

@@ -18,6 +18,7 @@ from structlog_etw._activity import CURRENT_ACTIVITY
 from structlog_etw._provider import get_provider, set_backend_factory
 from structlog_etw._renderer import MAX_EVENT_NAME, event_name
 from structlog_etw.backends.capture import CaptureBackend
+from structlog_etw.testing import capture_etw_events
 from tests.helpers.ehparse import Parsed, parse
 
 PROV = "Co_Render"
@@ -72,10 +73,40 @@ def test_log_call_becomes_one_event_with_typed_fields_and_prints_nothing(
      ("msg", 4), ("debug", 5)],
 )  # fmt: skip
 def test_level_comes_from_the_method_name(cap: CaptureBackend, method: str, level: int) -> None:
+    if method == "fatal" and _reported_method("fatal") == "error":
+        level = 2  # structlog 23.1's filtering logger calls the chain with "error" for fatal()
     getattr(structlog.get_logger(), method)("e")
     ((tp, ev),) = events(cap)
     assert ev.level == level
     assert tp == f"{PROV}_L{level}K1"
+
+
+def _reported_method(method: str) -> str:
+    """The method name structlog's default logger hands the processors for *method*."""
+    seen: list[str] = []
+
+    def spy(logger: Any, method_name: str, event_dict: Any) -> Any:
+        seen.append(method_name)
+        raise structlog.DropEvent
+
+    log = structlog.wrap_logger(
+        None, processors=[spy], wrapper_class=structlog.make_filtering_bound_logger(0)
+    )
+    getattr(log, method)("probe")
+    return seen[0]
+
+
+@pytest.mark.parametrize(
+    ("method", "level"),
+    [("critical", 1), ("fatal", 1), ("error", 2), ("exception", 2), ("err", 2), ("warning", 3), ("warn", 3),
+     ("info", 4), ("msg", 4), ("log", 4), ("debug", 5), ("notset", 5)],
+)  # fmt: skip
+def test_renderer_maps_every_method_name_to_its_level(cap: CaptureBackend, method: str, level: int) -> None:
+    """Whatever method name structlog reports (fatal is error in structlog 23.1), the renderer's table."""
+    with pytest.raises(structlog.DropEvent):
+        get_renderer()(None, method, {"event": "e"})
+    ((tp, ev),) = events(cap)
+    assert (tp, ev.level) == (f"{PROV}_L{level}K1", level)
 
 
 def test_unknown_method_is_verbose_and_etw_level_overrides(cap: CaptureBackend) -> None:
@@ -147,6 +178,29 @@ def test_invalid_control_values_fall_back_and_are_counted(cap: CaptureBackend, k
     assert tp == f"{PROV}_L4K1"
     assert (ev.name, ev.opcode, ev.tag) == ("e", 0, 0)
     assert get_provider(PROV).stats()["invalid"] == {key: 1}
+
+
+def test_an_invalid_value_means_the_default_not_the_contextvar(cap: CaptureBackend) -> None:
+    """The first place that has a control value decides: a bad call value is not replaced by
+    the one bound through contextvars (the wrapper and EtwEarlyDrop follow the same rule)."""
+    structlog.contextvars.bind_contextvars(etw_keyword=0x8, etw_level=2)
+    structlog.get_logger().info("bad_call_values", etw_keyword="x", etw_level=0)
+    structlog.get_logger().info("contextvars")
+    assert [(tp, ev.name) for tp, ev in events(cap)] == [
+        (f"{PROV}_L4K1", "bad_call_values"),
+        (f"{PROV}_L2K8", "contextvars"),
+    ]
+    assert get_provider(PROV).stats()["invalid"] == {"etw_keyword": 1, "etw_level": 1}
+
+
+def test_tags_limit_follows_the_format_the_provider_writes_now() -> None:
+    """A renderer made before a TraceLogging capture takes 28-bit tags once the provider writes
+    TraceLogging (the limit is the format's, read when the tags are checked)."""
+    renderer = EtwRenderer(f"Co_Tags_{uuid.uuid4().hex[:8]}")
+    with capture_etw_events("tracelogging") as capture, pytest.raises(structlog.DropEvent):
+        renderer(None, "info", {"event": "wide_tags", "etw_tags": 0x0FFFFFFF})
+    (event,) = capture.events
+    assert event.tags == 0x0FFFFFFF
 
 
 def test_event_names_are_made_valid() -> None:

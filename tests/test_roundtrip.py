@@ -141,8 +141,8 @@ def test_oversized_event_arrives_truncated_and_flagged(cap: CaptureBackend) -> N
     assert get_provider(PROV).stats()["truncated"] == 1
 
 
-# Keys the renderer consumes instead of writing as fields (control keys, the event text, structlog's
-# exc_info) have tests of their own.
+# Not fields by design: control keys, the event text, structlog's exc_info (an ``exception`` field
+# when it holds an exception).
 keys = st.text(min_size=1, max_size=10).filter(
     lambda k: not k.startswith("etw_") and k not in ("event", "exc_info")
 )

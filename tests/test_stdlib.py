@@ -213,3 +213,33 @@ def test_extra_does_not_override_record_fields(
     (event,) = etw_capture.events
     assert event.fields["func"] == "test_extra_does_not_override_record_fields"
     assert event.fields["tenant"] == 7
+
+
+def test_record_level_wins_over_a_contextvar_level(
+    etw_capture: EtwCapture, stdlib_logger: logging.Logger
+) -> None:
+    """The handler gives its renderer the record's level as ``etw_level``, so a level bound
+    through contextvars does not count for stdlib records - in the drop decision neither."""
+    handler = EtwHandler(unique_provider())
+    stdlib_logger.addHandler(handler)
+    etw_capture.set_enabled(False)
+    etw_capture.set_enabled(True, level=4)
+    with structlog.contextvars.bound_contextvars(etw_level=1):  # nobody listens at level 1
+        stdlib_logger.info("record_level")
+        stdlib_logger.info("extra_level", extra={"etw_level": 1})
+    assert [(e.name, e.level) for e in etw_capture.events] == [("record_level", 4)]
+
+
+def test_extra_logger_key_does_not_change_the_name_keyword(
+    etw_capture: EtwCapture, stdlib_logger: logging.Logger
+) -> None:
+    """A foreign record's ``logger`` field is its name (``extra`` does not override it): the
+    keyword follows that name in the drop decision as in the written event."""
+    handler = EtwHandler(unique_provider(), keywords_by_logger={"db": 0x2})
+    stdlib_logger.addHandler(handler)
+    etw_capture.set_enabled(False)
+    etw_capture.set_enabled(True, keyword=1)
+    stdlib_logger.info("claims_db", extra={"logger": "db"})
+    assert [(e.name, e.keyword, e.fields["logger"]) for e in etw_capture.events] == [
+        ("claims_db", 1, stdlib_logger.name)
+    ]

@@ -3,6 +3,7 @@ calls someone listens to behave like structlog's own bound logger.  EtwEarlyDrop
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import subprocess
@@ -164,7 +165,7 @@ def test_contextvar_keyword_is_honoured_by_the_fast_path(etw_capture: EtwCapture
 _FRESH_PROCESS = """
 import structlog
 from structlog_etw import EtwRenderer, make_etw_bound_logger
-from structlog_etw._contextvars import watch
+from structlog_etw._contextvars import WATCH
 from structlog_etw.testing import capture_etw_events
 
 with capture_etw_events() as etw_capture:
@@ -177,10 +178,10 @@ with capture_etw_events() as etw_capture:
     )
     structlog.contextvars.bind_contextvars(request_id="r1")  # no etw_* key: stays off
     log.info("returns_early")
-    print("before", watch.bound)
-    # The first etw_* key bound through contextvars switches the class built before it.
+    print("before", bool(WATCH.etw_variables()))
+    # The first etw_* key bound through contextvars counts for the class built before it.
     structlog.contextvars.bind_contextvars(etw_keyword=0x10)
-    print("after", watch.bound)
+    print("after", bool(WATCH.etw_variables()))
     log.info("honoured_by_default")
     later = structlog.wrap_logger(
         None, wrapper_class=make_etw_bound_logger(renderer), processors=[renderer]
@@ -191,8 +192,9 @@ with capture_etw_events() as etw_capture:
 
 
 def test_default_fast_path_honours_a_contextvar_keyword_bound_first_after_class_build() -> None:
-    """In a fresh process (no ``etw_*`` contextvar yet): the class is built on the plain path,
-    which reads no contextvars; the first ``bind_contextvars(etw_keyword=...)`` switches it."""
+    """In a fresh process (no ``etw_*`` contextvar yet): a class built before the first
+    ``bind_contextvars(etw_keyword=...)`` honours it from the next call on (structlog's registry
+    grew, so the fast path looks at the new variable)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = subprocess.run(
         [sys.executable, "-c", _FRESH_PROCESS], capture_output=True, text=True, cwd=root, check=True
@@ -386,3 +388,88 @@ def test_is_etw_enabled_reports_the_slot(etw_capture: EtwCapture) -> None:
     etw_capture.set_enabled(False, level=4)
     assert not log.is_etw_enabled("info")
     assert log.is_etw_enabled("error")
+
+
+# --- one rule with the renderer: the wrapper never drops an event the renderer would write ---------
+
+
+def test_invalid_call_level_means_the_method_level_not_the_bound_one(etw_capture: EtwCapture) -> None:
+    """Bound ``etw_level=1`` (nobody listens) and a bad per-call ``etw_level``: the renderer writes
+    at the method's level (4, listened to), so the wrapper must let the call through."""
+    renderer, spy, cls = _setup(etw_capture)
+    etw_capture.set_enabled(False)
+    etw_capture.set_enabled(True, level=4)
+    log = bound(cls, [spy, renderer], etw_level=1)
+    log.info("bad_level", etw_level="x")
+    assert [(e.name, e.level) for e in etw_capture.events] == [("bad_level", 4)]
+    assert renderer.provider.stats()["invalid"] == {"etw_level": 1}
+
+
+def test_invalid_call_keyword_is_not_replaced_by_the_bound_keyword(etw_capture: EtwCapture) -> None:
+    """Bound ``etw_keyword=0x2`` (nobody listens) and a bad per-call one: the renderer writes at
+    the default keyword (listened to), so the wrapper must let the call through."""
+    renderer, spy, cls = _setup(etw_capture)
+    etw_capture.set_enabled(False)
+    etw_capture.set_enabled(True, keyword=1)
+    log = bound(cls, [spy, renderer], etw_keyword=0x2)
+    log.info("bound_keyword")
+    log.info("bad_keyword", etw_keyword=-1)
+    assert [(e.name, e.keyword) for e in etw_capture.events] == [("bad_keyword", 1)]
+    assert [c[1]["event"] for c in spy.calls] == ["bad_keyword"]
+
+
+def test_bound_invalid_keyword_hides_a_contextvar_keyword(etw_capture: EtwCapture) -> None:
+    """A bound value, even an invalid one, is the first place: contextvars do not count then."""
+    renderer, spy, cls = _setup(etw_capture)
+    etw_capture.set_enabled(False)
+    etw_capture.set_enabled(True, keyword=0x2)
+    log = bound(cls, [spy, renderer], etw_keyword="bad", etw_level=4)
+    with structlog.contextvars.bound_contextvars(etw_keyword=0x2):
+        log.info("dropped_early")
+    assert etw_capture.records == []
+    assert spy.calls == []
+
+
+def test_per_call_logger_name_selects_its_keyword(etw_capture: EtwCapture) -> None:
+    renderer = EtwRenderer(unique_provider(), keywords_by_logger={"db": 0x4})
+    cls = make_etw_bound_logger(renderer)
+    spy = Spy()
+    etw_capture.set_enabled(False)
+    etw_capture.set_enabled(True, keyword=0x4)
+    log = bound(cls, [spy, renderer])
+    log.info("no_name")
+    log.info("named_per_call", logger="db.pool")
+    assert [(e.name, e.keyword) for e in etw_capture.events] == [("named_per_call", 0x4)]
+    assert [c[1]["event"] for c in spy.calls] == ["named_per_call"]
+
+
+def test_early_drop_invalid_keyword_means_the_default_not_the_contextvar(etw_capture: EtwCapture) -> None:
+    renderer = EtwRenderer(unique_provider())
+    spy = Spy()
+    log = bound(
+        structlog.make_filtering_bound_logger(logging.NOTSET), [EtwEarlyDrop(renderer), spy, renderer]
+    )
+    etw_capture.set_enabled(False)
+    etw_capture.set_enabled(True, keyword=1)
+    with structlog.contextvars.bound_contextvars(etw_keyword=0x2):
+        log.info("bad_keyword", etw_keyword="x")
+        log.info("contextvar_keyword")
+    assert [c[1]["event"] for c in spy.calls] == ["bad_keyword"]
+    assert [(e.name, e.keyword) for e in etw_capture.events] == [("bad_keyword", 1)]
+
+
+@pytest.mark.parametrize("method", ["debug", "info", "warning", "error", "critical"])
+def test_async_methods_make_the_same_decision_as_sync_ones(etw_capture: EtwCapture, method: str) -> None:
+    renderer, spy, cls = _setup(etw_capture)
+    etw_capture.set_enabled(False)
+    etw_capture.set_enabled(True, keyword=0x2)
+    log = bound(cls, [spy, renderer])
+
+    async def run() -> None:
+        await getattr(log, "a" + method)("dropped")
+        await getattr(log, "a" + method)("kept", etw_keyword=0x2)
+        with structlog.contextvars.bound_contextvars(etw_keyword=0x2):
+            await getattr(log, "a" + method)("kept_by_contextvar")
+
+    asyncio.run(run())
+    assert [c[1]["event"] for c in spy.calls] == ["kept", "kept_by_contextvar"]

@@ -17,6 +17,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Final
 
+from .._resolve import LEVEL_NAMES
 from ..decoded import DecodedEvent, DecodedField
 from ..eventheader.perf_decode import errno_text, float_text, perf_json_fields, wallclock_text
 from ..eventheader.spec import (
@@ -36,8 +37,6 @@ __all__ = [
     "undecodable_pretty",
     "wallclock_text",
 ]
-
-_LEVEL_NAMES: Final = {1: "critical", 2: "error", 3: "warning", 4: "info", 5: "debug"}
 
 RESET: Final = "\x1b[0m"
 BRIGHT: Final = "\x1b[1m"
@@ -66,7 +65,7 @@ class EventMeta:
 
 def level_name(level: int) -> str:
     """``critical``/``error``/``warning``/``info``/``debug`` for 1..5, else ``level<N>``."""
-    return _LEVEL_NAMES.get(level, f"level{level}")
+    return LEVEL_NAMES.get(level, f"level{level}")
 
 
 def _plain(value: Any) -> Any:

@@ -7,18 +7,8 @@ import shlex
 import sys
 from typing import Final
 
+from .._resolve import LEVEL_BY_NAME as LEVELS
 from ..eventheader.spec import tracepoint_name, validate_provider_name
-
-LEVELS: Final[dict[str, int]] = {
-    "critical": 1,
-    "fatal": 1,
-    "error": 2,
-    "warning": 3,
-    "warn": 3,
-    "info": 4,
-    "debug": 5,
-    "verbose": 5,
-}
 
 _NAME_MAX: Final = 255  # a tracepoint name is shorter than 256 bytes
 

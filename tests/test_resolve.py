@@ -1,0 +1,131 @@
+"""_resolve: the one home of the level tables and the control-value rules (no structlog involved)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from structlog_etw._resolve import (
+    EVENT_NAMES,
+    LEVEL_BY_NAME,
+    LEVEL_NAMES,
+    METHOD_LEVELS,
+    STDLIB_LEVELS,
+    check_keyword,
+    event_header,
+    keyword_or,
+    level_from_stdlib,
+    level_or,
+    logger_name,
+    method_for_stdlib,
+    stdlib_level,
+)
+
+
+def test_level_tables_are_the_ones_every_module_used_to_write_down() -> None:
+    """The tables the renderer, wrapper, handler and CLI each had before, now derived in one place."""
+    assert dict(METHOD_LEVELS) == {
+        "critical": 1, "fatal": 1, "error": 2, "exception": 2, "err": 2, "warning": 3, "warn": 3,
+        "info": 4, "msg": 4, "log": 4, "debug": 5, "notset": 5,
+    }  # fmt: skip
+    assert dict(STDLIB_LEVELS) == {
+        "critical": 50, "fatal": 50, "error": 40, "exception": 40, "warning": 30, "warn": 30,
+        "info": 20, "msg": 20, "debug": 10, "notset": 0,
+    }  # fmt: skip
+    assert dict(LEVEL_NAMES) == {1: "critical", 2: "error", 3: "warning", 4: "info", 5: "debug"}
+    assert list(LEVEL_BY_NAME.items()) == [
+        ("critical", 1), ("fatal", 1), ("error", 2), ("warning", 3), ("warn", 3), ("info", 4),
+        ("debug", 5), ("verbose", 5),
+    ]  # fmt: skip
+    for level, name in LEVEL_NAMES.items():
+        assert logging.getLevelName(STDLIB_LEVELS[name]) == name.upper()
+        assert level_from_stdlib(STDLIB_LEVELS[name]) == level
+
+
+@pytest.mark.parametrize(
+    ("levelno", "method"),
+    [(60, "critical"), (50, "critical"), (45, "error"), (40, "error"), (35, "warning"), (25, "info"),
+     (20, "info"), (15, "debug"), (10, "debug"), (5, "debug"), (0, "debug"), (-3, "debug")],
+)  # fmt: skip
+def test_custom_stdlib_numbers_map_to_the_standard_level_below(levelno: int, method: str) -> None:
+    assert method_for_stdlib(levelno) == method
+
+
+def test_min_level_names_and_numbers() -> None:
+    assert stdlib_level("INFO") == 20
+    assert stdlib_level("notset") == 0
+    assert stdlib_level(25) == 25
+    with pytest.raises(ValueError, match="min_level"):
+        stdlib_level("log")  # a method name, not a level name
+    with pytest.raises(TypeError):
+        stdlib_level(2.5)  # type: ignore[arg-type]
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+
+    def __call__(self, key: str) -> None:
+        self.keys.append(key)
+
+
+@pytest.mark.parametrize("value", ["1", 1.0, True, 0, 256, -1])
+def test_invalid_level_means_the_default_and_is_counted(value: Any) -> None:
+    count = _Counter()
+    assert level_or(value, 4, count) == 4
+    assert count.keys == ["etw_level"]
+
+
+def test_absent_values_mean_the_default_and_are_not_counted() -> None:
+    count = _Counter()
+    assert level_or(None, 4, count) == 4
+    assert keyword_or(None, 7, count) == 7
+    assert event_header(None, None, None, "eventheader", count) == (0, 0, None)
+    assert count.keys == []
+
+
+def test_keyword_range_is_checked_once_for_everyone() -> None:
+    count = _Counter()
+    assert keyword_or(2**64 - 1, 1, count) == 2**64 - 1
+    assert keyword_or(2**64, 1, count) == 1
+    assert check_keyword(0) == 0
+    with pytest.raises(ValueError, match=r"default_keyword must be an int in \[0, 2\*\*64\)"):
+        check_keyword(-1, "default_keyword")
+    with pytest.raises(ValueError):
+        check_keyword(True)
+    assert count.keys == ["etw_keyword"]
+
+
+def test_event_header_limits_follow_the_format() -> None:
+    count = _Counter()
+    assert event_header(255, 0xFFFF, "n;x", "eventheader", count) == (255, 0xFFFF, "n_x")
+    assert event_header(256, 0x10000, "", "eventheader", count) == (0, 0, None)
+    assert event_header(1, 0x0FFFFFFF, 5, "tracelogging", count) == (1, 0x0FFFFFFF, None)
+    assert event_header(1, 0x10000000, "n", "tracelogging", count) == (1, 0, "n")
+    assert count.keys == ["etw_opcode", "etw_tags", "etw_name", "etw_name", "etw_tags"]
+
+
+class _Named:
+    name = "wrapped"
+
+
+class _Record:
+    name = "record"
+
+
+def test_logger_name_rule() -> None:
+    assert logger_name(_Named(), {"logger": "event"}) == "event"
+    assert logger_name(_Named(), {"logger": 5, "_record": _Record()}) == "record"
+    assert logger_name(_Named(), {}) == "wrapped"
+    assert logger_name(None, {}) is None
+
+
+def test_event_text_names_are_valid_and_cached_only_when_short() -> None:
+    assert EVENT_NAMES["a;b\0c"] == "a_bc"
+    assert EVENT_NAMES["a;b\0c"] is EVENT_NAMES["a;b\0c"]  # kept
+    assert EVENT_NAMES[""] == "event"
+    long = "x" * 500
+    assert EVENT_NAMES[long] == "x" * 200
+    assert long not in EVENT_NAMES
