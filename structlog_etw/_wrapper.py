@@ -74,28 +74,46 @@ async def _in_executor(self: Any, method_name: str, event: Any, kw: dict[str, An
         unmark_async_caller(caller)
 
 
+#: ``WATCH.clean_size`` as last read: a module global, so the disabled path reads no other object.
+_clean_size: int = WATCH.clean_size
+
+
+def _etw_bound() -> bool:
+    """``WATCH.etw_bound()``, keeping :data:`_clean_size` current."""
+    global _clean_size
+    bound = WATCH.etw_bound()
+    _clean_size = WATCH.clean_size
+    return bound
+
+
 #: The event the async methods pass to their sync method to run only its "does anyone listen" check.
 _CHECK_ONLY: Any = object()
 
 
-def _make_methods(name: str, etw_level: int, by_name: bool) -> tuple[Callable[..., Any], Callable[..., Any]]:
+def _make_methods(
+    name: str, etw_level: int, by_name: bool, class_slots: tuple[Slot, ...] | None
+) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """The sync and async log methods for one level; the disabled check comes first.
 
-    A call returns at once when the slot resolved at bind time for this level is not enabled,
-    the call passes neither ``etw_keyword`` nor ``etw_level`` (nor ``logger`` when *by_name*:
-    the name may select another keyword) and no ``etw_*`` key can come from contextvars: none
-    was ever bound through them (``len(REGISTRY) == WATCH.clean_size``), the logger has both
-    keys bound, or none holds a value in this context.  Otherwise the exact resolution
+    A call returns at once when the slot for this level is not enabled, the call passes
+    neither ``etw_keyword`` nor ``etw_level`` (nor ``logger`` when *by_name*: the name may
+    select another keyword) and no ``etw_*`` key can come from contextvars: none was ever bound
+    through them (``len(REGISTRY) == WATCH.clean_size``), the logger has both keys bound, or
+    none holds a value in this context.  Otherwise the exact resolution
     (:meth:`~structlog_etw._resolve.Resolver.listening`, the renderer's rule) decides.
+
+    The slot is the class's own (*class_slots*, held by the closure: no attribute look-up)
+    for loggers that bind no ``etw_*`` key, else the one resolved when the logger was bound.
     """
+    class_slot = None if class_slots is None else class_slots[etw_level]
 
     def meth(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
-        if not self._etw_slots[etw_level].word[0] and (
+        if not (class_slot or self._etw_slots[etw_level]).word[0] and (
             (
                 "etw_keyword" not in kw
                 and "etw_level" not in kw
                 and not (by_name and "logger" in kw)
-                and (len(REGISTRY) == WATCH.clean_size or self._etw_fixed or not WATCH.etw_bound())
+                and (len(REGISTRY) == _clean_size or self._etw_fixed or not _etw_bound())
             )
             or not self._etw.listening(etw_level, self._logger, ChainMap(kw, self._context))
         ):
@@ -116,11 +134,12 @@ def _make_methods(name: str, etw_level: int, by_name: bool) -> tuple[Callable[..
     return meth, ameth
 
 
-def _method_table(min_level: int, by_name: bool) -> dict[str, Any]:
-    """The log methods of a class built with *min_level* (*by_name*: it has ``keywords_by_logger``)."""
+def _method_table(min_level: int, by_name: bool, class_slots: tuple[Slot, ...] | None) -> dict[str, Any]:
+    """The log methods of a class built with *min_level* (*by_name*: it has ``keywords_by_logger``;
+    *class_slots*: the slots of loggers that bind no ``etw_*`` key, ``None``: each logger's own)."""
     # log()/alog() take any level number >= min_level, also one that maps down to a
     # standard level below min_level (25 with min_level 25 -> info): they use "_etw_methods".
-    full = {name: _make_methods(name, level, by_name) for level, name in LEVEL_NAMES.items()}
+    full = {name: _make_methods(name, level, by_name, class_slots) for level, name in LEVEL_NAMES.items()}
     meths: dict[str, Any] = {"_etw_methods": full}
     for level, name in LEVEL_NAMES.items():
         if STDLIB_NUMBERS[level] < min_level:
@@ -152,7 +171,10 @@ class _EtwBoundLoggerBase(structlog.BoundLoggerBase):
     _etw: Resolver
     _etw_min_level: int
     _etw_slots: tuple[Slot, ...]
-    _etw_fixed: bool
+    _etw_fixed: bool = False
+    #: (the class whose loggers bind no ``etw_*`` key, the subclass for those that do); the same
+    #: class twice with ``keywords_by_logger`` (every logger resolves its name).
+    _etw_classes: tuple[type[Any], type[Any]]
     _etw_methods: dict[str, tuple[Callable[..., Any], Callable[..., Any]]]
 
     def __init__(self, logger: WrappedLogger, processors: Iterable[Any], context: Any) -> None:
@@ -160,11 +182,25 @@ class _EtwBoundLoggerBase(structlog.BoundLoggerBase):
         self._etw_bind()
 
     def _etw_bind(self) -> None:
-        """Resolve the bound keyword and level to slots once, for every later call."""
+        """Resolve the bound keyword and level to slots once, for every later call.
+
+        A logger that binds no ``etw_*`` key (and whose class has no ``keywords_by_logger``)
+        is of the class that reads the class's own slots; one that does becomes (or stays) of
+        its subclass that reads the slots resolved here.  Both are the class
+        ``make_etw_bound_logger`` returned, as ``isinstance`` sees it.
+        """
         context = self._context
+        keyword, level = context.get("etw_keyword"), context.get("etw_level")
+        own, per_logger = self._etw_classes
+        if keyword is None and level is None and per_logger is not own:
+            if type(self) is not own:
+                self.__class__ = own
+            return
+        if type(self) is not per_logger:
+            self.__class__ = per_logger
         self._etw_slots = self._etw.bound_slots(self._logger, context)
         # With both keys bound, contextvars cannot change the slot (the first place decides).
-        self._etw_fixed = context.get("etw_keyword") is not None and context.get("etw_level") is not None
+        self._etw_fixed = keyword is not None and level is not None
 
     def unbind(self, *keys: str) -> Any:
         """Return a new logger with *keys* removed from the context (``KeyError`` if missing)."""
@@ -203,6 +239,12 @@ class _EtwBoundLoggerBase(structlog.BoundLoggerBase):
         if STDLIB_LEVELS.get(method_name, 20) < self._etw_min_level:
             return False
         return self._etw.listening(level_from_method(method_name), self._logger, self._context)
+
+
+def _build(
+    name: str, base: type[_EtwBoundLoggerBase], namespace: dict[str, Any]
+) -> type[_EtwBoundLoggerBase]:
+    return cast("type[_EtwBoundLoggerBase]", type(name, (base,), namespace))
 
 
 def make_etw_bound_logger(
@@ -249,12 +291,24 @@ def make_etw_bound_logger(
     """
     min_level = stdlib_level(min_level)
     resolver = resolver_for(provider_or_name, default_keyword, keywords_by_logger, group, provider_id)
-    meths = _method_table(min_level, resolver.by_name)
-    meths.update(
-        {"_etw": resolver, "_etw_min_level": min_level, "exception": _exception, "aexception": _aexception}
-    )
+    common = {
+        "_etw": resolver,
+        "_etw_min_level": min_level,
+        "exception": _exception,
+        "aexception": _aexception,
+    }
     level_name = logging.getLevelName(min_level).capitalize().replace(" ", "")
-    cls = type(f"EtwBoundLoggerAt{level_name}", (_EtwBoundLoggerBase,), meths)
+    cls_name = f"EtwBoundLoggerAt{level_name}"
+    if resolver.by_name:  # the keyword follows each logger's name: every logger resolves its slots
+        cls = _build(cls_name, _EtwBoundLoggerBase, {**_method_table(min_level, True, None), **common})
+        cls._etw_classes = (cls, cls)
+    else:
+        class_slots = resolver.level_slots(resolver.default_keyword, 0)
+        cls = _build(
+            cls_name, _EtwBoundLoggerBase, {**_method_table(min_level, False, class_slots), **common}
+        )
+        per_logger = _build(cls_name, cls, _method_table(min_level, False, None))
+        cls._etw_classes = per_logger._etw_classes = (cls, per_logger)
     return cast("type[FilteringBoundLogger]", cls)
 
 

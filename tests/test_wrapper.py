@@ -473,3 +473,47 @@ def test_async_methods_make_the_same_decision_as_sync_ones(etw_capture: EtwCaptu
 
     asyncio.run(run())
     assert [c[1]["event"] for c in spy.calls] == ["kept", "kept_by_contextvar"]
+
+
+class TestBindTimeClasses:
+    """A logger that binds no ``etw_*`` key reads the class's own slots; one that does, its own.
+
+    The choice is made when the logger is bound (structlog's bind/unbind/new all build a new
+    logger), never per call, and both kinds are instances of the class the factory returned.
+    """
+
+    def test_binding_an_etw_key_switches_to_the_per_logger_class_and_unbinding_back(
+        self, etw_capture: EtwCapture
+    ) -> None:
+        renderer, spy, cls = _setup(etw_capture)
+        plain = bound(cls, [spy, renderer])
+        assert type(plain) is cls
+        keyed = plain.bind(etw_keyword=0x4)
+        assert type(keyed) is not cls and isinstance(keyed, cls)
+        assert type(keyed.bind(user="ann")) is type(keyed)
+        assert type(keyed.unbind("etw_keyword")) is cls
+        assert type(keyed.new(user="ann")) is cls
+        assert type(plain.bind(etw_level=2)) is type(keyed)
+
+    def test_each_kind_decides_with_its_own_slots(self, etw_capture: EtwCapture) -> None:
+        renderer, spy, cls = _setup(etw_capture)
+        etw_capture.set_enabled(False)
+        etw_capture.set_enabled(True, keyword=0x4)
+        plain = bound(cls, [spy, renderer])
+        plain.info("default_keyword")  # keyword 1: nobody listens
+        keyed = plain.bind(etw_keyword=0x4)
+        keyed.info("bound_keyword")
+        keyed.unbind("etw_keyword").info("default_again")
+        assert [(e.name, e.keyword) for e in etw_capture.events] == [("bound_keyword", 0x4)]
+
+    def test_with_keywords_by_logger_every_logger_resolves_its_name(self, etw_capture: EtwCapture) -> None:
+        renderer = EtwRenderer(unique_provider(), keywords_by_logger={"db": 0x2})
+        spy = Spy()
+        cls = make_etw_bound_logger(renderer)  # the renderer's map
+        etw_capture.set_enabled(False)
+        etw_capture.set_enabled(True, keyword=0x2)
+        log = bound(cls, [spy, renderer])
+        assert type(log) is cls
+        log.info("unnamed")
+        log.bind(logger="db").info("named")
+        assert [(e.name, e.keyword) for e in etw_capture.events] == [("named", 0x2)]
