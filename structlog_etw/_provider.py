@@ -24,9 +24,11 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
 from ._resolve import LEVEL_NAMES, check_keyword
 from .backends.base import Backend, BackendUnavailable, Slot
 from .backends.null import DISABLED_WORD, NullBackend
+from .eventheader.spec import error_name as eventheader_error_name
 from .eventheader.spec import validate_provider_name as validate_eventheader_name
 from .fields import Field
 from .tracelogging.spec import TraceLoggingEvent
+from .tracelogging.spec import error_name as tracelogging_error_name
 from .tracelogging.spec import validate_provider_name as validate_tracelogging_name
 
 if TYPE_CHECKING:
@@ -79,12 +81,16 @@ _ENCODE_ERROR: Final = -2
 class _WritePath(Generic[E]):
     """An encoder and a backend of one format: the provider's only way to write an event."""
 
-    __slots__ = ("backend", "encoder", "format")
+    __slots__ = ("backend", "encoder", "error_name", "format")
 
-    def __init__(self, fmt: str, encoder: _Encoder[E], backend: Backend[E]) -> None:
+    def __init__(
+        self, fmt: str, encoder: _Encoder[E], backend: Backend[E], error_name: Callable[[int], str]
+    ) -> None:
         self.format = fmt
         self.encoder = encoder
         self.backend = backend
+        #: The name a backend error code is counted under (errno names, Win32 names).
+        self.error_name = error_name
 
     def write(
         self,
@@ -109,14 +115,6 @@ class _WritePath(Generic[E]):
 #: Levels registered up front for the default keyword (critical .. verbose).
 DEFAULT_LEVELS: Final = tuple(LEVEL_NAMES)
 
-_WIN32_ERRORS: Final[dict[int, str]] = {
-    6: "ERROR_INVALID_HANDLE",
-    8: "ERROR_NOT_ENOUGH_MEMORY",
-    87: "ERROR_INVALID_PARAMETER",
-    234: "ERROR_MORE_DATA",
-    534: "ERROR_ARITHMETIC_OVERFLOW",
-}
-
 #: The platform whose OS backend providers use (internal: tests set "win32" together with
 #: ``_ETW_LIBRARY`` to run the Windows path against the compiled fake ETW library).
 _PLATFORM: str = sys.platform
@@ -137,12 +135,6 @@ def _warn_once(provider: str, reason: str) -> None:
         RuntimeWarning,
         stacklevel=4,
     )
-
-
-def _error_name(fmt: str, code: int) -> str:
-    if fmt == "eventheader":
-        return _errno.errorcode.get(code, f"errno {code}")
-    return _WIN32_ERRORS.get(code, f"WIN32_{code}")
 
 
 def _os_format() -> str:
@@ -184,11 +176,13 @@ def _write_path(
     if fmt == "eventheader":
         from .eventheader.encoder import EventHeaderEncoder  # noqa: PLC0415
 
-        return _WritePath[bytes](fmt, EventHeaderEncoder(), backend)
+        return _WritePath[bytes](fmt, EventHeaderEncoder(), backend, eventheader_error_name)
     if fmt == "tracelogging":
         from .tracelogging.encoder import TraceLoggingEncoder  # noqa: PLC0415
 
-        return _WritePath[TraceLoggingEvent](fmt, TraceLoggingEncoder(name, group), backend)
+        return _WritePath[TraceLoggingEvent](
+            fmt, TraceLoggingEncoder(name, group), backend, tracelogging_error_name
+        )
     raise ValueError(f"backend format {fmt!r} is neither 'eventheader' nor 'tracelogging'")
 
 
@@ -436,7 +430,7 @@ class Provider:
             elif self._closed:  # a write that raced close(): the backend refused it as closed
                 self._dropped["closed"] = self._dropped.get("closed", 0) + 1
             else:
-                key = _error_name(self.format, rc)
+                key = self._path.error_name(rc)
                 self._errors[key] = self._errors.get(key, 0) + 1
         return False
 

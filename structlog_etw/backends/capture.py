@@ -15,13 +15,11 @@ import uuid
 from dataclasses import dataclass
 
 from ..eventheader.spec import tracepoint_name
-from ..tracelogging.spec import CHANNEL_TRACELOGGING, TraceLoggingEvent
+from ..tracelogging.spec import CHANNEL_TRACELOGGING, TraceLoggingEvent, Win32Error
 from ..tracelogging.spec import provider_id as tracelogging_provider_id
 from .base import Slot
 
 __all__ = ["CaptureBackend", "CaptureRecord"]
-
-_ERROR_INVALID_HANDLE = 6
 
 
 @dataclass(frozen=True)
@@ -148,10 +146,10 @@ class CaptureBackend:
                     provider_id=self.provider_id,
                 )
         except Exception:
-            return errno.EINVAL if self.format == "eventheader" else 87  # ERROR_INVALID_PARAMETER
+            return errno.EINVAL if self.format == "eventheader" else Win32Error.ERROR_INVALID_PARAMETER
         with self._lock:
             if self._closed:
-                return errno.EBADF if self.format == "eventheader" else _ERROR_INVALID_HANDLE
+                return errno.EBADF if self.format == "eventheader" else Win32Error.ERROR_INVALID_HANDLE
             self._records.append(rec)
         return 0
 

@@ -20,7 +20,7 @@ import threading
 import uuid
 from typing import Any, Final
 
-from ..tracelogging.spec import TraceLoggingEvent, event_descriptor, group_guid, provider_traits
+from ..tracelogging.spec import TraceLoggingEvent, Win32Error, event_descriptor, group_guid, provider_traits
 from ..tracelogging.spec import provider_id as _provider_id
 from .base import BackendUnavailable, Slot
 
@@ -28,8 +28,8 @@ __all__ = ["EtwBackend"]
 
 #: EventSetInformation class: provider traits.
 EVENT_PROVIDER_SET_TRAITS: Final = 2
-ERROR_INVALID_HANDLE: Final = 6
-ERROR_INVALID_PARAMETER: Final = 87
+ERROR_INVALID_HANDLE: Final = int(Win32Error.ERROR_INVALID_HANDLE)
+ERROR_INVALID_PARAMETER: Final = int(Win32Error.ERROR_INVALID_PARAMETER)
 
 #: EVENT_DATA_DESCRIPTOR: Ptr (u64), Size (u32), Type (u8), Reserved1 (u8), Reserved2 (u16).
 _DESCRIPTOR: Final = struct.Struct("<QIBBH")

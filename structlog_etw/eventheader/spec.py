@@ -16,6 +16,7 @@ costs about five times a global).
 from __future__ import annotations
 
 import enum
+import errno
 import re
 import struct
 from typing import Final
@@ -44,6 +45,7 @@ __all__ = [
     "ExtensionKind",
     "Format",
     "HeaderFlags",
+    "error_name",
     "parse_tracepoint_name",
     "register_command",
     "tracepoint_name",
@@ -307,3 +309,9 @@ def parse_tracepoint_name(name: str) -> tuple[str, int, int, str]:
         while i < len(options) and (options[i].isdigit() or "a" <= options[i] <= "z"):
             i += 1
     return provider, level & 0xFF, keyword & 0xFFFFFFFFFFFFFFFF, options
+
+
+def error_name(code: int) -> str:
+    """The name under which ``Provider.stats()`` counts an errno a user_events write or
+    registration returned (``EBADF``, ...; ``errno N`` for one Python does not name)."""
+    return errno.errorcode.get(code, f"errno {code}")

@@ -1,4 +1,4 @@
-"""``structlog-etw listen``: a provider's user_events decoded live, with no perf binary.
+"""A provider's user_events decoded live, with no perf binary (the reader behind ``structlog-etw listen``).
 
 A :class:`Listener` finds the provider's tracepoints in tracefs
 (``events/user_events/<Provider>_L<level>K<keyword>[G<group>]``), opens each on every

@@ -36,6 +36,7 @@ from .spec import (
     group_guid,
     provider_id,
     provider_traits,
+    validate_provider_name,
 )
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ __all__ = [
     "group_guid",
     "provider_id",
     "provider_traits",
+    "validate_provider_name",
 ]
 
 #: Names loaded on first use, and the module that has them.

@@ -25,6 +25,8 @@ __all__ = [
     "InType",
     "OutType",
     "TraceLoggingEvent",
+    "Win32Error",
+    "error_name",
     "event_descriptor",
     "group_guid",
     "name_bytes",
@@ -107,6 +109,26 @@ class OutType(enum.IntEnum):
 #: hands it to EventWriteTransfer: the provider traits, the event metadata and the event data
 #: (the three data descriptors, in that order).
 TraceLoggingEvent = tuple[bytes, bytes, bytes]
+
+
+class Win32Error(enum.IntEnum):
+    """The Win32 error codes the ETW provider API returns that the package names."""
+
+    ERROR_INVALID_HANDLE = 6
+    ERROR_NOT_ENOUGH_MEMORY = 8
+    ERROR_INVALID_PARAMETER = 87
+    ERROR_MORE_DATA = 234
+    ERROR_ARITHMETIC_OVERFLOW = 534
+
+
+def error_name(code: int) -> str:
+    """The name under which ``Provider.stats()`` counts a Win32 code an ETW call returned
+    (``ERROR_MORE_DATA``, ...; ``WIN32_N`` for others)."""
+    try:
+        return Win32Error(code).name
+    except ValueError:
+        return f"WIN32_{code}"
+
 
 #: EVENT_DESCRIPTOR.Channel of every TraceLogging event.
 CHANNEL_TRACELOGGING: Final = 11
