@@ -1,6 +1,8 @@
-"""Development sessions; plain ``nox`` runs lint, docs, kernel and tests (see README.md).
+"""Development sessions; plain ``nox`` runs lint, docs, kernel, oldest_structlog and tests (README.md).
 
-* ``tests``  - the host test suite (kernel tests are deselected here and run by ``kernel``).
+* ``tests``  - the host test suite (kernel tests are deselected here and run by ``kernel``), with the
+  newest structlog.
+* ``oldest_structlog`` - the host test suite with the oldest structlog pyproject.toml allows.
 * ``kernel`` - every ``kernel``-marked test in one virtme-ng guest with a user_events kernel
   (``tests/kernel/run_in_guest.py``), or directly on a host whose kernel has user_events.
 * ``lint``   - ruff check, ruff format --check, mypy --strict.
@@ -16,7 +18,7 @@ import nox
 
 nox.options.default_venv_backend = "venv"
 # The host suite runs last: its pytest summary line closes the CI log.
-nox.options.sessions = ["lint", "docs", "kernel", "tests"]
+nox.options.sessions = ["lint", "docs", "kernel", "oldest_structlog", "tests"]
 nox.options.error_on_missing_interpreters = True
 
 # The OpenTelemetry SDK: the otel integration is tested (and documented) against the real one.
@@ -36,6 +38,22 @@ LINT_DEPS = ["ruff==0.17.6", "mypy==2.4.1"]
 def tests(session: nox.Session) -> None:
     """Run the host test suite."""
     session.install("-e", ".", *TEST_DEPS)
+    session.install("--upgrade", "structlog")
+    session.run("python", "-c", "import importlib.metadata as m; print('structlog', m.version('structlog'))")
+    session.run("python", "-m", "pytest", *(session.posargs or ["-q"]))
+
+
+#: The oldest structlog pyproject.toml allows (``structlog>=23.1``): the surface reads structlog's
+#: contextvars registry and subclasses its bound logger, so both ends of the range are tested.
+OLDEST_STRUCTLOG = "structlog==23.1.0"
+
+
+@nox.session
+def oldest_structlog(session: nox.Session) -> None:
+    """Run the host test suite against the oldest structlog we support."""
+    session.install("-e", ".", *TEST_DEPS)
+    session.install(OLDEST_STRUCTLOG)
+    session.run("python", "-c", "import importlib.metadata as m; print('structlog', m.version('structlog'))")
     session.run("python", "-m", "pytest", *(session.posargs or ["-q"]))
 
 
