@@ -21,7 +21,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
 
-from ._resolve import LEVEL_NAMES, check_keyword
+from ._levels import LEVEL_NAMES, check_keyword
 from .backends.base import Backend, BackendUnavailable, Slot
 from .backends.null import DISABLED_WORD, NullBackend
 from .eventheader.spec import error_name as eventheader_error_name

@@ -20,15 +20,14 @@ import structlog
 from ._activity import CURRENT_ACTIVITY
 from ._common_schema import write_common
 from ._contextvars import REGISTRY, WATCH
+from ._levels import METHOD_LEVELS, check_keyword
 from ._provider import Provider, check_provider_id, get_provider
 from ._resolve import (
     CONTROL_KEYS,
     EVENT_NAMES,
     MAX_EVENT_NAME,
-    METHOD_LEVELS,
     KeywordsByLogger,
     Resolver,
-    check_keyword,
     event_header,
     event_name,
 )

@@ -27,7 +27,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
+from ._levels import LEVEL_NAMES, METHOD_LEVELS, check_keyword, valid_keyword, valid_level
+from .eventheader.spec import TAG_MAX as EVENTHEADER_TAG_MAX
 from .fields import safe_str
+from .tracelogging.spec import TAG_MAX as TRACELOGGING_TAG_MAX
 
 if TYPE_CHECKING:
     from ._provider import Provider
@@ -36,106 +39,19 @@ if TYPE_CHECKING:
 __all__ = [
     "CONTROL_KEYS",
     "EVENT_NAMES",
-    "LEVEL_BY_NAME",
-    "LEVEL_NAMES",
     "MAX_EVENT_NAME",
-    "METHOD_LEVELS",
-    "STDLIB_LEVELS",
-    "STDLIB_NUMBERS",
     "Invalid",
     "KeywordsByLogger",
     "Resolver",
-    "check_keyword",
     "event_header",
     "event_name",
     "keyword_or",
-    "level_from_method",
-    "level_from_stdlib",
     "level_or",
     "logger_name",
-    "method_for_stdlib",
     "no_contextvars",
-    "stdlib_level",
-    "valid_keyword",
-    "valid_level",
     "valid_opcode",
     "valid_tags",
 ]
-
-# --- level tables ------------------------------------------------------------------------------
-
-#: ETW level -> its name: the structlog method and the stdlib level of that severity.
-LEVEL_NAMES: Final[Mapping[int, str]] = {1: "critical", 2: "error", 3: "warning", 4: "info", 5: "debug"}
-#: ETW level -> the stdlib ``logging`` number of its name (``CRITICAL`` 50 .. ``DEBUG`` 10).
-STDLIB_NUMBERS: Final[Mapping[int, int]] = {1: 50, 2: 40, 3: 30, 4: 20, 5: 10}
-#: structlog method name -> ETW level: the five names and their aliases; unknown names mean 5.
-METHOD_LEVELS: Final[Mapping[str, int]] = {
-    **{name: level for level, name in LEVEL_NAMES.items()},
-    "fatal": 1,
-    "exception": 2,
-    "err": 2,
-    "warn": 3,
-    "msg": 4,
-    "log": 4,
-    "notset": 5,
-}
-#: Level name -> stdlib number, for a minimum level given by name (``min_level="info"``).
-STDLIB_LEVELS: Final[Mapping[str, int]] = {
-    **{
-        name: STDLIB_NUMBERS[level]
-        for name, level in METHOD_LEVELS.items()
-        if name not in ("err", "log", "notset")  # not level names
-    },
-    "notset": 0,
-}
-#: The level names a person types (the CLI's ``--level``), in level order; ``verbose`` is ETW's 5.
-LEVEL_BY_NAME: Final[Mapping[str, int]] = {
-    **{
-        name: METHOD_LEVELS[name]
-        for name in ("critical", "fatal", "error", "warning", "warn", "info", "debug")
-    },
-    "verbose": 5,
-}
-
-
-def level_from_method(method_name: str) -> int:
-    """ETW level for a structlog method name (``log``/``msg``/``info`` 4); unknown names -> 5."""
-    return METHOD_LEVELS.get(method_name, 5)
-
-
-def level_from_stdlib(levelno: int) -> int:
-    """ETW level for a stdlib ``logging`` level number, custom numeric levels included.
-
-    ``CRITICAL`` (50) and above -> 1, ``ERROR`` (40..49) -> 2, ``WARNING`` (30..39) -> 3,
-    ``INFO`` (20..29) -> 4, ``DEBUG`` and below (..19) -> 5.  A value between two standard
-    levels maps to the ETW level of the standard level just below it (25 -> informational),
-    i.e. a custom level is never promoted to a more severe ETW level than it reaches.
-    """
-    for level, number in STDLIB_NUMBERS.items():
-        if levelno >= number:
-            return level
-    return 5
-
-
-def method_for_stdlib(levelno: int) -> str:
-    """The method name of the ETW level a stdlib number maps to (25 -> ``"info"``)."""
-    return LEVEL_NAMES[level_from_stdlib(levelno)]
-
-
-def stdlib_level(level: int | str) -> int:
-    """A minimum level given as a stdlib number or a level name (``"info"``) -> the number.
-
-    Raises ``ValueError`` for an unknown name, ``TypeError`` for anything but ``int``/``str``.
-    """
-    if isinstance(level, str):
-        try:
-            return STDLIB_LEVELS[level.lower()]
-        except KeyError:
-            raise ValueError(f"min_level: unknown level name {level!r}") from None
-    if type(level) is not int:
-        raise TypeError(f"min_level must be an int or a level name, got {level!r}")
-    return level
-
 
 # --- control keys and their checks -------------------------------------------------------------
 
@@ -144,22 +60,14 @@ CONTROL_KEYS: Final = ("etw_keyword", "etw_level", "etw_opcode", "etw_tags", "et
 #: Event names are cut to this many characters.
 MAX_EVENT_NAME: Final = 200
 
-_U64: Final = 1 << 64
 #: Largest ``etw_tags`` per event format: EventHeader's u16 tag, TraceLogging's 28-bit event tags.
-_TAG_MAX: Final[Mapping[str, int]] = {"eventheader": 0xFFFF, "tracelogging": 0x0FFFFFFF}
+_TAG_MAX: Final[Mapping[str, int]] = {
+    "eventheader": EVENTHEADER_TAG_MAX,
+    "tracelogging": TRACELOGGING_TAG_MAX,
+}
 
 #: Counts one invalid control value by key (``Provider.count_invalid``), or ``None``: don't count.
 Invalid: TypeAlias = "Callable[[str], None] | None"
-
-
-def valid_keyword(value: object) -> bool:
-    """Whether *value* can be an event keyword: an ``int`` (not ``bool``) in [0, 2**64)."""
-    return type(value) is int and 0 <= value < _U64
-
-
-def valid_level(value: object) -> bool:
-    """Whether *value* can be an event level override: an ``int`` (not ``bool``) in 1..255."""
-    return type(value) is int and 1 <= value <= 255
 
 
 def valid_opcode(value: object) -> bool:
@@ -169,14 +77,7 @@ def valid_opcode(value: object) -> bool:
 
 def valid_tags(value: object, event_format: str) -> bool:
     """Whether *value* fits the tags of *event_format* (EventHeader 0..0xFFFF, TraceLogging 28 bits)."""
-    return type(value) is int and 0 <= value <= _TAG_MAX.get(event_format, 0xFFFF)
-
-
-def check_keyword(value: object, what: str = "keyword") -> int:
-    """Return *value* if it is a valid keyword, else raise ``ValueError`` naming *what* (set-up time)."""
-    if not valid_keyword(value):
-        raise ValueError(f"{what} must be an int in [0, 2**64), got {value!r}")
-    return value  # type: ignore[return-value]  # checked: an int
+    return type(value) is int and 0 <= value <= _TAG_MAX.get(event_format, EVENTHEADER_TAG_MAX)
 
 
 def _usable(value: object, valid: bool, key: str, invalid: Invalid) -> bool:

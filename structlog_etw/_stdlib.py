@@ -13,7 +13,7 @@ Two kinds of records arrive at a handler:
   (the formatted traceback) with ``exc_info``, ``stack`` with ``stack_info``.  Time, process
   and thread ids are not fields: every trace event carries them already.
 
-The level comes from ``record.levelno`` (:func:`~structlog_etw._resolve.level_from_stdlib`);
+The level comes from ``record.levelno`` (:func:`~structlog_etw._levels.level_from_stdlib`);
 ``etw_keyword``, ``etw_level``, ``etw_name``, ``etw_tags``, ``etw_opcode`` given in
 ``extra=`` (or in a structlog event dict) are control keys, as with the renderer.
 """
@@ -30,9 +30,9 @@ from typing import Any, Final
 
 import structlog
 
+from ._levels import LEVEL_NAMES, level_from_stdlib
 from ._provider import Provider
 from ._renderer import EtwRenderer, resolver_for
-from ._resolve import LEVEL_NAMES, level_from_stdlib
 
 __all__ = ["EtwHandler"]
 

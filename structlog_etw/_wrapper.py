@@ -27,19 +27,18 @@ import structlog
 from structlog.typing import EventDict, FilteringBoundLogger, WrappedLogger
 
 from ._contextvars import REGISTRY, WATCH, mark_async_caller, unmark_async_caller
-from ._provider import Provider
-from ._renderer import EtwRenderer, resolver_for
-from ._resolve import (
-    CONTROL_KEYS,
+from ._levels import (
     LEVEL_NAMES,
     METHOD_LEVELS,
     STDLIB_LEVELS,
     STDLIB_NUMBERS,
-    Resolver,
     level_from_method,
     method_for_stdlib,
     stdlib_level,
 )
+from ._provider import Provider
+from ._renderer import EtwRenderer, resolver_for
+from ._resolve import CONTROL_KEYS, Resolver
 from .backends.base import Slot
 
 __all__ = ["EtwEarlyDrop", "make_etw_bound_logger"]

@@ -24,15 +24,15 @@ PKG = "structlog_etw"
 LAYERS: dict[str, int] = {}
 _LAYER_TABLE: list[tuple[int, list[str]]] = [
     # 1: format-neutral data and the two formats' numbers (standard library only)
-    (1, ["fields", "decoded", "eventheader.spec", "tracelogging.spec", "_size_policy"]),
+    (1, ["fields", "decoded", "eventheader.spec", "tracelogging.spec", "_size_policy", "_levels"]),
     # 2: encoders and decoders
     (2, ["eventheader", "eventheader.*", "tracelogging", "tracelogging.*"]),
     # 3: where events go, and reading what perf and the kernel recorded
     (3, ["backends", "backends.*", "perf", "perf.*"]),
-    # 4: the provider, and the structlog-free rules it shares with the surface
-    (4, ["_provider", "_resolve"]),
+    # 4: the provider
+    (4, ["_provider"]),
     # 5: structlog-free surface helpers
-    (5, ["_activity", "_otel", "_common_schema"]),
+    (5, ["_resolve", "_activity", "_otel", "_common_schema"]),
     # 6: the structlog surface
     (6, ["_contextvars", "_renderer", "_wrapper", "_stdlib", "testing", "pytest_plugin", ""]),
     # 7: the command line, on top of everything

@@ -7,21 +7,17 @@ from typing import Any
 
 import pytest
 
-from structlog_etw._resolve import (
-    EVENT_NAMES,
+from structlog_etw._levels import (
     LEVEL_BY_NAME,
     LEVEL_NAMES,
     METHOD_LEVELS,
     STDLIB_LEVELS,
     check_keyword,
-    event_header,
-    keyword_or,
     level_from_stdlib,
-    level_or,
-    logger_name,
     method_for_stdlib,
     stdlib_level,
 )
+from structlog_etw._resolve import EVENT_NAMES, event_header, keyword_or, level_or, logger_name
 
 
 def test_level_tables_are_the_ones_every_module_used_to_write_down() -> None:

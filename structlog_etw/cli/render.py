@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .._resolve import LEVEL_NAMES
+from .._levels import LEVEL_NAMES
 from ..decoded import DecodedEvent, DecodedField
 from ..eventheader.perf_decode import errno_text, float_text, perf_json_fields, wallclock_text
 from ..eventheader.spec import (

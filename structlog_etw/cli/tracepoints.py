@@ -7,7 +7,7 @@ import shlex
 import sys
 from typing import Final
 
-from .._resolve import LEVEL_BY_NAME as LEVELS
+from .._levels import LEVEL_BY_NAME as LEVELS
 from ..eventheader.spec import tracepoint_name, validate_provider_name
 
 _NAME_MAX: Final = 255  # a tracepoint name is shorter than 256 bytes

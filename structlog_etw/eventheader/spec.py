@@ -40,6 +40,7 @@ __all__ = [
     "NAME_MAX",
     "PERF_MAX_EVENT_SIZE",
     "PROVIDER_GROUP_MAX",
+    "TAG_MAX",
     "Encoding",
     "EventHeaderDecodeError",
     "ExtensionKind",
@@ -207,6 +208,8 @@ LENGTH16_UNIT: Final[dict[int, int]] = {
 
 # --- sizes ---------------------------------------------------------------------------------------
 
+#: Largest tag of an event (the header's u16 ``tag``).
+TAG_MAX: Final = 0xFFFF
 #: Largest event (bytes after the write index) perf keeps.  The kernel's user_event_perf asks
 #: perf_trace_buf_alloc for ALIGN(8 + size, 8) bytes (8 = struct trace_entry, the common fields)
 #: and gets NULL, dropping the event while writev still succeeds, above PERF_MAX_TRACE_SIZE

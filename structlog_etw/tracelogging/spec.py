@@ -22,6 +22,7 @@ __all__ = [
     "MAX_FIELDS",
     "MAX_METADATA",
     "MIN_EVENT_ROOM",
+    "TAG_MAX",
     "InType",
     "OutType",
     "TraceLoggingEvent",
@@ -130,6 +131,8 @@ def error_name(code: int) -> str:
         return f"WIN32_{code}"
 
 
+#: Largest event tags value (28 bits, in the event metadata).
+TAG_MAX: Final = 0x0FFFFFFF
 #: EVENT_DESCRIPTOR.Channel of every TraceLogging event.
 CHANNEL_TRACELOGGING: Final = 11
 #: Default budget for traits + metadata + data of one event.
