@@ -184,7 +184,7 @@ def comparisons() -> list[Comparison]:
     _try(
         c,
         "tl_encode",
-        "structlog-etw TraceLoggingEncoder.encode (typed fields -> metadata, data)",
+        "structlog-etw TraceLoggingEncoder.encode (typed fields -> traits, metadata, data)",
         "enc.encode('user_login', fields)",
         lambda: _ours("encoder_namespace", fmt="tracelogging"),
     )
