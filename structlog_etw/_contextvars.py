@@ -14,8 +14,10 @@ never writes, wraps or replaces it:
   context (it re-reads the registry after it grew, then ``ContextVar.get()`` per ``etw_*`` key
   found there); :meth:`ContextvarsWatch.value` - one key's value.
 
-At import a probe checks the assumption (in a throw-away ``contextvars.Context``, so no value is
-left anywhere): ``bind_contextvars`` must put the variable into that registry.  If structlog has
+At import a probe checks the assumption: ``bind_contextvars`` (structlog's public API), called in a
+throw-away ``contextvars.Context``, must put its variable into that registry.  That leaves one
+variable of structlog's own making in the registry (``structlog_structlog_etw_registry_probe``),
+set in no context that logs, so ``merge_contextvars``/``get_contextvars`` never show it.  If structlog has
 no such registry, or stores its variables elsewhere, :data:`WATCH` uses the public
 ``get_contextvars()`` on every call instead (always correct, slower); ``WATCH.clean_size`` is
 then ``-1`` so the hot-path test always defers to it.
