@@ -17,6 +17,8 @@ from ..perf.datafile import PerfDataError, PerfDataFile, Sample
 from ..perf.samples import SampleDecodeError, decode_sample, sample_perf_json
 from .render import EventMeta, event_json, event_pretty
 
+__all__ = ["add_arguments", "decode_file", "run"]
+
 _MAX_REPORTED = 20
 
 

@@ -7,6 +7,8 @@ import sys
 
 from ..tracelogging.spec import provider_id
 
+__all__ = ["add_arguments", "run"]
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``guid``."""

@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from typing import Final
 
 from .._levels import LEVEL_BY_NAME as LEVELS
-from ..eventheader.spec import tracepoint_name, validate_provider_name
+from ..eventheader.spec import NAME_MAX, tracepoint_name, validate_provider_name
 
-_NAME_MAX: Final = 255  # a tracepoint name is shorter than 256 bytes
+__all__ = ["add_arguments", "level_arg", "run"]
 
 
 def level_arg(text: str) -> int:
@@ -73,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     levels = sorted(set(args.level or [1, 2, 3, 4, 5]))
     keywords = list(dict.fromkeys(args.keyword or [1]))
     names = [tracepoint_name(args.provider, lv, kw, args.group) for kw in keywords for lv in levels]
-    too_long = [n for n in names if len(n) > _NAME_MAX]
+    too_long = [n for n in names if len(n) >= NAME_MAX]  # NAME_MAX counts the NUL
     if too_long:
         print(f"structlog-etw tracepoints: tracepoint name too long: {too_long[0]}", file=sys.stderr)
         return 2
