@@ -302,3 +302,46 @@ class TestDocs:
                     if re.search(r"\bstructlog_etw(\.\w+)*\._\w", line):
                         offenders.append(f"{path.relative_to(ROOT)}: {line.strip()}")
         assert offenders == []
+
+
+def _public_modules() -> list[str]:
+    """Dotted names of the public modules: no path component starts with ``_`` (``__init__`` aside)."""
+    out = []
+    for module in MODULES:
+        parts = module.split(".") if module else []
+        if any(p.startswith("_") for p in parts):
+            continue
+        out.append(f"{PKG}.{module}" if module else PKG)
+    return sorted(out)
+
+
+class TestPublicModules:
+    """Every public module says what it is, lists its API in ``__all__``, and documents every name of it."""
+
+    @pytest.mark.parametrize("name", _public_modules())
+    def test_module_docstring_all_and_a_docstring_on_every_public_name(self, name: str) -> None:
+        import importlib  # noqa: PLC0415
+        import inspect  # noqa: PLC0415
+        import sys  # noqa: PLC0415
+
+        if name.endswith("perf_event_open") and not sys.platform.startswith("linux"):
+            pytest.skip("perf_event_open(2) exists on Linux only")
+        module = importlib.import_module(name)
+        assert module.__doc__, f"{name} has no docstring"
+        names = getattr(module, "__all__", None)
+        assert names is not None, f"{name} has no __all__"
+        undocumented = []
+        for attr in names:
+            obj = getattr(module, attr)  # every name of __all__ exists
+            if not (inspect.isfunction(obj) or inspect.isclass(obj)):
+                continue  # constants and aliases carry #: comments
+            if not inspect.getdoc(obj):
+                undocumented.append(attr)
+            if inspect.isclass(obj):
+                for member, value in vars(obj).items():
+                    if member.startswith("_"):
+                        continue
+                    doc = value.__doc__ if isinstance(value, property) else inspect.getdoc(value)
+                    if (inspect.isfunction(value) or isinstance(value, property)) and not doc:
+                        undocumented.append(f"{attr}.{member}")
+        assert undocumented == [], f"{name}: no docstring on {undocumented}"
