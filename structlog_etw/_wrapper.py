@@ -73,18 +73,6 @@ async def _in_executor(self: Any, method_name: str, event: Any, kw: dict[str, An
         unmark_async_caller(caller)
 
 
-#: ``WATCH.clean_size`` as last read: a module global, so the disabled path reads no other object.
-_clean_size: int = WATCH.clean_size
-
-
-def _etw_bound() -> bool:
-    """``WATCH.etw_bound()``, keeping :data:`_clean_size` current."""
-    global _clean_size
-    bound = WATCH.etw_bound()
-    _clean_size = WATCH.clean_size
-    return bound
-
-
 #: The event the async methods pass to their sync method to run only its "does anyone listen" check.
 _CHECK_ONLY: Any = object()
 
@@ -112,7 +100,7 @@ def _make_methods(
                 "etw_keyword" not in kw
                 and "etw_level" not in kw
                 and not (by_name and "logger" in kw)
-                and (len(REGISTRY) == _clean_size or self._etw_fixed or not _etw_bound())
+                and (len(REGISTRY) == WATCH.clean_size or self._etw_fixed or not WATCH.etw_bound())
             )
             or not self._etw.listening(etw_level, self._logger, ChainMap(kw, self._context))
         ):
