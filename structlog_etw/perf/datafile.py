@@ -262,15 +262,32 @@ class PerfDataFile:
         if off + size > len(self.buf):
             self.problems.append("attrs section truncated")
         pos = off
+        # perf writes one id section per attr, side by side: together they fit in the file.  A
+        # crafted file can point every attr at the same (large) section; each id is read once
+        # against a budget of the file's size, so the work stays linear in the file's size.
+        budget = len(self.buf) // 8
+        seen: set[tuple[int, int]] = set()
+        shared = overlapping = 0
         while pos + entry <= end:
             ids_off, ids_size = self._u64(pos + attr_size), self._u64(pos + attr_size + 8)
             ids: list[int] = []
-            if ids_off + ids_size <= len(self.buf):
-                ids = [self._u64(ids_off + 8 * i) for i in range(ids_size // 8)]
-            else:
+            if ids_off + ids_size > len(self.buf):
                 self.problems.append("attr id section truncated")
+            elif ids_size and (ids_off, ids_size) in seen:
+                shared += 1  # its samples cannot be told from the first one's: no ids
+            elif ids_size // 8 > budget:
+                overlapping += 1
+            else:
+                n = ids_size // 8
+                budget -= n
+                ids = list(struct.unpack_from(f"{self.order}{n}Q", self.buf, ids_off))
+                seen.add((ids_off, ids_size))
             self._add_attr(self.buf[pos : pos + attr_size], ids)
             pos += entry
+        if shared:
+            self.problems.append(f"{shared} attrs share an id section with another attr (ids ignored)")
+        if overlapping:
+            self.problems.append(f"{overlapping} attrs have id sections overlapping others (ids ignored)")
 
     def _add_attr(self, raw: bytes, ids: list[int]) -> None:
         typ, _size, config, _period, sample_type, read_format, flags = struct.unpack_from(
