@@ -13,6 +13,7 @@ returned, and every problem is appended to :attr:`PerfDataFile.problems`.
 
 from __future__ import annotations
 
+import heapq
 import mmap
 import struct
 from collections.abc import Iterator
@@ -127,6 +128,8 @@ class PerfDataFile:
     problems: list[str] = field(default_factory=list)
     record_counts: dict[str, int] = field(default_factory=dict)
     lost: int = 0
+    #: Samples :meth:`samples_by_time` could not put in time order (older than one already out).
+    late: int = 0
     clock_offset_ns: int | None = None
     clockid: int | None = None
     data_offset: int = 0
@@ -505,26 +508,47 @@ class PerfDataFile:
             elif typ in (_R_COMPRESSED, _R_COMPRESSED2):
                 self.problems.append(f"compressed records (perf record -z) are not supported (offset {pos})")
 
-    def samples_in_time_order(self) -> list[Sample]:
-        """All samples sorted by time within each round, as perf and perf-decode present them.
+    def samples_by_time(self) -> Iterator[Sample]:
+        """Every sample in time order, as ``perf script`` orders them, streaming round by round.
 
-        perf writes events per CPU buffer; a FINISHED_ROUND record marks the
-        point before which every event has been written.  Within a round the
-        order is by timestamp (stable for equal times).
+        perf writes each CPU's buffer in turn and a FINISHED_ROUND record after every pass over
+        the buffers.  An event read after round *k* ended cannot be older than the newest event
+        read before round *k-1* ended, so at each FINISHED_ROUND the samples up to that time are
+        released in timestamp order (equal times in file order) and the rest wait for the next
+        round; everything left is released at the end.  Memory holds at most two rounds.  A
+        sample older than one already released (a file not written by perf's rules) comes out
+        late, right away, and is counted in :attr:`late`.  Samples without a time count as 0.
         """
-        out: list[Sample] = []
-        pending: list[Sample] = []
-        current = 0
+        self.late = 0
+        heap: list[tuple[int, int, Sample]] = []
+        seq = 0
+        current_round = 0
+        horizon: int | None = None  # newest time seen when the previous round ended
+        newest: int | None = None
+        released: int | None = None  # newest time released so far
         for s in self.samples():
-            if s.round != current:
-                pending.sort(key=lambda x: x.time or 0)
-                out.extend(pending)
-                pending = []
-                current = s.round
-            pending.append(s)
-        pending.sort(key=lambda x: x.time or 0)
-        out.extend(pending)
-        return out
+            while current_round < s.round:
+                current_round += 1
+                if horizon is not None:
+                    while heap and heap[0][0] <= horizon:
+                        t, _, out = heapq.heappop(heap)
+                        released = t
+                        yield out
+                horizon = newest
+            t = s.time or 0
+            if released is not None and t < released:
+                self.late += 1
+                yield s
+                continue
+            heapq.heappush(heap, (t, seq, s))
+            seq += 1
+            newest = t if newest is None else max(newest, t)
+        while heap:
+            yield heapq.heappop(heap)[2]
+
+    def samples_in_time_order(self) -> list[Sample]:
+        """All samples in time order (:meth:`samples_by_time`), as a list."""
+        return list(self.samples_by_time())
 
 
 def read_samples(path: str | Path) -> Iterator[Sample]:

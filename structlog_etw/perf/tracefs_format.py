@@ -339,7 +339,9 @@ def _parse_text(text: str, long64: bool) -> tuple[str, int | None, str, tuple[Fo
     print_fmt = ""
     fields: list[FormatField] = []
     common_count = 0
-    lines = text.splitlines()
+    lines = text.split(
+        "\n"
+    )  # the kernel ends lines with \n only (splitlines() also splits at \x85, \u2028, ...)
     i = 0
     while i < len(lines):
         line = lines[i]
