@@ -37,10 +37,10 @@ class Bounded:
     hung: bool
 
 
-def run_bounded(code: str, *args: str, stdin: bytes | None = None) -> Bounded:
+def run_bounded(code: str, *args: str, stdin: bytes | None = None, timeout: float = HANG_TIMEOUT) -> Bounded:
     """Run ``python -c code args`` (PYTHONPATH = the work tree) with ``RLIMIT_AS`` = :data:`MEMORY_LIMIT`.
 
-    A run still going after :data:`HANG_TIMEOUT` seconds is killed and reported as ``hung``.
+    A run still going after ``timeout`` seconds is killed and reported as ``hung``.
     """
 
     def limit() -> None:  # runs in the child between fork and exec
@@ -55,7 +55,7 @@ def run_bounded(code: str, *args: str, stdin: bytes | None = None) -> Bounded:
             env=env,
             cwd=REPO,
             preexec_fn=limit,
-            timeout=HANG_TIMEOUT,
+            timeout=timeout,
             check=False,
         )
     except subprocess.TimeoutExpired as exc:
