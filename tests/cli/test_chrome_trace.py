@@ -151,3 +151,39 @@ class TestRealCapture:
         assert slices[0]["args"]["stop"] == {"status": 200, "duration_ms": 12.5}
         instants = [e["name"] for e in doc["traceEvents"] if e["ph"] == "i"]
         assert instants == ["service_started", "user_login", "payment_failed", "cache_stats"]
+
+
+class TestRealActivitiesCapture:
+    """tests/data/activities.perf.data: perf's capture of tests/kernel/listen_writer.py's
+    ``activities`` workload in the user_events guest (the data of docs/cli/timeline.png)."""
+
+    def test_its_timeline_has_the_nested_requests_and_the_interleaved_job(self) -> None:
+        out = io.StringIO()
+        _written, problems = decode_file(
+            PerfDataFile.open(REPO / "tests" / "data" / "activities.perf.data"), out, mode="chrome-trace"
+        )
+        assert problems == []
+        doc = json.loads(out.getvalue())
+        assert check_trace(doc) == []
+        events = doc["traceEvents"]
+        workers = sorted({e["tid"] for e in events if e.get("name") == "request"})
+        assert len(workers) == 2
+        for tid in workers:
+            track = [(e["ph"], e.get("name")) for e in events if e["tid"] == tid and e["ph"] in "BE"]
+            one = [
+                ("B", "request"),
+                ("B", "db_query"),
+                ("E", None),
+                ("B", "render"),
+                ("E", None),
+                ("E", None),
+            ]
+            assert track == one * 3
+        jobs = sorted(e["ph"] for e in events if e.get("name") == "job")
+        assert jobs == ["B", "b", "e"]  # one on the thread, the interleaved one async
+        db = next(e for e in events if e.get("name") == "db_query" and e["ph"] == "B")
+        request_ids = {
+            e["args"]["activity_id"] for e in events if e.get("name") == "request" and e["ph"] == "B"
+        }
+        assert db["args"]["related_id"] in request_ids
+        assert {"duration_ns", "outcome"} <= set(db["args"]["stop"])
