@@ -1,29 +1,37 @@
-"""Common Schema 4.0 layout: the fields of a Log or Span event as Microsoft's collectors read them.
+"""Common Schema 4.0 layouts: the fields of a Log or Span event as Microsoft's collectors read them.
 
-Format-neutral: builds a ``list[Field]`` that either encoder writes.  The layout (top level,
-in order)::
+Format-aware but encoder-neutral: builds a ``list[Field]`` that either encoder writes.  Two layouts
+(docs/common-schema.md has them field by field, with the exporter source they follow):
 
-    __csver__  int      0x0401 (Common Schema 4.1 marker, as tracing-etw and the 1DS SDKs write)
-    PartA      struct   time (str, RFC 3339 UTC), [ext_dt struct: [traceId str], spanId str]
-    PartB      struct   Log:  _typeName "Log",  name, eventTime (RFC 3339 UTC)
-                        Span: _typeName "Span", [parentId], name, startTime (RFC 3339 UTC)
-    PartC      struct   Body (the message: structlog's ``event`` text), then the event's fields
+``schema="common"`` (:func:`otel_log_fields`, :func:`otel_span_fields`): as OpenTelemetry's
+user_events and ETW exporters write it, the layout the Geneva uploader and otel-arrow's
+user_events receiver recognise.  Log events are named ``Log``::
 
-Every struct is built from the list of fields actually written, so its declared field count
-always matches (an unknown trace id or parent id is left out, not written empty).  A struct
-holds 1..127 fields: an event with no own fields has no PartC, and fields beyond 126 go into
-PartC's last field ``_more`` as JSON text.
+    __csver__  uint32 (user_events) / uint16 (ETW)   0x400
+    PartA      time [, ext_dt_traceId, ext_dt_spanId] [, ext_cloud_role, ext_cloud_roleInstance]
+               (ETW: [ext_dt {traceId, spanId}] [ext_cloud {role, roleInstance}], time)
+    PartC      the event's own fields (left out when there are none)
+    PartB      _typeName "Log", [body], severityNumber int16, [severityText], [eventId], [name]
 
-Ids (lowercase hex strings): ``traceId`` is the current OpenTelemetry span's trace id (32
-digits) when there is one.  ``spanId`` is the innermost activity's id (32 digits) inside an
-activity, so every Log event joins the Span event written for that activity; else the current
-OpenTelemetry span's id (16 digits); else there is no ``ext_dt``.  Span events (activities,
-written once at their Stop) use activity ids for ``spanId``/``parentId``.
+Activities are one event named ``Span`` at their Stop: ``__csver__``, PartA (``time`` = the end,
+ids), PartB (``_typeName`` ``"Span"``, ``name``, ``startTime``, ``success``, ``kind``,
+[``parentId``], [``statusMessage``]; ETW's order differs), PartC (the activity's fields); ETW
+writes PartC before PartB.  Ids are W3C-sized hex: trace 32 digits, span 16 (an activity's span
+id is the last 8 bytes of its id; its trace the OpenTelemetry span's, else its root activity's
+id: decided at its Start, remembered per context in :data:`_TRACES`).
 
-Common Schema events have opcode 0 and carry no ETW activity ids (as tracing-etw writes
-them); an activity's Start event is not written at all.  ``__csver__`` is written as this
-project's only integer kind, a signed 64-bit value (tracing-etw: 32-bit on Linux, 16-bit on
-Windows); collectors read it by name and value.
+``schema="tracing-etw"`` (:func:`log_fields`, :func:`span_fields`): the tracing-etw crate's
+layout, events named as usual::
+
+    __csver__  int64    0x0401
+    PartA      struct   time (RFC 3339 UTC, microseconds), [ext_dt struct: [traceId], spanId]
+    PartB      struct   Log:  _typeName "Log",  name, eventTime
+                        Span: _typeName "Span", [parentId], name, startTime
+    PartC      struct   Body (the message), then the event's fields
+
+In both, every struct is built from the fields actually written, so its declared count always
+matches; a struct holds 1..127 fields (fields past 126 go into a last field ``_more`` as JSON
+text).  Events have opcode 0 and no ETW activity ids; an activity's Start writes nothing.
 """
 
 from __future__ import annotations
