@@ -213,3 +213,11 @@ def test_span_events_are_not_log_records_for_geneva(linux: Linux) -> None:
     attrs = otel_arrow_attributes(linux.events()[0])
     assert dict(attrs)["PartB._typeName"] == "Span"
     assert not geneva_record(attrs).common_schema
+
+
+def test_padding_after_the_event_is_ignored_as_the_receiver_ignores_it(linux: Linux) -> None:
+    linux.log.info("padded")
+    (event,) = linux.events()
+    rec = read_like_geneva(event + b"\0" * 7)  # perf pads a sample's raw data to 8 bytes
+    assert rec.common_schema
+    assert rec.body == "padded"

@@ -93,9 +93,13 @@ def _scalar(encoding: int, fmt: int, value: Any) -> Any:
 
 
 def otel_arrow_attributes(event: bytes) -> list[Attr]:
-    """The attributes otel-arrow's receiver makes of one EventHeader event (``decode_eventheader_attrs``)."""
+    """The attributes otel-arrow's receiver makes of one EventHeader event (``decode_eventheader_attrs``).
+
+    Bytes after the last field are ignored, as the receiver's enumerator ignores them (a perf
+    sample's raw data is padded to 8 bytes).
+    """
     out: list[Attr] = []
-    _flatten(parse(event).fields, [], out)
+    _flatten(parse(event, trailing_ok=True).fields, [], out)
     return out
 
 
