@@ -370,13 +370,15 @@ def otel_span_fields(
 
 
 class _Trace(NamedTuple):
-    """What the Start of an activity decided: its trace id, its parent span id, and the
-    OpenTelemetry span current at its Start (a later span is nested inside the activity)."""
+    """What the Start of an activity decided: its trace id, its parent span id, the
+    OpenTelemetry span current at its Start (a later span is nested inside the activity) and
+    the wall-clock time of its Start."""
 
     activity_id: bytes
     trace_id: str
     parent_id: str | None
     otel_span: int | None
+    start_ns: int
 
 
 #: The ``_Trace`` of each open activity of this context, outermost first (set at each Start that
@@ -403,7 +405,7 @@ def _find(traces: tuple[_Trace, ...], activity_id: bytes | None) -> int:
     return -1
 
 
-def _start_activity(current: tuple[bytes, bytes | None], otel: tuple[int, int] | None) -> None:
+def _start_activity(current: tuple[bytes, bytes | None], otel: tuple[int, int] | None, now: int) -> None:
     """At an activity's Start: decide its trace id and parent span id, remember them."""
     aid, related = current
     traces = _TRACES.get()
@@ -426,26 +428,26 @@ def _start_activity(current: tuple[bytes, bytes | None], otel: tuple[int, int] |
     if related is not None and parent is None and parent_id is None:
         parent_id = span_id_of(related)  # the parent's Start was not seen (nobody listened)
     keep = traces[: at + 1] if at >= 0 else ()
-    _TRACES.set(
-        (*keep[-(_MAX_DEPTH - 1) :], _Trace(aid, trace, parent_id, None if otel is None else otel[1]))
-    )
+    entry = _Trace(aid, trace, parent_id, None if otel is None else otel[1], now)
+    _TRACES.set((*keep[-(_MAX_DEPTH - 1) :], entry))
 
 
 def _activity_ids(
     current: tuple[bytes, bytes | None], otel: tuple[int, int] | None
-) -> tuple[str, str, str | None, bool]:
-    """``(trace_id, span_id, parent_id, otel_inner)`` inside an activity; ``otel_inner``: an
-    OpenTelemetry span started inside the activity is the innermost span."""
+) -> tuple[str, str, str | None, bool, int | None]:
+    """``(trace_id, span_id, parent_id, otel_inner, start_ns)`` inside an activity; ``otel_inner``:
+    an OpenTelemetry span started inside the activity is the innermost span; ``start_ns``: when
+    its Start was rendered (``None`` when it was not)."""
     aid, related = current
     traces = _TRACES.get()
     at = _find(traces, aid)
     if at < 0:  # its Start was not seen: a trace of its own (or the span's)
         trace = aid.hex() if otel is None else f"{otel[0]:032x}"
         parent = None if related is None else span_id_of(related)
-        return trace, span_id_of(aid), parent, False
+        return trace, span_id_of(aid), parent, False, None
     entry = traces[at]
     inner = otel is not None and otel[1] != entry.otel_span and f"{otel[1]:016x}" != span_id_of(aid)
-    return entry.trace_id, span_id_of(aid), entry.parent_id, inner
+    return entry.trace_id, span_id_of(aid), entry.parent_id, inner, entry.start_ns
 
 
 def write_common(
@@ -479,12 +481,12 @@ def write_common(
         return
     fmt = provider.format
     if current is not None and opcode == 1:
-        _start_activity(current, otel)
+        _start_activity(current, otel, now)
         return
     if opcode == 1:
         return
     if current is not None and opcode == 2:
-        trace, span, parent, _ = _activity_ids(current, otel)
+        trace, span, parent, _, started = _activity_ids(current, otel)
         duration = 0
         outcome = "ok"
         own: list[Field] = []
@@ -499,7 +501,9 @@ def write_common(
             name,
             own,
             fmt=fmt,
-            start_ns=now - max(duration, 0),
+            # the Start's own time when it was rendered: the end minus the duration would move the
+            # start as late as the Stop is rendered after the duration was measured
+            start_ns=now - max(duration, 0) if started is None else min(started, now),
             stop_ns=now,
             trace_id=trace,
             span_id=span,
@@ -513,7 +517,7 @@ def write_common(
     trace_id: str | None = None
     span_id: str | None = None
     if current is not None:
-        trace, span, _, inner = _activity_ids(current, otel)
+        trace, span, _, inner, _ = _activity_ids(current, otel)
         if inner and otel is not None:
             trace_id, span_id = f"{otel[0]:032x}", f"{otel[1]:016x}"
         else:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -46,11 +46,17 @@ STR8 = InType.COUNTEDANSISTRING  # tracelogging_dynamic's add_str8
 
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    ticks = itertools.count(step=DURATION)
-    monkeypatch.setattr(time, "time_ns", lambda: T_END)
-    monkeypatch.setattr(time, "perf_counter_ns", lambda: next(ticks))
-    yield
+def clock(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], None]:
+    """``clock(first)``: the wall clock reads ``first`` at its first call and DURATION later at each
+    next one (one call per event rendered); the monotonic clock steps DURATION per call."""
+
+    def start(first: int) -> None:
+        wall = itertools.count(first, DURATION)
+        ticks = itertools.count(step=DURATION)
+        monkeypatch.setattr(time, "time_ns", lambda: next(wall))
+        monkeypatch.setattr(time, "perf_counter_ns", lambda: next(ticks))
+
+    return start
 
 
 class Windows:
@@ -72,7 +78,8 @@ def _tree(fields: tuple[DecodedField, ...] | list[DecodedField]) -> list[Any]:
     ]
 
 
-def test_log_event_has_the_etw_log_exporters_layout(clock: None) -> None:
+def test_log_event_has_the_etw_log_exporters_layout(clock: Callable[[int], None]) -> None:
+    clock(T_END)
     win = Windows(cloud_role="checkout", cloud_role_instance="pod-7")
     with trace.use_span(NonRecordingSpan(SpanContext(TRACE, SPAN, is_remote=False))):
         win.log.warning("low disk", etw_name="LowDisk", pct=3.5, n=2, ok=True, event_id=7)
@@ -115,7 +122,8 @@ def test_log_event_has_the_etw_log_exporters_layout(clock: None) -> None:
     assert csver.format == OutType.UNSIGNED  # add_u16(.., OutType::Unsigned)
 
 
-def test_span_event_has_the_etw_trace_exporters_layout(clock: None) -> None:
+def test_span_event_has_the_etw_trace_exporters_layout(clock: Callable[[int], None]) -> None:
+    clock(T_END - 2 * DURATION)  # Outer, Download start; Download, Outer stop
     win = Windows()
     with etw_activity(win.log, "Outer"), etw_activity(win.log, "Download", url="u") as act:
         pass
@@ -152,7 +160,8 @@ def test_span_event_has_the_etw_trace_exporters_layout(clock: None) -> None:
     ]
 
 
-def test_a_failed_root_activity_has_status_and_no_parent(clock: None) -> None:
+def test_a_failed_root_activity_has_status_and_no_parent(clock: Callable[[int], None]) -> None:
+    clock(T_END - DURATION)
     win = Windows()
     with pytest.raises(ValueError), etw_activity(win.log, "Job"):
         raise ValueError

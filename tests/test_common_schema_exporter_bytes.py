@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import pytest
 import structlog
@@ -26,12 +26,17 @@ SPAN = 0x00F067AA0BA902B7
 
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Wall clock fixed at T_END; every activity lasts DURATION on the monotonic clock."""
-    ticks = itertools.count(step=DURATION)
-    monkeypatch.setattr(time, "time_ns", lambda: T_END)
-    monkeypatch.setattr(time, "perf_counter_ns", lambda: next(ticks))
-    yield
+def clock(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], None]:
+    """``clock(first)``: the wall clock reads ``first`` at its first call and DURATION later at each
+    next one (one call per event rendered); the monotonic clock steps DURATION per call."""
+
+    def start(first: int) -> None:
+        wall = itertools.count(first, DURATION)
+        ticks = itertools.count(step=DURATION)
+        monkeypatch.setattr(time, "time_ns", lambda: next(wall))
+        monkeypatch.setattr(time, "perf_counter_ns", lambda: next(ticks))
+
+    return start
 
 
 def capture(schema: str = "common") -> tuple[CaptureBackend, structlog.stdlib.BoundLogger]:
@@ -42,7 +47,8 @@ def capture(schema: str = "common") -> tuple[CaptureBackend, structlog.stdlib.Bo
     return backend, log
 
 
-def test_log_event_is_byte_identical_to_the_exporters(clock: None) -> None:
+def test_log_event_is_byte_identical_to_the_exporters(clock: Callable[[int], None]) -> None:
+    clock(T_END)
     backend, log = capture()
     span = NonRecordingSpan(SpanContext(TRACE, SPAN, is_remote=False))
     with trace.use_span(span):
@@ -65,7 +71,8 @@ def test_log_event_is_byte_identical_to_the_exporters(clock: None) -> None:
     assert ours == expected
 
 
-def test_span_event_is_byte_identical_to_the_exporters(clock: None) -> None:
+def test_span_event_is_byte_identical_to_the_exporters(clock: Callable[[int], None]) -> None:
+    clock(T_END - 2 * DURATION)  # Outer, Download start; Download, Outer stop
     backend, log = capture()
     with etw_activity(log, "Outer"), etw_activity(log, "Download", url="https://example.com/a") as act:
         pass
@@ -86,7 +93,8 @@ def test_span_event_is_byte_identical_to_the_exporters(clock: None) -> None:
     assert inner == expected
 
 
-def test_a_failed_activity_is_an_unsuccessful_span_with_a_status_message(clock: None) -> None:
+def test_a_failed_activity_is_an_unsuccessful_span_with_a_status(clock: Callable[[int], None]) -> None:
+    clock(T_END - DURATION)  # Job start, Job stop
     backend, log = capture()
     with pytest.raises(KeyError), etw_activity(log, "Job") as act:
         raise KeyError("x")
@@ -106,7 +114,8 @@ def test_a_failed_activity_is_an_unsuccessful_span_with_a_status_message(clock: 
     assert ours == expected
 
 
-def test_the_old_layout_differs_from_the_exporters(clock: None) -> None:
+def test_the_old_layout_differs_from_the_exporters(clock: Callable[[int], None]) -> None:
+    clock(T_END)
     # the comparison can fail: tracing-etw's layout is not what the exporter writes
     backend, log = capture("tracing-etw")
     log.info("m")
@@ -114,3 +123,17 @@ def test_the_old_layout_differs_from_the_exporters(clock: None) -> None:
     when = "2025-11-29T17:12:17.123456789Z"
     expected = log_event(LogRecord(time=when, severity_number=9, level=4, body="m"))
     assert ours != expected
+
+
+def test_the_start_time_is_when_the_start_passed_not_the_end_minus_the_duration(
+    clock: Callable[[int], None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the Stop is rendered DURATION after the activity measured its (zero) duration: the start is
+    # still the Start's own time, not the end minus the duration
+    clock(T_END - DURATION)
+    monkeypatch.setattr(time, "perf_counter_ns", lambda: 0)
+    backend, log = capture()
+    with etw_activity(log, "Job"):
+        pass
+    part_b = dict((n, v) for n, _e, _f, v in parse(backend.records[0].event).fields[2][3])
+    assert part_b["startTime"] == "2025-11-29T17:12:17.121956789Z"
