@@ -774,6 +774,7 @@ uint32_t EventRegister(const uint8_t *provider_id, ENABLECALLBACK callback, void
     memcpy(providers[i].guid, provider_id, 16);
     providers[i].callback = callback;
     providers[i].context = context;
+    providers[i].traits_set = 0;
     provider_t prov = providers[i];
     uint32_t en = state_enabled;
     uint8_t lv = state_level;
