@@ -8,8 +8,15 @@ import uuid
 import pytest
 
 from structlog_etw.backends.etw import EtwBackend
-from structlog_etw.etw import EtwListener, EtwListenError, RawRecord, decode_raw, session_name, stop_session
-from structlog_etw.etw import abi
+from structlog_etw.etw import (
+    EtwListener,
+    EtwListenError,
+    RawRecord,
+    abi,
+    decode_raw,
+    session_name,
+    stop_session,
+)
 from structlog_etw.fields import to_fields
 from structlog_etw.tracelogging.encoder import TraceLoggingEncoder
 from structlog_etw.tracelogging.spec import provider_id
