@@ -25,9 +25,12 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sched.h>
+#include <sys/syscall.h>
+#endif
 
 typedef struct {
     uint16_t Id;
@@ -373,6 +376,23 @@ static int session_state(const uint8_t *guid, uint8_t *level, uint64_t *any, uin
 
 /* ---- the controller and consumer API (real-time sessions) -------------------------------- */
 
+static uint32_t thread_id(void) {
+#ifdef __linux__
+    return (uint32_t)syscall(SYS_gettid);
+#else
+    return (uint32_t)(uintptr_t)pthread_self();
+#endif
+}
+
+static uint8_t cpu_number(void) {
+#ifdef __linux__
+    int cpu = sched_getcpu();
+    return (uint8_t)(cpu < 0 ? 0 : cpu);
+#else
+    return 0;
+#endif
+}
+
 static size_t wlen(const uint16_t *s) {
     size_t n = 0;
     while (n <= SESSION_NAME_MAX && s[n]) n++;
@@ -685,7 +705,7 @@ static void deliver(const uint8_t *guid, int traits_set, const EVENT_DESCRIPTOR 
         clock_gettime(CLOCK_REALTIME, &ts);
         h->Size = (uint16_t)sizeof(EVENT_HEADER);
         h->Flags = EVENT_HEADER_FLAG_64_BIT_HEADER;
-        h->ThreadId = (uint32_t)syscall(SYS_gettid);
+        h->ThreadId = thread_id();
         h->ProcessId = (uint32_t)getpid();
         h->TimeStamp = (int64_t)(FILETIME_UNIX_EPOCH + (uint64_t)ts.tv_sec * 10000000u + (uint64_t)ts.tv_nsec / 100u);
         memcpy(&h->ProviderId, guid, 16);
@@ -706,7 +726,7 @@ static void deliver(const uint8_t *guid, int traits_set, const EVENT_DESCRIPTOR 
             n++;
         }
         if (n) h->Flags |= EVENT_HEADER_FLAG_EXTENDED_INFO;
-        r->ProcessorNumber = (uint8_t)(sched_getcpu() & 0xFF);
+        r->ProcessorNumber = cpu_number();
         r->LoggerId = (uint16_t)(s + 1);
         r->ExtendedDataCount = (uint16_t)n;
         r->ExtendedData = n ? q->ext : NULL;
