@@ -136,15 +136,19 @@ def decode_raw(raw: RawRecord, provider: str = "") -> ListenedEvent:
 
     realtime_ns = (raw.timestamp - abi.FILETIME_UNIX_EPOCH) * 100 if raw.timestamp else None
     try:
-        if raw.metadata is None:
+        metadata = raw.metadata
+        if metadata is None:
             raise ValueError("no TraceLogging metadata (EVENT_HEADER_EXT_TYPE_EVENT_SCHEMA_TL)")
+        if len(metadata) >= 2 and int.from_bytes(metadata[:2], "little") < len(metadata):
+            # The blob starts with its own u16 size; anything after it (padding) is not metadata.
+            metadata = metadata[: int.from_bytes(metadata[:2], "little")]
         name = decode_traits(raw.traits)[0] if raw.traits else provider
         if raw.related_id is not None and len(raw.related_id) != 16:
             raise ValueError(f"related activity id of {len(raw.related_id)} bytes (not 16)")
         activity = uuid.UUID(bytes_le=raw.activity_id) if any(raw.activity_id) else None
         related = uuid.UUID(bytes_le=raw.related_id) if raw.related_id is not None else None
         decoded = decode(
-            raw.metadata,
+            metadata,
             raw.data,
             provider=name,
             descriptor=raw.descriptor,

@@ -161,6 +161,7 @@ def _raw(**kw: object) -> RawRecord:
     [
         ({}, "EVENT_SCHEMA_TL"),
         ({"metadata": b"\xff\xff garbage"}, "metadata size"),
+        ({"metadata": b"\x01\x00"}, "truncated"),
         ({"metadata": b"\x05\x00\x00ab"}, "unterminated"),
         ({"metadata": b"\x06\x00\x00e\x00x", "data": b""}, ""),
         ({"metadata": b"\x05\x00\x00e\x00", "related_id": b"short"}, "related activity id"),
@@ -173,3 +174,11 @@ def test_crafted_records_become_error_events_not_exceptions(kw: dict[str, object
     assert ev.decoded is None and ev.error is not None
     assert message in ev.error
     assert ev.realtime_ns == 0 and ev.pid == 1
+
+
+def test_metadata_is_read_up_to_its_own_size() -> None:
+    meta = b"\x07\x00\x00ev\x00"  # 6 bytes that claim 7
+    ev = decode_raw(_raw(metadata=b"\x06\x00\x00ev\x00" + b"\0\0", data=b""), "P")  # two bytes of padding
+    assert ev.error is None and ev.decoded is not None
+    assert (ev.decoded.name, ev.decoded.fields) == ("ev", {})
+    assert decode_raw(_raw(metadata=meta), "P").error is not None  # a size past the blob is an error
