@@ -182,3 +182,44 @@ def test_metadata_is_read_up_to_its_own_size() -> None:
     assert ev.error is None and ev.decoded is not None
     assert (ev.decoded.name, ev.decoded.fields) == ("ev", {})
     assert decode_raw(_raw(metadata=meta), "P").error is not None  # a size past the blob is an error
+
+
+def test_the_stand_in_reads_fields_where_the_sdk_puts_them(fake: Fake) -> None:
+    """A logfile whose callback sits 8 bytes early (a layout slip) is refused, the right one opens."""
+    fake.start_session("layout")
+    try:
+        lib = fake.lib
+        lib.OpenTraceW.restype = ctypes.c_uint64
+        name = abi.wide("layout")
+        callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda record: None)
+        address = ctypes.cast(callback, ctypes.c_void_p).value
+        mode = abi.PROCESS_TRACE_MODE_REAL_TIME | abi.PROCESS_TRACE_MODE_EVENT_RECORD
+        wrong = bytearray(ctypes.sizeof(abi.EVENT_TRACE_LOGFILEW))
+        wrong[8:16] = ctypes.addressof(name).to_bytes(8, "little")
+        wrong[28:32] = mode.to_bytes(4, "little")
+        wrong[416:424] = (address or 0).to_bytes(8, "little")  # EventsLost's slot, not the callback's
+        buf = (ctypes.c_char * len(wrong)).from_buffer(wrong)
+        assert lib.OpenTraceW(buf) == abi.INVALID_PROCESSTRACE_HANDLE
+        assert lib.GetLastError() == 87
+        right = abi.EVENT_TRACE_LOGFILEW()
+        right.LoggerName = ctypes.addressof(name)
+        right.ProcessTraceMode = mode
+        right.EventRecordCallback = address
+        handle = lib.OpenTraceW(ctypes.byref(right))
+        assert handle != abi.INVALID_PROCESSTRACE_HANDLE
+        assert right.BufferSize == 64 * 1024  # written back by the stand-in at the SDK's offset 408
+        assert lib.CloseTrace(ctypes.c_uint64(handle)) == 0
+    finally:
+        assert stop_session("layout", library=fake.path)
+
+
+def test_records_of_other_providers_are_skipped_not_shown(fake: Fake) -> None:
+    with EtwListener(NAME, library=fake.path) as listener:
+        rec = abi.EVENT_RECORD()
+        rec.EventHeader.ProviderId = abi.GUID.from_uuid(provider_id("Other"))
+        listener._on_record(ctypes.pointer(rec))  # as ProcessTrace would call it
+        rec.EventHeader.ProviderId = abi.GUID.from_uuid(listener.provider_id)
+        listener._on_record(ctypes.pointer(rec))
+        assert listener.skipped == 1
+        (ev,) = listener.poll(0)
+    assert ev.error is not None and "EVENT_SCHEMA_TL" in ev.error
