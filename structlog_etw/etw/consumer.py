@@ -25,11 +25,13 @@ the tests run these ctypes calls on Linux against the C stand-in ``tests/csrc/fa
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import sys
 import threading
 import uuid
+import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -272,6 +274,18 @@ def stop_session(name: str, *, library: str | None = None) -> bool:
     return _stop_by_name(_Api(library), name)
 
 
+#: Listeners not yet closed: stopped at interpreter exit, so a session does not outlive a
+#: process that ends without closing its listener (a killed one leaves it to the next run).
+_OPEN: weakref.WeakSet[EtwListener] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_listeners() -> None:
+    for listener in list(_OPEN):
+        with contextlib.suppress(Exception):
+            listener.close()
+
+
 class EtwListener:
     """A live ETW session for one provider (see the module docstring).  Use it as a context manager.
 
@@ -317,6 +331,7 @@ class EtwListener:
         self._closed = False
         self._callback = self._api.callback_type(self._on_record)  # alive as long as the trace
         self._name_w = abi.wide(self.name)
+        _OPEN.add(self)
         try:
             self._start(buffer_kb)
             self._enable()
@@ -432,12 +447,13 @@ class EtwListener:
         if self._closed:
             return
         self._closed = True
+        _OPEN.discard(self)
         session, self._session = self._session, 0
         if session:
             props = _Properties(self.name)
             with contextlib.suppress(Exception):
                 self._api.control(session, self._name_w, props.pointer(), abi.EVENT_TRACE_CONTROL_STOP)
-        thread = self._thread
+        thread = self._thread if self._thread is not None and self._thread.ident is not None else None
         if thread is not None:
             thread.join(_JOIN_SECONDS)
         trace, self._trace = self._trace, abi.INVALID_PROCESSTRACE_HANDLE

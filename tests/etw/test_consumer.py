@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import threading
 import uuid
 
 import pytest
@@ -13,6 +14,7 @@ from structlog_etw.etw import (
     EtwListenError,
     RawRecord,
     abi,
+    consumer,
     decode_raw,
     session_name,
     stop_session,
@@ -223,3 +225,21 @@ def test_records_of_other_providers_are_skipped_not_shown(fake: Fake) -> None:
         assert listener.skipped == 1
         (ev,) = listener.poll(0)
     assert ev.error is not None and "EVENT_SCHEMA_TL" in ev.error
+
+
+def test_listeners_left_open_are_stopped_at_exit(fake: Fake) -> None:
+    listener = EtwListener(NAME, library=fake.path)
+    assert fake.lib.fake_sessions_in_use() == 1
+    consumer._close_open_listeners()  # what atexit runs
+    assert fake.lib.fake_sessions_in_use() == 0
+    assert not listener.running
+
+
+def test_ctrl_c_during_start_up_leaves_no_session(fake: Fake, monkeypatch: pytest.MonkeyPatch) -> None:
+    def interrupted(self: threading.Thread) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(threading.Thread, "start", interrupted)  # between OpenTraceW and the thread
+    with pytest.raises(KeyboardInterrupt):
+        EtwListener(NAME, library=fake.path)
+    assert fake.lib.fake_sessions_in_use() == 0  # stopped, and the opened trace closed

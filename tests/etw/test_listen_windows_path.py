@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import threading
 import time
 
@@ -91,3 +93,23 @@ def test_listen_on_windows_without_rights_exits_2(
     assert listen.run(_args([NAME])) == 2
     assert "administrator" in capsys.readouterr().err
     assert listen.run(_args([NAME, "--group", "g"])) == 2
+
+
+def test_ctrl_c_stops_listen_and_its_session(
+    windows_listen: Fake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def interrupt() -> None:
+        deadline = time.monotonic() + 10
+        # listen's own handler is in place once its session runs: Ctrl-C then means "stop".
+        while signal.getsignal(signal.SIGINT) is signal.default_int_handler and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert windows_listen.session_info(session_name(NAME)) is not None
+        os.kill(os.getpid(), signal.SIGINT)
+
+    t = threading.Thread(target=interrupt)
+    t.start()
+    rc = listen.run(_args([NAME, "--duration", "30"]))  # would run 30 s without the Ctrl-C
+    t.join()
+    assert rc == 0
+    assert "0 events, 0 lost" in capsys.readouterr().err
+    assert windows_listen.lib.fake_sessions_in_use() == 0
