@@ -311,6 +311,7 @@ class EtwListener:
         if keyword is not None and not 0 <= keyword < 2**64:
             raise EtwListenError("keyword out of range 0..2**64-1")
         self.provider_name, self.provider_id = _provider_guid(provider)
+        self._provider_guid = self.provider_id.bytes_le
         self.name = name if name is not None else session_name(self.provider_name or str(self.provider_id))
         if not 0 < len(self.name) <= _NAME_MAX or "\0" in self.name:
             raise EtwListenError(f"bad session name {self.name!r}")
@@ -404,10 +405,11 @@ class EtwListener:
     def _on_record(self, record: Any) -> None:
         """The EventRecordCallback: copy and queue (never raises into ETW's thread)."""
         try:
-            raw = _copy_record(record.contents)
-            if raw.provider_id != self.provider_id:
+            contents = record.contents
+            if bytes(contents.EventHeader.ProviderId) != self._provider_guid:  # not ours: copy nothing
                 self.skipped += 1
                 return
+            raw = _copy_record(contents)
             with self._cond:
                 if self._queued_bytes + raw.size > self._max_bytes:
                     self.lost += 1
