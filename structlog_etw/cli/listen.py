@@ -77,18 +77,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-register", action="store_true", help="never register tracepoints, only listen")
 
 
-def _meta(ev: ListenedEvent) -> EventMeta:
-    return EventMeta(ev.time_ns, ev.realtime_ns, ev.cpu, ev.pid, ev.tid, f"{_SYSTEM}:{ev.tracepoint}")
+def _meta(ev: ListenedEvent, system: str | None = _SYSTEM) -> EventMeta:
+    tracepoint = f"{system}:{ev.tracepoint}" if system is not None else None
+    return EventMeta(ev.time_ns, ev.realtime_ns, ev.cpu, ev.pid, ev.tid, tracepoint)
 
 
-def emit_to(writer: EventWriter) -> Callable[[ListenedEvent], None]:
-    """A function handing each listened event to ``writer`` (undecodable ones with their bytes)."""
+def emit_to(writer: EventWriter, system: str | None = _SYSTEM) -> Callable[[ListenedEvent], None]:
+    """A function handing each listened event to ``writer`` (undecodable ones with their bytes).
+
+    ``system``: the perf system of the events' tracepoints (``user_events``); ``None`` for an
+    event source without tracepoints (ETW), whose events then have no ``tracepoint``.
+    """
 
     def emit(ev: ListenedEvent) -> None:
+        meta = _meta(ev, system)
         if ev.decoded is not None:
-            writer.write(ev.decoded, _meta(ev))
+            writer.write(ev.decoded, meta)
         else:
-            writer.undecodable(_meta(ev), ev.error or "undecodable", ev.raw)
+            writer.undecodable(meta, ev.error or "undecodable", ev.raw)
 
     return emit
 
@@ -145,7 +151,8 @@ def _run_etw(args: argparse.Namespace) -> int:
             file=err,
             flush=True,
         )
-        emit = make_printer(args.json, use_color(args.color, out), out)
+        writer = make_writer(args.format, out, colors=use_color(args.color, out), flush=True)
+        emit = emit_to(writer, system=None)  # ETW events have no tracepoint
         shown = run_etw(listener, emit, count=args.count, duration=args.duration, stop=lambda: bool(stopping))
     finally:
         for sig, handler in previous.items():
