@@ -220,7 +220,7 @@ class EtwRenderer:
             self.provider.count_dropped("render_error")
         if self.passthrough:
             return event_dict
-        if in_processor_formatter(event_dict, 1):  # after ProcessorFormatter.remove_processors_meta
+        if sys._getframe(1).f_code is _FORMATTER_CODE:  # after ProcessorFormatter.remove_processors_meta
             return ""
         raise structlog.DropEvent
 
