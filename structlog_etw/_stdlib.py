@@ -162,9 +162,12 @@ class EtwHandler(logging.Handler):
         if self._formatter_renders():
             # structlog's stdlib recipe: the formatter's chain ends in an EtwRenderer, which writes
             # the event and returns "" (DropEvent too, from a processor of the formatter's).
-            with contextlib.suppress(structlog.DropEvent):
-                self.format(record)
-            return
+            try:
+                with contextlib.suppress(structlog.DropEvent):
+                    self.format(record)
+                return
+            except Exception:  # e.g. getMessage() of a record whose % arguments do not match:
+                pass  # written below, with what can be rendered
         levelno = record.levelno
         level = level_from_stdlib(levelno) if type(levelno) is int else 5
         msg: Any = record.msg

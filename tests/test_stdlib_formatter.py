@@ -273,6 +273,17 @@ class TestHostileRecords:
         assert "ValueError: boom" in events[7].fields["exception"]
         assert events[11].level == 5
 
+    def test_hostile_records_through_a_processor_formatter(self, etw_capture: EtwCapture) -> None:
+        """structlog's formatter raises on them (``getMessage``); the handler writes them itself."""
+        name = unique_provider()
+        handler = EtwHandler(name)
+        handler.setFormatter(ProcessorFormatter(processors=[EtwRenderer(name)]))
+        records = _hostile_records("hostile.pf")
+        for record in records:
+            handler.handle(record)
+        assert len(etw_capture.events) == len(records)
+        assert handler.errors == 0
+
     def test_formatter_that_raises_still_writes(self, etw_capture: EtwCapture) -> None:
         class Broken(logging.Formatter):
             def format(self, record: logging.LogRecord) -> str:
