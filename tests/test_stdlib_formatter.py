@@ -135,8 +135,15 @@ class TestProcessorFormatter:
         lib_logger.addHandler(handler)
         plain, _ = _stream_handler(ProcessorFormatter(processors=[EtwEarlyDrop(name), EtwRenderer(name)]))
         lib_logger.addHandler(plain)
+        # without the formatter's keys: EtwEarlyDrop knows its caller is ProcessorFormatter.format
+        meta_removed, _ = _stream_handler(
+            ProcessorFormatter(
+                processors=[ProcessorFormatter.remove_processors_meta, EtwEarlyDrop(name), EtwRenderer(name)]
+            )
+        )
+        lib_logger.addHandler(meta_removed)
         lib_logger.info("maybe")  # raised DropEvent before when nobody listened
-        assert [e.name for e in etw_capture.events] == (["maybe", "maybe"] if listening else [])
+        assert [e.name for e in etw_capture.events] == (["maybe"] * 3 if listening else [])
 
 
 class TestForeignPreChain:
