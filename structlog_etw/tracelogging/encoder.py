@@ -19,8 +19,11 @@ Type mapping (``fields`` kind -> InType / OutType)::
     STRUCT -> STRUCT (member count in OutMeta), nested
     kind|ARRAY -> the item type with VCount (u16 count in the data)
 
-Two paths, one result: the **fast path** packs the values with the cached plan's packers and is
-taken when every value is what its kind expects and the event fits; anything else takes the one
+Three routes, one result: :meth:`TraceLoggingEncoder.encode_dict` writes the common shapes of an
+event dict with a function generated per shape's layout (:mod:`structlog_etw._shapes`), anything
+else goes through ``dict_fields`` and :meth:`~TraceLoggingEncoder.encode`; there, the **fast
+path** packs the values with the cached plan's packers and is taken when every value is what its
+kind expects and the event fits; anything else takes the one
 **general path**: :func:`~structlog_etw.fields.normalize` turns each value into a piece (a value
 that cannot be written as its kind, such as a datetime before 1601, is written as its text),
 TraceLogging's limits are applied, and the pieces are joined whole or cut by the size policy
