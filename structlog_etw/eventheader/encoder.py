@@ -484,14 +484,14 @@ _ARRAY_BODY: Final[dict[int, Callable[[list[Any]], bytes]]] = {
 
 #: How a shape function writes each kind (the same bytes as the packers above and the general path).
 _SHAPE_STEPS: Final[dict[int, Step]] = {
-    STR: Step("", "{v}.encode('utf-8')"),
+    STR: Step("", "{v}.encode()"),
     NONE: Step("", "b'None'"),
     I64: Step("q", "{v}"),
     F64: Step("d", "{v}"),
     BOOL: Step("?", "{v}"),
     BYTES: Step("", "{v}"),
     UUID: Step("16s", "{v}.bytes"),
-    TIME: Step("", "{v}.isoformat().encode('utf-8')"),
+    TIME: Step("", "{v}.isoformat().encode()"),
 }
 _SHAPE_FNS: dict[tuple[int, ...], Callable[..., bytes | None]] = {}
 
