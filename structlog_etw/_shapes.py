@@ -16,6 +16,10 @@ writes.  This module holds the parts both formats share:
   kind (:class:`Step`).  Its source is built only from the format's step table and positions,
   never from keys or values.
 
+Shapes are found by the event's keys compared by equality, as a dict compares them: a key of a
+``str`` subclass that equals a ``str`` key shares that key's shape and is written under that name
+(the general route writes ``str(key)``, the same text unless the subclass overrides ``__str__``).
+
 A shape function returns ``None`` when a value's class is not the one its shape was built for
 (the caller then looks the shape up with the classes in the key) and raises when a value of the
 right class cannot be written by the straight-line code (an int past int64, a string with lone
