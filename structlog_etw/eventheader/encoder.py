@@ -655,16 +655,15 @@ class EventHeaderEncoder:
             entry: _ShapeEntry = self._by_keys.get((name, skip, *event), _MISSING)
             if entry is _MISSING:
                 entry = self._shape_entry(name, event, skip, True)
-            if entry is not None:
-                out: bytes | None = entry[1](event, head, entry[0])
-                if out is None:  # the values' classes are not the ones of the first entry
-                    entry = self._by_classes.get((name, skip, *event, *map(type, event.values())), _MISSING)
-                    if entry is _MISSING:
-                        entry = self._shape_entry(name, event, skip, False)
-                    if entry is not None:
-                        out = entry[1](event, head, entry[0])
-                if out is not None and len(out) <= self.max_size:
-                    return out
+            out = None if entry is None else entry[1](event, head, entry[0])
+            if out is None:  # the values' classes are not the ones of the first entry (or it had none)
+                entry = self._by_classes.get((name, skip, *event, *map(type, event.values())), _MISSING)
+                if entry is _MISSING:
+                    entry = self._shape_entry(name, event, skip, False)
+                if entry is not None:
+                    out = entry[1](event, head, entry[0])
+            if out is not None and len(out) <= self.max_size:
+                return out
         except Exception:  # a value the shape function does not write: the general route decides
             pass
         return self.encode(

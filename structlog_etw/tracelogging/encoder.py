@@ -612,17 +612,16 @@ class TraceLoggingEncoder:
                 entry = self._by_keys.get((name, tag, skip, *event), _MISSING)
                 if entry is _MISSING:
                     entry = self._shape_entry(name, event, skip, tag, True)
-                if entry is not None:
-                    data = entry.fn(event)
-                    if data is None:  # the values' classes are not the ones of the first entry
-                        key = (name, tag, skip, *event, *map(type, event.values()))
-                        entry = self._by_classes.get(key, _MISSING)
-                        if entry is _MISSING:
-                            entry = self._shape_entry(name, event, skip, tag, False)
-                        if entry is not None:
-                            data = entry.fn(event)
-                    if data is not None and entry is not None and len(data) <= entry.room:
-                        return self.traits, entry.metadata, data
+                data = None if entry is None else entry.fn(event)
+                if data is None:  # the values' classes are not the ones of the first entry (or none)
+                    key = (name, tag, skip, *event, *map(type, event.values()))
+                    entry = self._by_classes.get(key, _MISSING)
+                    if entry is _MISSING:
+                        entry = self._shape_entry(name, event, skip, tag, False)
+                    if entry is not None:
+                        data = entry.fn(event)
+                if data is not None and entry is not None and len(data) <= entry.room:
+                    return self.traits, entry.metadata, data
             except Exception:  # a value the shape function does not write: the general route
                 pass
         return self.encode(

@@ -96,6 +96,13 @@ class TestShapeFunctionIsUsed:
         assert compiled == eh._SHAPE_FNS
         assert enc._by_keys[("first", "event", *FIVE)][1] is enc._by_keys[("second", "event", *FIVE)][1]  # type: ignore[index]
 
+    def test_a_shape_first_seen_with_a_container_gets_a_shape_function_for_scalars(self) -> None:
+        enc = eh.EventHeaderEncoder()
+        for v in ({"nested": 1}, 5):
+            enc.encode_dict("E", {"a": v}, None, 4)
+        assert enc._by_keys[("E", None, "a")] is None
+        assert enc._by_classes[("E", None, "a", int)] is not None
+
     def test_values_of_other_classes_get_their_own_entry_and_keep_the_first(self) -> None:
         enc = eh.EventHeaderEncoder()
         enc.encode_dict("E", {"a": 1}, None, 4)

@@ -87,6 +87,13 @@ class TestShapeFunctionIsUsed:
         assert enc._cache == {}
         assert got == _general(tl.TraceLoggingEncoder("P"), "E", d, None)
 
+    def test_a_shape_first_seen_with_a_container_gets_a_shape_function_for_scalars(self) -> None:
+        enc = tl.TraceLoggingEncoder("P")
+        for v in ({"nested": 1}, 5):
+            enc.encode_dict("E", {"a": v}, None)
+        assert enc._by_keys[("E", 0, None, "a")] is None
+        assert enc._by_classes[("E", 0, None, "a", int)] is not None
+
     def test_values_of_other_classes_get_their_own_entry_and_keep_the_first(self) -> None:
         enc = tl.TraceLoggingEncoder("P")
         enc.encode_dict("E", {"a": 1}, None)
