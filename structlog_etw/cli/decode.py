@@ -1,24 +1,37 @@
-"""``structlog-etw decode FILE``: perf.data -> one JSON object per event, or coloured text.
+"""``structlog-etw decode FILE``: perf.data -> one line per event (text, JSON, perf-decode's JSON)
+or a Chrome/Perfetto timeline (docs/cli/decode.md).
 
-Exit codes: 0 every sample decoded; 1 the file is damaged or truncated, or some
-samples could not be decoded (what could be decoded is still written, the rest
-is reported on stderr); 2 the file cannot be read or is not a perf.data file.
+Exit codes: 0 every sample decoded; 1 the file is damaged or truncated, or some samples could
+not be decoded (what could be decoded is still written, the rest is reported on stderr); 2 the
+file cannot be read or is not a perf.data file.  Whatever the file holds, the outcome is one of
+these with a message on stderr, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Iterable
 from typing import TextIO
 
+from ..decoded import DecodedEvent
 from ..perf.datafile import PerfDataError, PerfDataFile, Sample
 from ..perf.samples import SampleDecodeError, decode_sample, sample_perf_json
-from .render import EventMeta, event_json, event_pretty
+from .output import (
+    EventFilter,
+    EventWriter,
+    add_filter_arguments,
+    add_output_arguments,
+    event_filter,
+    make_writer,
+    use_color,
+)
+from .render import EventMeta, printable
 
-__all__ = ["add_arguments", "decode_file", "run"]
+__all__ = ["FORMATS", "add_arguments", "decode_file", "run"]
 
+#: The output formats of ``decode`` (``--format``).
+FORMATS = ("text", "json", "perf-json", "chrome-trace")
 _MAX_REPORTED = 20
 
 
@@ -29,25 +42,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="perf.data file written by perf record ('-': read stdin, e.g. perf's pipe mode)",
     )
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument(
-        "--json", action="store_true", help="one JSON object per line (default when not a terminal)"
-    )
-    mode.add_argument("--pretty", action="store_true", help="console text (default on a terminal)")
-    mode.add_argument(
+    add_output_arguments(parser, FORMATS)
+    parser.add_argument(
         "--perf-json",
-        action="store_true",
-        help="one object per line exactly as Microsoft's perf-decode writes it",
+        dest="format",
+        action="store_const",
+        const="perf-json",
+        help="one object per line exactly as Microsoft's perf-decode writes it: --format perf-json",
     )
     parser.add_argument(
-        "--provider", action="append", metavar="P", help="only events of provider P (repeatable)"
+        "--pretty", "--text", dest="format", action="store_const", const="text", help="--format text"
     )
-    parser.add_argument("--event", action="append", metavar="E", help="only events named E (repeatable)")
+    add_filter_arguments(parser)
     parser.add_argument(
-        "--time-order", action="store_true", help="sort by timestamp within each perf round (perf's order)"
+        "--order",
+        choices=["time", "file"],
+        default="time",
+        help="time: by timestamp, as perf script and perf-decode (default); file: as stored, per CPU buffer",
+    )
+    parser.add_argument("--file-order", dest="order", action="store_const", const="file", help="--order file")
+    parser.add_argument(  # the default since 0.2; kept so that old command lines still run
+        "--time-order", dest="order", action="store_const", const="time", help=argparse.SUPPRESS
     )
     parser.epilog = (
-        "Colour is used only on a terminal and when NO_COLOR is unset. Exit status: 0 all decoded, 1 damaged"
+        "Colour only on a terminal without NO_COLOR (or --color). Exit status: 0 all decoded, 1 damaged"
         " file or undecodable samples (reported on stderr), 2 unreadable file."
     )
 
@@ -56,36 +74,55 @@ def _meta(sample: Sample) -> EventMeta:
     return EventMeta(sample.time, sample.realtime_ns, sample.cpu, sample.pid, sample.tid, sample.name or None)
 
 
+class _PerfJsonWriter:
+    """``--perf-json``: perf-decode's object per sample (it needs the sample, not only the event)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def write_sample(self, sample: Sample, decoded: DecodedEvent) -> None:
+        self.out.write(sample_perf_json(sample, decoded=decoded) + "\n")
+
+
 def decode_file(
     f: PerfDataFile,
     out: TextIO,
     *,
-    mode: str,
+    mode: str = "text",
     colors: bool = False,
     providers: Iterable[str] | None = None,
     events: Iterable[str] | None = None,
-    time_order: bool = False,
+    time_order: bool = True,
+    level: int | None = None,
+    keyword: int | None = None,
 ) -> tuple[int, list[str]]:
-    """Write the file's events to ``out``; return ``(events written, problems)``."""
-    want_providers = set(providers) if providers else None
-    want_events = set(events) if events else None
+    """Write the file's events to ``out`` in format ``mode``; return ``(events written, problems)``.
+
+    Never raises for what the file holds: a sample that cannot be decoded (or whose decoding
+    fails in any way) is a problem in the returned list, and the other samples are still written.
+    """
+    wanted = EventFilter(
+        level=level,
+        keyword=keyword,
+        providers=frozenset(providers) if providers else None,
+        names=frozenset(events) if events else None,
+    )
+    perf_json = _PerfJsonWriter(out) if mode == "perf-json" else None
+    writer: EventWriter | None = None if perf_json else make_writer(mode, out, colors=colors)
     problems: list[str] = []
     unknown: dict[str, int] = {}  # samples without a tracepoint format, by name
     written = 0
-    samples: Iterable[Sample] = f.samples_in_time_order() if time_order else f.samples()
+    samples = f.samples_by_time() if time_order else f.samples()
     for sample in samples:
         try:
             event = decode_sample(sample)
-            if want_providers is not None and event.provider not in want_providers:
+            if not wanted.accepts(event):
                 continue
-            if want_events is not None and event.name not in want_events:
-                continue
-            if mode == "perf-json":
-                line = sample_perf_json(sample, decoded=event)
-            elif mode == "json":
-                line = event_json(event, _meta(sample))
+            if perf_json is not None:
+                perf_json.write_sample(sample, event)
             else:
-                line = event_pretty(event, _meta(sample), colors=colors)
+                assert writer is not None
+                writer.write(event, _meta(sample))
         except SampleDecodeError as exc:
             if sample.format is None:
                 key = sample.name or "unnamed events"
@@ -93,8 +130,15 @@ def decode_file(
             else:
                 problems.append(str(exc))
             continue
-        out.write(line + "\n")
+        except OSError:
+            raise  # writing failed (a closed pipe): not the sample's fault
+        except Exception as exc:  # whatever a crafted sample does is reported, not raised
+            # A decoder bug or a limit hit on a crafted file: report the sample, go on.
+            problems.append(f"sample at offset {sample.offset} ({sample.name}): cannot decode: {exc!r}")
+            continue
         written += 1
+    if writer is not None:
+        writer.close()
     for name, count in unknown.items():
         problems.append(
             f"{count} samples of {name} not decoded: tracepoint format unknown"
@@ -103,54 +147,59 @@ def decode_file(
     return written, [*f.problems, *problems]
 
 
+def _open(path: str) -> PerfDataFile:
+    if path == "-":  # perf record -o - | structlog-etw decode -
+        return PerfDataFile.from_bytes(sys.stdin.buffer.read(), "stdin")
+    return PerfDataFile.open(path)
+
+
 def run(args: argparse.Namespace) -> int:
     """Decode ``args.file`` to stdout; report problems on stderr."""
     prog = "structlog-etw decode"
+    name = printable(args.file)
     try:
-        if args.file == "-":  # perf record -o - | structlog-etw decode -
-            f = PerfDataFile.from_bytes(sys.stdin.buffer.read(), "stdin")
-        else:
-            f = PerfDataFile.open(args.file)
+        f = _open(args.file)
     except OSError as exc:
-        print(f"{prog}: {args.file}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"{prog}: {name}: {printable(str(exc.strerror or exc))}", file=sys.stderr)
         return 2
     except PerfDataError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
+        print(f"{prog}: {printable(str(exc))}", file=sys.stderr)
         return 2
-    tty = sys.stdout.isatty()
-    if args.perf_json:
-        mode = "perf-json"
-    elif args.json:
-        mode = "json"
-    elif args.pretty:
-        mode = "pretty"
-    else:
-        mode = "pretty" if tty else "json"
-    colors = mode == "pretty" and tty and not os.environ.get("NO_COLOR")
+    except Exception as exc:  # a crafted header: a message, never a traceback
+        print(f"{prog}: {name}: not a readable perf.data file: {printable(repr(exc))}", file=sys.stderr)
+        return 2
+    mode = args.format
     if mode == "perf-json":
         # perf-decode's bytes, invalid UTF-8 included (kept as surrogate escapes until written).
         reconfigure = getattr(sys.stdout, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="surrogateescape")
-    written, problems = decode_file(
-        f,
-        sys.stdout,
-        mode=mode,
-        colors=colors,
-        providers=args.provider,
-        events=args.event,
-        time_order=args.time_order,
-    )
-    sys.stdout.flush()
+    wanted = event_filter(args)
+    with f:
+        written, problems = decode_file(
+            f,
+            sys.stdout,
+            mode=mode,
+            colors=use_color(args.color, sys.stdout),
+            providers=wanted.providers,
+            events=wanted.names,
+            time_order=args.order == "time",
+            level=wanted.level,
+            keyword=wanted.keyword,
+        )
+        sys.stdout.flush()
+        lost, late = f.lost, f.late
     for p in problems[:_MAX_REPORTED]:
-        print(f"{prog}: {args.file}: {p}", file=sys.stderr)
+        print(f"{prog}: {name}: {printable(p)}", file=sys.stderr)
     if len(problems) > _MAX_REPORTED:
-        print(f"{prog}: {args.file}: ... and {len(problems) - _MAX_REPORTED} more problems", file=sys.stderr)
-    if f.lost:
-        print(f"{prog}: {args.file}: perf lost {f.lost} events while recording", file=sys.stderr)
+        print(f"{prog}: {name}: ... and {len(problems) - _MAX_REPORTED} more problems", file=sys.stderr)
+    if lost:
+        print(f"{prog}: {name}: perf lost {lost} events while recording", file=sys.stderr)
+    if late:
+        print(f"{prog}: {name}: {late} events could not be put in time order (written late)", file=sys.stderr)
     if problems:
         print(
-            f"{prog}: {args.file}: {written} events decoded; {len(problems)} problems"
+            f"{prog}: {name}: {written} events decoded; {len(problems)} problems"
             " (file damaged or truncated?)",
             file=sys.stderr,
         )

@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .listen import add_color_arguments, use_color
+from .output import add_color_arguments, use_color
 
 if TYPE_CHECKING:
     from .. import Provider

@@ -5,12 +5,15 @@ Subcommand module of :mod:`structlog_etw.cli`: :func:`add_arguments` and :func:`
 user_events, no permission) or bad arguments.  Events go to stdout, one line each
 (``--json``: the object ``decode --json`` prints); status, lost-event reports and the
 final summary go to stderr.
+
+Output and filters come from :mod:`.output` (shared with ``decode``, reusable by another event
+source): ``--format text`` (default, terminal or not) or ``json`` (``--json``), ``--level``,
+``--keyword``, ``--color``/``--no-color``.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 from collections.abc import Callable
@@ -18,9 +21,15 @@ from typing import IO
 
 from ..perf.listener import DEFAULT_PAGES, ListenedEvent, Listener, ListenError, LostEvents
 from ..perf.listener import run as run_listener
-from .tracepoints import level_arg
+from .output import EventWriter, add_filter_arguments, add_output_arguments, make_writer, use_color
+from .render import EventMeta, event_json, event_pretty, undecodable_json, undecodable_pretty
 
-__all__ = ["add_arguments", "format_event", "make_printer", "run", "use_color"]
+__all__ = ["FORMATS", "add_arguments", "emit_to", "format_event", "make_printer", "run", "use_color"]
+
+#: The output formats of ``listen`` (``--format``).
+FORMATS = ("text", "json")
+#: The perf system of every user_events tracepoint (``decode`` names them ``user_events:<name>``).
+_SYSTEM = "user_events"
 
 
 def _int(text: str) -> int:
@@ -28,13 +37,6 @@ def _int(text: str) -> int:
         return int(text, 0)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-
-
-def _keyword(text: str) -> int:
-    value = _int(text)
-    if not 0 < value < 2**64:
-        raise argparse.ArgumentTypeError(f"keyword must be in 1..2**64-1 (got {text!r})")
-    return value
 
 
 def _positive(text: str) -> int:
@@ -54,13 +56,6 @@ def _seconds(text: str) -> float:
     return value
 
 
-def add_color_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--color`` / ``--no-color`` (default: colour when stdout is a terminal and NO_COLOR is unset)."""
-    color = parser.add_mutually_exclusive_group()
-    color.add_argument("--color", dest="color", action="store_true", default=None, help="always colour")
-    color.add_argument("--no-color", dest="color", action="store_false", help="never colour")
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``listen`` arguments."""
     parser.description = (
@@ -68,12 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "no perf binary needed). Registers the provider's tracepoints if the application has not yet."
     )
     parser.add_argument("provider", help="provider name, e.g. MyCompany_MyService")
-    parser.add_argument(
-        "--level", type=level_arg, help="most verbose level shown: 1..5 or critical/error/warning/info/debug"
-    )
-    parser.add_argument("--keyword", type=_keyword, help="keyword mask (e.g. 0x4): tracepoints sharing a bit")
+    add_filter_arguments(parser, names=False)
     parser.add_argument("--group", help="provider group (the G<group> tracepoint option)")
-    parser.add_argument("--json", action="store_true", help="one JSON object per line (as decode --json)")
+    add_output_arguments(parser, FORMATS)
     parser.add_argument("--count", type=_positive, help="stop after this many events")
     parser.add_argument("--duration", type=_seconds, help="stop after this many seconds")
     parser.add_argument(
@@ -83,42 +75,45 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"ring buffer data pages per CPU, a power of two (default {DEFAULT_PAGES})",
     )
     parser.add_argument("--no-register", action="store_true", help="never register tracepoints, only listen")
-    add_color_arguments(parser)
 
 
-def format_event(ev: ListenedEvent, json_lines: bool, colors: bool = False) -> str:
-    """One output line for ``ev`` (``decode``'s formatter; undecodable events say why)."""
-    # render loads the decoder's text helpers: imported when the first event is shown.
-    from . import render  # noqa: PLC0415
-
-    meta = render.EventMeta(ev.time_ns, ev.realtime_ns, ev.cpu, ev.pid, ev.tid, ev.tracepoint)
-    if ev.decoded is not None:
-        if json_lines:
-            return render.event_json(ev.decoded, meta)
-        return render.event_pretty(ev.decoded, meta, colors=colors)
-    if json_lines:
-        return render.undecodable_json(meta, ev.error, ev.raw)
-    return render.undecodable_pretty(meta, ev.error)
+def _meta(ev: ListenedEvent, system: str | None = _SYSTEM) -> EventMeta:
+    tracepoint = f"{system}:{ev.tracepoint}" if system is not None else None
+    return EventMeta(ev.time_ns, ev.realtime_ns, ev.cpu, ev.pid, ev.tid, tracepoint)
 
 
-def make_printer(json_lines: bool, colors: bool, out: IO[str]) -> Callable[[ListenedEvent], None]:
-    """A function printing one event as a line to ``out``, flushed (the reader may be a pipe)."""
+def emit_to(writer: EventWriter, system: str | None = _SYSTEM) -> Callable[[ListenedEvent], None]:
+    """A function handing each listened event to ``writer`` (undecodable ones with their bytes).
+
+    ``system``: the perf system of the events' tracepoints (``user_events``); ``None`` for an
+    event source without tracepoints (ETW), whose events then have no ``tracepoint``.
+    """
 
     def emit(ev: ListenedEvent) -> None:
-        out.write(format_event(ev, json_lines, colors) + "\n")
-        out.flush()
+        meta = _meta(ev, system)
+        if ev.decoded is not None:
+            writer.write(ev.decoded, meta)
+        else:
+            writer.undecodable(meta, ev.error or "undecodable", ev.raw)
 
     return emit
 
 
-def use_color(flag: bool | None, out: IO[str]) -> bool:
-    """Colour when asked, else when ``out`` is a terminal and NO_COLOR is unset."""
-    if flag is not None:
-        return flag
-    if os.environ.get("NO_COLOR"):
-        return False
-    isatty = getattr(out, "isatty", None)
-    return bool(isatty()) if isatty is not None else False
+def format_event(ev: ListenedEvent, json_lines: bool, colors: bool = False) -> str:
+    """One output line for ``ev``: ``decode``'s text or JSON object (undecodable events say why)."""
+    meta = _meta(ev)
+    if ev.decoded is not None:
+        if json_lines:
+            return event_json(ev.decoded, meta)
+        return event_pretty(ev.decoded, meta, colors=colors)
+    if json_lines:
+        return undecodable_json(meta, ev.error, ev.raw)
+    return undecodable_pretty(meta, ev.error)
+
+
+def make_printer(json_lines: bool, colors: bool, out: IO[str]) -> Callable[[ListenedEvent], None]:
+    """A function printing one event as a line to ``out``, flushed (the reader may be a pipe)."""
+    return emit_to(make_writer("json" if json_lines else "text", out, colors=colors, flush=True))
 
 
 #: The platform hook: on Windows ``listen`` reads a real-time ETW session (structlog_etw.etw).
@@ -156,7 +151,8 @@ def _run_etw(args: argparse.Namespace) -> int:
             file=err,
             flush=True,
         )
-        emit = make_printer(args.json, use_color(args.color, out), out)
+        writer = make_writer(args.format, out, colors=use_color(args.color, out), flush=True)
+        emit = emit_to(writer, system=None)  # ETW events have no tracepoint
         shown = run_etw(listener, emit, count=args.count, duration=args.duration, stop=lambda: bool(stopping))
     finally:
         for sig, handler in previous.items():
@@ -200,7 +196,8 @@ def run(args: argparse.Namespace) -> int:
         def lost(item: LostEvents) -> None:
             print(f"structlog-etw listen: lost {item.count} events on CPU {item.cpu}", file=err, flush=True)
 
-        emit = make_printer(args.json, use_color(args.color, out), out)
+        writer = make_writer(args.format, out, colors=use_color(args.color, out), flush=True)
+        emit = emit_to(writer)
         shown = run_listener(
             listener, emit, lost, count=args.count, duration=args.duration, stop=lambda: bool(stopping)
         )

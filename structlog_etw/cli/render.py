@@ -13,6 +13,7 @@ import datetime as _dt
 import ipaddress
 import json
 import math
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Any, Final
@@ -32,7 +33,10 @@ __all__ = [
     "EventMeta",
     "event_json",
     "event_pretty",
+    "json_fields",
+    "json_line",
     "level_name",
+    "printable",
     "undecodable_json",
     "undecodable_pretty",
     "wallclock_text",
@@ -63,6 +67,46 @@ class EventMeta:
     tracepoint: str | None = None
 
 
+def _escape_char(ch: str) -> str:
+    code = ord(ch)
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape): show the byte
+        return f"\\x{code - 0xDC00:02x}"
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def printable(text: str) -> str:
+    """``text`` with every character a terminal would act on or hide escaped (``\\x1b``, ``\\u202e``).
+
+    Control characters (C0, DEL, C1: escape sequences, BEL, line breaks), format characters
+    (bidirectional overrides, zero-width characters), unassigned and private-use code points and
+    bytes that were not UTF-8 are written as Python-style escapes, so that a logged value cannot
+    drive the operator's terminal or disguise a line.
+    """
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else _escape_char(ch) for ch in text)
+
+
+#: Characters valid in a JSON string that a terminal would act on (DEL, C1 controls) or that
+#: hide or reorder text (bidirectional controls), and JavaScript's line separators.
+_JSON_UNSAFE: Final = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+def json_line(text: str) -> str:
+    """A JSON text made safe for a terminal and for any JSON reader, keeping its meaning.
+
+    Bytes that were not UTF-8 (``surrogateescape`` characters) become U+FFFD, so the line is
+    valid UTF-8; DEL, C1 controls, bidirectional controls and U+2028/U+2029 (which occur only
+    inside strings) become ``\\uXXXX`` escapes.  C0 controls are escaped by every JSON writer.
+    """
+    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def level_name(level: int) -> str:
     """``critical``/``error``/``warning``/``info``/``debug`` for 1..5, else ``level<N>``."""
     return LEVEL_NAMES.get(level, f"level{level}")
@@ -85,35 +129,53 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def event_json(event: DecodedEvent, meta: EventMeta | None = None) -> str:
-    """One JSON object (one line): timestamp, cpu, pid/tid, provider, name, level, keyword,
-    opcode, tag, id, version, activity ids, attributes and ``fields``.
+_COMPACT: Final = (",", ":")
 
-    EventHeader fields are written with perf-decode's value conventions (hex
-    ints as ``"0x.."``, errno names, ...); other events' fields from their
-    Python values.
+
+def event_json(event: DecodedEvent, meta: EventMeta | None = None) -> str:
+    """One JSON object (one line), the same for ``decode --json`` and ``listen --json``.
+
+    Keys in order: ``timestamp``, ``time_ns``, ``cpu``, ``pid``, ``tid``, ``tracepoint``
+    (``system:name``, as perf names it), ``provider``, ``name``, ``level``, ``keyword`` and
+    ``tag`` (numbers, so ``jq`` can mask them), ``opcode``, ``id``, ``version``,
+    ``activity_id``, ``related_id``, ``attributes``, ``fields``.  Compact separators.
+    EventHeader fields are written with perf-decode's value conventions (hex ints as
+    ``"0x.."``, errno names, ...); other events' fields from their Python values.  The line is
+    valid UTF-8 JSON and safe on a terminal (:func:`json_line`).
     """
     head = _where(meta or EventMeta())
     head["provider"] = event.provider
     head["name"] = event.name
     head["level"] = event.level
-    head["keyword"] = f"0x{event.keyword:X}"
+    head["keyword"] = event.keyword
+    head["tag"] = event.tag
     head["opcode"] = event.opcode
-    head["tag"] = f"0x{event.tag:X}"
     head["id"] = event.id
     head["version"] = event.version
     head["activity_id"] = str(event.activity_id) if event.activity_id else None
     head["related_id"] = str(event.related_id) if event.related_id else None
     head["attributes"] = event.attributes
-    text = json.dumps(head, ensure_ascii=False)
+    text = json.dumps(head, ensure_ascii=False, separators=_COMPACT)
     if event.format == "eventheader":
         fields = "{" + perf_json_fields(event, field_tags=False) + "}"
-        # Strings perf-decode writes as invalid UTF-8 come back as surrogate escapes;
-        # keep the line valid UTF-8 JSON by escaping them.
-        fields = fields.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     else:
-        fields = json.dumps({f.name: _plain(f.plain_value()) for f in event.field_list}, ensure_ascii=False)
-    return text[:-1] + ', "fields": ' + fields + "}"
+        fields = json.dumps(
+            {f.name: _plain(f.plain_value()) for f in event.field_list},
+            ensure_ascii=False,
+            separators=_COMPACT,
+        )
+    return json_line(text[:-1] + ',"fields":' + fields + "}")
+
+
+def json_fields(event: DecodedEvent) -> dict[str, Any]:
+    """The event's fields as JSON-able data, with :func:`event_json`'s value conventions.
+
+    (A name that occurs twice keeps its last value, as in :attr:`DecodedEvent.fields`.)
+    """
+    if event.format == "eventheader":
+        loaded: dict[str, Any] = json.loads(json_line("{" + perf_json_fields(event, field_tags=False) + "}"))
+        return loaded
+    return {f.name: _plain(f.plain_value()) for f in event.field_list}
 
 
 def _value_text(value: Any, encoding: int = 0, fmt: int = 0) -> str:
@@ -132,7 +194,9 @@ def _value_text(value: Any, encoding: int = 0, fmt: int = 0) -> str:
     if isinstance(value, float):
         return float_text(value, single=encoding == ENC_VALUE32)
     if isinstance(value, str):
-        return value if value and not any(c.isspace() or c in "='\"" for c in value) else repr(value)
+        # repr() quotes and escapes (control and format characters too); plain words stay bare.
+        simple = value and value.isprintable() and not any(c.isspace() or c in "='\"\\" for c in value)
+        return value if simple else repr(value)
     if isinstance(value, bytes):
         return "0x" + value.hex() if value else "b''"
     if isinstance(value, uuid.UUID | ipaddress.IPv4Address | ipaddress.IPv6Address):
@@ -141,7 +205,7 @@ def _value_text(value: Any, encoding: int = 0, fmt: int = 0) -> str:
         text = value.isoformat()
         return text[:-6] + "Z" if text.endswith("+00:00") else text
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}={_value_text(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{printable(str(k))}={_value_text(v)}" for k, v in value.items()) + "}"
     if isinstance(value, list):
         return "[" + ", ".join(_value_text(v) for v in value) + "]"
     return repr(value)
@@ -151,7 +215,8 @@ def _field_text(f: DecodedField, eventheader: bool) -> str:
     if f.is_struct:
         elements = f.value if f.is_array else [f.value]
         texts = [
-            "{" + ", ".join(f"{c.name}={_field_text(c, eventheader)}" for c in e) + "}" for e in elements
+            "{" + ", ".join(f"{printable(c.name)}={_field_text(c, eventheader)}" for c in e) + "}"
+            for e in elements
         ]
         return "[" + ", ".join(texts) + "]" if f.is_array else texts[0]
     # EventHeader's wire numbers say "hex int", "errno", "single float"; other formats' do not.
@@ -165,6 +230,9 @@ def event_pretty(event: DecodedEvent, meta: EventMeta | None = None, *, colors: 
     """One console line like structlog's ConsoleRenderer::
 
     2024-03-28T00:45:14.788982451Z [info     ] user_login   [MyCompany_MyService k=0x4 pid=42] user=ann
+
+    Names and values from the event never carry control or format characters to the terminal:
+    they are escaped (:func:`printable`; string values that need it are written as ``repr``).
     """
     m = meta or EventMeta()
     has_level = event.format != "tracefs"  # a plain kernel tracepoint has no level or keyword
@@ -182,8 +250,8 @@ def event_pretty(event: DecodedEvent, meta: EventMeta | None = None, *, colors: 
         parts.append("[" + c(_LEVEL_COLORS.get(event.level, ""), f"{lvl:<9}") + "]")
     else:
         parts.append("[" + c(DIM, f"{'tracepoint':<9}") + "]")
-    parts.append(c(BRIGHT, f"{event.name:<20}"))
-    where = [event.provider]
+    parts.append(c(BRIGHT, f"{printable(event.name):<20}"))
+    where = [printable(event.provider)]
     if has_level:
         where.append(f"k=0x{event.keyword:x}")
         if event.opcode:
@@ -199,7 +267,7 @@ def event_pretty(event: DecodedEvent, meta: EventMeta | None = None, *, colors: 
     parts.append(c(DIM, "[" + " ".join(where) + "]"))
     eventheader = event.format == "eventheader"
     for f in event.field_list:
-        parts.append(c(CYAN, f.name) + "=" + c(MAGENTA, _field_text(f, eventheader)))
+        parts.append(c(CYAN, printable(f.name)) + "=" + c(MAGENTA, _field_text(f, eventheader)))
     return " ".join(parts)
 
 
@@ -211,18 +279,18 @@ def _where(m: EventMeta) -> dict[str, Any]:
         "cpu": m.cpu,
         "pid": m.pid,
         "tid": m.tid,
+        "tracepoint": m.tracepoint,
     }
-    if m.tracepoint is not None:
-        head["tracepoint"] = m.tracepoint
     return head
 
 
 def undecodable_json(meta: EventMeta, error: str | None, raw: bytes) -> str:
     """The JSON line of an event that could not be decoded: where it came from, why, its bytes in hex."""
-    return json.dumps({**_where(meta), "error": error, "raw": raw.hex(" ")}, ensure_ascii=False)
+    head = {**_where(meta), "error": error, "raw": raw.hex(" ")}
+    return json_line(json.dumps(head, ensure_ascii=False, separators=_COMPACT))
 
 
 def undecodable_pretty(meta: EventMeta, error: str | None) -> str:
-    """The console line of an event that could not be decoded."""
+    """The console line of an event that could not be decoded (names and message escaped)."""
     stamp = wallclock_text(meta.realtime_ns) if meta.realtime_ns is not None else "-"
-    return f"{stamp} [undecodable] {meta.tracepoint}: {error} [pid={meta.pid} cpu={meta.cpu}]"
+    return printable(f"{stamp} [undecodable] {meta.tracepoint}: {error} [pid={meta.pid} cpu={meta.cpu}]")

@@ -13,17 +13,23 @@ __all__ = ["add_arguments", "level_arg", "run"]
 
 
 def level_arg(text: str) -> int:
-    """argparse type for a level: 1..255 or a name (critical, error, warning, info, debug, verbose)."""
+    """argparse type for a tracepoint's level: 1..5 or a level name (critical .. debug, verbose).
+
+    The levels structlog-etw writes (and registers tracepoints for) are 1..5; a tracepoint
+    ``_L9K1`` would never receive an event.
+    """
     value = LEVELS.get(text.lower())
     if value is None:
         try:
             value = int(text, 0)
         except ValueError:
             raise argparse.ArgumentTypeError(
-                f"invalid level {text!r} (1-255 or one of {', '.join(LEVELS)})"
+                f"invalid level {text!r} (1-5 or one of {', '.join(LEVELS)})"
             ) from None
-    if not 1 <= value <= 255:
-        raise argparse.ArgumentTypeError(f"level {value} out of range 1..255")
+    if not 1 <= value <= 5:
+        raise argparse.ArgumentTypeError(
+            f"level {value} out of range 1..5 (1 critical, 2 error, 3 warning, 4 info, 5 debug)"
+        )
     return value
 
 

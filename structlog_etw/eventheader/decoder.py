@@ -62,6 +62,12 @@ class _Meta:
     array: int
     count: int  # CArray length
     children: list[_Meta] = field(default_factory=list)
+    #: Fewest payload bytes one element takes (one value; a struct: its members' sum).  Every
+    #: element takes at least one byte (a struct has at least one member), so an array of
+    #: ``n`` elements needs ``n * element_min`` bytes: checked before a single element is read.
+    element_min: int = 1
+    #: Fewest payload bytes the whole field takes (an array: its count or its elements).
+    min_size: int = 1
 
 
 class _MetaReader:
@@ -77,6 +83,20 @@ class _MetaReader:
         out: list[_Meta] = []
         while len(out) < limit and self.pos < self.end:
             out.append(self.one(depth))
+        return out
+
+    def members(self, meta: _Meta, depth: int) -> list[_Meta]:
+        """A struct's members: as many as its format declares, or fewer when the metadata ends first
+        (perf-decode's reading; Microsoft's own test events declare 20 and carry 2), but at least one.
+
+        A struct without members would take no payload bytes, and an array of them could repeat
+        without bound: rejected, like a format of 0.
+        """
+        out = self.fields(meta.format, depth)
+        if not out:
+            raise EventHeaderDecodeError(
+                f"metadata: struct {meta.name!r} declares {meta.format} members, the metadata has none"
+            )
         return out
 
     def one(self, depth: int) -> _Meta:
@@ -122,7 +142,16 @@ class _MetaReader:
                 raise EventHeaderDecodeError(f"metadata: struct {name!r} with 0 fields")
             if depth >= _MAX_DEPTH:
                 raise EventHeaderDecodeError("metadata: structs nested too deeply")
-            meta.children = self.fields(fmt, depth + 1)
+            meta.children = self.members(meta, depth + 1)
+            meta.element_min = sum(child.min_size for child in meta.children)
+        else:
+            meta.element_min = FIXED_SIZE.get(value_enc) or ZSTRING_UNIT.get(value_enc) or 2
+        if array == ENCODING_CARRAY:
+            meta.min_size = count * meta.element_min
+        elif array == ENCODING_VARRAY:
+            meta.min_size = 2
+        else:
+            meta.min_size = meta.element_min
         return meta
 
 
@@ -165,9 +194,9 @@ class _DataReader:
             raw = self.value_bytes(meta)
             return DecodedField(name, python_value(enc, fmt, raw, order), enc, fmt, meta.tag, raw=raw)
         n = meta.count if meta.array == ENCODING_CARRAY else self.u16(meta)
-        size = FIXED_SIZE.get(enc)
-        if size is not None:
-            self.need(size * n, meta)
+        # Before reading any element: the payload must hold n of the smallest element.  This
+        # bounds the work by the payload's size, whatever counts the metadata declares.
+        self.need(n * meta.element_min, meta)
         if is_struct:
             elements = [self.fields(meta.children) for _ in range(n)]
             return DecodedField(name, elements, enc, fmt, meta.tag, is_array=True, is_struct=True)

@@ -38,6 +38,7 @@ from ._values import Kind, bool_value, int_of, struct_order, ucs4_code_points, u
 __all__ = [
     "errno_text",
     "float_text",
+    "json_string",
     "perf_json",
     "perf_json_fields",
     "time_text",
@@ -349,6 +350,12 @@ def _json_utf8(raw: bytes) -> bytes:
 
 def _q(text: bytes) -> bytes:
     return b'"' + text + b'"'
+
+
+def json_string(text: str) -> str:
+    """``text`` as a JSON string the way perf-decode writes one (quoted; ``"``, ``\\`` and control
+    characters escaped; invalid UTF-8 kept as ``surrogateescape`` characters, read as Latin-1)."""
+    return _q(_json_utf8(text.encode("utf-8", "surrogateescape"))).decode("utf-8", "surrogateescape")
 
 
 def _hex_bytes(raw: bytes) -> bytes:

@@ -13,6 +13,7 @@ returned, and every problem is appended to :attr:`PerfDataFile.problems`.
 
 from __future__ import annotations
 
+import heapq
 import mmap
 import struct
 from collections.abc import Iterator
@@ -127,6 +128,8 @@ class PerfDataFile:
     problems: list[str] = field(default_factory=list)
     record_counts: dict[str, int] = field(default_factory=dict)
     lost: int = 0
+    #: Samples :meth:`samples_by_time` could not put in time order (older than one already out).
+    late: int = 0
     clock_offset_ns: int | None = None
     clockid: int | None = None
     data_offset: int = 0
@@ -262,15 +265,32 @@ class PerfDataFile:
         if off + size > len(self.buf):
             self.problems.append("attrs section truncated")
         pos = off
+        # perf writes one id section per attr, side by side: together they fit in the file.  A
+        # crafted file can point every attr at the same (large) section; each id is read once
+        # against a budget of the file's size, so the work stays linear in the file's size.
+        budget = len(self.buf) // 8
+        seen: set[tuple[int, int]] = set()
+        shared = overlapping = 0
         while pos + entry <= end:
             ids_off, ids_size = self._u64(pos + attr_size), self._u64(pos + attr_size + 8)
             ids: list[int] = []
-            if ids_off + ids_size <= len(self.buf):
-                ids = [self._u64(ids_off + 8 * i) for i in range(ids_size // 8)]
-            else:
+            if ids_off + ids_size > len(self.buf):
                 self.problems.append("attr id section truncated")
+            elif ids_size and (ids_off, ids_size) in seen:
+                shared += 1  # its samples cannot be told from the first one's: no ids
+            elif ids_size // 8 > budget:
+                overlapping += 1
+            else:
+                n = ids_size // 8
+                budget -= n
+                ids = list(struct.unpack_from(f"{self.order}{n}Q", self.buf, ids_off))
+                seen.add((ids_off, ids_size))
             self._add_attr(self.buf[pos : pos + attr_size], ids)
             pos += entry
+        if shared:
+            self.problems.append(f"{shared} attrs share an id section with another attr (ids ignored)")
+        if overlapping:
+            self.problems.append(f"{overlapping} attrs have id sections overlapping others (ids ignored)")
 
     def _add_attr(self, raw: bytes, ids: list[int]) -> None:
         typ, _size, config, _period, sample_type, read_format, flags = struct.unpack_from(
@@ -488,26 +508,47 @@ class PerfDataFile:
             elif typ in (_R_COMPRESSED, _R_COMPRESSED2):
                 self.problems.append(f"compressed records (perf record -z) are not supported (offset {pos})")
 
-    def samples_in_time_order(self) -> list[Sample]:
-        """All samples sorted by time within each round, as perf and perf-decode present them.
+    def samples_by_time(self) -> Iterator[Sample]:
+        """Every sample in time order, as ``perf script`` orders them, streaming round by round.
 
-        perf writes events per CPU buffer; a FINISHED_ROUND record marks the
-        point before which every event has been written.  Within a round the
-        order is by timestamp (stable for equal times).
+        perf writes each CPU's buffer in turn and a FINISHED_ROUND record after every pass over
+        the buffers.  An event read after round *k* ended cannot be older than the newest event
+        read before round *k-1* ended, so at each FINISHED_ROUND the samples up to that time are
+        released in timestamp order (equal times in file order) and the rest wait for the next
+        round; everything left is released at the end.  Memory holds at most two rounds.  A
+        sample older than one already released (a file not written by perf's rules) comes out
+        late, right away, and is counted in :attr:`late`.  Samples without a time count as 0.
         """
-        out: list[Sample] = []
-        pending: list[Sample] = []
-        current = 0
+        self.late = 0
+        heap: list[tuple[int, int, Sample]] = []
+        seq = 0
+        current_round = 0
+        horizon: int | None = None  # newest time seen when the previous round ended
+        newest: int | None = None
+        released: int | None = None  # newest time released so far
         for s in self.samples():
-            if s.round != current:
-                pending.sort(key=lambda x: x.time or 0)
-                out.extend(pending)
-                pending = []
-                current = s.round
-            pending.append(s)
-        pending.sort(key=lambda x: x.time or 0)
-        out.extend(pending)
-        return out
+            while current_round < s.round:
+                current_round += 1
+                if horizon is not None:
+                    while heap and heap[0][0] <= horizon:
+                        t, _, out = heapq.heappop(heap)
+                        released = t
+                        yield out
+                horizon = newest
+            t = s.time or 0
+            if released is not None and t < released:
+                self.late += 1
+                yield s
+                continue
+            heapq.heappush(heap, (t, seq, s))
+            seq += 1
+            newest = t if newest is None else max(newest, t)
+        while heap:
+            yield heapq.heappop(heap)[2]
+
+    def samples_in_time_order(self) -> list[Sample]:
+        """All samples in time order (:meth:`samples_by_time`), as a list."""
+        return list(self.samples_by_time())
 
 
 def read_samples(path: str | Path) -> Iterator[Sample]:

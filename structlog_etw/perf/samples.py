@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..decoded import DecodedEvent, DecodedField, plain_fields
 from ..eventheader.decoder import EventHeaderDecodeError, decode_event
-from ..eventheader.perf_decode import perf_json, wallclock_text
+from ..eventheader.perf_decode import json_string, perf_json, wallclock_text
 from .datafile import Sample
 
 __all__ = ["SampleDecodeError", "decode_sample", "sample_perf_json", "sample_time_text"]
@@ -78,8 +78,11 @@ def decode_sample(sample: Sample) -> DecodedEvent:
     )
 
 
-def sample_perf_json(sample: Sample, *, field_tags: bool = False, decoded: DecodedEvent | None = None) -> str:
+def sample_perf_json(sample: Sample, *, field_tags: bool = True, decoded: DecodedEvent | None = None) -> str:
     """The sample as perf-decode's JSON object text (``{"n":...,fields...,"meta":{...}}``).
+
+    Field tags are written as perf-decode writes them (``"name;tag=0xBEEF"``) unless
+    ``field_tags`` is false.
 
     ``decoded`` is the sample's :func:`decode_sample` result when the caller has it already
     (an EventHeader sample is then not decoded again).  Raises :class:`SampleDecodeError`.
@@ -91,7 +94,9 @@ def sample_perf_json(sample: Sample, *, field_tags: bool = False, decoded: Decod
     if fmt.is_eventheader:
         event = decoded if decoded is not None else decode_sample(sample)
         return perf_json(event, field_tags=field_tags, extra_meta=meta)
-    parts = ['"n":"' + fmt.system + ":" + fmt.name + '"']
-    parts.extend(f'"{f.name}":{f.perf_json(sample.raw, "<")}' for f in fmt.own_fields)
+    # Names come from the file's tracing data: escaped like every other string, so that each line
+    # is one JSON object whatever the file holds.
+    parts = ['"n":' + json_string(f"{fmt.system}:{fmt.name}")]
+    parts.extend(f"{json_string(f.name)}:{f.perf_json(sample.raw, '<')}" for f in fmt.own_fields)
     parts.append('"meta":{' + ",".join(f'"{k}":{v}' for k, v in meta.items()) + "}")
     return "{" + ",".join(parts) + "}"

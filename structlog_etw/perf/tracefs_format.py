@@ -243,13 +243,14 @@ def _parse_decl(decl: str, offset: int, size: int, signed: bool | None, long64: 
     return FormatField(name, decl, offset, size, signed, fmt, element_size, kind, count)
 
 
-_PROP = re.compile(r"\s*([^:;]+):\s*([^;]*);?")
-
-
 def _parse_field_line(line: str, long64: bool) -> FormatField | None:
+    # ``field:int a;\toffset:0;\tsize:4;\tsigned:1;``: split at ``;`` then at the first ``:``,
+    # which is linear in the line's length whatever it holds (no regex that can backtrack).
     props: dict[str, str] = {}
-    for m in _PROP.finditer(line):
-        props[m.group(1).strip()] = m.group(2).strip()
+    for part in line.split(";"):
+        key, sep, value = part.partition(":")
+        if sep:
+            props[key.strip()] = value.strip()
     decl = props.get("field", props.get("field special"))
     try:
         offset = int(props["offset"], 0)
@@ -338,7 +339,9 @@ def _parse_text(text: str, long64: bool) -> tuple[str, int | None, str, tuple[Fo
     print_fmt = ""
     fields: list[FormatField] = []
     common_count = 0
-    lines = text.splitlines()
+    lines = text.split(
+        "\n"
+    )  # the kernel ends lines with \n only (splitlines() also splits at \x85, \u2028, ...)
     i = 0
     while i < len(lines):
         line = lines[i]

@@ -22,6 +22,7 @@ import ipaddress
 import struct
 import uuid
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Final
 
 from ..decoded import DecodedEvent, DecodedField, plain_fields
@@ -68,13 +69,63 @@ class FieldMeta:
     ccount: int | None = None
     members: tuple[FieldMeta, ...] = ()
 
+    @cached_property
+    def element_size(self) -> int:
+        """Fewest data bytes one value (one array element) of this field takes; 0 for NULL."""
+        if self.members:
+            return sum(m.min_size for m in self.members)
+        return _MIN_VALUE_SIZE.get(self.in_type, 0)
+
+    @cached_property
+    def min_size(self) -> int:
+        """Fewest data bytes this field takes (a variable-count array: its count)."""
+        if self.vcount:
+            return 2
+        if self.ccount is not None:
+            return self.ccount * self.element_size
+        return self.element_size
+
+
+#: InType -> fewest bytes of one value (a count, a terminator, a fixed size); NULL takes none.
+_MIN_VALUE_SIZE: Final[dict[int, int]] = {
+    **{t: struct.calcsize(f) for t, f in _FIXED.items()},
+    InType.GUID: 16,
+    InType.SYSTEMTIME: 16,
+    InType.SID: 8,
+    InType.COUNTEDANSISTRING: 2,
+    InType.COUNTEDSTRING: 2,
+    InType.BINARY: 2,
+    InType.COUNTEDBINARY: 2,
+    InType.ANSISTRING: 1,
+    InType.UNICODESTRING: 2,
+}
+
 
 class _Reader:
-    __slots__ = ("buf", "pos")
+    """Data bytes and a read position.
+
+    ``ghosts`` counts the array elements read so far that take no data bytes (NULL values,
+    structs of them): each stands for one byte the data must still hold.  Before an array is
+    read, :meth:`claim` checks that the data left can hold its elements (the smallest element
+    size each, one byte for one that takes none), so the work stays bounded by the data's size
+    whatever counts the metadata and the data declare.
+    """
+
+    __slots__ = ("buf", "ghosts", "pos")
 
     def __init__(self, buf: bytes, pos: int = 0) -> None:
         self.buf = buf
         self.pos = pos
+        self.ghosts = 0
+
+    def claim(self, n: int, each: int, name: str) -> None:
+        """Room for ``n`` elements of at least ``each`` bytes (``0``: elements that take none)."""
+        left = len(self.buf) - self.pos - self.ghosts
+        need = n * max(each, 1)
+        if need > left:
+            raise ValueError(f"field {name!r}: {n} elements need at least {need} bytes of data, {left} left")
+        if each == 0:
+            self.ghosts += n
 
     def take(self, n: int) -> bytes:
         end = self.pos + n
@@ -266,6 +317,7 @@ def _field(r: _Reader, f: FieldMeta) -> DecodedField:
         if f.in_type == InType.BINARY:
             raise ValueError(f"field {f.name!r}: BINARY cannot be an array")
         n = f.ccount if f.ccount is not None else r.u16()
+        r.claim(n, f.element_size, f.name)
         if is_struct:
             elements = [_members(r, f) for _ in range(n)]
             return DecodedField(f.name, elements, f.in_type, f.out_type, f.tag, True, True)

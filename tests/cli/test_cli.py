@@ -19,7 +19,7 @@ from structlog_etw.perf.datafile import PerfDataFile
 from structlog_etw.perf.samples import decode_sample, sample_perf_json
 from structlog_etw.tracelogging import TraceLoggingEncoder
 from structlog_etw.tracelogging import decode as tracelogging_decode
-from tests.helpers.shared import REPO, load_expected, pairs, pipe_mode_copy, vector
+from tests.helpers.shared import REPO, expected_perf_data_events, pairs, pipe_mode_copy, vector
 
 GUID_VECTORS = {
     "MyProvider": "b3864c38-4273-58c5-545b-8b3608343471",
@@ -121,7 +121,7 @@ def test_tracepoints_via_python_dash_m() -> None:
 
 def test_decode_json_agrees_with_the_decoder_api() -> None:
     path = vector("perf.data")
-    proc = run_cli("decode", "--json", str(path))
+    proc = run_cli("decode", "--json", "--order", "file", str(path))
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     samples = list(PerfDataFile.open(path).samples())
@@ -133,8 +133,9 @@ def test_decode_json_agrees_with_the_decoder_api() -> None:
             ev.provider,
             ev.name,
             ev.level,
-            f"0x{ev.keyword:X}",
+            ev.keyword,
         )
+        assert obj["tag"] == ev.tag
         assert (obj["opcode"], obj["id"], obj["version"]) == (ev.opcode, ev.id, ev.version)
         assert obj["activity_id"] == (str(ev.activity_id) if ev.activity_id else None)
         assert obj["related_id"] == (str(ev.related_id) if ev.related_id else None)
@@ -159,11 +160,11 @@ def test_decode_json_agrees_with_the_decoder_api() -> None:
 
 
 def test_decode_perf_json_matches_perf_decode_output() -> None:
-    """Byte for byte the values perf-decode writes, invalid UTF-8 included."""
-    proc = run_cli("decode", "--perf-json", str(vector("perf.data")))
+    """Byte for byte the values perf-decode writes, invalid UTF-8 and field tags included."""
+    proc = run_cli("decode", "--perf-json", "--file-order", str(vector("perf.data")))
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    expected = load_expected(vector("perf.data.linux.json"))
+    expected = expected_perf_data_events()
     assert len(lines) == len(expected)
     for line, exp in zip(lines, expected, strict=True):
         assert pairs(line) == exp
@@ -204,8 +205,8 @@ def test_decode_pretty_has_no_colour_off_a_terminal(capsys: pytest.CaptureFixtur
     assert "opcode=3" in out
 
 
-def test_decode_pretty_colours_only_a_terminal_without_no_color() -> None:
-    """Run under a pseudo-terminal: colour by default, none with NO_COLOR."""
+def test_decode_text_colours_only_a_terminal_without_no_color() -> None:
+    """Run under a pseudo-terminal: text with colour by default, none with NO_COLOR."""
     pty = pytest.importorskip("pty", reason="pseudo-terminals are POSIX-only")
     path = str(vector("perf.data"))
     outputs = {}
@@ -315,7 +316,7 @@ def test_decode_reads_a_pipe_mode_stream_from_stdin() -> None:
     """``perf record -o - | structlog-etw decode -``: perf's pipe format on stdin."""
     stream = pipe_mode_copy(vector("perf.data").read_bytes())
     proc = subprocess.run(
-        [sys.executable, "-m", "structlog_etw", "decode", "--perf-json", "-"],
+        [sys.executable, "-m", "structlog_etw", "decode", "--perf-json", "--file-order", "-"],
         input=stream,
         capture_output=True,
         env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -325,7 +326,7 @@ def test_decode_reads_a_pipe_mode_stream_from_stdin() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.decode("utf-8", "surrogateescape").splitlines()
-    expected = load_expected(vector("perf.data.linux.json"))
+    expected = expected_perf_data_events()
     assert [pairs(line) for line in lines] == expected
 
 
@@ -358,7 +359,7 @@ def test_tracelogging_events_render_from_their_python_values() -> None:
         "MyCompany.MyService",
         "user_login",
         3,
-        "0x4",
+        0x4,
     )
     assert obj["fields"] == {"user": "ann", "attempts": 3, "peer": {"port": 80}}
     line = event_pretty(ev, EventMeta(pid=7, tid=7))

@@ -64,7 +64,7 @@ def test_demo_says_why_and_shows_every_event_decoded_from_the_capture(
     assert {e["fields"]["request_id"] for e in events} == {"6f1c2a4e-8d3b-4c5a-9e7f-0123456789ab"}
     assert {e["fields"]["client"] for e in events} == {"192.0.2.10"}
     assert (started["secure"], started["attempt"]) == (True, 1)
-    assert events[3]["keyword"] == "0x2"
+    assert events[3]["keyword"] == 0x2
     assert order["items"] == ["apple", "pear"] and order["quantities"] == [3, 1]
     assert order["total"] == 19.99 and order["customer"] == {"name": "ann", "tier": 2}
     assert order["server"] == "2001:db8::1"

@@ -32,9 +32,23 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 def test_listen_arguments_are_parsed_with_names_and_hex() -> None:
     a = _parse(["MyProv", "--level", "warning", "--keyword", "0x6", "--json", "--count", "3"])
-    assert (a.provider, a.level, a.keyword, a.json, a.count, a.duration) == ("MyProv", 3, 6, True, 3, None)
+    assert (a.provider, a.level, a.keyword, a.format, a.count, a.duration) == (
+        "MyProv",
+        3,
+        6,
+        "json",
+        3,
+        None,
+    )
     a = _parse(["MyProv", "--level", "5", "--duration", "1.5", "--pages", "1", "--no-color"])
-    assert (a.level, a.duration, a.pages, a.json, a.color, a.no_register) == (5, 1.5, 1, False, False, False)
+    assert (a.level, a.duration, a.pages, a.format, a.color, a.no_register) == (
+        5,
+        1.5,
+        1,
+        "text",
+        False,
+        False,
+    )
 
 
 @pytest.mark.parametrize(
@@ -129,7 +143,7 @@ def test_json_line_is_the_decode_commands_object_with_perf_metadata() -> None:
         cpu=1,
         pid=42,
         tid=43,
-        tracepoint="MyProv_L4K1",
+        tracepoint="user_events:MyProv_L4K1",
     )
     assert obj == json.loads(event_json(EVENT, meta))
     assert (obj["name"], obj["provider"], obj["level"], obj["opcode"]) == ("user_login", "MyProv", 4, 1)
@@ -151,4 +165,8 @@ def test_undecodable_event_is_shown_with_its_bytes_not_dropped() -> None:
     bad = ListenedEvent("MyProv_L4K1", None, None, 0, 1, 1, None, "header too short", b"\x07")
     assert "header too short" in format_event(bad, json_lines=False)
     obj = json.loads(format_event(bad, json_lines=True))
-    assert (obj["error"], obj["raw"], obj["tracepoint"]) == ("header too short", "07", "MyProv_L4K1")
+    assert (obj["error"], obj["raw"], obj["tracepoint"]) == (
+        "header too short",
+        "07",
+        "user_events:MyProv_L4K1",
+    )

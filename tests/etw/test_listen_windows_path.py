@@ -67,7 +67,8 @@ def test_listen_on_windows_shows_the_sessions_events_with_filters(
     assert rc == 0
     lines = [json.loads(line) for line in out.splitlines()]
     assert [(d["name"], d["level"]) for d in lines] == [("warn_k4", 3), ("error_k6", 2)]
-    assert (lines[0]["provider"], lines[0]["keyword"], lines[0]["fields"]) == (NAME, "0x4", {"k": 4})
+    assert (lines[0]["provider"], lines[0]["keyword"], lines[0]["fields"]) == (NAME, 4, {"k": 4})
+    assert lines[0]["tracepoint"] is None  # ETW has no tracepoints
     assert lines[0]["pid"] is not None and lines[0]["timestamp"] is not None
     assert f"session structlog-etw-listen-{NAME}" in err
     assert "2 events, 0 lost" in err

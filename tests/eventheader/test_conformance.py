@@ -16,7 +16,7 @@ from structlog_etw.eventheader import decode_event, perf_json
 from structlog_etw.perf import samples as samples_module
 from structlog_etw.perf.datafile import PerfDataFile
 from structlog_etw.perf.samples import decode_sample, sample_perf_json
-from tests.helpers.shared import load_expected, pairs, read_dat, vector
+from tests.helpers.shared import expected_perf_data_events, load_expected, pairs, read_dat, untagged, vector
 
 DAT = "EventHeaderInterceptorLE64.dat"
 
@@ -93,10 +93,11 @@ PERF = "perf.data"
 
 def test_every_perf_data_sample_decodes_like_perf_decode() -> None:
     """All 539 samples: 285 sched:sched_switch (plain tracepoints, decoded by their tracefs
-    format) and 254 EventHeader user_events, with time, cpu, pid and tid."""
+    format) and 254 EventHeader user_events, with time, cpu, pid and tid; field tags as the
+    current perf-decode writes them (3 events carry some)."""
     f = PerfDataFile.open(vector(PERF))
     samples = list(f.samples())
-    expected = load_expected(vector(PERF + ".linux.json"))
+    expected = expected_perf_data_events()
     assert f.problems == []
     assert len(samples) == 539
     assert sum(s.is_eventheader for s in samples) == 254
@@ -110,7 +111,7 @@ def test_perf_data_samples_render_from_their_decoded_events(monkeypatch: pytest.
     f = PerfDataFile.open(vector(PERF))
     samples = list(f.samples())
     decoded = [dataclasses.replace(decode_sample(s), raw=b"") for s in samples]
-    expected = load_expected(vector(PERF + ".linux.json"))
+    expected = expected_perf_data_events()
 
     def no_second_decode(*args: object) -> None:
         raise AssertionError("decoded again")
@@ -119,6 +120,14 @@ def test_perf_data_samples_render_from_their_decoded_events(monkeypatch: pytest.
     got = [pairs(sample_perf_json(s, decoded=ev)) for s, ev in zip(samples, decoded, strict=True)]
     problems = _mismatches(got, expected)
     assert not problems, "\n".join(problems[:20])
+
+
+def test_the_perf_data_expectation_differs_from_the_old_file_only_by_field_tags() -> None:
+    """The tagged expectation is the shipped file plus tags on exactly the 3 events that carry them."""
+    old = load_expected(vector(PERF + ".linux.json"))
+    new = expected_perf_data_events()
+    assert [untagged(e) for e in new] == old
+    assert sum(a != b for a, b in zip(new, old, strict=True)) == 3
 
 
 def test_sched_switch_samples_decode_to_python_values() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 from hypothesis import strategies as st
@@ -99,3 +100,100 @@ event_dicts = st.dictionaries(
     shape_edge_values,
     max_size=10,
 )
+
+
+# --- hostile metadata: structurally valid EventHeader and TraceLogging layouts -------------------
+#
+# Field declarations that parse (names NUL-terminated, flags consistent, structs with members)
+# but carry adversarial numbers: array counts up to 65535, structs declaring more members than
+# follow, nesting up to the decoders' limits, zero-size elements (TraceLogging NULL).  With a
+# small random payload they are what a crafted event looks like; the decoders must answer each
+# with a value or their error within work bounded by the event's size.
+
+#: Payloads: random bytes, large u16 counts, zeros (zero counts and empty strings: events decode).
+_PAYLOADS = st.one_of(
+    st.binary(max_size=64),
+    st.just(b"\xff\xff" * 8),
+    st.binary(max_size=600),
+    st.integers(0, 3000).map(bytes),
+)
+_COUNTS = st.one_of(st.sampled_from([1, 2, 255, 256, 0x7FFF, 0xFFFF]), st.integers(1, 0xFFFF))
+_NAMES = st.one_of(
+    st.sampled_from([b"a", b"", b"\x1b]0;x\x07", b"\xe2\x80\xae", b"\x9b2J"]), st.binary(max_size=4)
+)
+
+
+@st.composite
+def _eventheader_field(draw: st.DrawFn, depth: int) -> bytes:
+    name = draw(_NAMES).replace(b"\0", b"")
+    struct_field = depth < 6 and draw(st.booleans())
+    array = draw(st.sampled_from([0, 0x20, 0x40]))  # none, CArray, VArray
+    tag = draw(st.one_of(st.none(), st.integers(0, 0xFFFF)))
+    if struct_field:
+        members = draw(st.lists(_eventheader_field(depth + 1), min_size=1, max_size=3))
+        declared = draw(st.one_of(st.just(len(members)), st.integers(len(members), 127)))
+        fmt = declared
+        encoding = 0x01
+    else:
+        members = []
+        encoding = draw(st.integers(2, 13))
+        fmt = draw(st.one_of(st.none(), st.integers(0, 20)))
+    out = name + b"\0"
+    chain = fmt is not None
+    out += bytes([encoding | array | (0x80 if chain else 0)])
+    if chain:
+        assert fmt is not None
+        out += bytes([fmt | (0x80 if tag is not None else 0)])
+        if tag is not None:
+            out += struct.pack("<H", tag)
+    if array == 0x20:
+        out += struct.pack("<H", draw(_COUNTS))
+    return out + b"".join(members)
+
+
+@st.composite
+def eventheader_events(draw: st.DrawFn) -> bytes:
+    """A little-endian EventHeader event (level 4) with hostile but well-formed metadata and a
+    random payload, optionally starting with large u16 counts."""
+    fields = b"".join(draw(st.lists(_eventheader_field(0), min_size=1, max_size=4)))
+    payload = draw(_PAYLOADS)
+    meta = draw(_NAMES).replace(b"\0", b"") + b"\0" + fields
+    header = struct.pack("<BBHHBB", 0x07, 0, 0, 0, draw(st.integers(0, 3)), 4)
+    return header + struct.pack("<HH", len(meta), 1) + meta + payload
+
+
+@st.composite
+def _tracelogging_field(draw: st.DrawFn, depth: int) -> bytes:
+    name = draw(_NAMES).replace(b"\0", b"")
+    struct_field = depth < 6 and draw(st.booleans())
+    array = draw(st.sampled_from([0, 0x20, 0x40]))  # none, CCount, VCount
+    if struct_field:
+        members = draw(st.lists(_tracelogging_field(depth + 1), min_size=1, max_size=3))
+        in_type, out_type, tag = 24, len(members), None
+    else:
+        members = []
+        in_type = draw(st.sampled_from([0, 0, 1, 2, 3, 4, 7, 8, 10, 13, 15, 17, 18, 19, 22, 23, 25]))
+        out_type = draw(st.one_of(st.none(), st.integers(0, 40)))
+        tag = draw(st.one_of(st.none(), st.integers(0, 0x0FFFFFFF)))
+    out = name + b"\0"
+    chain = out_type is not None
+    out += bytes([in_type | array | (0x80 if chain else 0)])
+    if chain:
+        assert out_type is not None
+        out += bytes([out_type | (0x80 if tag is not None else 0)])
+        if tag is not None:
+            out += bytes(
+                [0x80 | (tag >> 21) & 0x7F, 0x80 | (tag >> 14) & 0x7F, 0x80 | (tag >> 7) & 0x7F, tag & 0x7F]
+            )
+    if array == 0x20:
+        out += struct.pack("<H", draw(_COUNTS))
+    return out + b"".join(members)
+
+
+@st.composite
+def tracelogging_events(draw: st.DrawFn) -> tuple[bytes, bytes]:
+    """``(metadata, data)`` of a TraceLogging event with hostile but well-formed metadata."""
+    fields = b"".join(draw(st.lists(_tracelogging_field(0), min_size=1, max_size=4)))
+    body = b"\0" + draw(_NAMES).replace(b"\0", b"") + b"\0" + fields
+    data = draw(_PAYLOADS)
+    return struct.pack("<H", len(body) + 2) + body, data

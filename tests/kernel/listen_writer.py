@@ -3,23 +3,27 @@
     python listen_writer.py PROVIDER log N         # N events "tick" (i=0..N-1) with one field of each kind
     python listen_writer.py PROVIDER flood N       # N events at full speed, then 20 "after_flood" slowly
     python listen_writer.py PROVIDER keyword K N   # wait until (4, K) is enabled, then N events at keyword K
+    python listen_writer.py PROVIDER activities    # a small service: nested activities on two
+                                                   # threads, and two interleaved asyncio jobs
 
 Prints ``ready <pid>`` when its provider is registered and ``done <written>`` at the end.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import ipaddress
 import os
 import sys
+import threading
 import time
 import uuid
 from typing import Any
 
 import structlog
 
-from structlog_etw import EtwRenderer
+from structlog_etw import EtwRenderer, etw_activity
 from structlog_etw.fields import I64, STR
 
 
@@ -33,6 +37,45 @@ def wait_enabled(slot: Any, timeout: float = 60.0) -> bool:
     return True
 
 
+def activities(log: Any) -> None:
+    """Requests with nested activities on two threads, then two asyncio jobs that interleave."""
+
+    def handle(n: int) -> None:
+        with etw_activity(log, "request", n=n) as req:
+            log.info("parse", n=n)
+            time.sleep(0.002)
+            with etw_activity(log, "db_query", table="orders"):
+                time.sleep(0.003)
+                log.info("rows", count=3)
+            with etw_activity(log, "render"):
+                time.sleep(0.001)
+            req.record(status=200)
+
+    def worker(k: int) -> None:
+        for i in range(3):
+            handle(10 * k + i)
+            time.sleep(0.001)
+
+    threads = [threading.Thread(target=worker, args=(k,), name=f"worker{k}") for k in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    async def job(name: str) -> None:
+        async with etw_activity(log, "job", name=name):
+            await asyncio.sleep(0.004)
+            log.info("job_step", name=name)
+            await asyncio.sleep(0.004)
+
+    async def both() -> None:
+        first = asyncio.create_task(job("a"))
+        await asyncio.sleep(0.002)
+        await asyncio.gather(first, job("b"))
+
+    asyncio.run(both())
+
+
 def main(argv: list[str]) -> int:
     provider_name, mode, *rest = argv
     renderer = EtwRenderer(provider_name)
@@ -41,7 +84,7 @@ def main(argv: list[str]) -> int:
     ).bind(run=provider_name)
     provider = renderer.provider
     print(f"ready {os.getpid()}", flush=True)
-    if mode in ("log", "flood") and not wait_enabled(provider.slot(4, 1)):
+    if mode in ("log", "flood", "activities") and not wait_enabled(provider.slot(4, 1)):
         print("never enabled", flush=True)
         return 1
     if mode == "log":
@@ -81,6 +124,8 @@ def main(argv: list[str]) -> int:
             return 1
         for i in range(count):
             log.info("late_keyword", etw_keyword=keyword, i=i)
+    elif mode == "activities":
+        activities(log)
     else:
         raise SystemExit(f"unknown mode {mode}")
     stats = provider.stats()

@@ -19,6 +19,7 @@ import pytest
 
 from structlog_etw.backends.user_events import UserEventsBackend
 from structlog_etw.eventheader.spec import tracepoint_name
+from tests.helpers.trace_event import check_trace
 
 pytestmark = pytest.mark.kernel
 
@@ -60,16 +61,16 @@ def test_decode_reads_perfs_capture_of_another_process(
     assert proc.returncode == 0, proc.stderr
     events = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [(e["provider"], e["name"], e["level"], e["keyword"]) for e in events] == [
-        (provider_name, "late_keyword", 4, "0x8")
+        (provider_name, "late_keyword", 4, 0x8)
     ] * 5
     assert [e["fields"]["i"] for e in events] == [0, 1, 2, 3, 4]
     assert all(e["fields"]["run"] == provider_name for e in events)
     assert {e["pid"] for e in events} == {writer_pid}
     assert all(e["tracepoint"] == f"user_events:{tracepoint}" for e in events)
     assert all(e["timestamp"] and e["timestamp"].endswith("Z") for e in events)
-    # the pretty form of the same file, as a user would read it
+    # the text form of the same file, as a user would read it: the default, into a pipe too
     pretty = subprocess.run(
-        [sys.executable, "-m", "structlog_etw", "decode", "--pretty", str(session.path)],
+        [sys.executable, "-m", "structlog_etw", "decode", str(session.path)],
         capture_output=True,
         text=True,
         env=ENV,
@@ -79,3 +80,56 @@ def test_decode_reads_perfs_capture_of_another_process(
     ).stdout.splitlines()
     assert len(pretty) == 5
     assert all("[info     ] late_keyword" in line and f"pid={writer_pid}" in line for line in pretty)
+
+
+def test_decode_draws_a_real_captures_activities_as_a_timeline(
+    provider_name: str,
+    perf_session: Callable[..., Any],
+    user_events_backend: Callable[..., UserEventsBackend],
+    kernel_out_dir: Path,
+) -> None:
+    """perf records a small service (nested activities on two threads, interleaved asyncio jobs);
+    ``decode --format chrome-trace`` turns the file into a valid trace-event timeline."""
+    user_events_backend(provider_name).open_slot(4, 1)
+    tracepoint = tracepoint_name(provider_name, 4, 1)
+    with perf_session([tracepoint], label="timeline") as session:
+        app = subprocess.run(
+            [sys.executable, str(WRITER), provider_name, "activities"],
+            capture_output=True,
+            text=True,
+            env=ENV,
+            cwd=REPO,
+            timeout=300,
+            check=False,
+        )
+        assert app.returncode == 0, app.stdout + app.stderr
+    proc = subprocess.run(
+        [sys.executable, "-m", "structlog_etw", "decode", "--format", "chrome-trace", str(session.path)],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=REPO,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (kernel_out_dir / "timeline.json").write_text(proc.stdout)
+    doc = json.loads(proc.stdout)
+    assert check_trace(doc) == []
+    events = doc["traceEvents"]
+    begins = [e for e in events if e["ph"] == "B"]
+    names = sorted(e["name"] for e in begins)
+    assert names.count("request") == 6 and names.count("db_query") == 6 and names.count("render") == 6
+    threads = {e["tid"] for e in begins if e["name"] == "request"}
+    assert len(threads) == 2  # one track per worker thread
+    for tid in threads:  # on each thread: request { db_query } { render }, three times
+        track = [(e["ph"], e.get("name")) for e in events if e["tid"] == tid and e["ph"] in "BE"]
+        assert (
+            track
+            == [("B", "request"), ("B", "db_query"), ("E", None), ("B", "render"), ("E", None), ("E", None)]
+            * 3
+        )
+    jobs = [e for e in events if e.get("name") == "job" and e["ph"] in "Bb"]
+    assert sorted(e["ph"] for e in jobs) == ["B", "b"]  # the interleaved job is an async slice
+    instants = {e["name"] for e in events if e["ph"] == "i"}
+    assert {"parse", "rows", "job_step"} <= instants

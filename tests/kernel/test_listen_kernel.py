@@ -125,7 +125,7 @@ def test_listen_shows_another_processes_events_live_and_decoded(provider_name: s
     events = json_events(lis)
     assert [e["name"] for e in events] == ["tick"] * 5 + ["done_logging"], lis.report()
     for i, e in enumerate(events[:5]):
-        assert (e["provider"], e["level"], e["keyword"], e["opcode"]) == (provider_name, 4, "0x1", 0)
+        assert (e["provider"], e["level"], e["keyword"], e["opcode"]) == (provider_name, 4, 0x1, 0)
         assert (e["pid"], e["tid"]) == (pid, pid)  # the writer's, not the listener's
         assert isinstance(e["cpu"], int)
         f = e["fields"]
@@ -195,7 +195,7 @@ def test_listen_registers_the_providers_tracepoints_when_the_app_has_not(provide
         lis.kill()
     events = json_events(lis)
     assert [(e["name"], e["level"], e["keyword"], e["fields"]["i"]) for e in events] == [
-        ("late_keyword", 4, "0x4", 0)
+        ("late_keyword", 4, 0x4, 0)
     ]
 
 
@@ -212,8 +212,8 @@ def test_listen_picks_up_a_tracepoint_the_app_registers_later(provider_name: str
         lis.kill()
     events = json_events(lis)
     assert [(e["name"], e["level"], e["keyword"], e["fields"]["i"]) for e in events] == [
-        ("late_keyword", 4, "0x8", 0),
-        ("late_keyword", 4, "0x8", 1),
+        ("late_keyword", 4, 0x8, 0),
+        ("late_keyword", 4, 0x8, 1),
     ]
 
 
@@ -276,5 +276,40 @@ def test_demo_shows_its_events_live_through_user_events() -> None:
     assert len({e["activity_id"] for e in events[:7]}) == 1 and events[7]["activity_id"] is None
     assert {e["pid"] for e in events} == {events[0]["pid"]}
     assert all(isinstance(e["cpu"], int) and e["time_ns"] > 0 for e in events)  # from the kernel's rings
-    assert events[3]["keyword"] == "0x2" and events[5]["level"] == 2
+    assert events[3]["keyword"] == 0x2 and events[5]["level"] == 2
     assert "KeyError" in events[5]["fields"]["exception"]
+
+
+def test_listen_survives_a_decoder_bomb_written_by_another_process(provider_name: str) -> None:
+    """A 29-byte event declaring 4.3e9 values, written through user_events by an unprivileged-
+    looking writer, is one undecodable line: listen (root) neither grows nor stops."""
+    bomb_writer = (
+        "import sys, time\n"
+        "from structlog_etw.backends.user_events import UserEventsBackend\n"
+        "from tests.helpers.hostile import EVENTHEADER_BOMB\n"
+        "b = UserEventsBackend(sys.argv[1], None)\n"
+        "slot = b.open_slot(4, 1)\n"
+        "print('ready', flush=True)\n"
+        "deadline = time.monotonic() + 120\n"
+        "while not slot.word[0] and time.monotonic() < deadline:\n"
+        "    time.sleep(0.05)\n"
+        "print('write', b.write(slot, EVENTHEADER_BOMB, 0, None, None), flush=True)\n"
+        "time.sleep(1)\n"
+        "b.close()\n"
+    )
+    lis = listen(provider_name, "--json", "--count", "2")
+    try:
+        lis.wait_for("err", "listening to")
+        bomb = Proc([sys.executable, "-c", bomb_writer, provider_name])
+        assert bomb.wait_for("out", "write") == "write 0", bomb.report()
+        assert bomb.finish() == 0
+        app = writer(provider_name, "log", "1")
+        app.wait_for("out", "done")
+        assert app.finish() == 0
+        assert lis.finish() == 0, lis.report()
+    finally:
+        lis.kill()
+    events = json_events(lis)
+    assert "error" in events[0] and "declares 1 members, the metadata has none" in events[0]["error"]
+    assert events[1]["name"] == "tick"
+    assert "Traceback" not in "\n".join(lis.err)
