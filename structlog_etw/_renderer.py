@@ -40,6 +40,10 @@ LEVELS: Final = METHOD_LEVELS
 _CONTROL_SET: Final = frozenset(CONTROL_KEYS)
 
 
+class _NotPlain(Exception):
+    """An event with control keys and a key that is not a ``str``: rendered from :func:`_plain`."""
+
+
 def resolver_for(
     target: str | Provider | EtwRenderer,
     default_keyword: int | None = None,
@@ -89,16 +93,43 @@ def resolver_for(
 
 
 def _format_exc_info(exc_info: object) -> str | None:
-    if exc_info is True:
-        exc_info = sys.exc_info()
-    elif isinstance(exc_info, BaseException):
-        exc_info = (type(exc_info), exc_info, exc_info.__traceback__)
-    if not isinstance(exc_info, tuple) or len(exc_info) != 3 or exc_info[0] is None:
+    """The traceback text ``exc_info`` stands for (``True``, an exception, a 3-tuple), else ``None``.
+
+    Never raises and never asks the value for its truth (``__bool__`` may raise): any other
+    value, falsy ones included, gives ``None``.
+    """
+    try:
+        if exc_info is True:
+            exc_info = sys.exc_info()
+        elif isinstance(exc_info, BaseException):
+            exc_info = (type(exc_info), exc_info, exc_info.__traceback__)
+        if type(exc_info) is not tuple or len(exc_info) != 3 or exc_info[0] is None:
+            return None
+    except Exception:
         return None
     try:
         return "".join(traceback.format_exception(*exc_info))
     except Exception:
         return safe_str(exc_info[1])
+
+
+def _plain(event_dict: MutableMapping[str, Any]) -> dict[str, Any]:
+    """``event_dict`` with every key an exact ``str``: what the renderer writes when a key of the
+    event broke it (a key whose ``__eq__`` or ``__hash__`` raises, met by a dict look-up).
+
+    Exact ``str`` keys stay; any other key becomes its text (``fields.safe_str``), with ``_``
+    appended while that text is taken (by another key, or by a control key: a key that is not a
+    ``str`` is a field, never a control).  Nothing here compares or hashes the original keys.
+    """
+    items = list(event_dict.items())
+    out: dict[str, Any] = {k: v for k, v in items if type(k) is str}
+    for k, v in items:
+        if type(k) is not str:
+            name = safe_str(k)
+            while name in out or name in _CONTROL_SET:
+                name += "_"
+            out[name] = v
+    return out
 
 
 class EtwRenderer:
@@ -175,11 +206,23 @@ class EtwRenderer:
         self._resolver.set_names(value)
 
     def __call__(self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> Any:
-        """Write ``event_dict``; raise ``DropEvent`` (or return the dict with ``passthrough``)."""
+        """Write ``event_dict``; raise ``DropEvent`` (or return the dict with ``passthrough``).
+
+        An event whose keys break the renderer (a key whose ``__eq__``/``__hash__`` raises) is
+        written from a copy with plain ``str`` keys (:func:`_plain`), and that copy is what
+        ``passthrough`` returns; ``dropped["render_error"]`` counts only what even that cannot
+        write.
+        """
         try:
             self._render(logger, method_name, event_dict)
         except Exception:
-            self.provider.count_dropped("render_error")
+            try:
+                plain = _plain(event_dict)
+                self._render(logger, method_name, plain)
+            except Exception:
+                self.provider.count_dropped("render_error")
+            else:
+                event_dict = plain
         if self.passthrough:
             return event_dict
         raise structlog.DropEvent
@@ -196,6 +239,8 @@ class EtwRenderer:
                 slot = resolver.by_method[method_name]
             header = None
         else:
+            if not all(type(k) is str for k in event_dict):  # a key might break the look-ups
+                raise _NotPlain  # after the takes, control values would be lost: render _plain()
             take = resolver.take
             level = take(event_dict, "etw_level")
             keyword = take(event_dict, "etw_keyword")
@@ -225,7 +270,7 @@ class EtwRenderer:
             name = EVENT_NAMES[event] if type(event) is str else event_name(event)
         fields = dict_fields(event_dict.items(), None if named else "event")
         exc_info = event_dict.get("exc_info")
-        if exc_info and "exception" not in event_dict:
+        if exc_info is not None and exc_info is not False and "exception" not in event_dict:
             text = _format_exc_info(exc_info)
             if text is not None:
                 fields.append(("exception", STR, text))
