@@ -362,8 +362,13 @@ def etw_activity(target: object, name: str, /, **fields: Any) -> Activity:
     ``etw_level``, ``etw_tags`` and ``etw_name`` may be passed here to override them.
     ``etw_otel=True``/``False`` decides for this activity whether it takes its id from the
     current OpenTelemetry span (default: ``structlog_etw.use_otel_activity_ids``, off; see
-    docs/otel.md).  Nothing here raises at log time.
+    docs/otel.md); any other value means the default (counted ``invalid["etw_otel"]`` when
+    ``target`` is a provider).  Nothing here raises at log time.
     """
     otel = fields.pop("etw_otel", None)
     controls = {k: fields.pop(k) for k in list(fields) if k in _CONTROLS}
-    return Activity(target, name, controls, fields, None if otel is None else bool(otel))
+    if otel is not None and type(otel) is not bool:  # e.g. from data: never asked for its truth
+        if isinstance(target, Provider):
+            target.count_invalid("etw_otel")
+        otel = None  # the default (structlog_etw.use_otel_activity_ids)
+    return Activity(target, name, controls, fields, otel)

@@ -312,3 +312,24 @@ class TestSharedInstanceAcrossTasks:
         stops = [(ev["thread"], cur[0] if cur else None) for ev, cur in seen if ev["etw_opcode"] == 2]
         assert stops == [("first", ids["first"].bytes), ("second", ids["second"].bytes)]
         assert ids["first_seen"] == ids["first"] != ids["second"]
+
+
+class TestEtwOtelFromData:
+    """``etw_otel`` that is neither a bool nor None (e.g. from request data, or an object whose
+    ``__bool__`` raises) means the default, counted on a provider; ``etw_activity`` never raises."""
+
+    def test_a_hostile_etw_otel_is_counted_and_the_activity_runs(self) -> None:
+        from structlog_etw import Provider  # noqa: PLC0415
+        from structlog_etw.backends.capture import CaptureBackend  # noqa: PLC0415
+
+        class NoTruth:
+            def __bool__(self) -> bool:
+                raise RuntimeError("no truth")
+
+        backend = CaptureBackend("Co_Otel")
+        provider = Provider("Co_Otel", backend=backend)
+        with etw_activity(provider, "Req", etw_otel=NoTruth(), n=1) as act:
+            assert act.id is not None
+        assert len(backend.records) == 2  # Start and Stop
+        assert provider.stats()["invalid"] == {"etw_otel": 1}
+        provider.close()
