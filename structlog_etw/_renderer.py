@@ -38,6 +38,7 @@ __all__ = ["LEVELS", "MAX_EVENT_NAME", "EtwRenderer", "event_name", "resolver_fo
 #: structlog method name -> trace level (1 critical .. 5 verbose); unknown names -> 5.
 LEVELS: Final = METHOD_LEVELS
 _CONTROL_SET: Final = frozenset(CONTROL_KEYS)
+_STR_ONLY: Final = frozenset((str,))
 
 
 class _NotPlain(Exception):
@@ -239,7 +240,7 @@ class EtwRenderer:
                 slot = resolver.by_method[method_name]
             header = None
         else:
-            if not all(type(k) is str for k in event_dict):  # a key might break the look-ups
+            if not _STR_ONLY.issuperset(map(type, event_dict)):  # a key might break the look-ups
                 raise _NotPlain  # after the takes, control values would be lost: render _plain()
             take = resolver.take
             level = take(event_dict, "etw_level")
