@@ -403,7 +403,52 @@ def _recipe_commands(tracefs: str) -> list[list[str]]:
 
 class TestPermissionRecipe:
     """docs/linux.md's recipe lets a member of the group register and write events, and gives it
-    nothing else of tracefs: no listing, no trace buffer, no kprobes, no tracer control."""
+    nothing else of tracefs (no listing, no trace buffer, no probes, no tracer control); a user
+    outside the group still cannot open ``user_events_data``."""
+
+    @staticmethod
+    def _as_user(tracefs: str, groups: list[int], forbidden: list[tuple[str, int]], provider: str) -> str:
+        """Fork a child with uid/gid 65534 and supplementary *groups*; what it could do, as text."""
+        report_r, report_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(report_r)
+            report = "child failed before reporting"
+            try:
+                signal.alarm(20)
+                os.setgroups(groups)
+                os.setgid(65534)
+                os.setuid(65534)
+                opened = []
+                for name, flags in forbidden:
+                    try:
+                        os.close(os.open(os.path.join(tracefs, name), flags))
+                        opened.append(name)
+                    except PermissionError:
+                        pass
+                try:
+                    os.listdir(tracefs)
+                    opened.append("(listing)")
+                except PermissionError:
+                    pass
+                try:
+                    backend = UserEventsBackend(provider)
+                except BackendUnavailable as exc:
+                    report = f"opened={opened} unavailable={'permission denied' in str(exc)}"
+                else:
+                    rc = backend.write(backend.open_slot(4, 1), raw_event(4, "member", 42))
+                    report = f"opened={opened} write={rc}"
+            except BaseException as exc:  # reported to the parent, which fails the test
+                report = f"{type(exc).__name__}: {exc}"
+            finally:
+                os.write(report_w, report.encode())
+                os._exit(0)
+        os.close(report_w)
+        _, status = os.waitpid(pid, 0)
+        with os.fdopen(report_r, "rb") as f:
+            report = f.read().decode()
+        assert os.waitstatus_to_exitcode(status) == 0
+        return f"pid={pid} {report}"
 
     def test_a_group_member_registers_and_writes_and_cannot_touch_the_rest_of_tracefs(
         self, user_events_backend: BackendFactory, provider_name: str, perf_session: PerfFactory
@@ -413,7 +458,7 @@ class TestPermissionRecipe:
         tracefs = str(find_tracefs())
         data = os.path.join(tracefs, "user_events_data")
         commands = _recipe_commands(tracefs)
-        assert [c[0] for c in commands] == ["chgrp", "chmod", "chmod"], commands
+        assert sorted(c[0] for c in commands) == ["chgrp", "chmod", "chmod"], commands
         saved = {p: os.stat(p) for p in (tracefs, data)}
         # What a member must not touch (kprobe_events exists only with CONFIG_KPROBE_EVENTS).
         forbidden = [
@@ -425,59 +470,24 @@ class TestPermissionRecipe:
                 ("set_event", os.O_WRONLY),
                 ("trace", os.O_RDONLY),
                 ("trace_pipe", os.O_RDONLY | os.O_NONBLOCK),
+                ("user_events_status", os.O_RDONLY),
             )
             if os.path.exists(os.path.join(tracefs, name))
         ]
         always = {"uprobe_events", "current_tracer", "set_event", "trace", "trace_pipe"}
         assert {n for n, _ in forbidden} >= always
         user_events_backend(provider_name).open_slot(4, 1)  # perf needs the tracepoint to exist
-        report_r, report_w = os.pipe()
         try:
             for command in commands:
                 subprocess.run(command, check=True)
             with perf_session([f"{provider_name}_L4K1"]) as session:
-                pid = os.fork()
-                if pid == 0:  # child: an unprivileged member of the group
-                    os.close(report_r)
-                    report = "child failed before reporting"
-                    try:
-                        signal.alarm(20)
-                        os.setgroups([_TRACING_GID])
-                        os.setgid(65534)
-                        os.setuid(65534)
-                        opened = []
-                        for name, flags in forbidden:
-                            try:
-                                os.close(os.open(os.path.join(tracefs, name), flags))
-                                opened.append(name)
-                            except PermissionError:
-                                pass
-                        try:
-                            os.listdir(tracefs)
-                            opened.append("(listing)")
-                        except PermissionError:
-                            pass
-                        backend = UserEventsBackend(provider_name)
-                        rc = backend.write(backend.open_slot(4, 1), raw_event(4, "member", 42))
-                        report = f"opened={opened} write={rc}"
-                    except BaseException as exc:  # reported to the parent, which fails the test
-                        report = f"{type(exc).__name__}: {exc}"
-                    finally:
-                        os.write(report_w, report.encode())
-                        os._exit(0)
-                os.close(report_w)
-                report_w = -1
-                _, status = os.waitpid(pid, 0)
-                with os.fdopen(report_r, "rb") as f:
-                    report_r = -1
-                    report = f.read().decode()
-            assert os.waitstatus_to_exitcode(status) == 0
-            assert report == "opened=[] write=0"
-            assert [(s.pid == pid, _payload_n(s.data)) for s in session.samples()] == [(True, 42)]
+                member = self._as_user(tracefs, [_TRACING_GID], forbidden, provider_name)
+            outsider = self._as_user(tracefs, [], forbidden, provider_name)
         finally:
-            for fd in (report_r, report_w):
-                if fd >= 0:
-                    os.close(fd)
             for path, st in saved.items():
                 os.chown(path, st.st_uid, st.st_gid)
                 os.chmod(path, st.st_mode & 0o7777)
+        pid = int(member.split()[0].removeprefix("pid="))
+        assert member.split(" ", 1)[1] == "opened=[] write=0"
+        assert outsider.split(" ", 1)[1] == "opened=[] unavailable=True"
+        assert [(s.pid == pid, _payload_n(s.data)) for s in session.samples()] == [(True, 42)]
