@@ -111,7 +111,7 @@ def current_activity_id() -> uuid.UUID | None:
 class _Scope:
     """One entered activity: its ids, token, start time and the fields the Stop event will carry."""
 
-    __slots__ = ("activity_id", "fields", "otel_token", "related_id", "start_ns", "token")
+    __slots__ = ("activity_id", "fields", "otel_token", "related_id", "stack_token", "start_ns", "token")
 
     def __init__(
         self,
@@ -125,6 +125,7 @@ class _Scope:
         self.fields = fields
         self.token = token
         self.otel_token: Token[bytes | None] | None = None
+        self.stack_token: Token[tuple[_Scope, ...]] | None = None
         self.start_ns = time.perf_counter_ns()
 
 
@@ -135,12 +136,17 @@ class Activity:
     :attr:`related_id` and :meth:`record` refer to it.  Used as a decorator,
     each call of the decorated function runs its own fresh activity (with the
     decorator's name and fields), so a decorated function may run concurrently
-    in many threads and tasks.  One ``Activity`` object should be entered by one
-    ``with`` at a time; nested re-entry of the same object works (LIFO) and
-    starts a new activity nested in the first.
+    in many threads and tasks.
+
+    One object may also be entered by several threads or asyncio tasks at once: what it is
+    running is kept per context (a ``ContextVar`` of its own), so each ``with``/``async with``
+    gets its own id, and its Stop event carries its own id and the fields its own code recorded.
+    Nested re-entry of the same object in one context works (LIFO) and starts a new activity
+    nested in the first.  Outside a running activity, :attr:`id` is the last one finished in any
+    context.
     """
 
-    __slots__ = ("_controls", "_fields", "_last", "_name", "_otel", "_scopes", "_target")
+    __slots__ = ("_controls", "_fields", "_last", "_name", "_otel", "_running", "_scopes", "_target")
 
     def __init__(
         self,
@@ -155,21 +161,30 @@ class Activity:
         self._name = name
         self._controls = controls
         self._fields = fields
-        self._scopes: list[_Scope] = []
+        #: The scopes this object runs in the current context, innermost last.
+        self._scopes: ContextVar[tuple[_Scope, ...]] = ContextVar("structlog-etw.activity", default=())
+        #: Every scope running in any context, oldest first: the exit of a context that never
+        #: entered (a context manager handed to another context) stops the newest of them.
+        self._running: list[_Scope] = []
         self._last: _Scope | None = None
 
     # -- the running activity -------------------------------------------------------------------
 
+    def _scope(self) -> _Scope | None:
+        """The innermost scope of this object in the current context, else the last finished."""
+        scopes = self._scopes.get()
+        return scopes[-1] if scopes else self._last
+
     @property
     def id(self) -> uuid.UUID | None:
         """The running (else the last finished) activity's id; ``None`` before the first entry."""
-        scope = self._scopes[-1] if self._scopes else self._last
+        scope = self._scope()
         return None if scope is None else uuid.UUID(bytes=scope.activity_id)
 
     @property
     def related_id(self) -> uuid.UUID | None:
         """The id of the activity this one is nested in (``None`` at top level or before entry)."""
-        scope = self._scopes[-1] if self._scopes else self._last
+        scope = self._scope()
         if scope is None or scope.related_id is None:
             return None
         return uuid.UUID(bytes=scope.related_id)
@@ -184,7 +199,8 @@ class Activity:
 
         Outside a running activity this updates the fields the next Start event will carry.
         """
-        (self._scopes[-1].fields if self._scopes else self._fields).update(fields)
+        scopes = self._scopes.get()
+        (scopes[-1].fields if scopes else self._fields).update(fields)
 
     # -- context manager ----------------------------------------------------------------------------
 
@@ -197,7 +213,8 @@ class Activity:
         scope = _Scope(activity_id, related_id, dict(self._fields), token)
         if from_span is not None:
             scope.otel_token = _otel.SPAN_ID_TAKEN.set(from_span)
-        self._scopes.append(scope)
+        scope.stack_token = self._scopes.set((*self._scopes.get(), scope))
+        self._running.append(scope)
         self._emit(OPCODE_START, scope, scope.fields)
         return self
 
@@ -207,9 +224,19 @@ class Activity:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if not self._scopes:  # exit without enter: nothing to stop
+        scopes = self._scopes.get()
+        if scopes:
+            scope = scopes[-1]
+            try:
+                self._scopes.reset(scope.stack_token)  # type: ignore[arg-type]  # set on entry
+            except ValueError:  # a copy of the entering context: drop it here too
+                self._scopes.set(scopes[:-1])
+        elif self._running:  # entered in another context only: stop the newest running scope
+            scope = self._running[-1]
+        else:  # exit without enter: nothing to stop
             return
-        scope = self._scopes.pop()
+        with contextlib.suppress(ValueError):
+            self._running.remove(scope)
         self._last = scope
         try:
             duration = time.perf_counter_ns() - scope.start_ns
@@ -335,8 +362,13 @@ def etw_activity(target: object, name: str, /, **fields: Any) -> Activity:
     ``etw_level``, ``etw_tags`` and ``etw_name`` may be passed here to override them.
     ``etw_otel=True``/``False`` decides for this activity whether it takes its id from the
     current OpenTelemetry span (default: ``structlog_etw.use_otel_activity_ids``, off; see
-    docs/otel.md).  Nothing here raises at log time.
+    docs/otel.md); any other value means the default (counted ``invalid["etw_otel"]`` when
+    ``target`` is a provider).  Nothing here raises at log time.
     """
     otel = fields.pop("etw_otel", None)
     controls = {k: fields.pop(k) for k in list(fields) if k in _CONTROLS}
-    return Activity(target, name, controls, fields, None if otel is None else bool(otel))
+    if otel is not None and type(otel) is not bool:  # e.g. from data: never asked for its truth
+        if isinstance(target, Provider):
+            target.count_invalid("etw_otel")
+        otel = None  # the default (structlog_etw.use_otel_activity_ids)
+    return Activity(target, name, controls, fields, otel)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
 
 from ._levels import LEVEL_NAMES, check_keyword
-from .backends.base import Backend, BackendUnavailable, Slot
+from .backends.base import UNWRITABLE_WORD, Backend, BackendUnavailable, Slot
 from .backends.null import DISABLED_WORD, NullBackend
 from .eventheader.spec import error_name as eventheader_error_name
 from .eventheader.spec import validate_provider_name as validate_eventheader_name
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from .tracelogging.encoder import TraceLoggingEncoder
 
 __all__ = [
+    "DEFAULT_MAX_SLOTS",
     "BackendFactory",
     "EtwUnavailableWarning",
     "Provider",
@@ -138,6 +139,14 @@ class _WritePath(Generic[E]):
 
 #: Levels registered up front for the default keyword (critical .. verbose).
 DEFAULT_LEVELS: Final = tuple(LEVEL_NAMES)
+
+#: How many (level, keyword) slots a provider registers at most, unless told otherwise
+#: (``max_slots``).  On Linux every slot is a kernel tracepoint (about 700 bytes of kernel
+#: memory, and one of the ``kernel.user_events_max`` tracepoints the whole system shares);
+#: keywords and levels can come from logged data (``log.info("req", **request_json)``), so the
+#: number a process registers must have a bound.  Events at a pair past the bound are counted
+#: as ``dropped["slot_limit"]`` (docs/reliability.md).
+DEFAULT_MAX_SLOTS: Final = 256
 
 #: The platform whose OS backend providers use (internal: tests set "win32" together with
 #: ``_ETW_LIBRARY`` to run the Windows path against the compiled fake ETW library).
@@ -307,6 +316,12 @@ class Provider:
     the tracepoints before the first event; other (level, keyword) pairs are registered on
     first use.
 
+    ``max_slots`` bounds the (level, keyword) pairs the provider registers, the ones registered
+    up front included (default :data:`DEFAULT_MAX_SLOTS`; on Linux each is a kernel tracepoint).
+    A pair first used once the bound is reached is never registered: its events are counted as
+    ``dropped["slot_limit"]``, never written; pairs registered before keep working.  Up-front
+    pairs that exceed ``max_slots`` raise :class:`ValueError` here.
+
     ``provider_id`` (a :class:`uuid.UUID` or GUID text) is the ETW provider GUID given to
     EventRegister instead of the one derived from the name (:attr:`provider_id`); the EventHeader
     format (Linux) has no provider GUID and ignores it.  The name is checked against the rules of
@@ -323,6 +338,7 @@ class Provider:
         default_keyword: int = 1,
         keywords: Iterable[int] = (),
         backend: Backend[Any] | None = None,
+        max_slots: int = DEFAULT_MAX_SLOTS,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError(f"provider name must be a non-empty str, got {name!r}")
@@ -330,6 +346,14 @@ class Provider:
         keywords = tuple(keywords)
         for kw in (default_keyword, *keywords):
             check_keyword(kw)
+        up_front = len({default_keyword, *keywords}) * len(DEFAULT_LEVELS)
+        if type(max_slots) is not int or max_slots < up_front:
+            raise ValueError(
+                f"max_slots must be an int >= {up_front} (the default keyword and the keywords given, "
+                f"at {len(DEFAULT_LEVELS)} levels each), got {max_slots!r}"
+            )
+        #: The most (level, keyword) slots this provider registers (see the class docstring).
+        self.max_slots = max_slots
         self.name = name
         self.group = group
         self._explicit_id = explicit_id
@@ -503,26 +527,33 @@ class Provider:
 
     # -- slots -----------------------------------------------------------------------------
     def slot(self, level: int, keyword: int) -> Slot:
-        """The cached slot for (level, keyword), registered with the backend on first use."""
+        """The cached slot for (level, keyword), registered with the backend on first use.
+
+        Once the provider is closed, or holds :attr:`max_slots` slots, a new pair gets a fresh
+        slot that is neither registered nor cached, whose word is
+        :data:`~structlog_etw.backends.base.UNWRITABLE_WORD`: the log paths hand its events to
+        :meth:`write`, which counts them (``dropped["closed"]``, ``dropped["slot_limit"]``).
+        """
         slot = self._slots.get((level, keyword))
         if slot is not None:
             return slot
+        if self._closed or len(self._slots) >= self.max_slots:  # slots are never removed
+            return Slot(level, keyword, UNWRITABLE_WORD, None)
         with self._lock:
             slot = self._slots.get((level, keyword))
             if slot is not None:
                 return slot
-            if self._closed:
+            if self._closed or len(self._slots) >= self.max_slots:
+                return Slot(level, keyword, UNWRITABLE_WORD, None)
+            try:
+                fresh = self._path.backend.open_slot(level, keyword)
+            except Exception as exc:  # registration failed: this pair stays disabled
+                self._count_register_error(exc, locked=True)
                 slot = Slot(level, keyword, DISABLED_WORD, None)
             else:
-                try:
-                    fresh = self._path.backend.open_slot(level, keyword)
-                except Exception as exc:  # registration failed: this pair stays disabled
-                    self._count_register_error(exc, locked=True)
-                    slot = Slot(level, keyword, DISABLED_WORD, None)
-                else:
-                    # Our own Slot (sharing the backend's word and handle): switching backends
-                    # re-points it without touching the objects a backend keeps.
-                    slot = Slot(level, keyword, fresh.word, fresh.handle)
+                # Our own Slot (sharing the backend's word and handle): switching backends
+                # re-points it without touching the objects a backend keeps.
+                slot = Slot(level, keyword, fresh.word, fresh.handle)
             self._slots[(level, keyword)] = slot
             return slot
 
@@ -538,7 +569,7 @@ class Provider:
 
     def enabled(self, level: int, keyword: int) -> bool:
         """Whether a session wants events at (level, keyword) right now."""
-        return bool(self.slot(level, keyword).word[0])
+        return self.slot(level, keyword).enabled
 
     # -- writing ---------------------------------------------------------------------------
     def write(
@@ -554,15 +585,17 @@ class Provider:
         """Encode and hand one event to the backend.  True if written; never raises.
 
         Dropped events are counted by reason: ``not_enabled`` (nobody listens at the slot),
-        ``closed``, ``too_large`` (cannot fit even truncated), ``encode_error``; a backend
+        ``closed``, ``slot_limit`` (a pair past :attr:`max_slots`), ``too_large`` (cannot fit
+        even truncated), ``encode_error``; a backend
         error code is counted in ``errors`` by name (``EBADF``, ``ERROR_MORE_DATA``, ...).
         ``related_id`` is written only on a Start event (opcode 1); other events carry the
         activity id alone (EventHeader: 16-byte ActivityId extension; ETW: no related id).
         """
         if opcode != 1:
             related_id = None
-        if not slot.word[0]:
-            self.count_dropped("closed" if self._closed else "not_enabled")
+        word = slot.word
+        if not word[0] or word is UNWRITABLE_WORD:
+            self._count_unwritten(word)
             return False
         try:
             rc = self._path.write(slot, name, fields, opcode, tag, activity_id, related_id)
@@ -601,8 +634,9 @@ class Provider:
         builds since CPython 3.13); :meth:`stats` reads it with ``next()`` too, under the lock,
         and subtracts the values earlier reads took.  One call to the encoder, one to the backend.
         """
-        if not slot.word[0]:
-            self.count_dropped("closed" if self._closed else "not_enabled")
+        word = slot.word
+        if not word[0] or word is UNWRITABLE_WORD:
+            self._count_unwritten(word)
             return False
         if opcode != 1:
             related_id = None
@@ -639,6 +673,13 @@ class Provider:
                 key = self._path.error_name(rc)
                 self._errors[key] = self._errors.get(key, 0) + 1
 
+    def _count_unwritten(self, word: object) -> None:
+        """Count an event at a slot that is not written: closed, past the bound, nobody listens."""
+        if self._closed:
+            self.count_dropped("closed")
+        else:
+            self.count_dropped("slot_limit" if word is UNWRITABLE_WORD else "not_enabled")
+
     def count_dropped(self, reason: str) -> None:
         """Count one event dropped before reaching the backend, under ``reason``."""
         with self._lock:
@@ -652,7 +693,8 @@ class Provider:
     # -- state -----------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
         """A snapshot: ``written``, ``dropped`` {reason: n}, ``errors`` {code name: n},
-        ``invalid`` {control key: n}, ``truncated``, ``format``, ``backend``, ``closed``.
+        ``invalid`` {control key: n}, ``truncated``, ``format``, ``backend``, ``closed``,
+        ``slots`` (registered (level, keyword) pairs) and ``max_slots``.
         """
         with self._lock:
             # next() hands out the writes so far plus the values earlier snapshots took.
@@ -668,6 +710,8 @@ class Provider:
                 "format": self.format,
                 "backend": repr(self._path.backend),
                 "closed": self._closed,
+                "slots": len(self._slots),
+                "max_slots": self.max_slots,
             }
 
     @property
@@ -676,14 +720,19 @@ class Provider:
         return self._closed
 
     def close(self) -> None:
-        """Unregister; later writes are counted as ``dropped["closed"]``, never raised."""
+        """Unregister; later writes are counted as ``dropped["closed"]``, never raised.
+
+        Every slot's word becomes :data:`~structlog_etw.backends.base.UNWRITABLE_WORD`, so the
+        fast paths (``make_etw_bound_logger``, ``EtwEarlyDrop``) hand later events on to be
+        counted too.
+        """
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             backends = {id(b): b for b in (self._path.backend, self._base_backend) if b is not None}
             for slot in self._slots.values():
-                slot.word = DISABLED_WORD
+                slot.word = UNWRITABLE_WORD
         for backend in backends.values():
             try:
                 backend.close()
@@ -751,6 +800,8 @@ _registry: dict[str, Provider] = {}
 _registry_lock = threading.Lock()
 _factory: BackendFactory | None = None
 _UNSET: Any = object()
+#: Set by :func:`close_all`, for good: providers looked up afterwards are closed from the start.
+_closed_all = False
 
 
 def get_provider(
@@ -760,6 +811,7 @@ def get_provider(
     provider_id: uuid.UUID | str | None = None,
     default_keyword: int = _UNSET,
     keywords: Iterable[int] = (),
+    max_slots: int = _UNSET,
 ) -> Provider:
     """The process-wide provider called ``name``, created on first use.
 
@@ -777,22 +829,36 @@ def get_provider(
     the default capture format) takes ``[A-Za-z0-9_]`` names such as ``MyCompany_MyService``;
     TraceLogging (Windows ETW, ``capture_etw_events("tracelogging")``) also takes the Windows
     convention ``MyCompany.MyService``.  A name the format cannot carry raises ValueError here.
+
+    ``max_slots`` (default :data:`DEFAULT_MAX_SLOTS`) bounds the (level, keyword) pairs the
+    provider registers (see :class:`Provider`); asking for an existing provider with another
+    ``max_slots`` raises :class:`ValueError`.
+
+    After :func:`close_all` (at interpreter exit, or called by the application) the registry
+    stays closed: a provider looked up afterwards, new names included, is closed from the start
+    and registers nothing with the OS; its events are counted as ``dropped["closed"]``.
     """
     guid = _parse_provider_id(provider_id)
     with _registry_lock:
         prov = _registry.get(name)
-        if prov is not None and prov.closed:
+        if prov is not None and prov.closed and not _closed_all:
             prov = None
         if prov is None:
-            prov = Provider(
-                name,
-                group=None if group is _UNSET else group,
-                provider_id=guid,
-                default_keyword=1 if default_keyword is _UNSET else default_keyword,
-                keywords=keywords,
-            )
+            options: dict[str, Any] = {
+                "group": None if group is _UNSET else group,
+                "provider_id": guid,
+                "default_keyword": 1 if default_keyword is _UNSET else default_keyword,
+                "keywords": keywords,
+            }
+            if max_slots is not _UNSET:
+                options["max_slots"] = max_slots
+            prov = _closed_provider(name, options) if _closed_all else Provider(name, **options)
             _registry[name] = prov
             return prov
+    if max_slots is not _UNSET and max_slots != prov.max_slots:
+        raise ValueError(
+            f"provider {name!r} already exists with max_slots {prov.max_slots}; cannot also use {max_slots!r}"
+        )
     if group is not _UNSET and group is not None and group != prov.group:
         raise ValueError(
             f"provider {name!r} already exists with group {prov.group!r}; cannot also use group {group!r}"
@@ -806,6 +872,17 @@ def get_provider(
         check_keyword(kw)
         for level in DEFAULT_LEVELS:
             prov.slot(level, kw)
+    return prov
+
+
+def _closed_provider(name: str, options: dict[str, Any]) -> Provider:
+    """A provider made after :func:`close_all`: the same set-up checks, nothing registered, closed."""
+    fmt = _os_format()
+    other = "eventheader" if fmt == "tracelogging" else "tracelogging"
+    if _name_problem(name, options["group"], fmt) is not None and _factory is not None:
+        fmt = other  # e.g. a dotted name a TraceLogging capture could carry: checked by that rule
+    prov = Provider(name, backend=NullBackend("closed: structlog_etw.close_all() ran", fmt), **options)
+    prov.close()
     return prov
 
 
@@ -831,8 +908,14 @@ def set_backend_factory(factory: BackendFactory | None) -> BackendFactory | None
 
 
 def close_all() -> None:
-    """Close every provider (registered with :mod:`atexit`); later log calls return normally."""
+    """Close every provider (registered with :mod:`atexit`); later log calls return normally.
+
+    Final for the process: events logged afterwards, through existing loggers or loggers made
+    later, are counted as ``dropped["closed"]`` and nothing new is registered with the OS.
+    """
+    global _closed_all
     with _registry_lock:
+        _closed_all = True
         current = list(_registry.values())
     for prov in current:
         prov.close()
@@ -848,8 +931,8 @@ def _after_fork_in_child() -> None:
     _warn_lock = threading.Lock()
     for prov in list(_registry.values()):
         prov._lock = threading.Lock()
-        for part in (prov._path.encoder, prov._path.backend):
-            if hasattr(part, "_lock"):
+        for part in (prov._path.encoder, prov._path.backend, prov._base_backend):
+            if part is not None and hasattr(part, "_lock"):
                 part._lock = threading.Lock()
 
 

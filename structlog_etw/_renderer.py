@@ -73,6 +73,11 @@ def in_processor_formatter(event_dict: Mapping[str, Any], depth: int = 1) -> boo
 
 #: The values of ``EtwRenderer(schema=...)``.
 SCHEMAS: Final = ("etw", "common", "tracing-etw")
+_STR_ONLY: Final = frozenset((str,))
+
+
+class _NotPlain(Exception):
+    """An event with control keys and a key that is not a ``str``: rendered from :func:`_plain`."""
 
 
 def resolver_for(
@@ -124,16 +129,43 @@ def resolver_for(
 
 
 def _format_exc_info(exc_info: object) -> str | None:
-    if exc_info is True:
-        exc_info = sys.exc_info()
-    elif isinstance(exc_info, BaseException):
-        exc_info = (type(exc_info), exc_info, exc_info.__traceback__)
-    if not isinstance(exc_info, tuple) or len(exc_info) != 3 or exc_info[0] is None:
+    """The traceback text ``exc_info`` stands for (``True``, an exception, a 3-tuple), else ``None``.
+
+    Never raises and never asks the value for its truth (``__bool__`` may raise): any other
+    value, falsy ones included, gives ``None``.
+    """
+    try:
+        if exc_info is True:
+            exc_info = sys.exc_info()
+        elif isinstance(exc_info, BaseException):
+            exc_info = (type(exc_info), exc_info, exc_info.__traceback__)
+        if type(exc_info) is not tuple or len(exc_info) != 3 or exc_info[0] is None:
+            return None
+    except Exception:
         return None
     try:
         return "".join(traceback.format_exception(*exc_info))
     except Exception:
         return safe_str(exc_info[1])
+
+
+def _plain(event_dict: MutableMapping[str, Any]) -> dict[str, Any]:
+    """``event_dict`` with every key an exact ``str``: what the renderer writes when a key of the
+    event broke it (a key whose ``__eq__`` or ``__hash__`` raises, met by a dict look-up).
+
+    Exact ``str`` keys stay; any other key becomes its text (``fields.safe_str``), with ``_``
+    appended while that text is taken (by another key, or by a control key: a key that is not a
+    ``str`` is a field, never a control).  Nothing here compares or hashes the original keys.
+    """
+    items = list(event_dict.items())
+    out: dict[str, Any] = {k: v for k, v in items if type(k) is str}
+    for k, v in items:
+        if type(k) is not str:
+            name = safe_str(k)
+            while name in out or name in _CONTROL_SET:
+                name += "_"
+            out[name] = v
+    return out
 
 
 class EtwRenderer:
@@ -223,13 +255,30 @@ class EtwRenderer:
 
     def __call__(self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> Any:
         """Write ``event_dict``; raise ``DropEvent`` (or return the dict with ``passthrough``;
-        ``""`` inside a ``ProcessorFormatter``)."""
-        if "_record" in event_dict or "_from_structlog" in event_dict:
+        ``""`` inside a ``ProcessorFormatter``).
+
+        An event whose keys break the renderer (a key whose ``__eq__``/``__hash__`` raises) is
+        written from a copy with plain ``str`` keys (:func:`_plain`), and that copy is what
+        ``passthrough`` returns; ``dropped["render_error"]`` counts only what even that cannot
+        write.
+        """
+        try:
+            from_formatter = "_record" in event_dict or "_from_structlog" in event_dict
+        except Exception:  # a key whose __eq__ raises: a plain copy decides
+            event_dict = _plain(event_dict)
+            from_formatter = "_record" in event_dict or "_from_structlog" in event_dict
+        if from_formatter:
             return self._from_formatter(logger, method_name, event_dict)
         try:
             self._render(logger, method_name, event_dict)
         except Exception:
-            self.provider.count_dropped("render_error")
+            try:
+                plain = _plain(event_dict)
+                self._render(logger, method_name, plain)
+            except Exception:
+                self.provider.count_dropped("render_error")
+            else:
+                event_dict = plain
         if self.passthrough:
             return event_dict
         if sys._getframe(1).f_code is _FORMATTER_CODE:  # after ProcessorFormatter.remove_processors_meta
@@ -271,6 +320,8 @@ class EtwRenderer:
                 slot = resolver.by_method[method_name]
             header = None
         else:
+            if not _STR_ONLY.issuperset(map(type, event_dict)):  # a key might break the look-ups
+                raise _NotPlain  # after the takes, control values would be lost: render _plain()
             take = resolver.take
             level = take(event_dict, "etw_level")
             keyword = take(event_dict, "etw_keyword")
@@ -299,7 +350,7 @@ class EtwRenderer:
             event = event_dict.get("event", "")
             name = EVENT_NAMES[event] if type(event) is str else event_name(event)
         exc_info = event_dict.get("exc_info")
-        if not self._common and not exc_info:
+        if not self._common and (exc_info is None or exc_info is False):  # never asks exc_info's truth
             # the hot path: the event dict's items are the fields (Provider.write_dict)
             current = CURRENT_ACTIVITY.get()
             if current is None:
@@ -310,7 +361,7 @@ class EtwRenderer:
                 )
             return
         fields = dict_fields(event_dict.items(), None if named else "event")
-        if exc_info and "exception" not in event_dict:
+        if exc_info is not None and exc_info is not False and "exception" not in event_dict:
             text = _format_exc_info(exc_info)
             if text is not None:
                 fields.append(("exception", STR, text))

@@ -350,8 +350,8 @@ def dict_fields(items: Iterable[tuple[object, object]], skip: str | None) -> lis
             elif t is bool:
                 append((k, BOOL, v))
                 continue
-        elif k == "exc_info" or (skip is not None and k == skip):  # pragma: no cover - rare
-            continue
+        elif isinstance(k, str) and (str.__eq__(k, "exc_info") or (skip is not None and str.__eq__(k, skip))):
+            continue  # a str subclass: compared as a str, never through a key's own __eq__ (may raise)
         append(to_field(k, v))
     return out
 

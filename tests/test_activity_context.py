@@ -236,3 +236,100 @@ def test_event_key_in_fields_does_not_break_the_start_event(seen: Seen) -> None:
     with etw_activity(structlog.get_logger(), "Evt", event="dropped", x=1):
         pass
     assert seen[0][0] == {"event": "Evt", "x": 1, "etw_opcode": 1}
+
+
+class TestSharedInstanceAcrossTasks:
+    """One ``Activity`` object entered by two overlapping asyncio tasks (or threads) runs one
+    activity per task: each Stop carries its own task's id and the fields its own task recorded."""
+
+    def test_two_overlapping_tasks_keep_their_own_ids_and_fields(self, seen: Seen) -> None:
+        log = structlog.get_logger()
+        shared = etw_activity(log, "Shared")
+
+        async def main() -> dict[str, Any]:
+            a_in, b_in, a_out = asyncio.Event(), asyncio.Event(), asyncio.Event()
+            ids: dict[str, Any] = {}
+
+            async def task_a() -> None:
+                async with shared:
+                    ids["a"] = shared.id
+                    a_in.set()
+                    await b_in.wait()  # B enters while A runs
+                    shared.record(who="a")
+                    ids["a_seen"] = shared.id
+                a_out.set()  # A stops while B still runs
+
+            async def task_b() -> None:
+                await a_in.wait()
+                async with shared:
+                    ids["b"] = shared.id
+                    b_in.set()
+                    await a_out.wait()
+                    shared.record(who="b")
+                    ids["b_seen"] = shared.id
+
+            await asyncio.gather(task_a(), task_b())
+            return ids
+
+        ids = asyncio.run(main())
+        assert ids["a"] != ids["b"]
+        assert ids["a_seen"] == ids["a"] and ids["b_seen"] == ids["b"]
+        stops = [(event, cur) for event, cur in seen if event["etw_opcode"] == 2]
+        assert [(event["who"], cur[0] if cur else None) for event, cur in stops] == [
+            ("a", ids["a"].bytes),
+            ("b", ids["b"].bytes),
+        ]
+        assert current_activity_id() is None
+
+    def test_two_threads_in_one_instance_stop_their_own_activities(self, seen: Seen) -> None:
+        log = structlog.get_logger()
+        shared = etw_activity(log, "Shared")
+        first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+        ids: dict[str, Any] = {}
+
+        def first() -> None:
+            with shared:  # enters first, stops first, while the second still runs
+                ids["first"] = shared.id
+                first_in.set()
+                second_in.wait()
+                shared.record(thread="first")
+                ids["first_seen"] = shared.id  # its own, not the one entered last
+            first_out.set()
+
+        def second() -> None:
+            first_in.wait()
+            with shared:
+                ids["second"] = shared.id
+                second_in.set()
+                first_out.wait()
+                shared.record(thread="second")
+
+        threads = [threading.Thread(target=first), threading.Thread(target=second)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        stops = [(ev["thread"], cur[0] if cur else None) for ev, cur in seen if ev["etw_opcode"] == 2]
+        assert stops == [("first", ids["first"].bytes), ("second", ids["second"].bytes)]
+        assert ids["first_seen"] == ids["first"] != ids["second"]
+
+
+class TestEtwOtelFromData:
+    """``etw_otel`` that is neither a bool nor None (e.g. from request data, or an object whose
+    ``__bool__`` raises) means the default, counted on a provider; ``etw_activity`` never raises."""
+
+    def test_a_hostile_etw_otel_is_counted_and_the_activity_runs(self) -> None:
+        from structlog_etw import Provider  # noqa: PLC0415
+        from structlog_etw.backends.capture import CaptureBackend  # noqa: PLC0415
+
+        class NoTruth:
+            def __bool__(self) -> bool:
+                raise RuntimeError("no truth")
+
+        backend = CaptureBackend("Co_Otel")
+        provider = Provider("Co_Otel", backend=backend)
+        with etw_activity(provider, "Req", etw_otel=NoTruth(), n=1) as act:
+            assert act.id is not None
+        assert len(backend.records) == 2  # Start and Stop
+        assert provider.stats()["invalid"] == {"etw_otel": 1}
+        provider.close()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import threading
 import time
 import uuid
@@ -21,13 +23,25 @@ from structlog_etw.fields import I64, STR, Field
 from tests.helpers.ehparse import parse
 
 
-@pytest.fixture
-def captures() -> Iterator[dict[str, CaptureBackend]]:
-    """Every provider created in the test writes to a CaptureBackend, keyed by provider name."""
-    made: dict[str, CaptureBackend] = {}
+class _Capture(CaptureBackend):
+    """A capture backend that also lists every (level, keyword) it was asked to register."""
 
-    def factory(name: str, group: str | None, provider_id: uuid.UUID) -> CaptureBackend:
-        made[name] = CaptureBackend(name, group)
+    def __init__(self, name: str, group: str | None) -> None:
+        super().__init__(name, group)
+        self.opened: set[tuple[int, int]] = set()
+
+    def open_slot(self, level: int, keyword: int) -> Any:
+        self.opened.add((level, keyword))
+        return super().open_slot(level, keyword)
+
+
+@pytest.fixture
+def captures() -> Iterator[dict[str, _Capture]]:
+    """Every provider created in the test writes to a CaptureBackend, keyed by provider name."""
+    made: dict[str, _Capture] = {}
+
+    def factory(name: str, group: str | None, provider_id: uuid.UUID) -> _Capture:
+        made[name] = _Capture(name, group)
         return made[name]
 
     saved = dict(_provider._registry)
@@ -39,6 +53,7 @@ def captures() -> Iterator[dict[str, CaptureBackend]]:
         for p in _provider._registry.values():
             p.close()
         set_backend_factory(previous)
+        _provider._closed_all = False  # a test's close_all() must not close the rest of the session
         _provider._registry.clear()
         _provider._registry.update(saved)
 
@@ -46,14 +61,14 @@ def captures() -> Iterator[dict[str, CaptureBackend]]:
 FIELDS: list[Field] = [("user", STR, "ann"), ("n", I64, 3)]
 
 
-def test_same_name_gives_the_same_provider(captures: dict[str, CaptureBackend]) -> None:
+def test_same_name_gives_the_same_provider(captures: dict[str, _Capture]) -> None:
     a = get_provider("Co_Svc")
     b = get_provider("Co_Svc", keywords=(0x8,))
     assert a is b
     assert get_provider("Co_Other") is not a
 
 
-def test_conflicting_group_is_a_clear_value_error(captures: dict[str, CaptureBackend]) -> None:
+def test_conflicting_group_is_a_clear_value_error(captures: dict[str, _Capture]) -> None:
     get_provider("Co_Svc", group="g1")
     with pytest.raises(ValueError, match="group"):
         get_provider("Co_Svc", group="g2")
@@ -64,7 +79,7 @@ def test_conflicting_group_is_a_clear_value_error(captures: dict[str, CaptureBac
         get_provider("Co_Plain", group="g1")
 
 
-def test_invalid_provider_name_raises_at_setup(captures: dict[str, CaptureBackend]) -> None:
+def test_invalid_provider_name_raises_at_setup(captures: dict[str, _Capture]) -> None:
     with pytest.raises(ValueError, match="A-Za-z0-9_"):
         get_provider("bad name")
     with pytest.raises(ValueError, match="keyword"):
@@ -72,7 +87,7 @@ def test_invalid_provider_name_raises_at_setup(captures: dict[str, CaptureBacken
 
 
 def test_default_and_declared_keywords_are_registered_at_levels_1_to_5(
-    captures: dict[str, CaptureBackend],
+    captures: dict[str, _Capture],
 ) -> None:
     get_provider("Co_Svc", default_keyword=0x1, keywords=(0x2, 0x4))
     opened = set(captures["Co_Svc"]._words)
@@ -82,7 +97,7 @@ def test_default_and_declared_keywords_are_registered_at_levels_1_to_5(
 
 
 def test_write_hands_encoded_bytes_to_the_backend_and_counts_written(
-    captures: dict[str, CaptureBackend],
+    captures: dict[str, _Capture],
 ) -> None:
     p = get_provider("Co_Svc")
     assert p.write(p.slot(4, 1), "login", FIELDS) is True
@@ -92,7 +107,7 @@ def test_write_hands_encoded_bytes_to_the_backend_and_counts_written(
     assert p.stats()["written"] == 1
 
 
-def test_disabled_slot_is_not_written_and_counted_not_enabled(captures: dict[str, CaptureBackend]) -> None:
+def test_disabled_slot_is_not_written_and_counted_not_enabled(captures: dict[str, _Capture]) -> None:
     p = get_provider("Co_Svc")
     captures["Co_Svc"].set_enabled(False, level=5)
     assert p.enabled(5, 1) is False
@@ -102,7 +117,7 @@ def test_disabled_slot_is_not_written_and_counted_not_enabled(captures: dict[str
     assert [r.tracepoint for r in captures["Co_Svc"].records] == ["Co_Svc_L4K1"]
 
 
-def test_enablement_change_is_seen_through_the_cached_slot(captures: dict[str, CaptureBackend]) -> None:
+def test_enablement_change_is_seen_through_the_cached_slot(captures: dict[str, _Capture]) -> None:
     p = get_provider("Co_Svc")
     slot = p.slot(3, 0x40)
     assert slot.word[0]
@@ -113,7 +128,7 @@ def test_enablement_change_is_seen_through_the_cached_slot(captures: dict[str, C
 
 
 def test_too_large_and_encode_errors_are_counted_not_raised(
-    captures: dict[str, CaptureBackend], monkeypatch: pytest.MonkeyPatch
+    captures: dict[str, _Capture], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     p = get_provider("Co_Svc")
     many: list[Field] = [(f"f{i:06d}_padding_padding", I64, i) for i in range(600)]
@@ -130,7 +145,7 @@ def test_too_large_and_encode_errors_are_counted_not_raised(
 
 
 def test_a_value_that_does_not_fit_its_kind_is_written_as_its_text(
-    captures: dict[str, CaptureBackend],
+    captures: dict[str, _Capture],
 ) -> None:
     # The encoders' error contract (docs/limits.md): not an encode_error, the value's text.
     p = get_provider("Co_Svc")
@@ -140,13 +155,13 @@ def test_a_value_that_does_not_fit_its_kind_is_written_as_its_text(
     assert parse(record.event).values() == {"x": "not an int", "n": 3}
 
 
-def test_truncated_events_are_counted(captures: dict[str, CaptureBackend]) -> None:
+def test_truncated_events_are_counted(captures: dict[str, _Capture]) -> None:
     p = get_provider("Co_Svc")
     assert p.write(p.slot(4, 1), "long", [("s", STR, "x" * 20000)]) is True
     assert p.stats()["truncated"] == 1
 
 
-def test_backend_error_codes_are_counted_by_name(captures: dict[str, CaptureBackend]) -> None:
+def test_backend_error_codes_are_counted_by_name(captures: dict[str, _Capture]) -> None:
     p = get_provider("Co_Svc")
     slot = p.slot(4, 1)
     captures["Co_Svc"].close()  # the session went away after the enable check...
@@ -156,19 +171,19 @@ def test_backend_error_codes_are_counted_by_name(captures: dict[str, CaptureBack
 
 
 def test_closed_provider_counts_writes_as_closed_and_disables_slots(
-    captures: dict[str, CaptureBackend],
+    captures: dict[str, _Capture],
 ) -> None:
     p = get_provider("Co_Svc")
     slot = p.slot(4, 1)
     p.close()
-    assert not slot.word[0]
+    assert not slot.enabled
     assert p.write(slot, "after", FIELDS) is False
     assert p.stats()["dropped"] == {"closed": 1}
     assert p.stats()["closed"] is True
     assert get_provider("Co_Svc") is not p  # a closed provider is replaced on the next lookup
 
 
-def test_close_all_closes_every_provider(captures: dict[str, CaptureBackend]) -> None:
+def test_close_all_closes_every_provider(captures: dict[str, _Capture]) -> None:
     a, b = get_provider("Co_A"), get_provider("Co_B")
     close_all()
     assert a.closed and b.closed
@@ -226,7 +241,7 @@ def test_unavailable_backend_warns_once_and_runs_disabled() -> None:
         _provider._factory = saved
 
 
-def test_concurrent_writes_are_all_counted_and_recorded(captures: dict[str, CaptureBackend]) -> None:
+def test_concurrent_writes_are_all_counted_and_recorded(captures: dict[str, _Capture]) -> None:
     p = get_provider("Co_Svc")
     slot = p.slot(4, 1)
     per_thread = 1000
@@ -250,7 +265,7 @@ def test_concurrent_writes_are_all_counted_and_recorded(captures: dict[str, Capt
     assert all(order == list(range(per_thread)) for order in seen.values())
 
 
-def test_stats_is_a_snapshot(captures: dict[str, CaptureBackend]) -> None:
+def test_stats_is_a_snapshot(captures: dict[str, _Capture]) -> None:
     p = get_provider("Co_Svc")
     snap = p.stats()
     p.write(p.slot(4, 1), "e", FIELDS)
@@ -260,7 +275,7 @@ def test_stats_is_a_snapshot(captures: dict[str, CaptureBackend]) -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (POSIX)")
-def test_child_after_fork_logs_even_if_a_lock_was_held_at_fork(captures: dict[str, CaptureBackend]) -> None:
+def test_child_after_fork_logs_even_if_a_lock_was_held_at_fork(captures: dict[str, _Capture]) -> None:
     p = get_provider("Co_Svc")
     slot = p.slot(4, 1)
     with p._lock, p.encoder._lock, captures["Co_Svc"]._lock:  # as if another thread held them
@@ -283,7 +298,7 @@ def test_child_after_fork_logs_even_if_a_lock_was_held_at_fork(captures: dict[st
 
 
 def test_registration_failure_disables_the_pair_and_is_counted_by_errno(
-    captures: dict[str, CaptureBackend],
+    captures: dict[str, _Capture],
 ) -> None:
     p = get_provider("Co_Svc")
     backend = captures["Co_Svc"]
@@ -302,7 +317,7 @@ def test_registration_failure_disables_the_pair_and_is_counted_by_errno(
 
 
 def test_switching_back_to_a_backend_finds_its_own_slots_untouched(
-    captures: dict[str, CaptureBackend],
+    captures: dict[str, _Capture],
 ) -> None:
     first = captures.setdefault("direct", CaptureBackend("Co_Direct"))
     p = Provider("Co_Direct", backend=first)
@@ -328,7 +343,7 @@ class _ClosesMidWrite(str):
 
 
 def test_write_racing_close_all_is_counted_closed_not_as_an_error(
-    captures: dict[str, CaptureBackend],
+    captures: dict[str, _Capture],
 ) -> None:
     p = get_provider("Co_Race")
     slot = p.slot(4, 1)
@@ -339,3 +354,171 @@ def test_write_racing_close_all_is_counted_closed_not_as_an_error(
     stats = p.stats()
     assert stats["dropped"] == {"closed": 1}
     assert stats["errors"] == {}
+
+
+def _slot_logger(provider: Provider, *, fast_path: bool) -> Any:
+    """A structlog logger writing to *provider*: through ``make_etw_bound_logger``'s fast path,
+    or a plain bound logger whose renderer decides."""
+    import structlog  # noqa: PLC0415
+
+    from structlog_etw import EtwRenderer, make_etw_bound_logger  # noqa: PLC0415
+
+    renderer = EtwRenderer(provider.name, provider=provider)
+    wrapper = make_etw_bound_logger(renderer) if fast_path else structlog.make_filtering_bound_logger(0)
+    return structlog.wrap_logger(None, processors=[renderer], wrapper_class=wrapper)
+
+
+class TestSlotLimit:
+    """Keywords and levels that come from logged data register at most ``max_slots`` slots (kernel
+    tracepoints on Linux) per provider; events at a pair past the bound are counted
+    ``dropped["slot_limit"]`` on every log path, and set-up errors are ValueErrors."""
+
+    @pytest.mark.parametrize("fast_path", [False, True], ids=["renderer", "make_etw_bound_logger"])
+    def test_data_driven_keywords_register_at_most_max_slots_and_the_rest_is_counted(
+        self, captures: dict[str, _Capture], fast_path: bool
+    ) -> None:
+        provider = get_provider("Co_Limit", max_slots=20)
+        log = _slot_logger(provider, fast_path=fast_path)
+        for i in range(2, 2002):  # 2,000 distinct keywords, as if from request data
+            log.info("req", **{"etw_keyword": i, "n": i})
+        backend = captures["Co_Limit"]
+        stats = provider.stats()
+        assert stats["slots"] == 20 == len(provider.slots)
+        assert len(backend.opened) == 20  # what the backend (the kernel on Linux) was asked for
+        # 5 up front (default keyword), 15 data keywords registered at level 4: written
+        assert stats["written"] == 15
+        assert stats["dropped"] == {"slot_limit": 2000 - 15}
+        assert len(backend.records) == 15
+
+    def test_the_default_bound_holds_against_fifty_thousand_keywords(
+        self, captures: dict[str, _Capture]
+    ) -> None:
+        provider = get_provider("Co_Fifty")
+        assert provider.max_slots == _provider.DEFAULT_MAX_SLOTS == 256
+        refused = [provider.slot(4, kw) for kw in range(2, 50_002)]
+        assert len(captures["Co_Fifty"].opened) == 256 == len(provider.slots)
+        assert not any(slot.enabled for slot in refused[-1000:])
+        assert not provider.enabled(4, 49_999)
+        assert provider.write(refused[-1], "e", FIELDS) is False
+        assert provider.stats()["dropped"] == {"slot_limit": 1}
+        assert provider.enabled(4, 1)  # pairs registered before the bound keep working
+        assert provider.write(provider.slot(4, 1), "ok", FIELDS) is True
+
+    def test_a_refused_pair_after_close_counts_as_closed(self, captures: dict[str, _Capture]) -> None:
+        provider = get_provider("Co_Limit", max_slots=5)
+        refused = provider.slot(4, 0x40)
+        provider.close()
+        assert provider.write(refused, "late", FIELDS) is False
+        assert provider.stats()["dropped"] == {"closed": 1}
+
+    def test_set_up_errors_raise_value_error(self, captures: dict[str, _Capture]) -> None:
+        with pytest.raises(ValueError, match="max_slots"):
+            Provider("Co_Small", backend=CaptureBackend("Co_Small"), keywords=(2, 4), max_slots=10)
+        with pytest.raises(ValueError, match="max_slots"):
+            Provider("Co_Small", backend=CaptureBackend("Co_Small"), max_slots=True)
+        get_provider("Co_Limit", max_slots=50)
+        with pytest.raises(ValueError, match="max_slots"):
+            get_provider("Co_Limit", max_slots=60)
+        assert get_provider("Co_Limit", max_slots=50).max_slots == 50
+
+
+class TestAfterCloseAll:
+    """``close_all`` is final: a logger or provider made afterwards registers nothing with the OS and
+    its events are counted ``dropped["closed"]`` (docs/reliability.md), on every log path."""
+
+    @pytest.mark.parametrize("fast_path", [False, True], ids=["renderer", "make_etw_bound_logger"])
+    def test_a_logger_made_after_close_all_registers_nothing_and_counts_closed(
+        self, captures: dict[str, _Capture], fast_path: bool
+    ) -> None:
+        get_provider("Co_Early")
+        close_all()
+        provider = get_provider("Co_Late")
+        log = _slot_logger(provider, fast_path=fast_path)
+        log.info("late", n=1)
+        log.warning("late", etw_keyword=0x8)
+        assert "Co_Late" not in captures  # no backend was made: nothing registered
+        assert provider.closed
+        assert provider.stats()["dropped"] == {"closed": 2}
+        assert get_provider("Co_Late") is provider  # the same closed provider, not a fresh one
+
+    def test_existing_loggers_count_closed_on_the_fast_path_too(self, captures: dict[str, _Capture]) -> None:
+        provider = get_provider("Co_Early")
+        log = _slot_logger(provider, fast_path=True)
+        log.info("before")
+        close_all()
+        log.info("after")
+        assert provider.stats()["written"] == 1
+        assert provider.stats()["dropped"] == {"closed": 1}
+
+    def test_bad_names_still_raise_after_close_all(self, captures: dict[str, _Capture]) -> None:
+        close_all()
+        with pytest.raises(ValueError):
+            get_provider("nul\0in name")  # no format can carry it
+
+
+def _locks_in(obj: object) -> dict[str, Any]:
+    lock_types = (type(threading.Lock()), type(threading.RLock()))
+    found = {}
+    for name in dir(obj):  # instance dicts and __slots__ alike
+        if not name.startswith("__"):
+            value = getattr(obj, name, None)
+            if isinstance(value, lock_types):
+                found[name] = value
+    return found
+
+
+class TestForkResetsLocks:
+    """Every lock of the package (module-level ones, and those of providers, encoders and backends)
+    is usable in a fork child even when it was held at the moment of the fork."""
+
+    @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (POSIX)")
+    def test_every_lock_held_at_fork_is_free_in_the_child(self, captures: dict[str, _Capture]) -> None:
+        import importlib  # noqa: PLC0415
+        import pkgutil  # noqa: PLC0415
+
+        import structlog_etw  # noqa: PLC0415
+
+        for info in pkgutil.walk_packages(structlog_etw.__path__, "structlog_etw."):
+            if not info.name.startswith(("structlog_etw.cli", "structlog_etw.__main__")):
+                with contextlib.suppress(ImportError):
+                    importlib.import_module(info.name)
+        modules = {n: m for n, m in sys.modules.items() if n.startswith("structlog_etw") and m is not None}
+        p = get_provider("Co_Fork")
+        owners: dict[str, object] = {
+            **modules,
+            "provider": p,
+            "encoder": p.encoder,
+            "backend": p.backend,
+        }
+        held = [(where, name, lock) for where, obj in owners.items() for name, lock in _locks_in(obj).items()]
+        assert {name for _, name, _ in held} >= {"_registry_lock", "_warn_lock", "_lock"}
+        for _, _, lock in held:
+            lock.acquire()  # as if other threads held them all at the fork
+        try:
+            pid = os.fork()
+            if pid == 0:  # child: every lock, looked up again, must be free
+                stuck = []
+                for where, name, _ in held:
+                    lock = getattr(owners[where], name)
+                    if lock.acquire(blocking=False):
+                        lock.release()
+                    else:
+                        stuck.append(f"{where}.{name}")
+                ok = not stuck and get_provider("Co_Fork_Child").write(
+                    get_provider("Co_Fork_Child").slot(4, 1), "child", FIELDS
+                )
+                os._exit(0 if ok else 1)
+        finally:
+            for _, _, lock in held:
+                lock.release()
+        deadline = time.monotonic() + 20
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+                pytest.fail("child deadlocked on a lock held at fork time")
+            time.sleep(0.01)
+        assert os.waitstatus_to_exitcode(status) == 0

@@ -352,3 +352,84 @@ def test_logging_after_close_all_at_interpreter_exit_returns_normally(tmp_path: 
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     assert proc.stdout.splitlines() == ["written 1", "late-ok {'closed': 1} True"]
+
+
+class _RaisingBool:
+    """An ``exc_info`` value that cannot say whether it is true."""
+
+    def __bool__(self) -> bool:
+        raise RuntimeError("no truth here")
+
+    def __repr__(self) -> str:
+        return "RaisingBool"
+
+
+class _RaisingEq:
+    """A key whose comparison raises; ``like`` gives it the hash of a key the renderer looks up."""
+
+    def __init__(self, like: str | None = None) -> None:
+        self._hash = hash(like) if like is not None else id(self)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("no comparison here")
+
+    def __str__(self) -> str:
+        return "raising_key"
+
+
+class TestHostileEventDicts:
+    """Values and keys that raise when the renderer asks about them (``exc_info.__bool__``, a key's
+    ``__eq__``) no longer drop the event as ``render_error``: it is written, control keys kept."""
+
+    def test_exc_info_whose_bool_raises_is_written_without_an_exception_field(
+        self, cap: CaptureBackend
+    ) -> None:
+        structlog.get_logger().error("failed", exc_info=_RaisingBool(), n=1)
+        ((_tp, ev),) = events(cap)
+        assert ev.name == "failed"
+        assert ev.values() == {"n": 1}
+        assert get_provider(PROV).stats()["dropped"] == {}
+
+    @pytest.mark.parametrize("like", [None, "exception", "etw_level", "exc_info", "logger"])
+    def test_a_key_whose_eq_raises_is_written_as_a_field(self, cap: CaptureBackend, like: str | None) -> None:
+        with pytest.raises(structlog.DropEvent):  # a key a processor (not a call) can add
+            EtwRenderer(PROV)(None, "info", {"event": "hostile", "n": 2, _RaisingEq(like): "v"})
+        ((_tp, ev),) = events(cap)
+        assert ev.name == "hostile"
+        assert ev.values() == {"n": 2, "raising_key": "v"}
+        assert get_provider(PROV).stats()["dropped"] == {}
+
+    def test_control_keys_still_apply_next_to_a_hostile_key(self, cap: CaptureBackend) -> None:
+        event = {"event": "ctl", "etw_keyword": 0x10, "etw_level": 2, _RaisingEq("etw_name"): 1}
+        with pytest.raises(structlog.DropEvent):
+            EtwRenderer(PROV)(None, "info", event)
+        ((tp, ev),) = events(cap)
+        assert tp == f"{PROV}_L2K10"
+        assert ev.values() == {"raising_key": 1}
+
+    def test_passthrough_returns_the_plain_copy_it_wrote(self, cap: CaptureBackend) -> None:
+        key = _RaisingEq()
+        out = EtwRenderer(PROV, passthrough=True)(None, "info", {"event": "p", "etw_keyword": 0x4, key: 3})
+        assert out == {"event": "p", "raising_key": 3}
+        ((tp, _ev),) = events(cap)
+        assert tp == f"{PROV}_L4K4"
+
+    def test_a_non_str_key_never_becomes_a_control_key(self, cap: CaptureBackend) -> None:
+        class Named:
+            def __str__(self) -> str:
+                return "etw_level"
+
+            def __eq__(self, other: object) -> bool:
+                raise RuntimeError
+
+            __hash__ = object.__hash__
+
+        with pytest.raises(structlog.DropEvent):
+            EtwRenderer(PROV)(None, "info", {"event": "named", Named(): 1})
+        ((tp, ev),) = events(cap)
+        assert tp == f"{PROV}_L4K1"  # not taken as etw_level: a field named by its text
+        assert list(ev.values().values()) == [1]
+        assert next(iter(ev.values())).startswith("etw_level")

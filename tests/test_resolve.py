@@ -125,3 +125,85 @@ def test_event_text_names_are_valid_and_cached_only_when_short() -> None:
     long = "x" * 500
     assert EVENT_NAMES[long] == "x" * 200
     assert long not in EVENT_NAMES
+
+
+class _HostileInt(int):
+    """An int subclass whose hash and comparisons raise: never a valid control value."""
+
+    def __hash__(self) -> int:
+        raise RuntimeError("no hash")
+
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("no comparison")
+
+    def __bool__(self) -> bool:
+        raise RuntimeError("no truth")
+
+
+class _HostileObject:
+    def __bool__(self) -> bool:
+        raise RuntimeError("no truth")
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+def _control_values() -> Any:
+    from hypothesis import strategies as st  # noqa: PLC0415
+
+    json_leaves = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=300)
+    json_values = st.recursive(
+        json_leaves, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner)
+    )
+    made = (lambda: _HostileInt(4), _HostileObject, lambda: float("nan"), lambda: 2**64, lambda: 1 << 200)
+    hostile = st.integers(0, len(made) - 1).map(lambda i: made[i]())  # sampled_from would hash them
+    return json_values | hostile
+
+
+class TestControlValuesFromData:
+    """Control keys taken from request data (``log.info("req", **request_json)``) never raise and
+    never drop an event: a valid value is used, an invalid one is counted under its key and
+    replaced by its default; keywords and levels stay within the provider's slot bound."""
+
+    def test_any_json_or_hostile_control_values_are_used_or_counted(self) -> None:
+        import structlog  # noqa: PLC0415
+        from hypothesis import given, settings  # noqa: PLC0415
+        from hypothesis import strategies as st  # noqa: PLC0415
+
+        from structlog_etw import EtwRenderer, Provider, make_etw_bound_logger  # noqa: PLC0415
+        from structlog_etw._levels import valid_keyword, valid_level  # noqa: PLC0415
+        from structlog_etw._resolve import valid_opcode, valid_tags  # noqa: PLC0415
+        from structlog_etw.backends.capture import CaptureBackend  # noqa: PLC0415
+
+        checks = {
+            "etw_level": valid_level,
+            "etw_keyword": valid_keyword,
+            "etw_opcode": valid_opcode,
+            "etw_tags": lambda v: valid_tags(v, "eventheader"),
+            "etw_name": lambda v: type(v) is str and v != "",
+        }
+        provider = Provider("Co_Data", backend=CaptureBackend("Co_Data"), max_slots=64)
+        renderer = EtwRenderer("Co_Data", provider=provider)
+        loggers = [
+            structlog.wrap_logger(None, processors=[renderer], wrapper_class=wrapper)
+            for wrapper in (structlog.make_filtering_bound_logger(0), make_etw_bound_logger(renderer))
+        ]
+
+        @settings(max_examples=120, derandomize=True, deadline=None)
+        @given(st.dictionaries(st.sampled_from(sorted(checks)), _control_values(), min_size=1), st.booleans())
+        def check(controls: dict[str, Any], fast: bool) -> None:
+            before = provider.stats()
+            loggers[fast].info("req", **controls)
+            after = provider.stats()
+            assert after["dropped"].keys() <= {"slot_limit"}
+            handled = after["written"] - before["written"]
+            handled += after["dropped"].get("slot_limit", 0) - before["dropped"].get("slot_limit", 0)
+            assert handled == 1
+            for key, value in controls.items():
+                invalid = value is not None and not checks[key](value)
+                counted = after["invalid"].get(key, 0) - before["invalid"].get(key, 0)
+                assert counted == (1 if invalid else 0), (key, value)
+            assert after["slots"] <= 64
+
+        check()
+        provider.close()

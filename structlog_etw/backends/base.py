@@ -8,6 +8,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from ..tracelogging.spec import TraceLoggingEvent
 
 __all__ = [
+    "UNWRITABLE_WORD",
     "Backend",
     "BackendUnavailable",
     "EventHeaderBackend",
@@ -16,6 +17,13 @@ __all__ = [
     "TraceLoggingBackend",
     "TraceLoggingEvent",
 ]
+
+#: The word of a slot whose events cannot be written but must be counted: a slot of a closed
+#: provider, or a (level, keyword) past the provider's slot limit.  It reads *enabled*
+#: (``word[0] == 1``) so that every fast path hands the event on to ``Provider.write``, which
+#: counts it by reason (``dropped["closed"]``, ``dropped["slot_limit"]``) instead of writing it;
+#: :attr:`Slot.enabled` says ``False`` for it.
+UNWRITABLE_WORD: tuple[int] = (1,)
 
 
 class Slot:
@@ -37,8 +45,10 @@ class Slot:
 
     @property
     def enabled(self) -> bool:
-        """Whether a session currently wants events at this level and keyword."""
-        return bool(self.word[0])
+        """Whether a session currently wants events at this level and keyword (never for a slot
+        whose word is :data:`UNWRITABLE_WORD`)."""
+        word = self.word
+        return word is not UNWRITABLE_WORD and bool(word[0])
 
     def __repr__(self) -> str:
         return f"Slot(level={self.level}, keyword={self.keyword:#x}, enabled={self.enabled})"

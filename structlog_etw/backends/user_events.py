@@ -186,8 +186,8 @@ class UserEventsBackend:
             self._fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
         except PermissionError as e:
             raise BackendUnavailable(
-                f"permission denied opening {path} (run as root or give this user write access "
-                "to tracefs; see docs/linux.md)",
+                f"permission denied opening {path} (run as root, or give this user write access "
+                "to user_events_data and search access to its directory only; see docs/linux.md)",
                 "permission_denied",
             ) from e
         except OSError as e:
@@ -233,18 +233,48 @@ class UserEventsBackend:
                     0,
                 )
             )
+            # The word is in the bookkeeping before the kernel learns its address: whatever
+            # interrupts us after DIAG_IOCSREG (a KeyboardInterrupt from a signal handler, a
+            # MemoryError), the array stays referenced until it is unregistered, never freed
+            # while the kernel may still write into it.
+            registration = _Registration(name, array, -1)
+            self._regs.append(registration)
+            done = False
             try:
-                fcntl.ioctl(self._fd, DIAG_IOCSREG, reg, True)
-            except OSError as e:
-                raise OSError(e.errno, f"user_events registration of {name!r} failed: {e.strerror}") from None
-            index = _USER_REG.unpack(reg)[6]
-            self._regs.append(_Registration(name, array, index))
-            # A memoryview over the ctypes array: the cheapest word[0] read, and it
-            # keeps the array (the memory the kernel writes) alive.
-            word = memoryview(array).cast("B").cast("I")
-            slot = Slot(level, keyword, word, _WRITE_INDEX.pack(index))
-            self._slots[key] = slot
-            return slot
+                try:
+                    fcntl.ioctl(self._fd, DIAG_IOCSREG, reg, True)
+                except OSError as e:
+                    self._regs.remove(registration)  # refused: the kernel never had the address
+                    done = True
+                    raise OSError(
+                        e.errno, f"user_events registration of {name!r} failed: {e.strerror}"
+                    ) from None
+                registration.index = index = _USER_REG.unpack(reg)[6]
+                # A memoryview over the ctypes array: the cheapest word[0] read, and it
+                # keeps the array (the memory the kernel writes) alive.
+                word = memoryview(array).cast("B").cast("I")
+                slot = Slot(level, keyword, word, _WRITE_INDEX.pack(index))
+                self._slots[key] = slot
+                done = True
+                return slot
+            finally:
+                if not done:
+                    self._abandon(registration)
+
+    def _abandon(self, registration: _Registration) -> None:
+        """Unregister a word whose registration was interrupted (the lock is held).
+
+        When the kernel no longer has the word (it never registered it: ``ENOENT``; or the
+        unregistration worked) it leaves the bookkeeping; otherwise it stays there, so that
+        :meth:`close` tries again and keeps it alive if that fails too.
+        """
+        unreg = _USER_UNREG.pack(_USER_UNREG.size, _ENABLE_BIT, 0, 0, ctypes.addressof(registration.array))
+        try:
+            fcntl.ioctl(self._fd, DIAG_IOCSUNREG, unreg)
+        except OSError as e:
+            if e.errno != errno.ENOENT:
+                return
+        self._regs.remove(registration)
 
     # -- writing --------------------------------------------------------------------
 

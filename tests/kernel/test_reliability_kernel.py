@@ -349,3 +349,30 @@ def test_logging_during_interpreter_shutdown_returns_normally(
     assert names.count("spin") > 0
     # after close_all nothing reaches the kernel (the provider unregistered)
     assert "after_close_all" not in names and "after_close_all_error" not in names
+
+
+class TestSlotBound:
+    """Keywords from logged data register at most ``max_slots`` kernel tracepoints per provider;
+    the events past the bound are counted, and the registered tracepoints keep recording."""
+
+    def test_two_thousand_data_keywords_leave_max_slots_tracepoints(
+        self, provider_name: str, perf_session: PerfFactory
+    ) -> None:
+        prov = Provider(provider_name, max_slots=40)
+        try:
+            assert isinstance(prov.backend, UserEventsBackend), prov.stats()
+            events_dir = Path(prov.backend.tracefs) / "events" / "user_events"
+            log = structlog_logger(prov)
+            for keyword in range(2, 2002):
+                log.info("req", etw_keyword=keyword)  # nobody listens: registers, writes nothing
+            mine = sorted(p.name for p in events_dir.iterdir() if p.name.startswith(provider_name + "_"))
+            assert len(mine) == 40, mine
+            assert prov.stats()["slots"] == 40
+            assert prov.stats()["dropped"] == {"slot_limit": 2000 - 35}
+            with perf_session([f"{provider_name}_L4K2"]) as session:
+                log.info("still_recorded", etw_keyword=2)
+                log.info("past_the_bound", etw_keyword=5000)
+            assert [e.name for e in session.events()] == ["still_recorded"]
+            assert prov.stats()["dropped"]["slot_limit"] == 2000 - 35 + 1
+        finally:
+            prov.close()

@@ -10,12 +10,16 @@ from __future__ import annotations
 import ctypes
 import errno
 import fcntl
+import gc
 import os
 import signal
 import struct
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kernel_harness import PerfSession, wait_until
@@ -327,3 +331,163 @@ def test_constructor_reports_permission_problems_as_backend_unavailable(provider
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+# -- registration interrupted ----------------------------------------------------------------------
+
+#: struct user_reg and struct user_unreg (include/uapi/linux/user_events.h), packed.
+_USER_REG = struct.Struct("=IBBHQQI")
+_USER_UNREG = struct.Struct("=IBBHQ")
+
+
+class TestRegistrationInterrupted:
+    """A KeyboardInterrupt (a signal handler's exception) arriving right after DIAG_IOCSREG
+    succeeded never leaves the kernel an enable word that nothing references or unregisters."""
+
+    def test_interrupt_right_after_the_kernel_registered_the_word_leaves_no_enabler(
+        self, user_events_backend: BackendFactory, provider_name: str, perf_session: PerfFactory
+    ) -> None:
+        backend = user_events_backend(provider_name)
+        seen: dict[str, int] = {}
+
+        def interrupt_after_ioctl(frame: Any, event: str, arg: object) -> None:
+            # The profile hook runs when fcntl.ioctl returns to open_slot: the kernel has the
+            # word's address now.  Read it from the struct user_reg the kernel was given.
+            if event == "c_return" and arg is fcntl.ioctl:
+                sys.setprofile(None)
+                seen["addr"] = _USER_REG.unpack(bytes(frame.f_locals["reg"]))[4]
+                raise KeyboardInterrupt
+
+        sys.setprofile(interrupt_after_ioctl)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                backend.open_slot(4, 1)
+        finally:
+            sys.setprofile(None)
+        gc.collect()  # an array nothing references would be freed here
+        # The kernel keeps no enabler at that address (DIAG_IOCSUNREG: ENOENT when it has none).
+        fd = os.open(os.path.join(str(find_tracefs()), "user_events_data"), os.O_WRONLY)
+        try:
+            unreg = _USER_UNREG.pack(_USER_UNREG.size, 0, 0, 0, seen["addr"])
+            with pytest.raises(OSError) as exc:
+                fcntl.ioctl(fd, DIAG_IOCSUNREG, unreg)
+            assert exc.value.errno == errno.ENOENT
+        finally:
+            os.close(fd)
+        # The pair registers again and works.
+        slot = backend.open_slot(4, 1)
+        with perf_session([f"{provider_name}_L4K1"]) as session:
+            assert slot.word[0] == 1
+            assert backend.write(slot, raw_event(4, "after", 7)) == 0
+        assert [_payload_n(s.data) for s in session.samples()] == [7]
+
+
+# -- the permission recipe of docs/linux.md ---------------------------------------------------------
+
+_DOCS_LINUX = Path(__file__).resolve().parents[2] / "docs" / "linux.md"
+_TRACING_GID = 4242  # stands for the 'tracing' group of the recipe
+
+
+def _recipe_commands(tracefs: str) -> list[list[str]]:
+    """The chgrp/chmod lines of docs/linux.md's permission recipe, group 'tracing' as a number."""
+    text = _DOCS_LINUX.read_text(encoding="utf-8")
+    block = text.split("<!-- permission-recipe -->", 2)[1]
+    commands = []
+    for line in block.splitlines():
+        words = line.split("#", 1)[0].split()
+        if words[:2] in (["sudo", "chgrp"], ["sudo", "chmod"]):
+            args = [w.replace("/sys/kernel/tracing", tracefs) for w in words[1:]]
+            commands.append([str(_TRACING_GID) if w == "tracing" else w for w in args])
+    return commands
+
+
+class TestPermissionRecipe:
+    """docs/linux.md's recipe lets a member of the group register and write events, and gives it
+    nothing else of tracefs (no listing, no trace buffer, no probes, no tracer control); a user
+    outside the group still cannot open ``user_events_data``."""
+
+    @staticmethod
+    def _as_user(tracefs: str, groups: list[int], forbidden: list[tuple[str, int]], provider: str) -> str:
+        """Fork a child with uid/gid 65534 and supplementary *groups*; what it could do, as text."""
+        report_r, report_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(report_r)
+            report = "child failed before reporting"
+            try:
+                signal.alarm(20)
+                os.setgroups(groups)
+                os.setgid(65534)
+                os.setuid(65534)
+                opened = []
+                for name, flags in forbidden:
+                    try:
+                        os.close(os.open(os.path.join(tracefs, name), flags))
+                        opened.append(name)
+                    except PermissionError:
+                        pass
+                try:
+                    os.listdir(tracefs)
+                    opened.append("(listing)")
+                except PermissionError:
+                    pass
+                try:
+                    backend = UserEventsBackend(provider)
+                except BackendUnavailable as exc:
+                    report = f"opened={opened} unavailable={'permission denied' in str(exc)}"
+                else:
+                    rc = backend.write(backend.open_slot(4, 1), raw_event(4, "member", 42))
+                    report = f"opened={opened} write={rc}"
+            except BaseException as exc:  # reported to the parent, which fails the test
+                report = f"{type(exc).__name__}: {exc}"
+            finally:
+                os.write(report_w, report.encode())
+                os._exit(0)
+        os.close(report_w)
+        _, status = os.waitpid(pid, 0)
+        with os.fdopen(report_r, "rb") as f:
+            report = f.read().decode()
+        assert os.waitstatus_to_exitcode(status) == 0
+        return f"pid={pid} {report}"
+
+    def test_a_group_member_registers_and_writes_and_cannot_touch_the_rest_of_tracefs(
+        self, user_events_backend: BackendFactory, provider_name: str, perf_session: PerfFactory
+    ) -> None:
+        if os.getuid() != 0:
+            pytest.fail("this test applies the recipe and drops privileges: it needs root (as in the guest)")
+        tracefs = str(find_tracefs())
+        data = os.path.join(tracefs, "user_events_data")
+        commands = _recipe_commands(tracefs)
+        assert sorted(c[0] for c in commands) == ["chgrp", "chmod", "chmod"], commands
+        saved = {p: os.stat(p) for p in (tracefs, data)}
+        # What a member must not touch (kprobe_events exists only with CONFIG_KPROBE_EVENTS).
+        forbidden = [
+            (name, flags)
+            for name, flags in (
+                ("kprobe_events", os.O_WRONLY),
+                ("uprobe_events", os.O_WRONLY),
+                ("current_tracer", os.O_WRONLY),
+                ("set_event", os.O_WRONLY),
+                ("trace", os.O_RDONLY),
+                ("trace_pipe", os.O_RDONLY | os.O_NONBLOCK),
+                ("user_events_status", os.O_RDONLY),
+            )
+            if os.path.exists(os.path.join(tracefs, name))
+        ]
+        always = {"uprobe_events", "current_tracer", "set_event", "trace", "trace_pipe"}
+        assert {n for n, _ in forbidden} >= always
+        user_events_backend(provider_name).open_slot(4, 1)  # perf needs the tracepoint to exist
+        try:
+            for command in commands:
+                subprocess.run(command, check=True)
+            with perf_session([f"{provider_name}_L4K1"]) as session:
+                member = self._as_user(tracefs, [_TRACING_GID], forbidden, provider_name)
+            outsider = self._as_user(tracefs, [], forbidden, provider_name)
+        finally:
+            for path, st in saved.items():
+                os.chown(path, st.st_uid, st.st_gid)
+                os.chmod(path, st.st_mode & 0o7777)
+        pid = int(member.split()[0].removeprefix("pid="))
+        assert member.split(" ", 1)[1] == "opened=[] write=0"
+        assert outsider.split(" ", 1)[1] == "opened=[] unavailable=True"
+        assert [(s.pid == pid, _payload_n(s.data)) for s in session.samples()] == [(True, 42)]
