@@ -7,7 +7,7 @@ An event is::
     Metadata extension:   u16 size, u16 kind 1, event name NUL, per field: name NUL, encoding, [format]
     payload:              little-endian field values
 
-Tracepoints are named ``<Provider>_L<level>K<keyword>[G<group>]`` (:mod:`.spec`).
+Tracepoints are named ``<Provider>_L<level>K<keyword>[G<group>]`` (:mod:`~structlog_etw.eventheader.spec`).
 :class:`EventHeaderEncoder` turns an event name and a list of
 :data:`~structlog_etw.fields.Field` into the bytes handed to ``writev`` after the write
 index.  Metadata and a packing plan are built once per *event shape* (name, field names,
