@@ -6,7 +6,9 @@
 * ``kernel`` - every ``kernel``-marked test in one virtme-ng guest with a user_events kernel
   (``tests/kernel/run_in_guest.py``), or directly on a host whose kernel has user_events.
 * ``lint``   - ruff check, ruff format --check, mypy --strict.
-* ``docs``   - runs every ```python block of README.md and docs/*.md.
+* ``docs``   - runs every ```python block of README.md and docs/*.md, builds the site (Sphinx, nitpicky,
+  warnings as errors) into docs/_build/html and checks it (tests/site/: the API reference covers
+  every public name; the pages render in headless chromium with no missing image or broken link).
 * ``bench``  - the benchmark suite (``benchmarks/run.py``): ratios against structlog, stdlib logging
   and traceloggingdynamic measured in the same run; ``nox -s bench -- --guest-run`` adds the real
   kernel write in the virtme-ng guest.  Not part of the default sessions.
@@ -32,6 +34,11 @@ TEST_DEPS = [
 ]
 # Linters pinned: a new ruff or mypy release must not turn a green tree red by itself.
 LINT_DEPS = ["ruff==0.17.6", "mypy==2.4.1"]
+# The site's stack, pinned for the same reason: the build treats every warning as an error.
+# selenium drives Debian's chromium (and chromedriver) for the rendering test.
+DOCS_DEPS = ["sphinx==9.0.4", "myst-parser==5.2.0", "furo==2025.12.19", "selenium==4.51.0"]
+#: Where ``nox -s docs`` builds the site.
+SITE = "docs/_build/html"
 
 
 @nox.session
@@ -76,9 +83,13 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    """Execute the ```python examples of README.md and docs/*.md."""
-    session.install("-e", ".", *TEST_DEPS)
+    """Execute the docs' examples, build the site (warnings are errors) and check it in chromium."""
+    session.install("-e", ".", *TEST_DEPS, *DOCS_DEPS)
     session.run("python", "-m", "pytest", "-v", "tests/test_docs.py", *session.posargs)
+    # -n: nitpicky (every cross-reference must resolve); -W --keep-going: all warnings, then fail;
+    # -E: a fresh environment, so a warning of an unchanged page is not hidden by the cache.
+    session.run("python", "-m", "sphinx", "-b", "html", "-n", "-W", "--keep-going", "-E", "docs", SITE)
+    session.run("python", "-m", "pytest", "-v", "tests/site", env={"STRUCTLOG_ETW_SITE": SITE})
 
 
 @nox.session
