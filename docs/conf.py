@@ -58,8 +58,6 @@ exclude_patterns = [
 myst_enable_extensions = ["colon_fence", "deflist"]
 # The pages link to headings GitHub-style (`windows.md#limits-on-windows-size-policy`).
 myst_heading_anchors = 4
-# ```python no-run: the word after the language marks a block that tests/test_docs.py does not run.
-suppress_warnings: list[str] = []
 
 # -- autodoc ---------------------------------------------------------------------------------------
 autodoc_default_options = {

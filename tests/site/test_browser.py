@@ -26,8 +26,10 @@ import pytest
 
 from tests.helpers.shared import skip_or_fail
 
-#: Where Debian's packages put them (``apt-get install chromium chromium-driver``).
-CHROMIUM = "chromium"
+#: The browser: Debian's ``chromium`` (``apt-get install chromium chromium-driver``, what .ci/run
+#: installs), else the names other systems give Chromium or Chrome; the first found is used, with
+#: the ``chromedriver`` on PATH (it must match the browser's version, as Debian's packages do).
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 CHROMEDRIVER = "chromedriver"
 
 #: Collected in the page: what it loaded and what it links to (absolute URLs, as the browser resolved them).
@@ -133,12 +135,19 @@ def serve() -> Iterator[Any]:
         server.server_close()
 
 
+def find_browser() -> tuple[str, str]:
+    """The browser and its driver; skips locally and fails in CI (``CI=true``) when one is missing."""
+    chromium = next((path for name in BROWSERS if (path := shutil.which(name))), None)
+    chromedriver = shutil.which(CHROMEDRIVER)
+    if chromium is None or chromedriver is None:
+        skip_or_fail("chromium and chromedriver not found (apt-get install chromium chromium-driver)")
+    return chromium, chromedriver
+
+
 @pytest.fixture(scope="module")
 def driver() -> Iterator[Any]:
     """Headless chromium under selenium, with Debian's chromedriver (no driver download)."""
-    chromium, chromedriver = shutil.which(CHROMIUM), shutil.which(CHROMEDRIVER)
-    if chromium is None or chromedriver is None:
-        skip_or_fail("chromium and chromedriver not found (apt-get install chromium chromium-driver)")
+    chromium, chromedriver = find_browser()
     try:
         from selenium import webdriver  # noqa: PLC0415 - installed by nox -s docs
         from selenium.webdriver.chrome.service import Service  # noqa: PLC0415
@@ -204,3 +213,17 @@ def test_the_performance_plot_is_drawn(driver: Any, serve: Any, site: Path) -> N
     assert problems.missing_images == []
     assert plots, "performance.html shows no performance.png"
     assert all(width > 100 and height > 100 for width, height in plots), plots
+
+
+def test_a_missing_browser_fails_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CI", "true")
+    monkeypatch.setattr(shutil, "which", lambda *args, **kwargs: None)
+    with pytest.raises(pytest.fail.Exception, match="chromium and chromedriver not found"):
+        find_browser()
+
+
+def test_a_missing_browser_skips_locally(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setattr(shutil, "which", lambda *args, **kwargs: None)
+    with pytest.raises(pytest.skip.Exception, match="chromium and chromedriver not found"):
+        find_browser()
