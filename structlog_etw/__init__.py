@@ -1,10 +1,12 @@
 """structlog events as ETW TraceLogging events (Windows) and user_events EventHeader tracepoints (Linux).
 
-import structlog
-from structlog_etw import EtwRenderer
+Example::
 
-structlog.configure(processors=[structlog.processors.add_log_level, EtwRenderer("MyCompany_MyService")])
-structlog.get_logger().info("user_login", user="ann", attempts=3)
+    import structlog
+    from structlog_etw import EtwRenderer
+
+    structlog.configure(processors=[structlog.processors.add_log_level, EtwRenderer("MyCompany_MyService")])
+    structlog.get_logger().info("user_login", user="ann", attempts=3)
 """
 
 from __future__ import annotations
