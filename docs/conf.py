@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.ext import napoleon
 
@@ -114,6 +115,21 @@ html_theme_options = {
 }
 
 
+def _no_object_base(app: Sphinx, name: str, obj: Any, options: Any, bases: list[type]) -> None:
+    """No "Bases: object" line: only bases that say something (an enum, a protocol, a subclass)."""
+    if bases == [object]:
+        bases.clear()
+
+
+def _drop_empty_bases(app: Sphinx, doctree: nodes.document) -> None:
+    # Sphinx 9 still writes "Bases:" when the list is empty.
+    for paragraph in list(doctree.findall(nodes.paragraph)):
+        if paragraph.astext().strip() == "Bases:" and paragraph.parent is not None:
+            paragraph.parent.remove(paragraph)
+
+
 def setup(app: Sphinx) -> None:
     """This site's own hooks."""
     app.connect("autodoc-process-docstring", _google_sections)
+    app.connect("autodoc-process-bases", _no_object_base)
+    app.connect("doctree-read", _drop_empty_bases)
