@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import enum
 import errno as _errno
+import itertools
 import os
 import sys
 import threading
 import uuid
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
 
 from ._levels import LEVEL_NAMES, check_keyword
@@ -37,7 +40,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BackendFactory",
+    "EtwUnavailableWarning",
     "Provider",
+    "ProviderStatus",
+    "StatusReason",
     "close_all",
     "get_provider",
     "set_backend_factory",
@@ -72,6 +78,18 @@ class _Encoder(Protocol[E_co]):
         related_id: bytes | None,
     ) -> E_co | None: ...
 
+    def encode_dict(
+        self,
+        name: str,
+        event: Mapping[Any, Any],
+        skip: str | None,
+        level: int,
+        opcode: int,
+        tag: int,
+        activity_id: bytes | None,
+        related_id: bytes | None,
+    ) -> E_co | None: ...
+
 
 #: Results of :meth:`_WritePath.write` that are not backend codes (those are >= 0).
 _TOO_LARGE: Final = -1
@@ -79,9 +97,13 @@ _ENCODE_ERROR: Final = -2
 
 
 class _WritePath(Generic[E]):
-    """An encoder and a backend of one format: the provider's only way to write an event."""
+    """An encoder and a backend of one format: the provider's only way to write an event.
 
-    __slots__ = ("backend", "encoder", "error_name", "format")
+    ``encode_dict`` and ``backend_write`` are the bound methods :meth:`Provider.write_dict` calls
+    (read once per event from the path, the encoder and the backend installed together).
+    """
+
+    __slots__ = ("backend", "backend_write", "encode_dict", "encoder", "error_name", "format")
 
     def __init__(
         self, fmt: str, encoder: _Encoder[E], backend: Backend[E], error_name: Callable[[int], str]
@@ -89,6 +111,8 @@ class _WritePath(Generic[E]):
         self.format = fmt
         self.encoder = encoder
         self.backend = backend
+        self.encode_dict = encoder.encode_dict
+        self.backend_write = backend.write
         #: The name a backend error code is counted under (errno names, Win32 names).
         self.error_name = error_name
 
@@ -121,8 +145,96 @@ _PLATFORM: str = sys.platform
 #: Shared library the Windows backend loads instead of the Windows DLLs (internal, tests only).
 _ETW_LIBRARY: str | None = None
 
+
+class EtwUnavailableWarning(RuntimeWarning):
+    """A provider runs disabled: this process cannot write trace events (no user_events, no ETW, ...).
+
+    Warned once per reason, when the provider is created, pointing at the line of your code that
+    created it (an ``EtwRenderer``, ``EtwHandler``, ``get_provider`` call); ``Provider.status``
+    tells the same at any time.  Log calls still return normally; the events are dropped.  A
+    subclass of ``RuntimeWarning``; filter it by class, e.g. in pytest's ini options:
+    ``filterwarnings = ["ignore::structlog_etw.EtwUnavailableWarning"]``.
+    """
+
+
+class StatusReason(str, enum.Enum):
+    """Why a provider writes where it writes, or why it cannot: :attr:`ProviderStatus.reason`."""
+
+    #: The OS backend is open (Linux user_events, Windows ETW): a session may listen.
+    OS = "os"
+    #: Events go to a backend given by the program: ``Provider(backend=...)`` or a capture.
+    CUSTOM_BACKEND = "custom_backend"
+    #: :meth:`Provider.close` (or ``close_all`` at exit) was called.
+    CLOSED = "closed"
+    #: Neither Linux nor Windows.
+    UNSUPPORTED_PLATFORM = "unsupported_platform"
+    #: Linux older than 6.4 (user_events appeared in 6.4).
+    KERNEL_TOO_OLD = "kernel_too_old"
+    #: No tracefs with ``user_events_data`` (no ``CONFIG_USER_EVENTS``, or tracefs not mounted).
+    NO_USER_EVENTS = "no_user_events"
+    #: ``user_events_data`` exists but this process may not open it (docs/linux.md).
+    PERMISSION_DENIED = "permission_denied"
+    #: ``user_events_data`` could not be opened for another reason.
+    OPEN_FAILED = "open_failed"
+    #: Windows: the ETW library does not load, or EventRegister failed.
+    ETW_UNAVAILABLE = "etw_unavailable"
+    #: The provider name (or group) is not valid in the format of this OS's backend.
+    INVALID_NAME = "invalid_name"
+    #: The encoder of the backend's format could not be imported.
+    ENCODER_UNAVAILABLE = "encoder_unavailable"
+    #: A backend (e.g. one of yours) reported itself unavailable without a code.
+    UNAVAILABLE = "unavailable"
+
+
+@dataclass(frozen=True)
+class ProviderStatus:
+    """What :attr:`Provider.status` reports: can events leave this process, and if not, why."""
+
+    #: True when the provider writes to a live backend (OS or yours): events are written
+    #: whenever a session listens.  False when it runs disabled or is closed.
+    available: bool
+    #: The reason as a code: compare with :class:`StatusReason` members.
+    reason: StatusReason
+    #: The reason in words (the text of the one-time :class:`EtwUnavailableWarning`).
+    detail: str
+    #: ``repr`` of the backend events go to.
+    backend: str
+
+
+def _status_reason(code: str) -> StatusReason:
+    try:
+        return StatusReason(code)
+    except ValueError:
+        return StatusReason.UNAVAILABLE
+
+
 _warned: set[str] = set()
 _warn_lock = threading.Lock()
+_PACKAGE_DIR: Final = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_LOGGING_DIR: Final = os.path.dirname(os.path.abspath(warnings.__file__)) + os.sep + "logging" + os.sep
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` of ``warnings.warn`` called by :func:`_warn_once` that points at the first
+    frame outside structlog-etw, structlog and ``logging`` (``dictConfig``): the user's line."""
+    skip = [_PACKAGE_DIR, _LOGGING_DIR]
+    structlog_module = sys.modules.get("structlog")
+    structlog_file = getattr(structlog_module, "__file__", None)
+    if structlog_file:
+        skip.append(os.path.dirname(os.path.abspath(structlog_file)) + os.sep)
+    prefixes = tuple(skip)
+    level = 2  # 1: _warn_once's own warnings.warn line; 2: its caller
+    frame = sys._getframe(2)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if "importlib" in filename and "_bootstrap" in filename:
+            frame = frame.f_back  # type: ignore[assignment]
+            continue  # warnings.warn does not count these frames either
+        if not filename.startswith(prefixes):
+            return level
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return 2
 
 
 def _warn_once(provider: str, reason: str) -> None:
@@ -132,8 +244,8 @@ def _warn_once(provider: str, reason: str) -> None:
         _warned.add(reason)
     warnings.warn(
         f"structlog-etw: provider {provider!r} runs disabled (events are dropped): {reason}",
-        RuntimeWarning,
-        stacklevel=4,
+        EtwUnavailableWarning,
+        stacklevel=_user_stacklevel(),
     )
 
 
@@ -151,7 +263,7 @@ def _default_backend(name: str, group: str | None, guid: uuid.UUID | None = None
         try:
             from .backends.user_events import UserEventsBackend  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
         except ImportError as exc:
-            raise BackendUnavailable(f"user_events backend not importable: {exc}") from exc
+            raise BackendUnavailable(f"user_events backend not importable: {exc}", "unavailable") from exc
         return UserEventsBackend(name, group)
     if _PLATFORM == "win32":
         try:
@@ -166,7 +278,7 @@ def _default_backend(name: str, group: str | None, guid: uuid.UUID | None = None
             provider_traits(name, group_guid(group)),
             library=_ETW_LIBRARY,
         )
-    raise BackendUnavailable(f"no trace facility on platform {_PLATFORM!r}")
+    raise BackendUnavailable(f"no trace facility on platform {_PLATFORM!r}", "unsupported_platform")
 
 
 def _write_path(
@@ -224,7 +336,10 @@ class Provider:
         self.default_keyword = default_keyword
         self._lock = threading.Lock()  # counters and slot table; never held across a write
         self._slots: dict[tuple[int, int], Slot] = {}
-        self._written = 0
+        # Events written: counted without the lock (see _count_written); read by stats().
+        self._written = itertools.count()
+        self._count_written = self._written.__next__
+        self._written_reads = 0  # values stats() took from _written (under the lock)
         self._dropped: dict[str, int] = {}
         self._errors: dict[str, int] = {}
         self._invalid: dict[str, int] = {}
@@ -256,37 +371,51 @@ class Provider:
 
         return provider_id(self.name)
 
-    def _os_backend(self) -> Backend[Any]:
+    def _os_backend(self, warn: bool = True) -> Backend[Any]:
+        """The OS backend (created once), or a null backend saying why there is none.
+
+        ``warn=False`` (a capture handing its providers back): no :class:`EtwUnavailableWarning`;
+        :attr:`status` tells the reason all the same.
+        """
         if self._base_backend is None:
             fmt = _os_format()
             problem = _name_problem(self.name, self.group, fmt)
             if problem is not None:  # e.g. back from a TraceLogging capture with a dotted name
                 reason = f"the {fmt} format cannot use this provider: {problem}"
-                _warn_once(self.name, reason)
-                self._base_backend = NullBackend(reason, fmt)
+                if warn:
+                    _warn_once(self.name, reason)
+                self._base_backend = NullBackend(reason, fmt, StatusReason.INVALID_NAME.value)
                 return self._base_backend
             try:
                 self._base_backend = _default_backend(self.name, self.group, self._explicit_id)
             except BackendUnavailable as exc:
                 reason = str(exc) or type(exc).__name__
-                _warn_once(self.name, reason)
-                self._base_backend = NullBackend(reason, fmt)
+                code = getattr(exc, "reason", "unavailable")
+                if code == "unavailable" and _PLATFORM == "win32":
+                    code = StatusReason.ETW_UNAVAILABLE.value
+                if warn:
+                    _warn_once(self.name, reason)
+                self._base_backend = NullBackend(reason, fmt, code)
         return self._base_backend
 
-    def _backend_from(self, factory: BackendFactory | None, strict: bool = False) -> Backend[Any]:
+    def _backend_from(
+        self, factory: BackendFactory | None, strict: bool = False, warn: bool = True
+    ) -> Backend[Any]:
         """The backend ``factory`` builds (None: the OS backend).
 
         A backend whose format cannot carry the provider's name is closed; ``strict`` (at
-        construction) raises the ValueError, otherwise the provider runs disabled with a warning.
+        construction) raises the ValueError, otherwise the provider runs disabled with a warning
+        (none with ``warn=False``).
         """
         if factory is None:
-            return self._os_backend()
+            return self._os_backend(warn)
         try:
             backend = factory(self.name, self.group, self.provider_id)
         except BackendUnavailable as exc:
             reason = str(exc) or type(exc).__name__
-            _warn_once(self.name, reason)
-            return NullBackend(reason)
+            if warn:
+                _warn_once(self.name, reason)
+            return NullBackend(reason, code=getattr(exc, "reason", "unavailable"))
         fmt = backend.format
         problem = _name_problem(self.name, self.group, fmt)
         if problem is None:
@@ -296,8 +425,9 @@ class Provider:
         if strict:
             raise ValueError(problem)
         reason = f"the {fmt} format cannot use this provider: {problem}"
-        _warn_once(self.name, reason)
-        return NullBackend(reason, fmt)
+        if warn:
+            _warn_once(self.name, reason)
+        return NullBackend(reason, fmt, StatusReason.INVALID_NAME.value)
 
     def _install(self, backend: Backend[Any]) -> None:
         """Use ``backend`` from now on; existing Slot objects are re-pointed in place."""
@@ -307,7 +437,7 @@ class Provider:
         except ImportError as exc:
             reason = f"{fmt} encoder not importable: {exc}"
             _warn_once(self.name, reason)
-            backend = NullBackend(reason, "eventheader")
+            backend = NullBackend(reason, "eventheader", StatusReason.ENCODER_UNAVAILABLE.value)
             path = _write_path("eventheader", backend, self.name, self.group)
         with self._lock:
             self._path = path
@@ -326,7 +456,9 @@ class Provider:
         if self._closed:
             return
         old = self._path.backend
-        new = self._backend_from(factory)
+        # No warning here: a capture (or other factory) switching backends is not the program's
+        # set-up; the provider's status says why it runs disabled.
+        new = self._backend_from(factory, warn=False)
         self._install(new)
         if old is not self._base_backend and old is not new:
             old.close()
@@ -335,6 +467,25 @@ class Provider:
     def backend(self) -> Backend[Any]:
         """The backend events currently go to (OS, capture or null)."""
         return self._path.backend
+
+    @property
+    def status(self) -> ProviderStatus:
+        """Whether events can leave this process, and if not why (a :class:`StatusReason` code).
+
+        ``provider.status.reason is StatusReason.NO_USER_EVENTS``, rather than parsing
+        ``stats()["backend"]``.  Reading it never raises and registers nothing.
+        """
+        with self._lock:
+            backend = self._path.backend
+            closed = self._closed
+        text = repr(backend)
+        if closed:
+            return ProviderStatus(False, StatusReason.CLOSED, "the provider was closed", text)
+        if isinstance(backend, NullBackend):
+            return ProviderStatus(False, _status_reason(backend.code), backend.reason, text)
+        if backend is self._base_backend:
+            return ProviderStatus(True, StatusReason.OS, "writing to the OS backend", text)
+        return ProviderStatus(True, StatusReason.CUSTOM_BACKEND, "writing to a backend of the program", text)
 
     @property
     def encoder(self) -> EventHeaderEncoder | TraceLoggingEncoder:
@@ -418,10 +569,65 @@ class Provider:
         except Exception:
             self.count_dropped("internal_error")
             return False
-        if rc == 0:  # the common case, counted here without another call
-            with self._lock:
-                self._written += 1
+        if rc == 0:  # the common case: counted without the lock
+            self._count_written()
             return True
+        self._count_failure(rc)
+        return False
+
+    def write_dict(
+        self,
+        slot: Slot,
+        name: str,
+        event: Mapping[Any, Any],
+        skip: str | None = "event",
+        opcode: int = 0,
+        tag: int = 0,
+        activity_id: bytes | None = None,
+        related_id: bytes | None = None,
+    ) -> bool:
+        """Write the items of ``event`` as one event's fields: the hot path of a log call.
+
+        The fields are ``event``'s items except ``exc_info`` and the key ``skip`` (the event
+        text, which is the event's name; ``None``: none skipped), typed by the type table: the
+        same event as ``write(slot, name, to_fields(items))``, byte for byte.  The encoder writes
+        the common shapes (``str`` keys; ``str``, ``int``, ``float``, ``bool``, ``None``,
+        ``bytes``, UUID and datetime values) straight from the dict with a function built once
+        per shape.  Level and keyword are the slot's.  True if written; never raises; counted
+        like :meth:`write`.
+
+        The hot path takes no lock: the written counter is an :func:`itertools.count`, whose
+        ``next()`` is one C call, atomic under the GIL (and a compare-and-swap on free-threaded
+        builds since CPython 3.13); :meth:`stats` reads it with ``next()`` too, under the lock,
+        and subtracts the values earlier reads took.  One call to the encoder, one to the backend.
+        """
+        if not slot.word[0]:
+            self.count_dropped("closed" if self._closed else "not_enabled")
+            return False
+        if opcode != 1:
+            related_id = None
+        path: _WritePath[Any] = self._path
+        try:
+            out = path.encode_dict(name, event, skip, slot.level, opcode, tag, activity_id, related_id)
+        except Exception:
+            self._count_failure(_ENCODE_ERROR)
+            return False
+        if out is None:
+            self._count_failure(_TOO_LARGE)
+            return False
+        try:
+            rc = path.backend_write(slot, out, opcode, activity_id, related_id)
+        except Exception:
+            self.count_dropped("internal_error")
+            return False
+        if rc == 0:
+            self._count_written()
+            return True
+        self._count_failure(rc)
+        return False
+
+    def _count_failure(self, rc: int) -> None:
+        """Count a write that failed with ``rc`` (a backend code, ``_TOO_LARGE``, ``_ENCODE_ERROR``)."""
         with self._lock:
             if rc == _TOO_LARGE:
                 self._dropped["too_large"] = self._dropped.get("too_large", 0) + 1
@@ -432,7 +638,6 @@ class Provider:
             else:
                 key = self._path.error_name(rc)
                 self._errors[key] = self._errors.get(key, 0) + 1
-        return False
 
     def count_dropped(self, reason: str) -> None:
         """Count one event dropped before reaching the backend, under ``reason``."""
@@ -450,9 +655,12 @@ class Provider:
         ``invalid`` {control key: n}, ``truncated``, ``format``, ``backend``, ``closed``.
         """
         with self._lock:
+            # next() hands out the writes so far plus the values earlier snapshots took.
+            written = next(self._written) - self._written_reads
+            self._written_reads += 1
             return {
                 "provider": self.name,
-                "written": self._written,
+                "written": written,
                 "dropped": dict(self._dropped),
                 "errors": dict(self._errors),
                 "invalid": dict(self._invalid),
