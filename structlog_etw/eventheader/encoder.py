@@ -17,7 +17,8 @@ Three routes, one result:
 
 * :meth:`EventHeaderEncoder.encode_dict` takes the event dict itself (a log call's fields) and
   writes the common shapes with a function generated per shape's *layout* (:mod:`structlog_etw._shapes`),
-  straight from the dict's values; anything else goes through ``dict_fields`` and :meth:`encode`;
+  straight from the dict's values; anything else goes through ``dict_fields`` and
+  :meth:`EventHeaderEncoder.encode`;
 * the **fast path** packs the values with a function generated for the shape's kinds
   (straight-line code, cached); it is taken when every value is what its kind expects and the
   event fits;
