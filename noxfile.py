@@ -1,4 +1,4 @@
-"""Development sessions; plain ``nox`` runs lint, docs, kernel and tests (README.md).
+"""Development sessions; plain ``nox`` runs lint, docs, build, kernel and tests (README.md).
 
 Install nox with ``python3 -m pip install nox`` (or ``pipx install nox``); every session makes its
 own venv.
@@ -9,7 +9,11 @@ own venv.
 * ``kernel`` - every ``kernel``-marked test in one virtme-ng guest with a user_events kernel
   (``tests/kernel/run_in_guest.py``), or directly on a host whose kernel has user_events.
 * ``lint``   - ruff check, ruff format --check, mypy --strict, the CI workflow against its schema.
-* ``docs``   - runs every ```python block of README.md and docs/*.md.
+* ``docs``   - runs every ```python block of README.md and docs/*.md, builds the site (Sphinx, nitpicky,
+  warnings as errors) into docs/_build/html and checks it (tests/site/: the API reference covers
+  every public name; the pages render in headless chromium with no missing image or broken link).
+* ``build``  - builds the sdist and wheel into dist/, checks their metadata with twine, and installs
+  the wheel into a fresh venv to run the demo from outside the source tree (tests/packaging/).
 * ``bench``  - the benchmark suite (``benchmarks/run.py``): ratios against structlog, stdlib logging
   and traceloggingdynamic measured in the same run; ``nox -s bench -- --guest-run`` adds the real
   kernel write in the virtme-ng guest.  Not part of the default sessions.
@@ -17,11 +21,14 @@ own venv.
 
 from __future__ import annotations
 
+import glob
+import shutil
+
 import nox
 
 nox.options.default_venv_backend = "venv"
 # The host suite runs last: its pytest summary line closes the CI log.
-nox.options.sessions = ["lint", "docs", "kernel", "tests"]
+nox.options.sessions = ["lint", "docs", "build", "kernel", "tests"]
 nox.options.error_on_missing_interpreters = True
 
 # The OpenTelemetry SDK: the otel integration is tested (and documented) against the real one.
@@ -42,6 +49,12 @@ TEST_DEPS = [
 # (pure Python: actionlint's PyPI wrapper downloads its binary at install time, which CI cannot).
 LINT_DEPS = ["ruff==0.17.6", "mypy==2.4.1", "check-jsonschema==0.39.0"]
 WORKFLOWS = [".github/workflows/ci.yml"]
+# The site's stack, pinned for the same reason: the build treats every warning as an error.
+# selenium drives Debian's chromium (and chromedriver) for the rendering test.
+DOCS_DEPS = ["sphinx==9.0.4", "myst-parser==5.2.0", "furo==2025.12.19", "selenium==4.51.0"]
+BUILD_DEPS = ["build==1.6.1", "twine==7.0.0", "pytest>=7"]
+#: Where ``nox -s docs`` builds the site.
+SITE = "docs/_build/html"
 
 
 #: The oldest structlog pyproject.toml allows (``structlog>=23.1``; tests/test_structlog_versions.py
@@ -82,9 +95,24 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    """Execute the ```python examples of README.md and docs/*.md."""
-    session.install("-e", ".", *TEST_DEPS)
+    """Execute the docs' examples, build the site (warnings are errors) and check it in chromium."""
+    session.install("-e", ".", *TEST_DEPS, *DOCS_DEPS)
     session.run("python", "-m", "pytest", "-v", "tests/test_docs.py", *session.posargs)
+    # -n: nitpicky (every cross-reference must resolve); -W --keep-going: all warnings, then fail;
+    # -E: a fresh environment, so a warning of an unchanged page is not hidden by the cache.
+    session.run("python", "-m", "sphinx", "-b", "html", "-n", "-W", "--keep-going", "-E", "docs", SITE)
+    session.run("python", "-m", "pytest", "-v", "tests/site", env={"STRUCTLOG_ETW_SITE": SITE})
+
+
+@nox.session
+def build(session: nox.Session) -> None:
+    """Build sdist and wheel, check their metadata, run the demo from the installed wheel."""
+    session.install(*BUILD_DEPS)  # not the package itself: the test must find the wheel's copy
+    shutil.rmtree("dist", ignore_errors=True)
+    session.run("python", "-m", "build", "--outdir", "dist", ".")
+    session.run("python", "-m", "twine", "check", "--strict", *sorted(glob.glob("dist/*")))
+    session.install("structlog")  # the wheel's one dependency, for the test's fresh venv
+    session.run("python", "-m", "pytest", "-v", "tests/packaging", env={"STRUCTLOG_ETW_DIST": "dist"})
 
 
 @nox.session

@@ -1,10 +1,12 @@
 """structlog events as ETW TraceLogging events (Windows) and user_events EventHeader tracepoints (Linux).
 
-import structlog
-from structlog_etw import EtwRenderer
+Example::
 
-structlog.configure(processors=[structlog.processors.add_log_level, EtwRenderer("MyCompany_MyService")])
-structlog.get_logger().info("user_login", user="ann", attempts=3)
+    import structlog
+    from structlog_etw import EtwRenderer
+
+    structlog.configure(processors=[structlog.processors.add_log_level, EtwRenderer("MyCompany_MyService")])
+    structlog.get_logger().info("user_login", user="ann", attempts=3)
 
 Importing the package imports nothing else: each name loads its module on first use (PEP 562),
 so that the pytest plugin (``structlog_etw.pytest_plugin``, registered for every pytest run where

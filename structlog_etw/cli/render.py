@@ -229,10 +229,11 @@ def _field_text(f: DecodedField, eventheader: bool) -> str:
 def event_pretty(event: DecodedEvent, meta: EventMeta | None = None, *, colors: bool = False) -> str:
     """One console line like structlog's ConsoleRenderer::
 
-    2024-03-28T00:45:14.788982451Z [info     ] user_login   [MyCompany_MyService k=0x4 pid=42] user=ann
+        2024-03-28T00:45:14.788982451Z [info     ] user_login   [MyCompany_MyService k=0x4 pid=42] user=ann
 
-    Names and values from the event never carry control or format characters to the terminal:
-    they are escaped (:func:`printable`; string values that need it are written as ``repr``).
+    with ANSI colours when ``colors`` is true.  Names and values from the event never carry control
+    or format characters to the terminal: they are escaped (:func:`printable`; string values that
+    need it are written as ``repr``).
     """
     m = meta or EventMeta()
     has_level = event.format != "tracefs"  # a plain kernel tracepoint has no level or keyword

@@ -7,7 +7,7 @@ An event is::
     Metadata extension:   u16 size, u16 kind 1, event name NUL, per field: name NUL, encoding, [format]
     payload:              little-endian field values
 
-Tracepoints are named ``<Provider>_L<level>K<keyword>[G<group>]`` (:mod:`.spec`).
+Tracepoints are named ``<Provider>_L<level>K<keyword>[G<group>]`` (:mod:`~structlog_etw.eventheader.spec`).
 :class:`EventHeaderEncoder` turns an event name and a list of
 :data:`~structlog_etw.fields.Field` into the bytes handed to ``writev`` after the write
 index.  Metadata and a packing plan are built once per *event shape* (name, field names,
@@ -17,7 +17,8 @@ Three routes, one result:
 
 * :meth:`EventHeaderEncoder.encode_dict` takes the event dict itself (a log call's fields) and
   writes the common shapes with a function generated per shape's *layout* (:mod:`structlog_etw._shapes`),
-  straight from the dict's values; anything else goes through ``dict_fields`` and :meth:`encode`;
+  straight from the dict's values; anything else goes through ``dict_fields`` and
+  :meth:`EventHeaderEncoder.encode`;
 * the **fast path** packs the values with a function generated for the shape's kinds
   (straight-line code, cached); it is taken when every value is what its kind expects and the
   event fits;

@@ -284,7 +284,8 @@ def _lower_hex(text: str, pos: int) -> tuple[int, int]:
 def parse_tracepoint_name(name: str) -> tuple[str, int, int, str]:
     """Split ``<Provider>_L<level>K<keyword>[options]`` into ``(provider, level, keyword, options)``.
 
-    The inverse of :func:`tracepoint_name`.  A ``system:`` prefix (``user_events:``) is ignored.
+    The inverse of :func:`~structlog_etw.eventheader.spec.tracepoint_name`.  A ``system:`` prefix
+    (``user_events:``) is ignored.
     The provider is everything before the LAST ``_``.  Raises :class:`EventHeaderDecodeError`
     for a name that is not an EventHeader tracepoint name.
     """

@@ -47,7 +47,7 @@ def _unknown_format(sample: Sample) -> SampleDecodeError:
 
 
 def decode_sample(sample: Sample) -> DecodedEvent:
-    """The sample as a :class:`DecodedEvent`.
+    """The sample as a :class:`~structlog_etw.decoded.DecodedEvent`.
 
     EventHeader samples: provider, level, keyword from the tracepoint name and
     everything else from the event (``format`` ``"eventheader"``).  Plain tracepoints:

@@ -38,9 +38,9 @@ its members).  An event over the field budget or the metadata budget keeps its l
 (the first struct over the field budget as JSON text); an event over the size budget has its
 longest values cut to one cap (strings end in ``...[truncated]``, binaries and arrays are
 shortened; a cut JSON value becomes a plain string).  Either way a trailing ``_truncated=True``
-field is added and :attr:`truncated` counts it.  If even that cannot fit (e.g. the event name
-alone is too long), :meth:`encode` returns ``None`` and the provider counts the event as dropped
-(``too_large``).
+field is added and :attr:`TraceLoggingEncoder.truncated` counts it.  If even that cannot fit (e.g.
+the event name alone is too long), :meth:`TraceLoggingEncoder.encode` returns ``None`` and the
+provider counts the event as dropped (``too_large``).
 """
 
 from __future__ import annotations

@@ -212,7 +212,8 @@ def validate_provider_name(
     What Microsoft's TraceLogging providers accept: a non-empty name without NUL that encodes as
     UTF-8 (``MyCompany.MyService`` included), a group given as a :class:`uuid.UUID`, GUID text or
     a name; and a provider traits blob (u16 size, name, NUL, optional 19-byte group trait) that
-    leaves at least :data:`MIN_EVENT_ROOM` bytes of a ``max_size``-byte event for the event itself.
+    leaves at least :data:`~structlog_etw.tracelogging.spec.MIN_EVENT_ROOM` bytes of a
+    ``max_size``-byte event for the event itself.
     """
     if not isinstance(name, str) or not name or "\0" in name:
         raise ValueError(f"provider name must be a non-empty str without NUL, got {name!r}")
