@@ -20,7 +20,7 @@ import structlog
 from ._activity import CURRENT_ACTIVITY
 from ._common_schema import write_common
 from ._contextvars import REGISTRY, WATCH
-from ._levels import METHOD_LEVELS, check_keyword
+from ._levels import METHOD_LEVELS, STDLIB_NUMBERS, check_keyword, stdlib_level
 from ._provider import Provider, check_provider_id, get_provider
 from ._resolve import (
     CONTROL_KEYS,
@@ -38,6 +38,21 @@ __all__ = ["LEVELS", "MAX_EVENT_NAME", "EtwRenderer", "event_name", "resolver_fo
 #: structlog method name -> trace level (1 critical .. 5 verbose); unknown names -> 5.
 LEVELS: Final = METHOD_LEVELS
 _CONTROL_SET: Final = frozenset(CONTROL_KEYS)
+#: structlog method name -> stdlib level number (what a pass-through level is compared with).
+_METHOD_STDLIB: Final = {name: STDLIB_NUMBERS[level] for name, level in METHOD_LEVELS.items()}
+_UNKNOWN_METHOD_STDLIB: Final = STDLIB_NUMBERS[5]
+
+
+def _passthrough_level(passthrough: bool | int | str) -> int | None:
+    """``passthrough`` -> the lowest stdlib level passed on (``None``: none, ``0``: all)."""
+    if passthrough is True:
+        return 0
+    if passthrough is False:
+        return None
+    try:
+        return stdlib_level(passthrough)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"passthrough must be a bool, a level number or a level name: {exc}") from None
 
 
 def resolver_for(
@@ -117,7 +132,13 @@ class EtwRenderer:
 
     After writing it raises :class:`structlog.DropEvent` (nothing else renders the event), or
     with ``passthrough=True`` returns the event dict (control keys removed) for later
-    processors such as ``ConsoleRenderer`` or ``JSONRenderer``.
+    processors such as ``ConsoleRenderer`` or ``JSONRenderer``.  ``passthrough`` may also be a
+    level (stdlib number or name, ``"warning"``): events of a log method at that level or above
+    go on to the later processors, lower ones stop here (after being written when a session
+    listens).  That is the console-beside-tracing composition (docs/console-and-tracing.md):
+    trace events at every level while someone listens, console output at the level and above
+    always; ``make_etw_bound_logger`` then skips, before any event dict exists, the calls below
+    the level that nobody listens to.
 
     ``schema="common"`` writes Common Schema 4.0 events instead (``__csver__``, PartA, PartB,
     PartC with the ``event`` text as ``Body``; activities as Span events at their Stop): see
@@ -138,7 +159,7 @@ class EtwRenderer:
         group: str | None = None,
         schema: str = "etw",
         keywords: Iterable[int] = (),
-        passthrough: bool = False,
+        passthrough: bool | int | str = False,
         provider: Provider | None = None,
         keywords_by_logger: Mapping[str, int] | None = None,
         provider_id: uuid.UUID | str | None = None,
@@ -158,8 +179,12 @@ class EtwRenderer:
         self.provider: Provider = resolver.provider
         #: Keyword of events without ``etw_keyword`` and without a ``keywords_by_logger`` match.
         self.default_keyword: int = resolver.default_keyword
-        #: Whether the event dict is returned (control keys removed) instead of ``DropEvent``.
-        self.passthrough = passthrough
+        level = _passthrough_level(passthrough)
+        #: The lowest stdlib level whose events are returned (control keys removed) for the later
+        #: processors instead of ``DropEvent``: ``None`` none (the default), ``0`` every event.
+        self.passthrough_level: int | None = level
+        #: Whether any event is returned for later processors (``passthrough_level`` is not ``None``).
+        self.passthrough = level is not None
         #: ``"etw"`` or ``"common"`` (Common Schema 4.0 events).
         self.schema = schema
         self._common = schema == "common"
@@ -175,14 +200,29 @@ class EtwRenderer:
         self._resolver.set_names(value)
 
     def __call__(self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> Any:
-        """Write ``event_dict``; raise ``DropEvent`` (or return the dict with ``passthrough``)."""
+        """Write ``event_dict``; raise ``DropEvent`` (or return the dict, see ``passthrough``)."""
         try:
             self._render(logger, method_name, event_dict)
         except Exception:
             self.provider.count_dropped("render_error")
-        if self.passthrough:
+        level = self.passthrough_level
+        if level is not None and (
+            not level or _METHOD_STDLIB.get(method_name, _UNKNOWN_METHOD_STDLIB) >= level
+        ):
             return event_dict
         raise structlog.DropEvent
+
+    def write_event(self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> None:
+        """Write ``event_dict`` as calling the renderer does, without ``DropEvent`` or pass-through.
+
+        The one entry ``make_etw_bound_logger``'s direct-write path uses (it builds the event dict
+        structlog would build and calls this instead of running the chain).  Never raises: what
+        cannot be written is counted (``dropped["render_error"]`` for a failure here).
+        """
+        try:
+            self._render(logger, method_name, event_dict)
+        except Exception:
+            self.provider.count_dropped("render_error")
 
     def _render(self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> None:
         resolver = self._resolver
