@@ -112,18 +112,20 @@ class _Plan(NamedTuple):
     """What a logger's chain allows, decided when the logger is bound.
 
     ``tier``: how many method levels, from debug up, a call may be skipped at when nobody
-    listens (0: none, the chain wants every call; 5: all).  ``last``: the chain's last processor
-    then (every skip checks it is still there: ``capture_logs()`` and reconfiguration replace
-    the contents of a held logger's list).  ``direct``: the chain, when the enabled path may
-    write without running it.
+    listens (0: none, the chain wants every call; 5: all).  ``at``, ``renderer``: where the
+    chain's ``EtwRenderer`` is; every skip checks it is still there (``capture_logs()`` and
+    reconfiguration replace the contents of a held logger's list; what comes after the
+    renderer never sees a call it skips, what comes before only feeds it).  ``direct``: the
+    chain, when the enabled path may write without running it.
     """
 
     tier: int
-    last: object
+    at: int
+    renderer: object
     direct: _Direct | None
 
 
-_NO_SKIP: Final = _Plan(0, None, None)
+_NO_SKIP: Final = _Plan(0, 0, None, None)
 
 
 def _same_resolution(renderer: EtwRenderer, resolver: Resolver) -> bool:
@@ -163,7 +165,7 @@ def _plan(resolver: Resolver, processors: object) -> _Plan:
         and (len(chain) == 1 or (len(chain) == 2 and chain[0] is merge_contextvars))
     ):
         direct = _Direct(renderer, chain[0] if len(chain) == 2 else None, len(chain))
-    return _Plan(tier, chain[-1], direct)
+    return _Plan(tier, chain.index(renderer), renderer, direct)
 
 
 def _write_direct(self: Any, name: str, event: Any, kw: dict[str, Any], direct: _Direct) -> Any:
@@ -203,7 +205,8 @@ def _make_methods(
     filtering behaviour, with ``%``-args that cannot be formatted kept as a field).
 
     With *skip*, the disabled check comes first.  A call returns at once when the slot for this
-    level is not enabled, the chain's last processor is still the one seen at bind time, the
+    level is not enabled, the chain's ``EtwRenderer`` is still where it was at bind time
+    (``_etw_at``: a non-negative list index, which the interpreter specialises, unlike ``[-1]``), the
     call passes neither ``etw_keyword`` nor ``etw_level`` (nor ``logger`` when *by_name*: the
     name may select another keyword) and no ``etw_*`` key can come from contextvars: none was
     ever bound through them (``len(REGISTRY) == WATCH.clean_size``), the logger has both keys
@@ -228,34 +231,65 @@ def _make_methods(
 
         return _named(run, arun, name)
 
-    class_slot = None if class_slots is None else class_slots[etw_level]
+    if class_slots is not None:  # loggers that bind no etw_* key: the class's slot, no logger name
+        class_slot = class_slots[etw_level]
 
-    def meth(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
-        try:
-            if (
-                not (class_slot or self._etw_slots[etw_level]).word[0]
-                and self._etw_chain[-1] is self._etw_last
-                and (
-                    (
-                        "etw_keyword" not in kw
-                        and "etw_level" not in kw
-                        and not (by_name and "logger" in kw)
-                        and (len(REGISTRY) == WATCH.clean_size or self._etw_fixed or not WATCH.etw_bound())
+        def meth(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
+            try:
+                if (
+                    not class_slot.word[0]
+                    and self._etw_chain[self._etw_at] is self._etw_renderer
+                    and (
+                        (
+                            "etw_keyword" not in kw
+                            and "etw_level" not in kw
+                            and (len(REGISTRY) == WATCH.clean_size or not WATCH.etw_bound())
+                        )
+                        or not self._etw.listening(etw_level, self._logger, ChainMap(kw, self._context))
                     )
-                    or not self._etw.listening(etw_level, self._logger, ChainMap(kw, self._context))
-                )
-            ):
-                return None
-        except Exception:
-            pass  # cannot tell (e.g. the chain was emptied): run it
-        if event is _CHECK_ONLY:  # asked by the async method
-            return True
-        if args:
-            event = _format(self, event, args, kw)
-        direct = self._etw_direct
-        if direct is not None:
-            return _write_direct(self, name, event, kw, direct)
-        return self._proxy_to_logger(name, event, **kw)
+                ):
+                    return None
+            except Exception:
+                pass  # cannot tell (e.g. the chain was emptied): run it
+            if event is _CHECK_ONLY:  # asked by the async method
+                return True
+            if args:
+                event = _format(self, event, args, kw)
+            direct = self._etw_direct
+            if direct is not None:
+                return _write_direct(self, name, event, kw, direct)
+            return self._proxy_to_logger(name, event, **kw)
+
+    else:  # loggers with etw_* keys bound, or a keywords_by_logger class: the logger's own slots
+
+        def meth(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
+            try:
+                if (
+                    not self._etw_slots[etw_level].word[0]
+                    and self._etw_chain[self._etw_at] is self._etw_renderer
+                    and (
+                        (
+                            "etw_keyword" not in kw
+                            and "etw_level" not in kw
+                            and not (by_name and "logger" in kw)
+                            and (
+                                len(REGISTRY) == WATCH.clean_size or self._etw_fixed or not WATCH.etw_bound()
+                            )
+                        )
+                        or not self._etw.listening(etw_level, self._logger, ChainMap(kw, self._context))
+                    )
+                ):
+                    return None
+            except Exception:
+                pass  # cannot tell (e.g. the chain was emptied): run it
+            if event is _CHECK_ONLY:  # asked by the async method
+                return True
+            if args:
+                event = _format(self, event, args, kw)
+            direct = self._etw_direct
+            if direct is not None:
+                return _write_direct(self, name, event, kw, direct)
+            return self._proxy_to_logger(name, event, **kw)
 
     async def ameth(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
         if meth(self, _CHECK_ONLY, **kw) is None:  # the same check; nobody listens
@@ -323,7 +357,8 @@ class _EtwBoundLoggerBase(structlog.BoundLoggerBase):
     _etw_slots: tuple[Slot, ...]
     _etw_fixed: bool = False
     _etw_chain: Iterable[Any]
-    _etw_last: object = None
+    _etw_renderer: object = None
+    _etw_at: int = 0
     _etw_direct: _Direct | None = None
     #: Whether every logger resolves its own slots (the class has ``keywords_by_logger``).
     _etw_by_name: bool
@@ -331,17 +366,56 @@ class _EtwBoundLoggerBase(structlog.BoundLoggerBase):
     _etw_family: dict[tuple[bool, int], type[Any]]
     #: One cached (processors, length, last processor, plan): loggers share their chain.
     _etw_cache: list[tuple[Any, int, Any, _Plan] | None]
-    _etw_build: Callable[[bool, int], type[Any]]
+    _etw_build: Callable[[tuple[bool, int]], type[Any]]
+    #: Whether loggers of this class read the class's own slots (they bind no ``etw_*`` key).
+    _etw_own: bool
+    #: The class ``make_etw_bound_logger`` returned (every logger of the family is an instance).
+    _etw_root: type[Any]
     _etw_methods: dict[str, tuple[Callable[..., Any], Callable[..., Any]]]
+
+    def __new__(cls, logger: WrappedLogger, processors: Iterable[Any], context: Any) -> Any:
+        """A logger of the family class its chain and bound keys call for (see :meth:`_etw_kind`).
+
+        Chosen here rather than by assigning ``__class__`` later: an object whose class was
+        reassigned loses CPython's inline attribute values, and every call would pay for it.
+        """
+        kind, plan = cls._etw_kind(processors, context)
+        self = object.__new__(kind)
+        self._etw_renderer = plan.renderer
+        self._etw_at = plan.at
+        self._etw_direct = plan.direct if type(context) is dict else None
+        if not issubclass(kind, cls):  # Python runs __init__ only for instances of the class called
+            self.__init__(logger, processors, context)
+        return self
 
     def __init__(self, logger: WrappedLogger, processors: Iterable[Any], context: Any) -> None:
         super().__init__(logger, processors, context)
         self._etw_chain = processors  # the list structlog runs (capture_logs changes its contents)
-        self._etw_bind()
+        if not self._etw_own:
+            keyword, level = context.get("etw_keyword"), context.get("etw_level")
+            self._etw_slots = self._etw.bound_slots(logger, context)
+            # With both keys bound, contextvars cannot change the slot (the first place decides).
+            self._etw_fixed = keyword is not None and level is not None
 
-    def _etw_plan(self) -> _Plan:
-        processors = self._etw_chain
-        cache = self._etw_cache
+    @classmethod
+    def _etw_kind(cls, processors: Iterable[Any], context: Any) -> tuple[type[Any], _Plan]:
+        """The class of a logger with this chain and context, and the chain's plan.
+
+        The chain decides which levels may be skipped when nobody listens (:func:`_plan`).  A
+        logger that binds no ``etw_*`` key (and whose class has no ``keywords_by_logger``) reads
+        the class's own slots; one that does reads the slots resolved when it is bound.  All are
+        instances of the class ``make_etw_bound_logger`` returned.
+        """
+        own = not cls._etw_by_name and context.get("etw_keyword") is None and context.get("etw_level") is None
+        plan = cls._etw_plan(processors)
+        key = (own, plan.tier)
+        kind = cls._etw_family.get(key) or cls._etw_build(key)
+        return kind, plan
+
+    @classmethod
+    def _etw_plan(cls, processors: Any) -> _Plan:
+        """:func:`_plan`, cached for the last chain seen (loggers of a configuration share it)."""
+        cache = cls._etw_cache
         entry = cache[0]
         try:
             if (
@@ -351,45 +425,23 @@ class _EtwBoundLoggerBase(structlog.BoundLoggerBase):
                 and entry[2] is processors[-1]
             ):
                 return entry[3]
-            plan = _plan(self._etw, processors)
-            cache[0] = (processors, len(processors), processors[-1], plan)  # type: ignore[arg-type,index]
+            plan = _plan(cls._etw, processors)
+            cache[0] = (processors, len(processors), processors[-1], plan)
         except Exception:
             return _NO_SKIP
         return plan
 
-    def _etw_bind(self) -> None:
-        """Choose the logger's class from its chain and its bound keys, once, for every later call.
-
-        The chain decides which levels may be skipped when nobody listens (:func:`_plan`).  A
-        logger that binds no ``etw_*`` key (and whose class has no ``keywords_by_logger``) reads
-        the class's own slots; one that does reads the slots resolved here.  All are instances
-        of the class ``make_etw_bound_logger`` returned.
-        """
-        context = self._context
-        keyword, level = context.get("etw_keyword"), context.get("etw_level")
-        own = not self._etw_by_name and keyword is None and level is None
-        plan = self._etw_plan()
-        cls = self._etw_family.get((own, plan.tier)) or self._etw_build(own, plan.tier)
-        if type(self) is not cls:
-            self.__class__ = cls
-        self._etw_last = plan.last
-        self._etw_direct = plan.direct if type(context) is dict else None
-        if not own:
-            self._etw_slots = self._etw.bound_slots(self._logger, context)
-            # With both keys bound, contextvars cannot change the slot (the first place decides).
-            self._etw_fixed = keyword is not None and level is not None
+    def _etw_rebound(self) -> Any:
+        """This logger's chain and context in a logger of the class they now call for."""
+        return self._etw_root(self._logger, self._etw_chain, self._context)
 
     def unbind(self, *keys: str) -> Any:
         """Return a new logger with *keys* removed from the context (``KeyError`` if missing)."""
-        bl = super().unbind(*keys)
-        bl._etw_bind()
-        return bl
+        return super().unbind(*keys)._etw_rebound()
 
     def try_unbind(self, *keys: str) -> Any:
         """Like :meth:`unbind`, but missing keys are ignored."""
-        bl = super().try_unbind(*keys)
-        bl._etw_bind()
-        return bl
+        return super().try_unbind(*keys)._etw_rebound()
 
     def log(self, level: int, event: Any = None, *args: Any, **kw: Any) -> Any:
         """Log at stdlib level number *level* (custom numbers map to the standard level below)."""
@@ -475,14 +527,20 @@ def make_etw_bound_logger(
     family: dict[tuple[bool, int], type[Any]] = {}
     lock = threading.Lock()
 
-    def build(own: bool, tier: int) -> type[Any]:
-        """The class of loggers with (own slots?, tier); a subclass of the returned class."""
+    def build(key: tuple[bool, int]) -> type[Any]:
+        """The class of loggers of *key* (own slots?, tier); a subclass of ``cls``."""
+        own, tier = key
         with lock:
-            if (own, tier) not in family:
-                family[(own, tier)] = _build(
-                    cls_name, cls, _method_table(min_level, by_name, class_slots if own else None, tier)
+            if key not in family:
+                family[key] = _build(
+                    cls_name,
+                    cls,
+                    {
+                        **_method_table(min_level, by_name, class_slots if own else None, tier),
+                        "_etw_own": own,
+                    },
                 )
-            return family[(own, tier)]
+            return family[key]
 
     full_tier = len(LEVEL_NAMES)
     cls = _build(
@@ -496,12 +554,14 @@ def make_etw_bound_logger(
             "_etw_family": family,
             "_etw_cache": [None],
             "_etw_build": staticmethod(build),
+            "_etw_own": not by_name,
             "exception": _exception,
             "aexception": _aexception,
         },
     )
     # The class itself serves loggers of an ETW-only chain that bind no etw_* key (the usual case).
     family[(not by_name, full_tier)] = cls
+    cls._etw_root = cls
     return cast("type[FilteringBoundLogger]", cls)
 
 

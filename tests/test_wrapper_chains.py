@@ -430,3 +430,18 @@ def test_renderer_passthrough_rejects_nonsense() -> None:
         EtwRenderer(unique_provider(), passthrough="chatty")
     with pytest.raises(TypeError, match="passthrough"):
         EtwRenderer(unique_provider(), passthrough=2.5)  # type: ignore[arg-type]
+
+
+def test_a_processor_inserted_before_the_renderer_of_a_held_logger_runs(etw_capture: EtwCapture) -> None:
+    """The skip checks that the renderer is still where it was when the logger was bound."""
+    renderer = EtwRenderer(unique_provider())
+    etw_capture.set_enabled(False)
+    chain: list[Any] = [renderer]
+    log = bound(make_etw_bound_logger(renderer), chain)
+    spy = Spy()
+    log.info("skipped")
+    chain.insert(0, spy)
+    log.info("runs_the_new_chain")
+    assert [c[1]["event"] for c in spy.calls] == ["runs_the_new_chain"]
+    assert bound(make_etw_bound_logger(renderer), chain).info("skipped_when_bound_now") is None
+    assert len(spy.calls) == 1
