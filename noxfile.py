@@ -7,8 +7,8 @@
   (``tests/kernel/run_in_guest.py``), or directly on a host whose kernel has user_events.
 * ``lint``   - ruff check, ruff format --check, mypy --strict.
 * ``docs``   - runs every ```python block of README.md and docs/*.md.
-* ``bench``  - the benchmark suite (``benchmarks/run.py``): ratios against structlog, stdlib logging
-  and traceloggingdynamic measured in the same run; ``nox -s bench -- --guest-run`` adds the real
+* ``bench``  - the benchmark suite (``benchmarks/run.py``): ratios against structlog (JSON chain, the
+  same with orjson), stdlib logging (+ python-json-logger) and traceloggingdynamic measured in the same run; ``nox -s bench -- --guest-run`` adds the real
   kernel write in the virtme-ng guest.  Not part of the default sessions.
 """
 
@@ -84,7 +84,10 @@ def docs(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Run the benchmarks; results in docs/benchmarks/ (linked from docs/performance.md), plot in docs/."""
-    session.install("-e", ".", "traceloggingdynamic", "matplotlib", "virtme-ng")
+    # Benchmark-only: the peer encoder, the plot, the guest, and the baselines' serialisers.
+    session.install(
+        "-e", ".", "traceloggingdynamic", "matplotlib", "virtme-ng", "orjson", "python-json-logger"
+    )
     session.run(
         "python",
         "benchmarks/run.py",
