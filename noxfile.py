@@ -8,8 +8,9 @@
 * ``lint``   - ruff check, ruff format --check, mypy --strict.
 * ``docs``   - runs every ```python block of README.md and docs/*.md.
 * ``bench``  - the benchmark suite (``benchmarks/run.py``): ratios against structlog (JSON chain, the
-  same with orjson), stdlib logging (+ python-json-logger) and traceloggingdynamic measured in the same run; ``nox -s bench -- --guest-run`` adds the real
-  kernel write in the virtme-ng guest.  Not part of the default sessions.
+  same with orjson), stdlib logging (+ python-json-logger) and traceloggingdynamic measured in the
+  same run; ``nox -s bench -- --guest-run`` adds the real kernel write in the virtme-ng guest.  Not
+  part of the default sessions.
 """
 
 from __future__ import annotations
