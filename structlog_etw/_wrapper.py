@@ -2,11 +2,15 @@
 
 ``make_etw_bound_logger`` is to structlog-etw what structlog's ``make_filtering_bound_logger``
 is to structlog: everything that can be decided when the class is built is decided then, and
-what depends on bound context is decided at bind time.  A log call nobody listens to costs
-one enable-word read, two dict look-ups (``etw_keyword``/``etw_level`` in the call) and a
-``len()`` of structlog's contextvar registry (see :mod:`structlog_etw._contextvars`).  When it
-cannot return at once, :meth:`~structlog_etw._resolve.Resolver.listening` decides by the rule
-the renderer follows.
+what depends on the bound context and the chain is decided when a logger is created (its class is
+chosen in ``__new__``).  A call may be skipped only at a level the logger's chain would give its
+``EtwRenderer`` alone (:func:`_plan`); any other chain runs as with structlog's filtering logger.
+A log call nobody listens to costs one enable-word read, a check that the renderer is still where
+it was in the chain, two dict look-ups (``etw_keyword``/``etw_level`` in the call) and a ``len()``
+of structlog's contextvar registry (see :mod:`structlog_etw._contextvars`).  When it cannot return
+at once, :meth:`~structlog_etw._resolve.Resolver.listening` decides by the rule the renderer
+follows.  An enabled call of an ETW-only chain is written without running it (:func:`_write_direct`),
+and ``%``-arguments that do not fit the event text never raise (:func:`_format`).
 
 ``EtwEarlyDrop`` is the processor form for users who keep another wrapper class.
 """
@@ -501,7 +505,17 @@ def make_etw_bound_logger(
     bound through contextvars anywhere in the process, checking them costs a ``len()`` of
     structlog's registry; after that, a few ``ContextVar.get()`` unless the logger has both
     keys bound.  When someone listens, the call behaves exactly like structlog's bound logger
-    (processors run, ``exception`` adds ``exc_info``).
+    (processors run, ``exception`` adds ``exc_info``); a chain that is exactly
+    ``[merge_contextvars, renderer]`` or ``[renderer]`` is written without running it, with the
+    same events.
+
+    Calls are skipped only when the logger's chain (read when the logger is created, checked per
+    call) holds exactly one ``EtwRenderer`` of this provider and that renderer passes nothing on
+    below the call's level (``passthrough``); any other chain - ``structlog.testing.capture_logs()``,
+    a ``LogCapture``, a reconfigured application - runs for every call at or above *min_level*,
+    as with ``make_filtering_bound_logger``.  ``%``-arguments that do not fit the event text are
+    written as a ``format_args`` field and counted (``stats()["invalid"]["format_args"]``) instead
+    of raising.
 
     Args:
         provider_or_name: a provider name (shared with renderers of that name), a
