@@ -377,12 +377,18 @@ class _EtwBoundLoggerBase(structlog.BoundLoggerBase):
     _etw_root: type[Any]
     _etw_methods: dict[str, tuple[Callable[..., Any], Callable[..., Any]]]
 
-    def __new__(cls, logger: WrappedLogger, processors: Iterable[Any], context: Any) -> Any:
+    def __new__(
+        cls, logger: WrappedLogger = None, processors: Iterable[Any] = (), context: Any = None
+    ) -> Any:
         """A logger of the family class its chain and bound keys call for (see :meth:`_etw_kind`).
 
         Chosen here rather than by assigning ``__class__`` later: an object whose class was
         reassigned loses CPython's inline attribute values, and every call would pay for it.
+        Without a context (``copy``/``pickle`` re-creating an object whose state they restore)
+        it is a plain instance of *cls*.
         """
+        if context is None:
+            return object.__new__(cls)
         kind, plan = cls._etw_kind(processors, context)
         self = object.__new__(kind)
         self._etw_renderer = plan.renderer

@@ -445,3 +445,15 @@ def test_a_processor_inserted_before_the_renderer_of_a_held_logger_runs(etw_capt
     assert [c[1]["event"] for c in spy.calls] == ["runs_the_new_chain"]
     assert bound(make_etw_bound_logger(renderer), chain).info("skipped_when_bound_now") is None
     assert len(spy.calls) == 1
+
+
+def test_a_logger_can_be_copied(etw_capture: EtwCapture) -> None:
+    """The class is chosen in ``__new__``; ``copy`` re-creates an object without arguments."""
+    import copy  # noqa: PLC0415
+
+    renderer = EtwRenderer(unique_provider())
+    log = bound(make_etw_bound_logger(renderer), [renderer], user="ann").bind(etw_keyword=0x2)
+    other = copy.copy(log)
+    assert type(other) is type(log)
+    other.info("copied")
+    assert [(e.name, e.keyword, e.fields) for e in etw_capture.events] == [("copied", 2, {"user": "ann"})]
