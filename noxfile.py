@@ -5,7 +5,7 @@
 * ``oldest_structlog`` - the host test suite with the oldest structlog pyproject.toml allows.
 * ``kernel`` - every ``kernel``-marked test in one virtme-ng guest with a user_events kernel
   (``tests/kernel/run_in_guest.py``), or directly on a host whose kernel has user_events.
-* ``lint``   - ruff check, ruff format --check, mypy --strict.
+* ``lint``   - ruff check, ruff format --check, mypy --strict, the CI workflow against its schema.
 * ``docs``   - runs every ```python block of README.md and docs/*.md.
 * ``bench``  - the benchmark suite (``benchmarks/run.py``): ratios against structlog (JSON chain, the
   same with orjson), stdlib logging (+ python-json-logger) and traceloggingdynamic measured in the
@@ -32,7 +32,10 @@ TEST_DEPS = [
     "traceloggingdynamic",
 ]
 # Linters pinned: a new ruff or mypy release must not turn a green tree red by itself.
-LINT_DEPS = ["ruff==0.17.6", "mypy==2.4.1"]
+# check-jsonschema validates .github/workflows/*.yml against the GitHub workflow schema it ships
+# (pure Python: actionlint's PyPI wrapper downloads its binary at install time, which CI cannot).
+LINT_DEPS = ["ruff==0.17.6", "mypy==2.4.1", "check-jsonschema==0.39.0"]
+WORKFLOWS = [".github/workflows/ci.yml"]
 
 
 @nox.session
@@ -68,11 +71,12 @@ def kernel(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff check, ruff format --check and mypy --strict."""
+    """ruff check, ruff format --check, mypy --strict and the GitHub workflow's schema check."""
     session.install("-e", ".", *LINT_DEPS, *TEST_DEPS)
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy", "--strict")
+    session.run("check-jsonschema", "--builtin-schema", "vendor.github-workflows", *WORKFLOWS)
 
 
 @nox.session

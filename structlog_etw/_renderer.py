@@ -38,6 +38,8 @@ __all__ = ["LEVELS", "MAX_EVENT_NAME", "EtwRenderer", "event_name", "resolver_fo
 #: structlog method name -> trace level (1 critical .. 5 verbose); unknown names -> 5.
 LEVELS: Final = METHOD_LEVELS
 _CONTROL_SET: Final = frozenset(CONTROL_KEYS)
+#: The values of ``EtwRenderer(schema=...)``.
+SCHEMAS: Final = ("etw", "common", "tracing-etw")
 #: structlog method name -> stdlib level number (what a pass-through level is compared with).
 _METHOD_STDLIB: Final = {name: STDLIB_NUMBERS[level] for name, level in METHOD_LEVELS.items()}
 _UNKNOWN_METHOD_STDLIB: Final = STDLIB_NUMBERS[5]
@@ -140,9 +142,13 @@ class EtwRenderer:
     always; ``make_etw_bound_logger`` then skips, before any event dict exists, the calls below
     the level that nobody listens to.
 
-    ``schema="common"`` writes Common Schema 4.0 events instead (``__csver__``, PartA, PartB,
-    PartC with the ``event`` text as ``Body``; activities as Span events at their Stop): see
-    ``structlog_etw._common_schema`` and docs/common-schema.md.
+    ``schema="common"`` writes Common Schema 4.0 events instead, laid out as OpenTelemetry's
+    user_events / ETW exporters write them (events named ``Log``, the ``event`` text as
+    ``PartB.body``, ``etw_name`` as ``PartB.name``, severity from the level; activities as one
+    ``Span`` event at their Stop); ``cloud_role`` / ``cloud_role_instance`` fill PartA's
+    ``ext_cloud_role`` / ``ext_cloud_roleInstance`` (OpenTelemetry's ``service.name`` /
+    ``service.instance.id``).  ``schema="tracing-etw"`` keeps the Common Schema layout of the
+    tracing-etw crate (``__csver__`` 0x0401).  See docs/common-schema.md.
 
     ``provider_id`` (a :class:`uuid.UUID` or GUID text) is the ETW provider GUID to register
     instead of the hash of the name (Windows; recorded by the TraceLogging capture); another
@@ -163,9 +169,11 @@ class EtwRenderer:
         provider: Provider | None = None,
         keywords_by_logger: Mapping[str, int] | None = None,
         provider_id: uuid.UUID | str | None = None,
+        cloud_role: str | None = None,
+        cloud_role_instance: str | None = None,
     ) -> None:
-        if schema not in ("etw", "common"):
-            raise ValueError(f"schema must be 'etw' or 'common', got {schema!r}")
+        if schema not in SCHEMAS:
+            raise ValueError(f"schema must be one of {', '.join(map(repr, SCHEMAS))}, got {schema!r}")
         resolver = resolver_for(
             provider_name if provider is None else provider,
             default_keyword=check_keyword(default_keyword, "default_keyword"),
@@ -185,9 +193,11 @@ class EtwRenderer:
         self.passthrough_level: int | None = level
         #: Whether any event is returned for later processors (``passthrough_level`` is not ``None``).
         self.passthrough = level is not None
-        #: ``"etw"`` or ``"common"`` (Common Schema 4.0 events).
+        #: ``"etw"``, ``"common"`` (Common Schema 4.0 as OpenTelemetry's exporters write it) or
+        #: ``"tracing-etw"`` (Common Schema as the tracing-etw crate writes it).
         self.schema = schema
-        self._common = schema == "common"
+        self._common = schema != "etw"
+        self._cloud = (cloud_role or None, cloud_role_instance or None)
         self._count_invalid = resolver.provider.count_invalid
 
     @property
@@ -275,7 +285,18 @@ class EtwRenderer:
             if named:  # the event text goes to Body, not PartC
                 fields = [f for f in fields if f[0] != "event"]
             body = event if type(event) is str else None
-            write_common(provider, slot, name, fields, opcode=opcode, tags=tags, body=body)
+            write_common(
+                provider,
+                slot,
+                name,
+                fields,
+                opcode=opcode,
+                tags=tags,
+                body=body,
+                event_name=name if named else None,
+                layout=self.schema,
+                cloud=self._cloud,
+            )
             return
 
         current = CURRENT_ACTIVITY.get()

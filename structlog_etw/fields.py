@@ -24,7 +24,16 @@ TIME       ``datetime.datetime`` (as given)          datetime.datetime
 JSON       ``str`` holding JSON text                 mixed / nested lists, ...
 STRUCT     ``list[Field]`` (1..MAX_STRUCT_FIELDS)    dict
 kind|ARRAY ``list`` of values of ``kind``            homogeneous list/tuple/set
+U8         ``int`` in [0, 2**8)                      (never: fixed-width layouts)
+I16        ``int`` in [-2**15, 2**15)                (never: fixed-width layouts)
+U16        ``int`` in [0, 2**16)                     (never: fixed-width layouts)
+U32        ``int`` in [0, 2**32)                     (never: fixed-width layouts)
 ========== ========================================= ===========================
+
+The narrow integer kinds ``U8``/``I16``/``U16``/``U32`` are never produced from a Python value;
+they exist for layouts that prescribe a field's width (the Common Schema fields ``__csver__``,
+``severityNumber`` and a span's ``kind``, as OpenTelemetry's exporters write them).  A value out
+of a kind's range is written as its text, like any value that does not fit its kind.
 
 Field names are ``str`` (non-``str`` keys are turned into strings here); the
 encoders make them valid for their metadata (no NUL).
@@ -50,6 +59,7 @@ __all__ = [
     "BOOL",
     "BYTES",
     "F64",
+    "I16",
     "I64",
     "IPV4",
     "IPV6",
@@ -62,6 +72,9 @@ __all__ = [
     "TIME",
     "TRUNCATED_FIELD",
     "TRUNCATION_MARKER",
+    "U8",
+    "U16",
+    "U32",
     "U64",
     "UUID",
     "Field",
@@ -87,6 +100,11 @@ IPV6: Final = 9
 TIME: Final = 10
 JSON: Final = 11
 STRUCT: Final = 12
+#: Fixed-width integers, only for layouts that prescribe them (never from a Python value).
+U8: Final = 13
+I16: Final = 14
+U16: Final = 15
+U32: Final = 16
 #: Or-ed into a scalar kind: a variable-length array of that kind.
 ARRAY: Final = 0x40
 
@@ -103,6 +121,10 @@ KIND_NAMES: Final[dict[int, str]] = {
     TIME: "datetime",
     JSON: "json",
     STRUCT: "struct",
+    U8: "uint8",
+    I16: "int16",
+    U16: "uint16",
+    U32: "uint32",
 }
 
 #: A struct (dict) holds at most this many fields (both formats: 7-bit count);

@@ -17,10 +17,12 @@ def fake_library(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture
 def fake(fake_library: str) -> Iterator[Fake]:
-    """The fake ETW library, reset; fails the test if it leaves a registration open."""
+    """The fake ETW library, reset; fails the test if it leaves a registration or a session open."""
     f = Fake(fake_library)
     f.lib.fake_reset()
     yield f
     live = f.lib.fake_live_providers()
+    sessions = f.lib.fake_sessions_in_use()
     f.lib.fake_reset()
     assert live == 0, "a test left an ETW registration open"
+    assert sessions == 0, "a test left an ETW session running (or its trace open)"

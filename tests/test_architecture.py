@@ -28,7 +28,9 @@ _LAYER_TABLE: list[tuple[int, list[str]]] = [
     # 2: encoders and decoders
     (2, ["eventheader", "eventheader.*", "tracelogging", "tracelogging.*"]),
     # 3: where events go, and reading what perf and the kernel recorded
-    (3, ["backends", "backends.*", "perf", "perf.*"]),
+    # (etw: the ETW session consumer; it decodes with tracelogging and yields perf.listener's
+    # ListenedEvent, so listen prints Windows and Linux events alike)
+    (3, ["backends", "backends.*", "perf", "perf.*", "etw", "etw.*"]),
     # 4: the provider
     (4, ["_provider"]),
     # 5: structlog-free surface helpers

@@ -1,4 +1,4 @@
-"""Common Schema events written by EtwRenderer(schema="common") in both formats, decoded field by field."""
+"""tracing-etw's Common Schema layout (``schema="tracing-etw"``) in both formats, decoded field by field."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ class CS:
         name = f"CsTest_{fmt}"
         self.backend = CaptureBackend(name, format=fmt)
         self.provider = Provider(name, backend=self.backend)
-        renderer = EtwRenderer(name, provider=self.provider, schema="common")
+        renderer = EtwRenderer(name, provider=self.provider, schema="tracing-etw")
         self.log = structlog.wrap_logger(None, processors=[renderer])
 
     def events(self) -> list[DecodedEvent]:

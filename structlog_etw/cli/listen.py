@@ -121,8 +121,55 @@ def use_color(flag: bool | None, out: IO[str]) -> bool:
     return bool(isatty()) if isatty is not None else False
 
 
+#: The platform hook: on Windows ``listen`` reads a real-time ETW session (structlog_etw.etw).
+#: The tests point these at the C stand-in of advapi32 to run that path on Linux.
+_PLATFORM = sys.platform
+_ETW_LIBRARY: str | None = None
+
+
+def _run_etw(args: argparse.Namespace) -> int:
+    """``listen`` on Windows: a named ETW session for the provider; same output and filters."""
+    from ..etw import EtwListener, EtwListenError  # noqa: PLC0415 (Windows only)
+    from ..etw import run as run_etw  # noqa: PLC0415
+
+    out, err = sys.stdout, sys.stderr
+    if args.group is not None:
+        print("structlog-etw listen: --group is for Linux tracepoint names", file=err, flush=True)
+        return 2
+    try:
+        listener = EtwListener(args.provider, level=args.level, keyword=args.keyword, library=_ETW_LIBRARY)
+    except EtwListenError as e:
+        print(f"structlog-etw listen: {e}", file=err, flush=True)
+        return 2
+    stopping: list[int] = []
+
+    def on_signal(signum: int, frame: object) -> None:
+        stopping.append(signum)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    shown = 0
+    try:
+        stale = " (stopped a stale session of that name)" if listener.stale_stopped else ""
+        print(
+            f"listening to {args.provider}: ETW provider {{{listener.provider_id}}}, "
+            f"session {listener.name}{stale}; Ctrl-C to stop",
+            file=err,
+            flush=True,
+        )
+        emit = make_printer(args.json, use_color(args.color, out), out)
+        shown = run_etw(listener, emit, count=args.count, duration=args.duration, stop=lambda: bool(stopping))
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        listener.close()
+    print(f"structlog-etw listen: {shown} events, {listener.lost} lost", file=err, flush=True)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``structlog-etw listen``; return the exit code."""
+    if _PLATFORM == "win32":
+        return _run_etw(args)
     out, err = sys.stdout, sys.stderr
     try:
         listener = Listener(

@@ -49,6 +49,7 @@ from ..fields import (
     BOOL,
     BYTES,
     F64,
+    I16,
     I64,
     IPV4,
     IPV6,
@@ -59,6 +60,9 @@ from ..fields import (
     TIME,
     TRUNCATED_FIELD,
     TRUNCATION_MARKER,
+    U8,
+    U16,
+    U32,
     U64,
     UUID,
     Field,
@@ -74,6 +78,7 @@ from .spec import (
     ENC_STRING_LENGTH16_CHAR8,
     ENC_STRUCT,
     ENC_VALUE8,
+    ENC_VALUE16,
     ENC_VALUE32,
     ENC_VALUE64,
     ENC_VALUE128,
@@ -128,10 +133,23 @@ _KIND_META: Final[dict[int, bytes]] = {
     IPV6: bytes((ENC_VALUE128 | ENCODING_CHAIN, FMT_IP_ADDRESS)),
     TIME: bytes((ENC_STRING_LENGTH16_CHAR8,)),
     JSON: bytes((ENC_STRING_LENGTH16_CHAR8 | ENCODING_CHAIN, FMT_STRING_JSON)),
+    U8: bytes((ENC_VALUE8 | ENCODING_CHAIN, FMT_UNSIGNED_INT)),
+    I16: bytes((ENC_VALUE16 | ENCODING_CHAIN, FMT_SIGNED_INT)),
+    U16: bytes((ENC_VALUE16 | ENCODING_CHAIN, FMT_UNSIGNED_INT)),
+    U32: bytes((ENC_VALUE32 | ENCODING_CHAIN, FMT_UNSIGNED_INT)),
 }
 
 # Fixed-size scalars: struct format char per kind.
-_FIXED_CHAR: Final[dict[int, str]] = {BOOL: "?", I64: "q", U64: "Q", F64: "d"}
+_FIXED_CHAR: Final[dict[int, str]] = {
+    BOOL: "?",
+    I64: "q",
+    U64: "Q",
+    F64: "d",
+    U8: "B",
+    I16: "h",
+    U16: "H",
+    U32: "I",
+}
 # Fixed-size arrays: array typecode per kind.
 _ARRAY_CODE: Final[dict[int, str]] = {I64: "q", U64: "Q", F64: "d"}
 

@@ -16,6 +16,7 @@ Type mapping (``fields`` kind -> InType / OutType)::
     IPV6   -> BINARY / IPV6 (scalar); COUNTEDBINARY / IPV6 (array: BINARY has no arrays)
     TIME   -> FILETIME / DATETIME_UTC (aware: converted to UTC; naive: taken as local time)
     JSON   -> COUNTEDANSISTRING / JSON
+    U8 -> UINT8    I16 -> INT16    U16 -> UINT16 / UNSIGNED    U32 -> UINT32
     STRUCT -> STRUCT (member count in OutMeta), nested
     kind|ARRAY -> the item type with VCount (u16 count in the data)
 
@@ -56,6 +57,7 @@ from ..fields import (
     BOOL,
     BYTES,
     F64,
+    I16,
     I64,
     IPV4,
     IPV6,
@@ -66,6 +68,9 @@ from ..fields import (
     TIME,
     TRUNCATED_FIELD,
     TRUNCATION_MARKER,
+    U8,
+    U16,
+    U32,
     U64,
     UUID,
     Field,
@@ -232,6 +237,12 @@ _SCALARS: Final[dict[int, tuple[int, int, Packer, str]]] = {
     IPV6: (InType.BINARY, OutType.IPV6, _pack_ipv6, ""),
     TIME: (InType.FILETIME, OutType.DATETIME_UTC, _pack_time, ""),
     JSON: (InType.COUNTEDANSISTRING, OutType.JSON, _pack_str, ""),
+    # fixed widths for prescribed layouts (Common Schema); U16 with OutType UNSIGNED as
+    # OpenTelemetry's ETW exporters write ``__csver__``
+    U8: (InType.UINT8, 0, struct.Struct("<B").pack, "B"),
+    I16: (InType.INT16, 0, struct.Struct("<h").pack, "h"),
+    U16: (InType.UINT16, OutType.UNSIGNED, struct.Struct("<H").pack, "H"),
+    U32: (InType.UINT32, 0, struct.Struct("<I").pack, "I"),
 }
 
 

@@ -25,8 +25,8 @@ def test_registers_sets_traits_writes_and_unregisters_with_the_real_api() -> Non
         result = enc.encode("real_event", F.to_fields({"user": "ann", "n": 3}.items()))
         assert result is not None
         # No session listens: EventWriteTransfer returns 0 (success, nobody to deliver to).
-        assert b.write(slot, 0, result[0], result[1], None, None) == 0
+        assert b.write(slot, result) == 0
         assert b.provider_enabled(4, 1) == bool(slot.word[0])
     finally:
         b.close()
-    assert b.write(slot, 0, result[0], result[1], None, None) == 6
+    assert b.write(slot, result) == 6

@@ -44,7 +44,9 @@ def _plain(v: Any) -> Any:
 _FIXED = {2: 1, 3: 2, 4: 4, 5: 8, 6: 16}
 
 
-def parse(data: bytes) -> Parsed:
+def parse(data: bytes, *, trailing_ok: bool = False) -> Parsed:
+    """Parse one event; ``trailing_ok`` accepts bytes after the last field (perf pads a sample's
+    raw data to 8 bytes, and tracepoint_decode's enumerator stops at the last field)."""
     if len(data) < 8:
         raise Malformed("short header")
     flags, version, eid, tag, opcode, level = struct.unpack_from("<BBHHBB", data, 0)
@@ -100,7 +102,7 @@ def parse(data: bytes) -> Parsed:
     p = Parsed(flags, version, eid, tag, opcode, level, activity, related, name)
     state = [pos]
     p.fields = _read_fields(defs, [0], data, state, None)
-    if state[0] != len(data):
+    if state[0] != len(data) and not trailing_ok:
         raise Malformed(f"{len(data) - state[0]} trailing payload bytes")
     return p
 

@@ -7,11 +7,15 @@ from __future__ import annotations
 import ctypes
 import shutil
 import subprocess
+import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from structlog_etw.decoded import DecodedEvent
+from structlog_etw.etw import abi
 from structlog_etw.tracelogging.decoder import decode, decode_traits
 
 from .shared import skip_or_fail
@@ -21,7 +25,13 @@ HANDLE_BASE = 0xA5A5000000000000
 
 
 def build_fake_library(directory: Path) -> str:
-    """Compile tests/csrc/fake_eventing.c into ``directory``; skip (locally) or fail (CI) without gcc."""
+    """Compile tests/csrc/fake_eventing.c into ``directory``; skip (locally) or fail (CI) without gcc.
+
+    On Windows the stand-in has no place: the real advapi32 runs there (tests/etw with
+    ``etw_os``, tests/backends/test_etw_real_windows.py), so the stand-in's tests are skipped.
+    """
+    if sys.platform == "win32":
+        pytest.skip("the C stand-in of advapi32 is for hosts without Windows; here the real API runs")
     gcc = shutil.which("gcc")
     if gcc is None:
         skip_or_fail("gcc not found: cannot build the fake ETW library tests/csrc/fake_eventing.c")
@@ -85,6 +95,32 @@ class Fake:
         self.lib.fake_get_data.restype = ctypes.c_int64
         self.lib.fake_get_setinfo.restype = ctypes.c_int64
         self.lib.fake_set_write_result.argtypes = [ctypes.c_uint32]
+        self.lib.fake_set_start_result.argtypes = [ctypes.c_uint32]
+        self.lib.fake_set_session_queue_max.argtypes = [ctypes.c_uint32]
+        self.lib.fake_session_info.argtypes = [ctypes.c_char_p] + [ctypes.POINTER(ctypes.c_uint32)] * 3
+
+    def session_info(self, name: str) -> dict[str, int] | None:
+        """A running session's lost count and the ENABLE_TRACE_PARAMETERS it got; None if none runs."""
+        lost, version, prop = ctypes.c_uint32(), ctypes.c_uint32(), ctypes.c_uint32()
+        wide = name.encode("utf-16-le") + b"\0\0"
+        rc = self.lib.fake_session_info(wide, ctypes.byref(lost), ctypes.byref(version), ctypes.byref(prop))
+        if rc != 0:
+            return None
+        return {"lost": lost.value, "params_version": version.value, "enable_property": prop.value}
+
+    def start_session(self, name: str) -> int:
+        """Start a real-time session the way a process that then dies would (StartTraceW only)."""
+        size = ctypes.sizeof(abi.EVENT_TRACE_PROPERTIES) + 2 * 1025
+        buf = ctypes.create_string_buffer(size)
+        props = abi.EVENT_TRACE_PROPERTIES.from_buffer(buf)
+        props.Wnode.BufferSize = size
+        props.Wnode.Flags = abi.WNODE_FLAG_TRACED_GUID
+        props.LogFileMode = abi.EVENT_TRACE_REAL_TIME_MODE
+        props.LoggerNameOffset = ctypes.sizeof(abi.EVENT_TRACE_PROPERTIES)
+        handle = ctypes.c_uint64()
+        rc = self.lib.StartTraceW(ctypes.byref(handle), abi.wide(name), ctypes.byref(props))
+        assert rc == 0, rc
+        return handle.value
 
     def enable(self, level: int, any_kw: int = 0, all_kw: int = 0, is_enabled: int = 1) -> None:
         self.lib.fake_enable(level, any_kw, all_kw, is_enabled)

@@ -15,6 +15,7 @@ from test_activities_kernel import decoded_capture
 from structlog_etw import EtwRenderer, add_otel_ids, etw_activity
 from structlog_etw._provider import Provider
 from structlog_etw.decoded import DecodedField
+from tests.helpers.cs_readers import read_like_geneva
 
 pytestmark = pytest.mark.kernel
 
@@ -64,7 +65,7 @@ def test_common_schema_log_and_span_events_arrive_in_perf_field_by_field(
             with TRACER.start_as_current_span("request") as span:
                 log.info("user_login", user="ann")
                 with etw_activity(log, "Outer") as outer, etw_activity(log, "Inner", job=3) as inner:
-                    log.info("work", n=1)
+                    log.info("work", etw_name="Work", n=1, event_id=5)
     finally:
         provider.close()
     ctx = span.get_span_context()
@@ -73,30 +74,42 @@ def test_common_schema_log_and_span_events_arrive_in_perf_field_by_field(
     assert outer.id is not None
     assert inner.id is not None
 
-    assert login.name == "user_login"
+    assert (login.name, work.name, inner_span.name, outer_span.name) == ("Log", "Log", "Span", "Span")
     assert _shape(login.field_list) == [
         "__csver__",
-        ("PartA", ["time", ("ext_dt", ["traceId", "spanId"])]),
-        ("PartB", ["_typeName", "name", "eventTime"]),
-        ("PartC", ["Body", "user"]),
+        ("PartA", ["time", "ext_dt_traceId", "ext_dt_spanId"]),
+        ("PartC", ["user"]),
+        ("PartB", ["_typeName", "body", "severityNumber", "severityText"]),
     ]
-    assert login.fields["__csver__"] == 0x0401
-    assert login.fields["PartA"]["ext_dt"] == {"traceId": trace_hex, "spanId": span_hex}
-    assert login.fields["PartB"]["_typeName"] == "Log"
-    assert login.fields["PartC"] == {"Body": "user_login", "user": "ann"}
+    assert login.fields["__csver__"] == 0x400
+    assert login.fields["PartA"]["ext_dt_traceId"] == trace_hex
+    assert login.fields["PartA"]["ext_dt_spanId"] == span_hex
+    assert login.fields["PartB"]["body"] == "user_login"
 
-    # inside an activity the spanId is the activity's: the Log joins the Span event written for it
-    assert work.fields["PartA"]["ext_dt"] == {"traceId": trace_hex, "spanId": inner.id.hex}
+    # inside an activity the span id is the activity's: the Log joins the Span event written for it
+    assert work.fields["PartA"]["ext_dt_traceId"] == trace_hex
+    assert work.fields["PartA"]["ext_dt_spanId"] == inner.id.hex[16:]
+    assert work.fields["PartB"]["eventId"] == 5
+    assert work.fields["PartB"]["name"] == "Work"
 
-    assert inner_span.name == "Inner"
     assert _shape(inner_span.field_list) == [
         "__csver__",
-        ("PartA", ["time", ("ext_dt", ["traceId", "spanId"])]),
-        ("PartB", ["_typeName", "parentId", "name", "startTime"]),
-        ("PartC", ["job", "duration_ns", "outcome"]),
+        ("PartA", ["time", "ext_dt_traceId", "ext_dt_spanId"]),
+        ("PartB", ["_typeName", "name", "startTime", "success", "kind", "parentId"]),
+        ("PartC", ["job"]),
     ]
-    assert inner_span.fields["PartA"]["ext_dt"] == {"traceId": trace_hex, "spanId": inner.id.hex}
-    assert inner_span.fields["PartB"]["parentId"] == outer.id.hex
-    assert outer_span.name == "Outer"
-    assert _shape(outer_span.field_list)[2] == ("PartB", ["_typeName", "name", "startTime"])
+    assert inner_span.fields["PartA"]["ext_dt_spanId"] == inner.id.hex[16:]
+    assert inner_span.fields["PartB"]["parentId"] == outer.id.hex[16:]
+    assert outer_span.fields["PartB"]["parentId"] == span_hex  # the OpenTelemetry span encloses it
     assert all(e.opcode == 0 and e.activity_id is None for e in (login, work, inner_span, outer_span))
+
+    # the perf samples' bytes, read as otel-arrow's receiver and the Geneva uploader read them
+    prefix = f"user_events:{provider_name}_"
+    samples = [s for s in session.samples() if s.name.startswith(prefix)]
+    logs = [read_like_geneva(s.data) for s in samples[:2]]
+    assert all(r.common_schema for r in logs)
+    assert [(r.body, r.severity_number, r.trace_id) for r in logs] == [
+        ("user_login", 9, ctx.trace_id.to_bytes(16, "big")),
+        ("work", 9, ctx.trace_id.to_bytes(16, "big")),
+    ]
+    assert [r.span_id for r in logs] == [ctx.span_id.to_bytes(8, "big"), inner.id.bytes[8:]]

@@ -1,0 +1,42 @@
+"""Reading ETW: a real-time session for one provider, its TraceLogging events decoded (Windows).
+
+* :mod:`~structlog_etw.etw.consumer` - :class:`EtwListener`: starts a named real-time session
+  (``StartTraceW``), enables a provider by GUID with a level and a keyword (``EnableTraceEx2``),
+  consumes it on a thread (``OpenTraceW``, ``ProcessTrace``) and decodes every ``EVENT_RECORD``
+  with the TraceLogging decoder into the :class:`~structlog_etw.perf.listener.ListenedEvent`
+  items the Linux listener yields; it stops and closes the session on exit.
+* :mod:`~structlog_etw.etw.abi` - the numbers and the ctypes structures of the ETW controller
+  and consumer API in the Windows x64 layout (sizes and offsets from the SDK headers).
+
+Importing works on every OS; starting a session needs Windows and administrator rights::
+
+    from structlog_etw.etw import EtwListener
+
+    with EtwListener("MyCompany_MyService", level=5) as listener:
+        for event in listener.poll(1.0):
+            print(event.decoded.name if event.decoded else event.error)
+"""
+
+from __future__ import annotations
+
+from .consumer import (
+    DEFAULT_BUFFERED_BYTES,
+    EtwListener,
+    EtwListenError,
+    RawRecord,
+    decode_raw,
+    run,
+    session_name,
+    stop_session,
+)
+
+__all__ = [
+    "DEFAULT_BUFFERED_BYTES",
+    "EtwListenError",
+    "EtwListener",
+    "RawRecord",
+    "decode_raw",
+    "run",
+    "session_name",
+    "stop_session",
+]

@@ -1,0 +1,245 @@
+"""EtwListener against the C stand-in of advapi32: session life cycle, bounds, undecodable input."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import uuid
+
+import pytest
+
+from structlog_etw.backends.etw import EtwBackend
+from structlog_etw.etw import (
+    EtwListener,
+    EtwListenError,
+    RawRecord,
+    abi,
+    consumer,
+    decode_raw,
+    session_name,
+    stop_session,
+)
+from structlog_etw.fields import to_fields
+from structlog_etw.tracelogging.encoder import TraceLoggingEncoder
+from structlog_etw.tracelogging.spec import provider_id
+from tests.helpers.fake_etw import Fake
+
+NAME = "MyCompany_Consumer"
+
+
+def _write(backend: EtwBackend, enc: TraceLoggingEncoder, name: str, level: int = 4, **fields: object) -> int:
+    event = enc.encode(name, to_fields(fields.items()), level)
+    assert event is not None
+    return backend.write(backend.open_slot(level, 1), event)
+
+
+def test_events_arrive_decoded_with_header_facts(fake: Fake) -> None:
+    with EtwListener(NAME, level=5, library=fake.path) as listener:
+        assert fake.session_info(listener.name) == {"lost": 0, "params_version": 2, "enable_property": 0}
+        backend = EtwBackend(NAME, library=fake.path)
+        try:
+            assert backend.open_slot(4, 1).word[0] == 1  # the session's enable reached the provider
+            assert _write(backend, TraceLoggingEncoder(NAME), "hello", x=1) == 0
+        finally:
+            backend.close()
+        (ev,) = listener.drain()
+    assert ev.decoded is not None and ev.error is None
+    assert (ev.decoded.name, ev.decoded.fields, ev.decoded.provider) == ("hello", {"x": 1}, NAME)
+    assert ev.pid is not None and ev.tid is not None and ev.realtime_ns is not None
+    assert ev.realtime_ns > 1_600_000_000 * 10**9  # the FILETIME stamp converted to Unix ns
+    assert listener.process_result == 0 and not listener.running
+
+
+def test_the_session_is_named_after_the_provider_and_gone_after_close(fake: Fake) -> None:
+    listener = EtwListener(NAME, library=fake.path)
+    assert listener.name == session_name(NAME) == f"structlog-etw-listen-{NAME}"
+    assert fake.lib.fake_sessions_in_use() == 1
+    listener.close()
+    listener.close()  # idempotent
+    assert fake.lib.fake_sessions_in_use() == 0
+    assert fake.session_info(listener.name) is None
+
+
+def test_a_stale_session_of_the_same_name_is_stopped_and_replaced(fake: Fake) -> None:
+    fake.start_session(session_name(NAME))  # left behind by a process that died
+    with EtwListener(NAME, library=fake.path) as listener:
+        assert listener.stale_stopped
+        assert fake.lib.fake_sessions_in_use() == 1
+    assert fake.lib.fake_sessions_in_use() == 0
+
+
+def test_stop_session_stops_one_by_name(fake: Fake) -> None:
+    fake.start_session("leftover")
+    assert stop_session("leftover", library=fake.path) is True
+    assert stop_session("leftover", library=fake.path) is False
+    assert fake.lib.fake_sessions_in_use() == 0
+
+
+def test_no_rights_is_a_clear_error_and_leaves_no_session(fake: Fake) -> None:
+    fake.lib.fake_set_start_result(abi.ERROR_ACCESS_DENIED)
+    with pytest.raises(EtwListenError, match="administrator"):
+        EtwListener(NAME, library=fake.path)
+    assert fake.lib.fake_sessions_in_use() == 0
+
+
+def test_a_failure_after_start_stops_the_session(fake: Fake, monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail(self: EtwListener) -> None:
+        raise EtwListenError("OpenTraceW failed")
+
+    monkeypatch.setattr(EtwListener, "_open", fail)
+    with pytest.raises(EtwListenError, match="OpenTraceW"):
+        EtwListener(NAME, library=fake.path)
+    assert fake.lib.fake_sessions_in_use() == 0  # started, enabled, then stopped on the error
+
+
+@pytest.mark.parametrize(("level", "keyword"), [(0, None), (256, None), (None, 2**64)])
+def test_bad_arguments_are_refused(fake: Fake, level: int | None, keyword: int | None) -> None:
+    with pytest.raises(EtwListenError):
+        EtwListener(NAME, level=level, keyword=keyword, library=fake.path)
+
+
+def test_the_queue_is_bounded_in_bytes_and_drops_are_counted(fake: Fake) -> None:
+    with EtwListener(NAME, level=5, library=fake.path, max_buffered_bytes=3000) as listener:
+        backend = EtwBackend(NAME, library=fake.path)
+        enc = TraceLoggingEncoder(NAME)
+        try:
+            # ProcessTrace queues what arrives; nobody polls until drain().
+            for i in range(20):
+                _write(backend, enc, "big", s="x" * 500, i=i)
+        finally:
+            backend.close()
+        evs = listener.drain()
+    assert 0 < len(evs) < 20
+    assert len(evs) + listener.lost == 20
+
+
+def test_an_event_without_tracelogging_metadata_is_reported_undecodable(fake: Fake) -> None:
+    other = provider_id("SomebodyElse")
+    with EtwListener(str(other), level=5, library=fake.path) as listener:
+        # A provider that never set its traits: ETW ignores the descriptor types and the
+        # TraceLogging metadata lands in the user data (no EVENT_SCHEMA_TL item).
+        lib = fake.lib
+        handle = ctypes.c_uint64()
+        cb = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 7))(lambda *a: None)
+        assert lib.EventRegister(other.bytes_le, cb, None, ctypes.byref(handle)) == 0
+        try:
+            enc = TraceLoggingEncoder("SomebodyElse")
+            traits, meta, data = enc.encode("raw", to_fields({"x": 1}.items()), 4)  # type: ignore[misc]
+            desc = bytes([0, 0, 0, 11, 4, 0, 0, 0]) + (1).to_bytes(8, "little")
+            bufs = [ctypes.create_string_buffer(b, len(b)) for b in (traits, meta, data)]
+            dd = b"".join(
+                ctypes.addressof(b).to_bytes(8, "little") + len(b).to_bytes(4, "little") + bytes([t, 0, 0, 0])
+                for b, t in zip(bufs, (2, 1, 0), strict=True)
+            )
+            assert lib.EventWriteTransfer(handle, desc, None, None, 3, dd) == 0
+        finally:
+            lib.EventUnregister(handle)
+        (ev,) = listener.drain()
+    assert ev.decoded is None
+    assert ev.error is not None and "EVENT_SCHEMA_TL" in ev.error
+    assert ev.raw == traits + meta + data  # everything arrived as user data
+
+
+def _raw(**kw: object) -> RawRecord:
+    base: dict[str, object] = {
+        "provider_id": uuid.uuid4(),
+        "descriptor": bytes([0, 0, 0, 11, 4, 0, 0, 0]) + (1).to_bytes(8, "little"),
+        "timestamp": abi.FILETIME_UNIX_EPOCH,
+        "pid": 1,
+        "tid": 2,
+        "cpu": 0,
+        "activity_id": bytes(16),
+        "metadata": None,
+        "traits": None,
+        "related_id": None,
+        "data": b"",
+    }
+    base.update(kw)
+    return RawRecord(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({}, "EVENT_SCHEMA_TL"),
+        ({"metadata": b"\xff\xff garbage"}, "metadata size"),
+        ({"metadata": b"\x01\x00"}, "truncated"),
+        ({"metadata": b"\x05\x00\x00ab"}, "unterminated"),
+        ({"metadata": b"\x06\x00\x00e\x00x", "data": b""}, ""),
+        ({"metadata": b"\x05\x00\x00e\x00", "related_id": b"short"}, "related activity id"),
+        ({"metadata": b"\x05\x00\x00e\x00", "descriptor": bytes(16)}, "channel 0"),
+        ({"metadata": b"\x05\x00\x00e\x00", "traits": b"\x09\x00"}, "traits size"),
+    ],
+)
+def test_crafted_records_become_error_events_not_exceptions(kw: dict[str, object], message: str) -> None:
+    ev = decode_raw(_raw(**kw), "P")
+    assert ev.decoded is None and ev.error is not None
+    assert message in ev.error
+    assert ev.realtime_ns == 0 and ev.pid == 1
+
+
+def test_metadata_is_read_up_to_its_own_size() -> None:
+    meta = b"\x07\x00\x00ev\x00"  # 6 bytes that claim 7
+    ev = decode_raw(_raw(metadata=b"\x06\x00\x00ev\x00" + b"\0\0", data=b""), "P")  # two bytes of padding
+    assert ev.error is None and ev.decoded is not None
+    assert (ev.decoded.name, ev.decoded.fields) == ("ev", {})
+    assert decode_raw(_raw(metadata=meta), "P").error is not None  # a size past the blob is an error
+
+
+def test_the_stand_in_reads_fields_where_the_sdk_puts_them(fake: Fake) -> None:
+    """A logfile whose callback sits 8 bytes early (a layout slip) is refused, the right one opens."""
+    fake.start_session("layout")
+    try:
+        lib = fake.lib
+        lib.OpenTraceW.restype = ctypes.c_uint64
+        name = abi.wide("layout")
+        callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda record: None)
+        address = ctypes.cast(callback, ctypes.c_void_p).value
+        mode = abi.PROCESS_TRACE_MODE_REAL_TIME | abi.PROCESS_TRACE_MODE_EVENT_RECORD
+        wrong = bytearray(ctypes.sizeof(abi.EVENT_TRACE_LOGFILEW))
+        wrong[8:16] = ctypes.addressof(name).to_bytes(8, "little")
+        wrong[28:32] = mode.to_bytes(4, "little")
+        wrong[416:424] = (address or 0).to_bytes(8, "little")  # EventsLost's slot, not the callback's
+        buf = (ctypes.c_char * len(wrong)).from_buffer(wrong)
+        assert lib.OpenTraceW(buf) == abi.INVALID_PROCESSTRACE_HANDLE
+        assert lib.GetLastError() == 87
+        right = abi.EVENT_TRACE_LOGFILEW()
+        right.LoggerName = ctypes.addressof(name)
+        right.ProcessTraceMode = mode
+        right.EventRecordCallback = address
+        handle = lib.OpenTraceW(ctypes.byref(right))
+        assert handle != abi.INVALID_PROCESSTRACE_HANDLE
+        assert right.BufferSize == 64 * 1024  # written back by the stand-in at the SDK's offset 408
+        assert lib.CloseTrace(ctypes.c_uint64(handle)) == 0
+    finally:
+        assert stop_session("layout", library=fake.path)
+
+
+def test_records_of_other_providers_are_skipped_not_shown(fake: Fake) -> None:
+    with EtwListener(NAME, library=fake.path) as listener:
+        rec = abi.EVENT_RECORD()
+        rec.EventHeader.ProviderId = abi.GUID.from_uuid(provider_id("Other"))
+        listener._on_record(ctypes.pointer(rec))  # as ProcessTrace would call it
+        rec.EventHeader.ProviderId = abi.GUID.from_uuid(listener.provider_id)
+        listener._on_record(ctypes.pointer(rec))
+        assert listener.skipped == 1
+        (ev,) = listener.poll(0)
+    assert ev.error is not None and "EVENT_SCHEMA_TL" in ev.error
+
+
+def test_listeners_left_open_are_stopped_at_exit(fake: Fake) -> None:
+    listener = EtwListener(NAME, library=fake.path)
+    assert fake.lib.fake_sessions_in_use() == 1
+    consumer._close_open_listeners()  # what atexit runs
+    assert fake.lib.fake_sessions_in_use() == 0
+    assert not listener.running
+
+
+def test_ctrl_c_during_start_up_leaves_no_session(fake: Fake, monkeypatch: pytest.MonkeyPatch) -> None:
+    def interrupted(self: threading.Thread) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(threading.Thread, "start", interrupted)  # between OpenTraceW and the thread
+    with pytest.raises(KeyboardInterrupt):
+        EtwListener(NAME, library=fake.path)
+    assert fake.lib.fake_sessions_in_use() == 0  # stopped, and the opened trace closed

@@ -1,0 +1,115 @@
+"""``structlog-etw listen`` on its Windows path (an ETW session), run against the C stand-in."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from structlog_etw.backends.etw import EtwBackend
+from structlog_etw.cli import listen
+from structlog_etw.etw import session_name
+from structlog_etw.fields import to_fields
+from structlog_etw.tracelogging.encoder import TraceLoggingEncoder
+from tests.helpers.fake_etw import Fake
+
+NAME = "MyCompany_ListenWin"
+
+
+def _args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    listen.add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+@pytest.fixture
+def windows_listen(fake: Fake, monkeypatch: pytest.MonkeyPatch) -> Fake:
+    monkeypatch.setattr(listen, "_PLATFORM", "win32")
+    monkeypatch.setattr(listen, "_ETW_LIBRARY", fake.path)
+    return fake
+
+
+def _writer(fake: Fake, events: list[tuple[str, int, int]]) -> threading.Thread:
+    """Once listen's session runs, register the provider and write ``events`` (name, level, keyword)."""
+
+    def write() -> None:
+        deadline = time.monotonic() + 10
+        while fake.session_info(session_name(NAME)) is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        backend = EtwBackend(NAME, library=fake.path)
+        enc = TraceLoggingEncoder(NAME)
+        try:
+            for name, level, keyword in events:
+                event = enc.encode(name, to_fields({"k": keyword}.items()), level)
+                assert event is not None
+                backend.write(backend.open_slot(level, keyword), event)
+        finally:
+            backend.close()
+
+    t = threading.Thread(target=write)
+    t.start()
+    return t
+
+
+def test_listen_on_windows_shows_the_sessions_events_with_filters(
+    windows_listen: Fake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    events = [("info_k4", 4, 4), ("warn_k8", 3, 8), ("warn_k4", 3, 4), ("error_k6", 2, 6), ("late", 1, 4)]
+    writer = _writer(windows_listen, events)
+    rc = listen.run(_args([NAME, "--json", "--level", "warning", "--keyword", "0x4", "--count", "2"]))
+    writer.join()
+    out, err = capsys.readouterr()
+    assert rc == 0
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [(d["name"], d["level"]) for d in lines] == [("warn_k4", 3), ("error_k6", 2)]
+    assert (lines[0]["provider"], lines[0]["keyword"], lines[0]["fields"]) == (NAME, "0x4", {"k": 4})
+    assert lines[0]["pid"] is not None and lines[0]["timestamp"] is not None
+    assert f"session structlog-etw-listen-{NAME}" in err
+    assert "2 events, 0 lost" in err
+    assert windows_listen.lib.fake_sessions_in_use() == 0  # stopped and closed on exit
+
+
+def test_listen_on_windows_text_output_and_duration(
+    windows_listen: Fake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    writer = _writer(windows_listen, [("hello", 4, 1)])
+    rc = listen.run(_args([NAME, "--duration", "0.5", "--no-color"]))
+    writer.join()
+    out, err = capsys.readouterr()
+    assert rc == 0
+    assert "hello" in out and "k=1" in out.replace(": ", "=")
+    assert "1 events, 0 lost" in err
+
+
+def test_listen_on_windows_without_rights_exits_2(
+    windows_listen: Fake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    windows_listen.lib.fake_set_start_result(5)
+    assert listen.run(_args([NAME])) == 2
+    assert "administrator" in capsys.readouterr().err
+    assert listen.run(_args([NAME, "--group", "g"])) == 2
+
+
+def test_ctrl_c_stops_listen_and_its_session(
+    windows_listen: Fake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def interrupt() -> None:
+        deadline = time.monotonic() + 10
+        # listen's own handler is in place once its session runs: Ctrl-C then means "stop".
+        while signal.getsignal(signal.SIGINT) is signal.default_int_handler and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert windows_listen.session_info(session_name(NAME)) is not None
+        os.kill(os.getpid(), signal.SIGINT)
+
+    t = threading.Thread(target=interrupt)
+    t.start()
+    rc = listen.run(_args([NAME, "--duration", "30"]))  # would run 30 s without the Ctrl-C
+    t.join()
+    assert rc == 0
+    assert "0 events, 0 lost" in capsys.readouterr().err
+    assert windows_listen.lib.fake_sessions_in_use() == 0
