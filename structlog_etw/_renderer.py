@@ -273,8 +273,18 @@ class EtwRenderer:
         if name is None:
             event = event_dict.get("event", "")
             name = EVENT_NAMES[event] if type(event) is str else event_name(event)
-        fields = dict_fields(event_dict.items(), None if named else "event")
         exc_info = event_dict.get("exc_info")
+        if not self._common and not exc_info:
+            # the hot path: the event dict's items are the fields (Provider.write_dict)
+            current = CURRENT_ACTIVITY.get()
+            if current is None:
+                provider.write_dict(slot, name, event_dict, None if named else "event", opcode, tags)
+            else:
+                provider.write_dict(
+                    slot, name, event_dict, None if named else "event", opcode, tags, current[0], current[1]
+                )
+            return
+        fields = dict_fields(event_dict.items(), None if named else "event")
         if exc_info and "exception" not in event_dict:
             text = _format_exc_info(exc_info)
             if text is not None:

@@ -24,7 +24,7 @@ PKG = "structlog_etw"
 LAYERS: dict[str, int] = {}
 _LAYER_TABLE: list[tuple[int, list[str]]] = [
     # 1: format-neutral data and the two formats' numbers (standard library only)
-    (1, ["fields", "decoded", "eventheader.spec", "tracelogging.spec", "_size_policy", "_levels"]),
+    (1, ["fields", "decoded", "eventheader.spec", "tracelogging.spec", "_size_policy", "_shapes", "_levels"]),
     # 2: encoders and decoders
     (2, ["eventheader", "eventheader.*", "tracelogging", "tracelogging.*"]),
     # 3: where events go, and reading what perf and the kernel recorded

@@ -13,8 +13,11 @@ Tracepoints are named ``<Provider>_L<level>K<keyword>[G<group>]`` (:mod:`.spec`)
 index.  Metadata and a packing plan are built once per *event shape* (name, field names,
 kinds, nested) and cached; a bounded cache keeps high-cardinality names from growing memory.
 
-Two paths, one result:
+Three routes, one result:
 
+* :meth:`EventHeaderEncoder.encode_dict` takes the event dict itself (a log call's fields) and
+  writes the common shapes with a function generated per shape's *layout* (:mod:`structlog_etw._shapes`),
+  straight from the dict's values; anything else goes through ``dict_fields`` and :meth:`encode`;
 * the **fast path** packs the values with a function generated for the shape's kinds
   (straight-line code, cached); it is taken when every value is what its kind expects and the
   event fits;
@@ -40,9 +43,10 @@ import struct
 import sys
 import threading
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from .._shapes import NONE, SKIP, Step, compile_packer, layout
 from .._size_policy import Cuttable, Piece, joined, water_level, whole_size
 from ..fields import (
     ARRAY,
@@ -67,6 +71,7 @@ from ..fields import (
     UUID,
     Field,
     bytes_value,
+    dict_fields,
     json_as_str,
     leaf_values,
     normalize,
@@ -493,6 +498,60 @@ _ARRAY_BODY: Final[dict[int, Callable[[list[Any]], bytes]]] = {
 }
 
 
+# --- shape functions: event dict -> event bytes, one generated function per layout ---------------
+
+#: How a shape function writes each kind (the same bytes as the packers above and the general path).
+_SHAPE_STEPS: Final[dict[int, Step]] = {
+    STR: Step("", "{v}.encode()"),
+    NONE: Step("", "b'None'"),
+    I64: Step("q", "{v}"),
+    F64: Step("d", "{v}"),
+    BOOL: Step("?", "{v}"),
+    BYTES: Step("", "{v}"),
+    UUID: Step("16s", "{v}.bytes"),
+    TIME: Step("", "{v}.isoformat().encode()"),
+}
+_SHAPE_FNS: dict[tuple[int, ...], Callable[..., bytes | None]] = {}
+
+
+def _shape_fn(kinds: tuple[int, ...]) -> Callable[..., bytes | None]:
+    """The generated ``f(event, head, meta_block)`` for a layout (shared by every shape with the
+    same layout, whatever its names: a new event name costs no compilation)."""
+    fn = _SHAPE_FNS.get(kinds)
+    if fn is None:
+        fn = compile_packer(kinds, _SHAPE_STEPS, ("h", "m"))
+        if len(_SHAPE_FNS) >= _PACKER_LIMIT:
+            _SHAPE_FNS.clear()
+        _SHAPE_FNS[kinds] = fn
+    return fn
+
+
+#: Header bytes of an event with opcode 0, tag 0 and no activity, per level.
+_HEADS: Final[dict[int, bytes]] = {lv: _HEADER.pack(HEADER_FLAGS, 0, 0, 0, 0, lv) for lv in range(256)}
+
+
+def _head(level: int, opcode: int, tag: int, activity_id: bytes | None, related_id: bytes | None) -> bytes:
+    """The header and the activity extension; ``ValueError`` for arguments outside their ranges."""
+    try:
+        head = _HEADER.pack(HEADER_FLAGS, 0, 0, tag, opcode, level)
+    except struct.error:
+        raise ValueError(
+            f"level and opcode must be in 0..255 and tag in 0..65535, got {level}, {opcode}, {tag}"
+        ) from None
+    if activity_id is not None:
+        if len(activity_id) != 16 or (related_id is not None and len(related_id) != 16):
+            raise ValueError("activity ids must be 16 bytes")
+        ids = activity_id if related_id is None else activity_id + related_id
+        head = head + _EXT.pack(len(ids), EXT_ACTIVITY_ID | EXTENSION_CHAIN) + ids
+    return head
+
+
+#: A shape cache entry: the metadata block and the shape function, or ``None`` (general route).
+_ShapeEntry = tuple[bytes, Callable[..., bytes | None]] | None
+#: What the shape caches' ``get`` returns for a shape not seen yet.
+_MISSING: Final[Any] = object()
+
+
 # --- the encoder ----------------------------------------------------------------------------------
 
 _TRUE: Final = _BODY[BOOL](True)
@@ -508,7 +567,7 @@ class EventHeaderEncoder:
     ``truncated`` counts events written with values cut by the size policy.
     """
 
-    __slots__ = ("_cache", "_lock", "cache_limit", "max_size", "truncated")
+    __slots__ = ("_by_classes", "_by_keys", "_cache", "_lock", "cache_limit", "max_size", "truncated")
 
     def __init__(self, max_size: int = PERF_MAX_EVENT_SIZE, cache_limit: int = 2048) -> None:
         if not 64 <= max_size <= DYN_MAX_EVENT_SIZE:
@@ -517,6 +576,10 @@ class EventHeaderEncoder:
         self.cache_limit = cache_limit
         self.truncated = 0
         self._cache: dict[Any, _Plan] = {}
+        # encode_dict's shape caches: (name, skip, *keys) -> the entry built for the value classes
+        # seen first; (name, skip, *keys, *classes) -> the entries of other classes.
+        self._by_keys: dict[tuple[Any, ...], _ShapeEntry] = {}
+        self._by_classes: dict[tuple[Any, ...], _ShapeEntry] = {}
         self._lock = threading.Lock()
 
     def _plan(self, name: str, fields: list[Field]) -> _Plan:
@@ -552,17 +615,7 @@ class EventHeaderEncoder:
         ``ValueError`` only for arguments outside the header's ranges: ``level`` or ``opcode``
         not in 0..255, ``tag`` not in 0..65535, an activity or related id not 16 bytes.
         """
-        try:
-            head = _HEADER.pack(HEADER_FLAGS, 0, 0, tag, opcode, level)
-        except struct.error:
-            raise ValueError(
-                f"level and opcode must be in 0..255 and tag in 0..65535, got {level}, {opcode}, {tag}"
-            ) from None
-        if activity_id is not None:
-            if len(activity_id) != 16 or (related_id is not None and len(related_id) != 16):
-                raise ValueError("activity ids must be 16 bytes")
-            ids = activity_id if related_id is None else activity_id + related_id
-            head = head + _EXT.pack(len(ids), EXT_ACTIVITY_ID | EXTENSION_CHAIN) + ids
+        head = _head(level, opcode, tag, activity_id, related_id)
         # The fast path.  The common case first: flat fields (no struct), the shape key built in
         # one pass and the generated packer reading the values from the fields in place.
         try:
@@ -589,6 +642,75 @@ class EventHeaderEncoder:
         except Exception:  # a value the generated code does not write: the general path decides
             pass
         return self._encode_general(name, fields, head)
+
+    def encode_dict(
+        self,
+        name: str,
+        event: Mapping[Any, Any],
+        skip: str | None,
+        level: int,
+        opcode: int = 0,
+        tag: int = 0,
+        activity_id: bytes | None = None,
+        related_id: bytes | None = None,
+    ) -> bytes | None:
+        """``encode(name, dict_fields(event.items(), skip), level, ...)``, byte for byte, faster.
+
+        ``event``'s items are the fields, except ``exc_info`` and the key ``skip`` (``None``: none
+        skipped).  An event whose keys are ``str`` and whose values are of the classes of
+        :data:`structlog_etw._shapes.SHAPE_KINDS` is written by its shape's generated function
+        straight from the dict's values (one ``struct`` call per run of fixed-size values); the
+        shape (event name, ``skip``, keys) and its metadata are cached, bounded by
+        ``cache_limit`` like the plans.  Anything else, or a value the function cannot write (an
+        int past int64, a string with lone surrogates, an event past ``max_size``), takes the
+        route of :meth:`encode`.  Same error contract as :meth:`encode`.
+        """
+        simple = type(level) is int and opcode == 0 and tag == 0 and activity_id is None
+        head = _HEADS.get(level) if simple else None
+        if head is None:
+            head = _head(level, opcode, tag, activity_id, related_id)
+        try:
+            entry: _ShapeEntry = self._by_keys.get((name, skip, *event), _MISSING)
+            if entry is _MISSING:
+                entry = self._shape_entry(name, event, skip, True)
+            out = None if entry is None else entry[1](event, head, entry[0])
+            if out is None:  # the values' classes are not the ones of the first entry (or it had none)
+                entry = self._by_classes.get((name, skip, *event, *map(type, event.values())), _MISSING)
+                if entry is _MISSING:
+                    entry = self._shape_entry(name, event, skip, False)
+                if entry is not None:
+                    out = entry[1](event, head, entry[0])
+            if out is not None and len(out) <= self.max_size:
+                return out
+        except Exception:  # a value the shape function does not write: the general route decides
+            pass
+        return self.encode(
+            name, dict_fields(event.items(), skip), level, opcode, tag, activity_id, related_id
+        )
+
+    def _shape_entry(self, name: str, event: Mapping[Any, Any], skip: str | None, first: bool) -> _ShapeEntry:
+        """Build and cache the entry of ``event``'s shape: in ``_by_keys`` when ``first``, else
+        in ``_by_classes``.  ``None`` (cached too) when the shape has no shape function."""
+        keys = tuple(event)
+        classes = tuple(map(type, event.values()))
+        entry: _ShapeEntry = None
+        if type(name) is str:
+            kinds = layout(keys, classes, skip)
+            if kinds is not None:
+                template = [
+                    (k, STR if kind == NONE else kind, None)
+                    for k, kind in zip(keys, kinds, strict=True)
+                    if kind != SKIP
+                ]
+                try:
+                    entry = (_build_plan(name, template).meta_block, _shape_fn(kinds))
+                except OverflowError:  # metadata past u16: the general route drops the event
+                    entry = None
+        cache = self._by_keys if first else self._by_classes
+        if len(cache) >= self.cache_limit:
+            cache.clear()
+        cache[(name, skip, *keys) if first else (name, skip, *keys, *classes)] = entry
+        return entry
 
     def _encode_general(self, name: str, fields: list[Field], head: bytes) -> bytes | None:
         """The general path: any field list, the pieces built once, then joined whole or cut.

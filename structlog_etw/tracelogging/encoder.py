@@ -20,8 +20,11 @@ Type mapping (``fields`` kind -> InType / OutType)::
     STRUCT -> STRUCT (member count in OutMeta), nested
     kind|ARRAY -> the item type with VCount (u16 count in the data)
 
-Two paths, one result: the **fast path** packs the values with the cached plan's packers and is
-taken when every value is what its kind expects and the event fits; anything else takes the one
+Three routes, one result: :meth:`TraceLoggingEncoder.encode_dict` writes the common shapes of an
+event dict with a function generated per shape's layout (:mod:`structlog_etw._shapes`), anything
+else goes through ``dict_fields`` and :meth:`~TraceLoggingEncoder.encode`; there, the **fast
+path** packs the values with the cached plan's packers and is taken when every value is what its
+kind expects and the event fits; anything else takes the one
 **general path**: :func:`~structlog_etw.fields.normalize` turns each value into a piece (a value
 that cannot be written as its kind, such as a datetime before 1601, is written as its text),
 TraceLogging's limits are applied, and the pieces are joined whole or cut by the size policy
@@ -48,9 +51,10 @@ import json
 import math
 import struct
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from .._shapes import NONE, SKIP, Step, compile_packer, layout
 from .._size_policy import Cuttable, Piece, joined, water_level, whole_size
 from ..fields import (
     ARRAY,
@@ -75,6 +79,7 @@ from ..fields import (
     UUID,
     Field,
     bytes_value,
+    dict_fields,
     json_as_str,
     leaf_values,
     normalize,
@@ -437,6 +442,48 @@ def _metadata_prefix(name: str, work: list[Field], tags: int) -> list[Field] | N
 
 
 # ---------------------------------------------------------------------------------------------
+# Shape functions: event dict -> event data, one generated function per layout
+
+#: How a shape function writes each kind (the same bytes as the packers of :data:`_SCALARS`).
+_SHAPE_STEPS: Final[dict[int, Step]] = {
+    STR: Step("", "{v}.encode()"),
+    NONE: Step("", "b'None'"),
+    I64: Step("q", "{v}"),
+    F64: Step("d", "{v}"),
+    BOOL: Step("i", "{v}"),  # an exact bool: struct writes True as 1
+    BYTES: Step("", "{v}"),
+    UUID: Step("16s", "{v}.bytes_le"),
+    TIME: Step("Q", "_filetime({v})"),  # before 1601: negative, struct raises
+}
+_SHAPE_FNS: dict[tuple[int, ...], Callable[..., bytes | None]] = {}
+#: What the shape caches' ``get`` returns for a shape not seen yet.
+_MISSING: Final[Any] = object()
+_SHAPE_FN_LIMIT: Final = 1024
+
+
+def _shape_fn(kinds: tuple[int, ...]) -> Callable[..., bytes | None]:
+    """The generated ``f(event) -> data`` for a layout, shared by every shape with that layout."""
+    fn = _SHAPE_FNS.get(kinds)
+    if fn is None:
+        fn = compile_packer(kinds, _SHAPE_STEPS, env={"_filetime": filetime})
+        if len(_SHAPE_FNS) >= _SHAPE_FN_LIMIT:
+            _SHAPE_FNS.clear()
+        _SHAPE_FNS[kinds] = fn
+    return fn
+
+
+class _ShapeEntry:
+    """encode_dict's entry for one shape: the event's metadata, its data function, the room."""
+
+    __slots__ = ("fn", "metadata", "room")
+
+    def __init__(self, metadata: bytes, fn: Callable[..., bytes | None], room: int) -> None:
+        self.metadata = metadata
+        self.fn = fn
+        self.room = room
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 class TraceLoggingEncoder:
@@ -447,7 +494,16 @@ class TraceLoggingEncoder:
     policy.  The per-shape cache is bounded: it is cleared when it reaches ``cache_limit`` shapes.
     """
 
-    __slots__ = ("_budget", "_cache", "cache_limit", "max_size", "traits", "truncated")
+    __slots__ = (
+        "_budget",
+        "_by_classes",
+        "_by_keys",
+        "_cache",
+        "cache_limit",
+        "max_size",
+        "traits",
+        "truncated",
+    )
 
     def __init__(
         self,
@@ -466,6 +522,10 @@ class TraceLoggingEncoder:
         self.truncated = 0
         self._budget = max_size - len(self.traits)
         self._cache: dict[tuple[Any, ...], _Plan] = {}
+        # encode_dict's shape caches: (name, tag, skip, *keys) -> the entry built for the value
+        # classes seen first; (name, tag, skip, *keys, *classes) -> the entries of other classes.
+        self._by_keys: dict[tuple[Any, ...], _ShapeEntry | None] = {}
+        self._by_classes: dict[tuple[Any, ...], _ShapeEntry | None] = {}
 
     def _plan(self, name: str, fields: Sequence[Field], tags: int) -> _Plan:
         key = (name, tags, _shape(fields))
@@ -529,6 +589,82 @@ class TraceLoggingEncoder:
         except Exception:  # a value the packers do not write: the general path decides
             pass
         return self._encode_general(name, fields, tag)
+
+    def encode_dict(
+        self,
+        name: str,
+        event: Mapping[Any, Any],
+        skip: str | None,
+        level: int = 4,
+        opcode: int = 0,
+        tag: int = 0,
+        activity_id: bytes | None = None,
+        related_id: bytes | None = None,
+    ) -> TraceLoggingEvent | None:
+        """``encode(name, dict_fields(event.items(), skip), level, ...)``, byte for byte, faster.
+
+        ``event``'s items are the fields, except ``exc_info`` and the key ``skip`` (``None``: none
+        skipped).  An event whose keys are ``str`` and whose values are of the classes of
+        :data:`structlog_etw._shapes.SHAPE_KINDS` has its data packed by its shape's generated
+        function straight from the dict's values; the shape (event name, tag, ``skip``, keys),
+        its metadata and its room in the budget are cached, bounded by ``cache_limit``.  Anything
+        else, or a value the function cannot write, takes the route of :meth:`encode`.  Same
+        error contract as :meth:`encode` (the header arguments are checked on that route only
+        when the shape function cannot write the event; the provider passes valid ones).
+        """
+        try:
+            fast = (level | opcode) >> 8 == 0 and tag >> 28 == 0
+            if activity_id is not None:  # not in the blobs: only checked
+                fast = fast and len(activity_id) == 16 and (related_id is None or len(related_id) == 16)
+        except TypeError:
+            fast = False
+        if fast:
+            try:
+                entry = self._by_keys.get((name, tag, skip, *event), _MISSING)
+                if entry is _MISSING:
+                    entry = self._shape_entry(name, event, skip, tag, True)
+                data = None if entry is None else entry.fn(event)
+                if data is None:  # the values' classes are not the ones of the first entry (or none)
+                    key = (name, tag, skip, *event, *map(type, event.values()))
+                    entry = self._by_classes.get(key, _MISSING)
+                    if entry is _MISSING:
+                        entry = self._shape_entry(name, event, skip, tag, False)
+                    if entry is not None:
+                        data = entry.fn(event)
+                if data is not None and entry is not None and len(data) <= entry.room:
+                    return self.traits, entry.metadata, data
+            except Exception:  # a value the shape function does not write: the general route
+                pass
+        return self.encode(
+            name, dict_fields(event.items(), skip), level, opcode, tag, activity_id, related_id
+        )
+
+    def _shape_entry(
+        self, name: str, event: Mapping[Any, Any], skip: str | None, tag: int, first: bool
+    ) -> _ShapeEntry | None:
+        """Build and cache the entry of ``event``'s shape: in ``_by_keys`` when ``first``, else
+        in ``_by_classes``.  ``None`` (cached too) when the shape has no shape function or breaks
+        TraceLogging's field-count or metadata limits (the general route applies them)."""
+        keys = tuple(event)
+        classes = tuple(map(type, event.values()))
+        entry: _ShapeEntry | None = None
+        if type(name) is str:
+            kinds = layout(keys, classes, skip)
+            if kinds is not None:
+                template = [
+                    (k, STR if kind == NONE else kind, None)
+                    for k, kind in zip(keys, kinds, strict=True)
+                    if kind != SKIP
+                ]
+                metas, _, count = _compile(template)
+                metadata = event_metadata(name, metas, tag)
+                if count <= MAX_FIELDS and len(metadata) <= MAX_METADATA:
+                    entry = _ShapeEntry(metadata, _shape_fn(kinds), self._budget - len(metadata))
+        cache = self._by_keys if first else self._by_classes
+        if len(cache) >= self.cache_limit:
+            cache.clear()
+        cache[(name, tag, skip, *keys) if first else (name, tag, skip, *keys, *classes)] = entry
+        return entry
 
     def _encode_general(self, name: str, fields: list[Field], tags: int) -> TraceLoggingEvent | None:
         """The general path: any field list, the pieces built once, then joined whole or cut.

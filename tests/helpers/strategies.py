@@ -74,3 +74,28 @@ def with_dicts(leaves: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
         lambda inner: st.dictionaries(st.text(max_size=6), inner, min_size=1, max_size=4),
         max_leaves=12,
     )
+
+
+#: Event dicts for the encoders' ``encode_dict``: the values its shape functions write and values
+#: next to their edges (past int64, lone surrogates, longer than u16 or an event budget, before
+#: 1601, containers of every kind), under ``str`` keys, the keys it skips, names that need
+#: sanitizing and non-``str`` keys.
+shape_edge_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**65), max_value=2**65),
+    st.floats(),
+    st.text(max_size=30),
+    st.text(alphabet=st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), min_size=1, max_size=3),
+    st.binary(max_size=30),
+    st.uuids(),
+    st.datetimes(),
+    st.sampled_from(["x" * 9000, b"y" * 70000, "z" * 70000]),
+    values,
+    typed_values(),
+)
+event_dicts = st.dictionaries(
+    st.one_of(st.text(max_size=6), st.sampled_from(["event", "exc_info", "a;b", "n\0ul"]), st.integers()),
+    shape_edge_values,
+    max_size=10,
+)

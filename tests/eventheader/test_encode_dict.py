@@ -1,0 +1,153 @@
+"""EventHeaderEncoder.encode_dict: the per-shape functions write what the general route writes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from structlog_etw.eventheader import encoder as eh
+from structlog_etw.eventheader import spec
+from structlog_etw.fields import dict_fields
+from tests.helpers.ehparse import parse
+from tests.helpers.strategies import event_dicts, shape_edge_values, typed_values
+
+FIVE = {"event": "hello", "user": "ann", "attempts": 3, "latency_ms": 12.5, "ok": True, "region": "eu-west-1"}
+
+
+def _general(enc: eh.EventHeaderEncoder, name: str, d: dict[Any, Any], skip: str | None, **kw: Any) -> Any:
+    return enc.encode(name, dict_fields(d.items(), skip), **kw)
+
+
+class TestSameBytesAsTheGeneralRoute:
+    """encode_dict(name, d, skip) == encode(name, dict_fields(d.items(), skip)), whatever d holds."""
+
+    @settings(max_examples=400, deadline=None)
+    @given(
+        name=st.one_of(st.text(max_size=12), st.just("hello")),
+        first=event_dicts,
+        second=shape_edge_values,
+        skip=st.sampled_from([None, "event"]),
+        max_size=st.sampled_from([64, 300, spec.PERF_MAX_EVENT_SIZE]),
+        header=st.sampled_from(
+            [{}, {"opcode": 1, "tag": 7}, {"activity_id": bytes(range(16))}, {"level": 0}, {"level": 255}]
+        ),
+    )
+    def test_any_event_dict_any_budget_and_header(
+        self,
+        name: str,
+        first: dict[Any, Any],
+        second: Any,
+        skip: str | None,
+        max_size: int,
+        header: dict[str, Any],
+    ) -> None:
+        kw: dict[str, Any] = {"level": 4, **header}
+        fast, general = eh.EventHeaderEncoder(max_size=max_size), eh.EventHeaderEncoder(max_size=max_size)
+        # The same keys again with one value of another class: the class-keyed entry is used.
+        again = dict(first)
+        if again:
+            again[next(iter(again))] = second
+        for d in (first, again, first):
+            assert fast.encode_dict(name, d, skip, **kw) == _general(general, name, d, skip, **kw)
+        assert fast.truncated == general.truncated
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.dictionaries(st.text(max_size=6), typed_values(), max_size=12))
+    def test_typed_values_of_every_table_row(self, d: dict[str, Any]) -> None:
+        fast, general = eh.EventHeaderEncoder(), eh.EventHeaderEncoder()
+        assert fast.encode_dict("E", d, "event", 5) == _general(general, "E", d, "event", level=5)
+
+
+class TestShapeFunctionIsUsed:
+    """The common shapes go through a cached shape function, not through typed fields."""
+
+    def test_the_five_field_call_is_written_by_its_shape_function(self) -> None:
+        enc = eh.EventHeaderEncoder()
+        got = enc.encode_dict("hello", FIVE, "event", 4)
+        assert got is not None
+        meta, fn = enc._by_keys[("hello", "event", *FIVE)]  # type: ignore[misc]
+        assert fn(FIVE, eh._HEADS[4], meta) == got
+        assert enc._cache == {}  # the typed-field plans were never needed
+        assert parse(got).values() == {k: v for k, v in FIVE.items() if k != "event"}
+
+    def test_scalar_classes_none_bytes_uuid_and_datetime_are_written_by_the_shape_function(self) -> None:
+        d = {
+            "n": None,
+            "b": b"\x00\x01",
+            "u": uuid.UUID(int=5),
+            "t": dt.datetime(2024, 1, 2, 3, 4, 5),
+            "x": -1,
+        }
+        enc = eh.EventHeaderEncoder()
+        got = enc.encode_dict("E", d, None, 4)
+        assert enc._by_keys[("E", None, *d)] is not None
+        assert enc._cache == {}
+        assert got == _general(eh.EventHeaderEncoder(), "E", d, None, level=4)
+
+    def test_a_new_event_name_with_a_known_layout_compiles_nothing(self) -> None:
+        enc = eh.EventHeaderEncoder()
+        enc.encode_dict("first", FIVE, "event", 4)
+        compiled = dict(eh._SHAPE_FNS)
+        enc.encode_dict("second", FIVE, "event", 4)
+        assert compiled == eh._SHAPE_FNS
+        assert enc._by_keys[("first", "event", *FIVE)][1] is enc._by_keys[("second", "event", *FIVE)][1]  # type: ignore[index]
+
+    def test_a_shape_first_seen_with_a_container_gets_a_shape_function_for_scalars(self) -> None:
+        enc = eh.EventHeaderEncoder()
+        for v in ({"nested": 1}, 5):
+            enc.encode_dict("E", {"a": v}, None, 4)
+        assert enc._by_keys[("E", None, "a")] is None
+        assert enc._by_classes[("E", None, "a", int)] is not None
+
+    def test_values_of_other_classes_get_their_own_entry_and_keep_the_first(self) -> None:
+        enc = eh.EventHeaderEncoder()
+        enc.encode_dict("E", {"a": 1}, None, 4)
+        first = enc._by_keys[("E", None, "a")]
+        assert enc.encode_dict("E", {"a": "x"}, None, 4) == _general(
+            eh.EventHeaderEncoder(), "E", {"a": "x"}, None, level=4
+        )
+        assert enc._by_keys[("E", None, "a")] is first
+        assert enc._by_classes[("E", None, "a", str)] is not None
+        assert enc._cache == {}
+
+    def test_shapes_it_cannot_write_are_remembered_as_general(self) -> None:
+        enc = eh.EventHeaderEncoder()
+        d = {"nested": {"a": 1}, "k": 1}
+        assert enc.encode_dict("E", d, None, 4) == _general(eh.EventHeaderEncoder(), "E", d, None, level=4)
+        assert enc._by_keys[("E", None, *d)] is None
+
+
+class TestShapeCachesAreBounded:
+    """High-cardinality names and key sets never grow the shape caches past cache_limit."""
+
+    def test_by_keys_and_by_classes_stay_within_the_limit(self) -> None:
+        enc = eh.EventHeaderEncoder(cache_limit=16)
+        for i in range(100):
+            enc.encode_dict(f"e{i}", {"a": 1}, None, 4)
+            enc.encode_dict(f"e{i}", {"a": "x"}, None, 4)  # another class: the second cache
+            assert len(enc._by_keys) <= 16
+            assert len(enc._by_classes) <= 16
+
+
+class TestValuesTheShapeFunctionCannotWrite:
+    """Values of a shape-function class that it cannot write take the general route, exactly."""
+
+    def test_int_past_int64_is_uint64_then_text(self) -> None:
+        enc = eh.EventHeaderEncoder()
+        for v in (1, 2**63, 2**64, -(2**63) - 1):
+            d = {"v": v}
+            got = enc.encode_dict("E", d, None, 4)
+            assert got == _general(eh.EventHeaderEncoder(), "E", d, None, level=4)
+            assert got is not None
+            assert parse(got).values()["v"] == (v if v < 2**64 and v >= -(2**63) else str(v))
+
+    def test_too_large_string_is_cut_by_the_size_policy(self) -> None:
+        enc = eh.EventHeaderEncoder(max_size=200)
+        got = enc.encode_dict("E", {"s": "x" * 500}, None, 4)
+        assert got is not None and len(got) <= 200
+        assert parse(got).values()[eh.TRUNCATED_FIELD] is True
+        assert enc.truncated == 1

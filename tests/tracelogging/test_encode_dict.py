@@ -1,0 +1,124 @@
+"""TraceLoggingEncoder.encode_dict: the per-shape functions write what the general route writes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from structlog_etw.fields import dict_fields
+from structlog_etw.tracelogging import encoder as tl
+from tests.helpers.strategies import event_dicts, shape_edge_values, typed_values
+
+FIVE = {"event": "hello", "user": "ann", "attempts": 3, "latency_ms": 12.5, "ok": True, "region": "eu-west-1"}
+
+
+def _general(enc: tl.TraceLoggingEncoder, name: str, d: dict[Any, Any], skip: str | None, **kw: Any) -> Any:
+    return enc.encode(name, dict_fields(d.items(), skip), **kw)
+
+
+class TestSameBlobsAsTheGeneralRoute:
+    """encode_dict(name, d, skip) == encode(name, dict_fields(d.items(), skip)), whatever d holds."""
+
+    @settings(max_examples=400, deadline=None)
+    @given(
+        name=st.one_of(st.text(max_size=12), st.just("hello")),
+        first=event_dicts,
+        second=shape_edge_values,
+        skip=st.sampled_from([None, "event"]),
+        max_size=st.sampled_from([1024, 4000, 64000]),
+        header=st.sampled_from(
+            [{}, {"opcode": 1, "tag": 0x0ABCDEF}, {"activity_id": bytes(range(16))}, {"level": 0}]
+        ),
+    )
+    def test_any_event_dict_any_budget_and_header(
+        self,
+        name: str,
+        first: dict[Any, Any],
+        second: Any,
+        skip: str | None,
+        max_size: int,
+        header: dict[str, Any],
+    ) -> None:
+        kw: dict[str, Any] = {"level": 4, **header}
+        fast, general = (
+            tl.TraceLoggingEncoder("P", max_size=max_size),
+            tl.TraceLoggingEncoder("P", max_size=max_size),
+        )
+        again = dict(first)
+        if again:  # the same keys again with one value of another class
+            again[next(iter(again))] = second
+        for d in (first, again, first):
+            assert fast.encode_dict(name, d, skip, **kw) == _general(general, name, d, skip, **kw)
+        assert fast.truncated == general.truncated
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.dictionaries(st.text(max_size=6), typed_values(), max_size=12))
+    def test_typed_values_of_every_table_row(self, d: dict[str, Any]) -> None:
+        fast, general = tl.TraceLoggingEncoder("P"), tl.TraceLoggingEncoder("P")
+        assert fast.encode_dict("E", d, "event", 5) == _general(general, "E", d, "event", level=5)
+
+    def test_many_fields_past_the_field_limit_take_the_general_route(self) -> None:
+        d = {f"f{i}": i for i in range(200)}
+        enc = tl.TraceLoggingEncoder("P")
+        assert enc.encode_dict("E", d, None) == _general(tl.TraceLoggingEncoder("P"), "E", d, None)
+        assert enc._by_keys[("E", 0, None, *d)] is None
+        assert enc.truncated == 1
+
+
+class TestShapeFunctionIsUsed:
+    """The common shapes go through a cached shape function, not through typed fields."""
+
+    def test_the_five_field_call_is_written_by_its_shape_function(self) -> None:
+        enc = tl.TraceLoggingEncoder("P")
+        got = enc.encode_dict("hello", FIVE, "event")
+        entry = enc._by_keys[("hello", 0, "event", *FIVE)]
+        assert entry is not None and got == (enc.traits, entry.metadata, entry.fn(FIVE))
+        assert enc._cache == {}
+
+    def test_scalar_classes_none_bytes_uuid_and_datetime_are_written_by_the_shape_function(self) -> None:
+        d = {"n": None, "b": b"\x00\x01", "u": uuid.UUID(int=5), "t": dt.datetime(2024, 1, 2, tzinfo=dt.UTC)}
+        enc = tl.TraceLoggingEncoder("P")
+        got = enc.encode_dict("E", d, None)
+        assert enc._by_keys[("E", 0, None, *d)] is not None
+        assert enc._cache == {}
+        assert got == _general(tl.TraceLoggingEncoder("P"), "E", d, None)
+
+    def test_a_shape_first_seen_with_a_container_gets_a_shape_function_for_scalars(self) -> None:
+        enc = tl.TraceLoggingEncoder("P")
+        for v in ({"nested": 1}, 5):
+            enc.encode_dict("E", {"a": v}, None)
+        assert enc._by_keys[("E", 0, None, "a")] is None
+        assert enc._by_classes[("E", 0, None, "a", int)] is not None
+
+    def test_values_of_other_classes_get_their_own_entry_and_keep_the_first(self) -> None:
+        enc = tl.TraceLoggingEncoder("P")
+        enc.encode_dict("E", {"a": 1}, None)
+        first = enc._by_keys[("E", 0, None, "a")]
+        assert enc.encode_dict("E", {"a": "x"}, None) == _general(
+            tl.TraceLoggingEncoder("P"), "E", {"a": "x"}, None
+        )
+        assert enc._by_keys[("E", 0, None, "a")] is first
+        assert enc._by_classes[("E", 0, None, "a", str)] is not None
+        assert enc._cache == {}
+
+    def test_a_datetime_before_1601_is_written_as_text_by_the_general_route(self) -> None:
+        d = {"t": dt.datetime(1500, 1, 1, tzinfo=dt.UTC)}
+        enc = tl.TraceLoggingEncoder("P")
+        assert enc.encode_dict("E", d, None) == _general(tl.TraceLoggingEncoder("P"), "E", d, None)
+        assert enc._cache != {}  # it went through typed fields
+
+
+class TestShapeCachesAreBounded:
+    """High-cardinality names and key sets never grow the shape caches past cache_limit."""
+
+    def test_by_keys_and_by_classes_stay_within_the_limit(self) -> None:
+        enc = tl.TraceLoggingEncoder("P", cache_limit=16)
+        for i in range(100):
+            enc.encode_dict(f"e{i}", {"a": 1}, None)
+            enc.encode_dict(f"e{i}", {"a": "x"}, None)
+            assert len(enc._by_keys) <= 16
+            assert len(enc._by_classes) <= 16
