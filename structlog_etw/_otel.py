@@ -15,8 +15,9 @@ imports OpenTelemetry until first used, and without it every function quietly re
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from contextvars import ContextVar
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 __all__ = [
     "activity_id_from_span",
@@ -69,10 +70,16 @@ def current_span_ids() -> tuple[int, int] | None:
         return None
 
 
-def add_otel_ids(_logger: Any, _method_name: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+#: The event dict type a processor is given (structlog's ``EventDict`` is a ``MutableMapping``).
+EventDictT = TypeVar("EventDictT", bound=MutableMapping[str, Any])
+
+
+def add_otel_ids(_logger: Any, _method_name: str, event_dict: EventDictT) -> EventDictT:
     """structlog processor: add ``trace_id``/``span_id`` (hex ``str``) of the current span, if any.
 
-    Keys already in the event dict are kept.  Never raises.
+    Keys already in the event dict are kept.  Never raises.  Typed as a structlog ``Processor``
+    (any ``MutableMapping`` event dict; the same type comes back), so it fits
+    ``structlog.configure(processors=[...])`` under ``mypy --strict``.
     """
     ids = current_span_ids()
     if ids is not None:

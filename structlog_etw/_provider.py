@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import enum
 import errno as _errno
 import itertools
 import os
@@ -20,6 +21,7 @@ import threading
 import uuid
 import warnings
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
 
 from ._levels import LEVEL_NAMES, check_keyword
@@ -38,7 +40,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BackendFactory",
+    "EtwUnavailableWarning",
     "Provider",
+    "ProviderStatus",
+    "StatusReason",
     "close_all",
     "get_provider",
     "set_backend_factory",
@@ -140,8 +145,96 @@ _PLATFORM: str = sys.platform
 #: Shared library the Windows backend loads instead of the Windows DLLs (internal, tests only).
 _ETW_LIBRARY: str | None = None
 
+
+class EtwUnavailableWarning(RuntimeWarning):
+    """A provider runs disabled: this process cannot write trace events (no user_events, no ETW, ...).
+
+    Warned once per reason, when the provider is created, pointing at the line of your code that
+    created it (an ``EtwRenderer``, ``EtwHandler``, ``get_provider`` call); ``Provider.status``
+    tells the same at any time.  Log calls still return normally; the events are dropped.  A
+    subclass of ``RuntimeWarning``; filter it by class, e.g. in pytest's ini options:
+    ``filterwarnings = ["ignore::structlog_etw.EtwUnavailableWarning"]``.
+    """
+
+
+class StatusReason(str, enum.Enum):
+    """Why a provider writes where it writes, or why it cannot: :attr:`ProviderStatus.reason`."""
+
+    #: The OS backend is open (Linux user_events, Windows ETW): a session may listen.
+    OS = "os"
+    #: Events go to a backend given by the program: ``Provider(backend=...)`` or a capture.
+    CUSTOM_BACKEND = "custom_backend"
+    #: :meth:`Provider.close` (or ``close_all`` at exit) was called.
+    CLOSED = "closed"
+    #: Neither Linux nor Windows.
+    UNSUPPORTED_PLATFORM = "unsupported_platform"
+    #: Linux older than 6.4 (user_events appeared in 6.4).
+    KERNEL_TOO_OLD = "kernel_too_old"
+    #: No tracefs with ``user_events_data`` (no ``CONFIG_USER_EVENTS``, or tracefs not mounted).
+    NO_USER_EVENTS = "no_user_events"
+    #: ``user_events_data`` exists but this process may not open it (docs/linux.md).
+    PERMISSION_DENIED = "permission_denied"
+    #: ``user_events_data`` could not be opened for another reason.
+    OPEN_FAILED = "open_failed"
+    #: Windows: the ETW library does not load, or EventRegister failed.
+    ETW_UNAVAILABLE = "etw_unavailable"
+    #: The provider name (or group) is not valid in the format of this OS's backend.
+    INVALID_NAME = "invalid_name"
+    #: The encoder of the backend's format could not be imported.
+    ENCODER_UNAVAILABLE = "encoder_unavailable"
+    #: A backend (e.g. one of yours) reported itself unavailable without a code.
+    UNAVAILABLE = "unavailable"
+
+
+@dataclass(frozen=True)
+class ProviderStatus:
+    """What :attr:`Provider.status` reports: can events leave this process, and if not, why."""
+
+    #: True when the provider writes to a live backend (OS or yours): events are written
+    #: whenever a session listens.  False when it runs disabled or is closed.
+    available: bool
+    #: The reason as a code: compare with :class:`StatusReason` members.
+    reason: StatusReason
+    #: The reason in words (the text of the one-time :class:`EtwUnavailableWarning`).
+    detail: str
+    #: ``repr`` of the backend events go to.
+    backend: str
+
+
+def _status_reason(code: str) -> StatusReason:
+    try:
+        return StatusReason(code)
+    except ValueError:
+        return StatusReason.UNAVAILABLE
+
+
 _warned: set[str] = set()
 _warn_lock = threading.Lock()
+_PACKAGE_DIR: Final = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_LOGGING_DIR: Final = os.path.dirname(os.path.abspath(warnings.__file__)) + os.sep + "logging" + os.sep
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` of ``warnings.warn`` called by :func:`_warn_once` that points at the first
+    frame outside structlog-etw, structlog and ``logging`` (``dictConfig``): the user's line."""
+    skip = [_PACKAGE_DIR, _LOGGING_DIR]
+    structlog_module = sys.modules.get("structlog")
+    structlog_file = getattr(structlog_module, "__file__", None)
+    if structlog_file:
+        skip.append(os.path.dirname(os.path.abspath(structlog_file)) + os.sep)
+    prefixes = tuple(skip)
+    level = 2  # 1: _warn_once's own warnings.warn line; 2: its caller
+    frame = sys._getframe(2)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if "importlib" in filename and "_bootstrap" in filename:
+            frame = frame.f_back  # type: ignore[assignment]
+            continue  # warnings.warn does not count these frames either
+        if not filename.startswith(prefixes):
+            return level
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return 2
 
 
 def _warn_once(provider: str, reason: str) -> None:
@@ -151,8 +244,8 @@ def _warn_once(provider: str, reason: str) -> None:
         _warned.add(reason)
     warnings.warn(
         f"structlog-etw: provider {provider!r} runs disabled (events are dropped): {reason}",
-        RuntimeWarning,
-        stacklevel=4,
+        EtwUnavailableWarning,
+        stacklevel=_user_stacklevel(),
     )
 
 
@@ -170,7 +263,7 @@ def _default_backend(name: str, group: str | None, guid: uuid.UUID | None = None
         try:
             from .backends.user_events import UserEventsBackend  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
         except ImportError as exc:
-            raise BackendUnavailable(f"user_events backend not importable: {exc}") from exc
+            raise BackendUnavailable(f"user_events backend not importable: {exc}", "unavailable") from exc
         return UserEventsBackend(name, group)
     if _PLATFORM == "win32":
         try:
@@ -185,7 +278,7 @@ def _default_backend(name: str, group: str | None, guid: uuid.UUID | None = None
             provider_traits(name, group_guid(group)),
             library=_ETW_LIBRARY,
         )
-    raise BackendUnavailable(f"no trace facility on platform {_PLATFORM!r}")
+    raise BackendUnavailable(f"no trace facility on platform {_PLATFORM!r}", "unsupported_platform")
 
 
 def _write_path(
@@ -278,37 +371,51 @@ class Provider:
 
         return provider_id(self.name)
 
-    def _os_backend(self) -> Backend[Any]:
+    def _os_backend(self, warn: bool = True) -> Backend[Any]:
+        """The OS backend (created once), or a null backend saying why there is none.
+
+        ``warn=False`` (a capture handing its providers back): no :class:`EtwUnavailableWarning`;
+        :attr:`status` tells the reason all the same.
+        """
         if self._base_backend is None:
             fmt = _os_format()
             problem = _name_problem(self.name, self.group, fmt)
             if problem is not None:  # e.g. back from a TraceLogging capture with a dotted name
                 reason = f"the {fmt} format cannot use this provider: {problem}"
-                _warn_once(self.name, reason)
-                self._base_backend = NullBackend(reason, fmt)
+                if warn:
+                    _warn_once(self.name, reason)
+                self._base_backend = NullBackend(reason, fmt, StatusReason.INVALID_NAME.value)
                 return self._base_backend
             try:
                 self._base_backend = _default_backend(self.name, self.group, self._explicit_id)
             except BackendUnavailable as exc:
                 reason = str(exc) or type(exc).__name__
-                _warn_once(self.name, reason)
-                self._base_backend = NullBackend(reason, fmt)
+                code = getattr(exc, "reason", "unavailable")
+                if code == "unavailable" and _PLATFORM == "win32":
+                    code = StatusReason.ETW_UNAVAILABLE.value
+                if warn:
+                    _warn_once(self.name, reason)
+                self._base_backend = NullBackend(reason, fmt, code)
         return self._base_backend
 
-    def _backend_from(self, factory: BackendFactory | None, strict: bool = False) -> Backend[Any]:
+    def _backend_from(
+        self, factory: BackendFactory | None, strict: bool = False, warn: bool = True
+    ) -> Backend[Any]:
         """The backend ``factory`` builds (None: the OS backend).
 
         A backend whose format cannot carry the provider's name is closed; ``strict`` (at
-        construction) raises the ValueError, otherwise the provider runs disabled with a warning.
+        construction) raises the ValueError, otherwise the provider runs disabled with a warning
+        (none with ``warn=False``).
         """
         if factory is None:
-            return self._os_backend()
+            return self._os_backend(warn)
         try:
             backend = factory(self.name, self.group, self.provider_id)
         except BackendUnavailable as exc:
             reason = str(exc) or type(exc).__name__
-            _warn_once(self.name, reason)
-            return NullBackend(reason)
+            if warn:
+                _warn_once(self.name, reason)
+            return NullBackend(reason, code=getattr(exc, "reason", "unavailable"))
         fmt = backend.format
         problem = _name_problem(self.name, self.group, fmt)
         if problem is None:
@@ -318,8 +425,9 @@ class Provider:
         if strict:
             raise ValueError(problem)
         reason = f"the {fmt} format cannot use this provider: {problem}"
-        _warn_once(self.name, reason)
-        return NullBackend(reason, fmt)
+        if warn:
+            _warn_once(self.name, reason)
+        return NullBackend(reason, fmt, StatusReason.INVALID_NAME.value)
 
     def _install(self, backend: Backend[Any]) -> None:
         """Use ``backend`` from now on; existing Slot objects are re-pointed in place."""
@@ -329,7 +437,7 @@ class Provider:
         except ImportError as exc:
             reason = f"{fmt} encoder not importable: {exc}"
             _warn_once(self.name, reason)
-            backend = NullBackend(reason, "eventheader")
+            backend = NullBackend(reason, "eventheader", StatusReason.ENCODER_UNAVAILABLE.value)
             path = _write_path("eventheader", backend, self.name, self.group)
         with self._lock:
             self._path = path
@@ -348,7 +456,9 @@ class Provider:
         if self._closed:
             return
         old = self._path.backend
-        new = self._backend_from(factory)
+        # No warning here: a capture (or other factory) switching backends is not the program's
+        # set-up; the provider's status says why it runs disabled.
+        new = self._backend_from(factory, warn=False)
         self._install(new)
         if old is not self._base_backend and old is not new:
             old.close()
@@ -357,6 +467,25 @@ class Provider:
     def backend(self) -> Backend[Any]:
         """The backend events currently go to (OS, capture or null)."""
         return self._path.backend
+
+    @property
+    def status(self) -> ProviderStatus:
+        """Whether events can leave this process, and if not why (a :class:`StatusReason` code).
+
+        ``provider.status.reason is StatusReason.NO_USER_EVENTS``, rather than parsing
+        ``stats()["backend"]``.  Reading it never raises and registers nothing.
+        """
+        with self._lock:
+            backend = self._path.backend
+            closed = self._closed
+        text = repr(backend)
+        if closed:
+            return ProviderStatus(False, StatusReason.CLOSED, "the provider was closed", text)
+        if isinstance(backend, NullBackend):
+            return ProviderStatus(False, _status_reason(backend.code), backend.reason, text)
+        if backend is self._base_backend:
+            return ProviderStatus(True, StatusReason.OS, "writing to the OS backend", text)
+        return ProviderStatus(True, StatusReason.CUSTOM_BACKEND, "writing to a backend of the program", text)
 
     @property
     def encoder(self) -> EventHeaderEncoder | TraceLoggingEncoder:

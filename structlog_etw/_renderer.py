@@ -4,7 +4,11 @@ Control keys (taken from the call, else the bound context, else structlog's cont
 written as fields): ``etw_keyword``, ``etw_level``, ``etw_opcode``, ``etw_tags``, ``etw_name``.
 An invalid control value falls back to its default and is counted in
 ``provider.stats()["invalid"]``; a log call never raises (other than structlog's own
-``DropEvent``).  See docs/usage-renderer.md.
+``DropEvent``, which structlog's loggers catch).  See docs/usage-renderer.md.
+
+Inside ``structlog.stdlib.ProcessorFormatter`` (whose ``format`` does not catch ``DropEvent``,
+so the exception would reach the application through ``logging``), the renderer writes the
+record's event and returns ``""`` instead: see docs/stdlib.md.
 """
 
 from __future__ import annotations
@@ -16,11 +20,12 @@ from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any, Final
 
 import structlog
+from structlog.stdlib import ProcessorFormatter
 
 from ._activity import CURRENT_ACTIVITY
 from ._common_schema import write_common
 from ._contextvars import REGISTRY, WATCH
-from ._levels import METHOD_LEVELS, STDLIB_NUMBERS, check_keyword, stdlib_level
+from ._levels import METHOD_LEVELS, STDLIB_NUMBERS, check_keyword, level_from_stdlib, stdlib_level
 from ._provider import Provider, check_provider_id, get_provider
 from ._resolve import (
     CONTROL_KEYS,
@@ -33,11 +38,39 @@ from ._resolve import (
 )
 from .fields import STR, dict_fields, safe_str
 
-__all__ = ["LEVELS", "MAX_EVENT_NAME", "EtwRenderer", "event_name", "resolver_for"]
+__all__ = [
+    "FORMATTER_KEYS",
+    "LEVELS",
+    "MAX_EVENT_NAME",
+    "EtwRenderer",
+    "event_name",
+    "in_processor_formatter",
+    "resolver_for",
+]
 
 #: structlog method name -> trace level (1 critical .. 5 verbose); unknown names -> 5.
 LEVELS: Final = METHOD_LEVELS
 _CONTROL_SET: Final = frozenset(CONTROL_KEYS)
+#: The keys ``ProcessorFormatter`` adds to an event dict for its processors (never fields).
+FORMATTER_KEYS: Final = ("_record", "_from_structlog")
+_FORMATTER_CODE: Final = ProcessorFormatter.format.__code__
+
+
+def in_processor_formatter(event_dict: Mapping[str, Any], depth: int = 1) -> bool:
+    """Whether the processor *depth* frames up (1: the caller of this function) runs inside
+    ``structlog.stdlib.ProcessorFormatter.format``, where ``DropEvent`` would reach the application.
+
+    True when the event dict still holds the formatter's ``_record``, or when the processor's
+    caller is ``ProcessorFormatter.format`` itself (after ``remove_processors_meta``).
+    """
+    if "_record" in event_dict or "_from_structlog" in event_dict:
+        return True
+    try:
+        return sys._getframe(depth + 1).f_code is _FORMATTER_CODE
+    except ValueError:  # fewer frames than that
+        return False
+
+
 #: The values of ``EtwRenderer(schema=...)``.
 SCHEMAS: Final = ("etw", "common", "tracing-etw")
 #: structlog method name -> stdlib level number (what a pass-through level is compared with).
@@ -140,7 +173,11 @@ class EtwRenderer:
     listens).  That is the console-beside-tracing composition (docs/console-and-tracing.md):
     trace events at every level while someone listens, console output at the level and above
     always; ``make_etw_bound_logger`` then skips, before any event dict exists, the calls below
-    the level that nobody listens to.
+    the level that nobody listens to.  As the last processor of a
+    ``structlog.stdlib.ProcessorFormatter`` it returns ``""`` instead of raising (``logging``
+    would let ``DropEvent`` reach the application); the record's level is its stdlib level.
+    Put such a formatter on an :class:`~structlog_etw.EtwHandler`, which writes nothing else
+    (docs/stdlib.md); the formatter's ``_record``/``_from_structlog`` keys are never fields.
 
     ``schema="common"`` writes Common Schema 4.0 events instead, laid out as OpenTelemetry's
     user_events / ETW exporters write them (events named ``Log``, the ``event`` text as
@@ -210,7 +247,10 @@ class EtwRenderer:
         self._resolver.set_names(value)
 
     def __call__(self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> Any:
-        """Write ``event_dict``; raise ``DropEvent`` (or return the dict, see ``passthrough``)."""
+        """Write ``event_dict``; raise ``DropEvent`` (or return the dict, see ``passthrough``;
+        ``""`` inside a ``ProcessorFormatter``)."""
+        if "_record" in event_dict or "_from_structlog" in event_dict:
+            return self._from_formatter(logger, method_name, event_dict)
         try:
             self._render(logger, method_name, event_dict)
         except Exception:
@@ -220,6 +260,8 @@ class EtwRenderer:
             not level or _METHOD_STDLIB.get(method_name, _UNKNOWN_METHOD_STDLIB) >= level
         ):
             return event_dict
+        if sys._getframe(1).f_code is _FORMATTER_CODE:  # after ProcessorFormatter.remove_processors_meta
+            return ""
         raise structlog.DropEvent
 
     def write_event(self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> None:
@@ -233,6 +275,29 @@ class EtwRenderer:
             self._render(logger, method_name, event_dict)
         except Exception:
             self.provider.count_dropped("render_error")
+
+    def _from_formatter(self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> Any:
+        """A ``ProcessorFormatter`` event: its meta keys are not fields; a foreign record's custom
+        level number decides the level (its method name is only ``levelname.lower()``)."""
+        try:
+            view = {k: v for k, v in event_dict.items() if k not in FORMATTER_KEYS}
+            record = event_dict.get("_record")
+            levelno = getattr(record, "levelno", None)
+            if (
+                event_dict.get("_from_structlog") is False
+                and method_name not in METHOD_LEVELS
+                and type(levelno) is int
+                and "etw_level" not in view
+            ):
+                view["etw_level"] = level_from_stdlib(levelno)
+            self._render(logger, method_name, view)
+        except Exception:
+            self.provider.count_dropped("render_error")
+        if self.passthrough:
+            for key in CONTROL_KEYS:
+                event_dict.pop(key, None)
+            return event_dict
+        return ""
 
     def _render(self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> None:
         resolver = self._resolver

@@ -8,10 +8,22 @@ Two kinds of records arrive at a handler:
   exactly as ``EtwRenderer`` would have written it.
 * **foreign records** - from any other library.  Event name: the unformatted message
   template (``record.msg``, stable across calls, like structlog's ``event``); fields:
-  ``message`` (the formatted message), ``logger`` (the logger name), ``func`` and ``lineno``
-  (where the call is), every ``extra=`` attribute (not overriding those four), ``exception``
-  (the formatted traceback) with ``exc_info``, ``stack`` with ``stack_info``.  Time, process
-  and thread ids are not fields: every trace event carries them already.
+  ``message`` (the formatted message: the handler's formatter's output when it has one, else
+  ``record.getMessage()``), ``logger`` (the logger name), ``pathname``, ``module``, ``lineno``
+  and ``funcName`` (where the call is, named as on the record), every ``extra=`` attribute (not
+  overriding those), ``exception`` (the formatted traceback) with ``exc_info``, ``stack`` with
+  ``stack_info``.  Then the ``foreign_pre_chain`` processors run on that event dict (default:
+  ``structlog.contextvars.merge_contextvars``, so ``bind_contextvars(request_id=...)`` reaches
+  stdlib records too), with ``_record`` in it as ``ProcessorFormatter`` gives its chain.  Time,
+  process and thread ids are not fields: every trace event carries them already.
+
+  A record that cannot be formatted (``%`` arguments that do not match, an unprintable
+  ``msg``, a malformed ``exc_info``) is still written with what can be rendered: the template
+  text as ``message``, the arguments one by one as ``args``, the error as ``message_error``
+  (``exception`` holds the ``exc_info`` as text).
+* **a ``ProcessorFormatter``** set on the handler whose processors include an ``EtwRenderer``
+  decides everything itself: the handler runs ``format(record)`` and the renderer writes the
+  event (structlog's usual stdlib recipe, docs/stdlib.md).
 
 The level comes from ``record.levelno`` (:func:`~structlog_etw._levels.level_from_stdlib`);
 ``etw_keyword``, ``etw_level``, ``etw_name``, ``etw_tags``, ``etw_opcode`` given in
@@ -25,14 +37,18 @@ import logging
 import threading
 import uuid
 from collections import ChainMap
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 import structlog
+from structlog.contextvars import merge_contextvars
+from structlog.stdlib import ProcessorFormatter
+from structlog.typing import Processor
 
 from ._levels import LEVEL_NAMES, level_from_stdlib
 from ._provider import Provider
-from ._renderer import EtwRenderer, resolver_for
+from ._renderer import FORMATTER_KEYS, EtwRenderer, resolver_for
+from .fields import safe_str
 
 __all__ = ["EtwHandler"]
 
@@ -50,6 +66,8 @@ _RECORD_ATTRS: Final = frozenset(
     }
 )
 _FALLBACK_FORMATTER: Final = logging.Formatter()
+#: The default ``foreign_pre_chain``: structlog's contextvars reach stdlib records too.
+DEFAULT_FOREIGN_PRE_CHAIN: Final[tuple[Processor, ...]] = (merge_contextvars,)
 
 
 class EtwHandler(logging.Handler):
@@ -73,6 +91,10 @@ class EtwHandler(logging.Handler):
         keywords_by_logger: logger name (dotted prefix, or ``"prefix*"``) -> keyword.
         group: provider group (only with a provider name).
         provider_id: ETW provider GUID (``uuid.UUID`` or GUID text) instead of the name hash.
+        foreign_pre_chain: structlog processors run on a foreign record's event dict before
+            it is written, as ``ProcessorFormatter``'s argument of that name (default:
+            ``(structlog.contextvars.merge_contextvars,)``; ``()`` for none).  A processor
+            raising ``DropEvent`` drops the record.
     """
 
     def __init__(
@@ -84,8 +106,13 @@ class EtwHandler(logging.Handler):
         keywords_by_logger: Mapping[str, int] | None = None,
         group: str | None = None,
         provider_id: uuid.UUID | str | None = None,
+        foreign_pre_chain: Iterable[Processor] | None = None,
     ) -> None:
         super().__init__(level)
+        #: Processors run on foreign records' event dicts (see the class docstring).
+        self.foreign_pre_chain: tuple[Processor, ...] = (
+            DEFAULT_FOREIGN_PRE_CHAIN if foreign_pre_chain is None else tuple(foreign_pre_chain)
+        )
         resolver = resolver_for(provider_or_name, default_keyword, keywords_by_logger, group, provider_id)
         self._resolver = resolver
         provider = resolver.provider
@@ -124,8 +151,25 @@ class EtwHandler(logging.Handler):
         finally:
             local.active = False
 
+    def _formatter_renders(self) -> bool:
+        """Whether the handler's formatter is a ``ProcessorFormatter`` that writes the event itself."""
+        formatter = self.formatter
+        if not isinstance(formatter, ProcessorFormatter):
+            return False
+        return any(isinstance(p, EtwRenderer) for p in formatter.processors)
+
     def _emit(self, record: logging.LogRecord) -> None:
-        level = level_from_stdlib(record.levelno)
+        if self._formatter_renders():
+            # structlog's stdlib recipe: the formatter's chain ends in an EtwRenderer, which writes
+            # the event and returns "" (DropEvent too, from a processor of the formatter's).
+            try:
+                with contextlib.suppress(structlog.DropEvent):
+                    self.format(record)
+                return
+            except Exception:  # e.g. getMessage() of a record whose % arguments do not match:
+                pass  # written below, with what can be rendered
+        levelno = record.levelno
+        level = level_from_stdlib(levelno) if type(levelno) is int else 5
         msg: Any = record.msg
         structlog_dict = isinstance(msg, dict)
         # What the renderer will see: a structlog event dict as it is (logger name: its "logger"
@@ -139,34 +183,73 @@ class EtwHandler(logging.Handler):
         )
         if not self._resolver.listening(level, record, seen):
             return
-        event_dict = dict(msg) if structlog_dict else self._foreign_event_dict(record)
-        event_dict.setdefault("etw_level", level)
         with contextlib.suppress(structlog.DropEvent):
+            event_dict = dict(msg) if structlog_dict else self._foreign_event_dict(record, level)
+            event_dict.setdefault("etw_level", level)
             self._renderer(record, LEVEL_NAMES[level], event_dict)
 
-    def _foreign_event_dict(self, record: logging.LogRecord) -> dict[str, Any]:
+    def _message(self, record: logging.LogRecord) -> tuple[str, str | None]:
+        """The ``message`` field, and the error when the record cannot be formatted."""
+        try:
+            if self.formatter is not None:
+                return self.format(record), None
+            return record.getMessage(), None
+        except Exception as exc:
+            return safe_str(record.msg), f"{type(exc).__name__}: {safe_str(exc)}"
+
+    def _exception(self, record: logging.LogRecord) -> str | None:
+        exc_info: Any = record.exc_info
+        if exc_info:
+            if isinstance(exc_info, tuple) and len(exc_info) == 3 and exc_info[0] is None:
+                return record.exc_text or None  # logging's "no exception" triple
+            text = record.exc_text
+            if text and isinstance(text, str):
+                return text
+            try:
+                return (self.formatter or _FALLBACK_FORMATTER).formatException(exc_info)
+            except Exception:  # not an exc_info triple: what it is, as text
+                return safe_str(exc_info)
+        if record.exc_text:
+            return safe_str(record.exc_text)
+        return None
+
+    def _foreign_event_dict(self, record: logging.LogRecord, level: int) -> dict[str, Any]:
         msg = record.msg
-        message = record.getMessage()
+        message, error = self._message(record)
         event_dict: dict[str, Any] = {
             "event": msg if isinstance(msg, str) else message,
             "message": message,
             "logger": record.name,
-            "func": record.funcName,
+            "pathname": record.pathname,
+            "module": record.module,
             "lineno": record.lineno,
+            "funcName": record.funcName,
         }
+        if error is not None:
+            args = record.args
+            event_dict["args"] = [safe_str(a) for a in args] if isinstance(args, tuple) else safe_str(args)
+            event_dict["message_error"] = error
         for key, value in record.__dict__.items():
             if key not in _RECORD_ATTRS and key not in event_dict:
                 event_dict[key] = value
-        if record.exc_info and record.exc_info[0] is not None:
-            text = record.exc_text
-            if not text:
-                formatter = self.formatter or _FALLBACK_FORMATTER
-                text = formatter.formatException(record.exc_info)
-            event_dict.setdefault("exception", text)
-        elif record.exc_text:
-            event_dict.setdefault("exception", record.exc_text)
+        exception = self._exception(record)
+        if exception is not None:
+            event_dict.setdefault("exception", exception)
         if record.stack_info:
             event_dict.setdefault("stack", record.stack_info)
+        event_dict.setdefault("etw_level", level)  # the record's level, over a contextvar's
+        chain = self.foreign_pre_chain
+        if chain:
+            event_dict["_record"] = record
+            event_dict["_from_structlog"] = False
+            method = LEVEL_NAMES[level]
+            levelname = record.levelname
+            if isinstance(levelname, str):
+                method = levelname.lower()
+            for processor in chain:
+                event_dict = processor(None, method, event_dict)  # type: ignore[assignment]
+            for key in FORMATTER_KEYS:
+                event_dict.pop(key, None)
         return event_dict
 
     def handleError(self, record: logging.LogRecord) -> None:

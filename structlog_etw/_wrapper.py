@@ -43,7 +43,7 @@ from ._levels import (
     stdlib_level,
 )
 from ._provider import Provider
-from ._renderer import EtwRenderer, resolver_for
+from ._renderer import EtwRenderer, in_processor_formatter, resolver_for
 from ._resolve import CONTROL_KEYS, Resolver
 from .backends.base import Slot
 
@@ -634,7 +634,9 @@ class EtwEarlyDrop:
                 return event_dict  # cannot tell: let the chain run
         else:
             enabled = resolver.listening(level_from_method(method_name), logger, event_dict)
-        if enabled:
+        if enabled or in_processor_formatter(event_dict, 1):
+            # inside a ProcessorFormatter DropEvent would reach the application: let the chain run
+            # (its EtwRenderer then writes nothing and returns "")
             return event_dict
         raise structlog.DropEvent
 

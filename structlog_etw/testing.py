@@ -195,7 +195,7 @@ class EtwCapture:
         return [e for e in self.events if e.name == name]
 
     def clear(self) -> None:
-        """Forget the events captured so far."""
+        """Forget the events captured so far and free them (the capture holds the only list of them)."""
         journal = self._journal
         with journal.lock:
             journal.records.clear()

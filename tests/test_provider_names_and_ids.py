@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import structlog
 
-from structlog_etw import EtwRenderer, _provider
+from structlog_etw import EtwRenderer, StatusReason, _provider
 from structlog_etw._provider import Provider, get_provider, set_backend_factory
 from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.testing import capture_etw_events
@@ -126,16 +126,21 @@ def test_dotted_provider_runs_disabled_with_a_warning_when_back_on_user_events(l
     assert stats["format"] == "eventheader"
     assert "NullBackend" in stats["backend"] and "eventheader format cannot use" in stats["backend"]
     assert stats["written"] == 0 and stats["errors"] == {}
-    assert [str(w.message) for w in caught if name in str(w.message)] == []  # warned at the switch
+    assert [str(w.message) for w in caught if name in str(w.message)] == []  # status says it (below)
 
 
-def test_the_switch_back_warns_that_the_format_cannot_use_the_name(linux: None) -> None:
+def test_the_switch_back_says_in_the_status_that_the_format_cannot_use_the_name(linux: None) -> None:
+    """The end of a capture warns nothing (pytest -W error must pass); the status says why."""
     name = _dotted()
     capture = capture_etw_events("tracelogging")
     capture.__enter__()
-    EtwRenderer(name)
-    with pytest.warns(RuntimeWarning, match=r"runs disabled.*eventheader format cannot use"):
+    renderer = EtwRenderer(name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         capture.__exit__(None, None, None)
+    status = renderer.provider.status
+    assert status.reason is StatusReason.INVALID_NAME
+    assert "eventheader format cannot use" in status.detail
 
 
 @pytest.mark.parametrize(

@@ -35,10 +35,12 @@ def test_foreign_record_fields(etw_capture: EtwCapture, stdlib_logger: logging.L
     assert event.keyword == 0x4  # extra= control key, not a field
     assert event.fields["message"] == "disk /var at 93%"
     assert event.fields["logger"] == stdlib_logger.name
-    assert event.fields["func"] == "test_foreign_record_fields"
+    assert event.fields["funcName"] == "test_foreign_record_fields"
+    assert event.fields["pathname"] == __file__
+    assert event.fields["module"] == "test_stdlib"
     assert isinstance(event.fields["lineno"], int)
     assert event.fields["host"] == "db1"
-    assert set(event.fields) == {"message", "logger", "func", "lineno", "host"}
+    assert set(event.fields) == {"message", "logger", "pathname", "module", "lineno", "funcName", "host"}
 
 
 def test_foreign_exception_and_stack(etw_capture: EtwCapture, stdlib_logger: logging.Logger) -> None:
@@ -167,13 +169,18 @@ class _Unprintable:
 def test_handler_never_raises_and_counts(
     etw_capture: EtwCapture, stdlib_logger: logging.Logger, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    handler = EtwHandler(unique_provider())
+    """A processor of the handler's that fails is counted, never raised nor printed."""
+
+    def broken(logger: Any, method: str, event_dict: Any) -> Any:
+        raise RuntimeError("processor bug")
+
+    handler = EtwHandler(unique_provider(), foreign_pre_chain=[broken])
     stdlib_logger.addHandler(handler)
-    stdlib_logger.info("bad %d", "not-a-number")  # getMessage() raises TypeError
-    stdlib_logger.info(_Unprintable())
+    stdlib_logger.info("lost")
+    handler.foreign_pre_chain = ()
     stdlib_logger.info("fine")
-    assert handler.errors == 2
-    assert handler.provider.stats()["dropped"]["handler_error"] == 2
+    assert handler.errors == 1
+    assert handler.provider.stats()["dropped"]["handler_error"] == 1
     assert [e.name for e in etw_capture.events] == ["fine"]
     assert capsys.readouterr().err == ""
 
@@ -208,10 +215,11 @@ def test_extra_does_not_override_record_fields(
     etw_capture: EtwCapture, stdlib_logger: logging.Logger
 ) -> None:
     stdlib_logger.addHandler(EtwHandler(unique_provider()))
-    extra: dict[str, Any] = {"func": "spoofed", "tenant": 7}
+    extra: dict[str, Any] = {"message_id": "m", "tenant": 7}
     stdlib_logger.info("x", extra=extra)
     (event,) = etw_capture.events
-    assert event.fields["func"] == "test_extra_does_not_override_record_fields"
+    assert event.fields["funcName"] == "test_extra_does_not_override_record_fields"
+    assert event.fields["message_id"] == "m"
     assert event.fields["tenant"] == 7
 
 

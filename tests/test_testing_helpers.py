@@ -158,3 +158,36 @@ def test_pytest_fixture_captures_tracelogging(etw_capture_tracelogging: EtwCaptu
     _log(unique_provider()).info("from_fixture")
     (event,) = etw_capture_tracelogging.events
     assert (event.format, event.name) == ("tracelogging", "from_fixture")
+
+
+class TestClearFreesMemory:
+    """``EtwCapture.clear()`` frees what was captured: a long test that clears between phases does
+    not keep every event ever written (each capture backend hands its records to the capture's
+    journal at once, so ``clear`` empties the only list that holds them)."""
+
+    @pytest.mark.parametrize("fmt", FORMATS)
+    def test_clear_returns_the_memory(self, fmt: Any) -> None:
+        import gc  # noqa: PLC0415
+        import tracemalloc  # noqa: PLC0415
+
+        with capture_etw_events(fmt) as capture:
+            log = _log(unique_provider())
+            log.info("warm_up", payload="x" * 200)
+            capture.clear()
+            gc.collect()
+            tracemalloc.start()
+            try:
+                base = tracemalloc.get_traced_memory()[0]
+                for i in range(5_000):
+                    log.info("bulk", i=i, payload="x" * 200)
+                held = tracemalloc.get_traced_memory()[0] - base
+                capture.clear()
+                gc.collect()
+                left = tracemalloc.get_traced_memory()[0] - base
+            finally:
+                tracemalloc.stop()
+            assert len(capture) == 0 and capture.events == []
+            assert held > 1_000_000  # 5,000 records of ~250 bytes were held ...
+            assert left < 200_000  # ... and are gone after clear()
+            log.info("after_clear")
+            assert [e.name for e in capture.events] == ["after_clear"]

@@ -48,7 +48,15 @@ class BackendUnavailable(Exception):
     """Raised by a backend's constructor when the OS facility is missing (the reason is the message).
 
     The provider catches it, warns once, and runs disabled: log calls stay cheap and never raise.
+    ``reason`` is a short code for what is missing (``"no_user_events"``, ``"permission_denied"``,
+    ...: the values of :class:`structlog_etw.StatusReason`), read by ``Provider.status``; a
+    backend of your own may leave it at ``"unavailable"``.
     """
+
+    def __init__(self, message: str = "", reason: str = "unavailable") -> None:
+        super().__init__(message)
+        #: What is missing, as a code (``Provider.status.reason``).
+        self.reason = reason
 
 
 #: The two event formats: EventHeader (Linux user_events) and TraceLogging (Windows ETW).

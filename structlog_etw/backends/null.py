@@ -17,13 +17,15 @@ class NullBackend:
 
     ``reason`` says why the provider runs disabled (shown in the one-time warning and in
     ``Provider.stats()["backend"]``).  ``format`` is the encoding the provider would have used.
+    ``code`` is the reason as a code (``Provider.status.reason``; see ``BackendUnavailable``).
     """
 
-    __slots__ = ("format", "reason")
+    __slots__ = ("code", "format", "reason")
 
-    def __init__(self, reason: str, format: str = "eventheader") -> None:
+    def __init__(self, reason: str, format: str = "eventheader", code: str = "unavailable") -> None:
         self.reason = reason
         self.format = format
+        self.code = code
 
     def open_slot(self, level: int, keyword: int) -> Slot:
         """A slot whose enable word is always 0."""

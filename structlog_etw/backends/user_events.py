@@ -162,18 +162,23 @@ class UserEventsBackend:
         self._slots: dict[tuple[int, int], Slot] = {}
         self._regs: list[_Registration] = []
         if not sys.platform.startswith("linux"):
-            raise BackendUnavailable(f"user_events needs Linux (this is {sys.platform})")
+            raise BackendUnavailable(
+                f"user_events needs Linux (this is {sys.platform})", "unsupported_platform"
+            )
         release = platform.release()
         version = _kernel_version(release)
         if version is not None and version < _MIN_KERNEL:
-            raise BackendUnavailable(f"user_events needs Linux 6.4 or later (this kernel is {release})")
+            raise BackendUnavailable(
+                f"user_events needs Linux 6.4 or later (this kernel is {release})", "kernel_too_old"
+            )
         # A bad provider or group name is a setup error (ValueError), wherever we run.
         validate_provider_name(provider_name, group)
         tracefs = find_tracefs()
         if tracefs is None:
             raise BackendUnavailable(
                 f"no user_events on this kernel ({release}): no tracefs with user_events_data "
-                "(needs CONFIG_USER_EVENTS=y and tracefs mounted at /sys/kernel/tracing)"
+                "(needs CONFIG_USER_EVENTS=y and tracefs mounted at /sys/kernel/tracing)",
+                "no_user_events",
             )
         self.tracefs = tracefs
         path = os.path.join(tracefs, "user_events_data")
@@ -182,10 +187,11 @@ class UserEventsBackend:
         except PermissionError as e:
             raise BackendUnavailable(
                 f"permission denied opening {path} (run as root or give this user write access "
-                "to tracefs; see docs/linux.md)"
+                "to tracefs; see docs/linux.md)",
+                "permission_denied",
             ) from e
         except OSError as e:
-            raise BackendUnavailable(f"cannot open {path}: {os.strerror(e.errno or 0)}") from e
+            raise BackendUnavailable(f"cannot open {path}: {os.strerror(e.errno or 0)}", "open_failed") from e
         _LIVE.add(self)
 
     # -- registration ---------------------------------------------------------------

@@ -27,7 +27,7 @@ from .listen import add_color_arguments, use_color
 if TYPE_CHECKING:
     from .. import Provider
 
-__all__ = ["ORDERS_KEYWORD", "PROVIDER", "add_arguments", "demo", "log_sequence", "run"]
+__all__ = ["ORDERS_KEYWORD", "PROVIDER", "add_arguments", "demo", "listen_command", "log_sequence", "run"]
 
 #: The demo's provider name (tracepoints ``StructlogEtw_Demo_L<level>K<keyword>``).
 PROVIDER = "StructlogEtw_Demo"
@@ -117,10 +117,29 @@ def demo(*, json_lines: bool = False, colors: bool = False, capture: bool = Fals
     elif reason is not None:
         say(f"user_events is not available here: {reason}")
         say("On Linux 6.4+ with user_events these events become tracepoints; watch them live with")
-        say(f"  sudo structlog-etw listen {PROVIDER}")
+        say(f"  sudo {listen_command()} {PROVIDER}")
     say("The same events from an in-process capture (the exact bytes the kernel would get), decoded:")
     _captured(emit)
     return 0
+
+
+def listen_command() -> str:
+    """How to run ``structlog-etw listen`` under ``sudo``, whose ``PATH`` has no venv in it.
+
+    The absolute path of the ``structlog-etw`` console script installed beside this interpreter
+    (a venv's ``bin/``, where the README's install puts it), else ``<this python> -m structlog_etw``.
+    """
+    import shlex  # noqa: PLC0415
+    import shutil  # noqa: PLC0415
+
+    bindir = os.path.dirname(os.path.abspath(sys.executable))
+    script = os.path.join(bindir, "structlog-etw.exe" if sys.platform == "win32" else "structlog-etw")
+    if not os.path.isfile(script):
+        found = shutil.which("structlog-etw")
+        script = os.path.abspath(found) if found else ""
+    if script:
+        return f"{shlex.quote(script)} listen"
+    return f"{shlex.quote(os.path.abspath(sys.executable))} -m structlog_etw listen"
 
 
 def _user_events_reason() -> str | None:
@@ -153,7 +172,7 @@ def _live(emit: Callable[[Any], None], say: Callable[[str], None]) -> int | None
     say(f"user_events: registered {len(tracepoints)} tracepoints ({tracepoints[0]} ... {tracepoints[-1]})")
     say("Watch them from another terminal (as root) with perf:")
     say(f"  {_perf_command(tracepoints)}")
-    say(f"or without perf: sudo structlog-etw listen {PROVIDER}")
+    say(f"or without perf: sudo {listen_command()} {PROVIDER}")
     try:
         listener = Listener(PROVIDER, register=False)
     except ListenError as e:

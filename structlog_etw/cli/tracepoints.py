@@ -82,6 +82,12 @@ def run(args: argparse.Namespace) -> int:
     for n in names:
         cmd += ["-e", f"user_events:{n}"]
     print()
+    if not args.keyword:
+        print(
+            "# Keyword 1 only (the renderer's default keyword). Events logged with another keyword "
+            "(etw_keyword=K, keywords_by_logger) are on other tracepoints: "
+            "add -k K for each, e.g. -k 1 -k 0x4"
+        )
     print("# Start the application first (perf refuses tracepoints that are not registered yet), then:")
     print(shlex.join(cmd))
     print(f"# and afterwards: structlog-etw decode {shlex.quote(args.output)}")
