@@ -14,9 +14,10 @@ own venv.
   every public name; the pages render in headless chromium with no missing image or broken link).
 * ``build``  - builds the sdist and wheel into dist/, checks their metadata with twine, and installs
   the wheel into a fresh venv to run the demo from outside the source tree (tests/packaging/).
-* ``bench``  - the benchmark suite (``benchmarks/run.py``): ratios against structlog, stdlib logging
-  and traceloggingdynamic measured in the same run; ``nox -s bench -- --guest-run`` adds the real
-  kernel write in the virtme-ng guest.  Not part of the default sessions.
+* ``bench``  - the benchmark suite (``benchmarks/run.py``): ratios against structlog (JSON chain, the
+  same with orjson), stdlib logging (+ python-json-logger) and traceloggingdynamic measured in the
+  same run; ``nox -s bench -- --guest-run`` adds the real kernel write in the virtme-ng guest.  Not
+  part of the default sessions.
 """
 
 from __future__ import annotations
@@ -118,7 +119,10 @@ def build(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Run the benchmarks; results in docs/benchmarks/ (linked from docs/performance.md), plot in docs/."""
-    session.install("-e", ".", "traceloggingdynamic", "matplotlib", "virtme-ng")
+    # Benchmark-only: the peer encoder, the plot, the guest, and the baselines' serialisers.
+    session.install(
+        "-e", ".", "traceloggingdynamic", "matplotlib", "virtme-ng", "orjson", "python-json-logger"
+    )
     session.run(
         "python",
         "benchmarks/run.py",

@@ -1,4 +1,10 @@
-"""The baselines every figure is divided by: what people use today, set up the way they use it."""
+"""The baselines every figure is divided by: what people use today, set up the way they use it.
+
+Every enabled baseline writes each event to ``/dev/null`` with a system call of its own (structlog's
+``WriteLogger``/``BytesLogger`` flush per event, stdlib's ``StreamHandler`` too), as our enabled rows
+do with one ``writev`` per event.  ``orjson`` and ``python-json-logger`` are benchmark-only
+dependencies (``nox -s bench`` installs them).
+"""
 
 from __future__ import annotations
 
@@ -13,7 +19,9 @@ __all__ = [
     "dropping_logger",
     "filtered_out_logger",
     "json_chain_logger",
+    "orjson_chain_logger",
     "stdlib_disabled_logger",
+    "stdlib_json_logger",
 ]
 
 #: The "5 typical fields" of every figure: str, int, float, bool, str.
@@ -40,7 +48,7 @@ def filtered_out_logger() -> Any:
 
 
 def stdlib_disabled_logger() -> logging.Logger:
-    """A stdlib logger with ``debug`` disabled by level."""
+    """A stdlib logger with ``debug`` disabled by level (called with the fields in ``extra=``)."""
     logger = logging.getLogger("structlog_etw.bench.disabled")
     logger.setLevel(logging.WARNING)
     logger.propagate = False
@@ -74,3 +82,37 @@ def json_chain_logger() -> Any:
             structlog.processors.JSONRenderer(),
         ],
     ).bind()
+
+
+def orjson_chain_logger() -> Any:
+    """The JSON chain with orjson as serializer and ``BytesLogger`` (structlog's fastest JSON set-up)."""
+    import orjson  # noqa: PLC0415 - benchmark-only dependency
+
+    return structlog.wrap_logger(
+        structlog.BytesLogger(open(os.devnull, "wb")),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso"),
+            structlog.processors.format_exc_info,
+            structlog.processors.JSONRenderer(serializer=orjson.dumps),
+        ],
+    ).bind()
+
+
+def stdlib_json_logger() -> logging.Logger:
+    """stdlib logging with python-json-logger's ``JsonFormatter`` to /dev/null (fields in ``extra=``)."""
+    try:
+        from pythonjsonlogger.json import JsonFormatter  # noqa: PLC0415 - benchmark-only dependency
+    except ImportError:  # python-json-logger < 3
+        from pythonjsonlogger.jsonlogger import JsonFormatter  # type: ignore[no-redef]  # noqa: PLC0415
+
+    logger = logging.getLogger("structlog_etw.bench.json")
+    logger.handlers.clear()
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    handler = logging.StreamHandler(_devnull_text())
+    handler.setFormatter(JsonFormatter("%(asctime)s %(levelname)s %(message)s"))
+    logger.addHandler(handler)
+    return logger

@@ -1,15 +1,23 @@
-"""structlog-etw set up for the benchmarks: loggers, encoders and a sink backend.
+"""structlog-etw set up for the benchmarks: loggers, encoders and two backends.
 
-The sink backend does what a kernel hand-off does from Python's point of view and nothing more:
-it accepts the encoded bytes and returns 0.  (The capture backend would also build a record and
-keep it, which is test machinery, not cost the library has.)  The real Linux backend with the real
-``writev`` is measured in the guest by ``benchmarks/guest.py``.
+:class:`WritevBackend` does per event what the Linux user_events backend does: one
+``os.writev(fd, (write_index, event))`` system call (TraceLogging: ``(write_index, traits,
+metadata, data)``), here into ``/dev/null``, and its enable words are what the user_events backend
+hands out: a ``memoryview`` over a ctypes ``uint32``.  The enabled rows use it, so our side pays a
+system call per event as the JSON baselines (which write to ``/dev/null``) do.
+
+:class:`SinkBackend` accepts the encoded event and returns 0: the library's own cost without the
+system call (the "sink" rows).  The real user_events backend with a perf session attached is
+measured in the guest by ``benchmarks/guest.py``.
 """
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import logging
+import os
+import struct
 from typing import Any
 
 import structlog
@@ -21,18 +29,67 @@ from structlog_etw.backends.base import Slot
 from structlog_etw.eventheader.spec import tracepoint_name
 from structlog_etw.fields import to_fields
 
-__all__ = ["SinkBackend", "early_drop_logger", "encoder_namespace", "fast_path_logger", "provider"]
+__all__ = [
+    "SinkBackend",
+    "WritevBackend",
+    "early_drop_logger",
+    "encoder_namespace",
+    "fast_path_logger",
+    "provider",
+    "renderer_logger",
+]
 
 _ids = itertools.count()
+_WRITE_INDEX = struct.Struct("=i")
 
 
-class SinkBackend:
-    """Accepts every event and returns 0; slots are enabled or not, forever."""
+def _enable_word(enabled: bool) -> memoryview:
+    """An enable word as the user_events backend makes it: a memoryview over a ctypes uint32."""
+    array = (ctypes.c_uint32 * 1)(1 if enabled else 0)
+    return memoryview(array).cast("B").cast("I")
+
+
+class WritevBackend:
+    """``os.writev(fd, (write_index, event...))`` into /dev/null per event, as user_events does."""
 
     def __init__(self, name: str, fmt: str, enabled: bool) -> None:
         self.format = fmt
         self.name = name
-        self._word = [1 if enabled else 0]
+        self._word = _enable_word(enabled)
+        self._fd = os.open(os.devnull, os.O_WRONLY)
+        self._next = itertools.count(1)
+
+    def open_slot(self, level: int, keyword: int) -> Slot:
+        return Slot(level, keyword, self._word, _WRITE_INDEX.pack(next(self._next)))
+
+    def write(
+        self,
+        slot: Slot,
+        event: Any,
+        opcode: int = 0,
+        activity_id: bytes | None = None,
+        related_id: bytes | None = None,
+    ) -> int:
+        try:
+            if type(event) is bytes:
+                os.writev(self._fd, (slot.handle, event))
+            else:  # TraceLogging: (traits, metadata, data), the EventWriteTransfer descriptors
+                os.writev(self._fd, (slot.handle, *event))
+        except OSError as e:
+            return e.errno or 5
+        return 0
+
+    def close(self) -> None:
+        self._word[0] = 0
+
+
+class SinkBackend:
+    """Accepts every event and returns 0 (no system call); slots are enabled or not, forever."""
+
+    def __init__(self, name: str, fmt: str, enabled: bool) -> None:
+        self.format = fmt
+        self.name = name
+        self._word = _enable_word(enabled)
 
     def open_slot(self, level: int, keyword: int) -> Slot:
         return Slot(level, keyword, self._word, tracepoint_name(self.name, level, keyword))
@@ -51,17 +108,20 @@ class SinkBackend:
         self._word[0] = 0
 
 
-def provider(enabled: bool, fmt: str = "eventheader") -> Provider:
-    """A fresh provider (unique name) whose backend is a :class:`SinkBackend`."""
+_BACKENDS = {"writev": WritevBackend, "sink": SinkBackend}
+
+
+def provider(enabled: bool, fmt: str = "eventheader", backend: str = "writev") -> Provider:
+    """A fresh provider (unique name) with a :class:`WritevBackend` (or ``backend="sink"``)."""
     name = f"Bench{next(_ids)}"
-    return Provider(name, backend=SinkBackend(name, fmt, enabled))
+    return Provider(name, backend=_BACKENDS[backend](name, fmt, enabled))
 
 
-def fast_path_logger(enabled: bool, fmt: str = "eventheader") -> Any:
-    """A held logger of ``make_etw_bound_logger`` ending in ``EtwRenderer``."""
+def fast_path_logger(enabled: bool, fmt: str = "eventheader", backend: str = "writev") -> Any:
+    """A held logger of ``make_etw_bound_logger`` with ``[merge_contextvars, EtwRenderer]``."""
     from structlog_etw._wrapper import make_etw_bound_logger  # noqa: PLC0415 (lands separately)
 
-    prov = provider(enabled, fmt)
+    prov = provider(enabled, fmt, backend)
     wrapper = make_etw_bound_logger(prov, min_level=logging.DEBUG)
     return structlog.wrap_logger(
         None,
@@ -70,11 +130,11 @@ def fast_path_logger(enabled: bool, fmt: str = "eventheader") -> Any:
     ).bind()
 
 
-def early_drop_logger(enabled: bool, fmt: str = "eventheader") -> Any:
+def early_drop_logger(enabled: bool, fmt: str = "eventheader", backend: str = "writev") -> Any:
     """A plain structlog BoundLogger whose first processor drops events nobody listens to."""
     from structlog_etw._wrapper import EtwEarlyDrop  # noqa: PLC0415 (lands separately)
 
-    prov = provider(enabled, fmt)
+    prov = provider(enabled, fmt, backend)
     return structlog.wrap_logger(
         None,
         wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
@@ -86,9 +146,9 @@ def early_drop_logger(enabled: bool, fmt: str = "eventheader") -> Any:
     ).bind()
 
 
-def renderer_logger(enabled: bool, fmt: str = "eventheader") -> Any:
+def renderer_logger(enabled: bool, fmt: str = "eventheader", backend: str = "writev") -> Any:
     """structlog's filtering bound logger + merge_contextvars + EtwRenderer (no wrapper, no early drop)."""
-    prov = provider(enabled, fmt)
+    prov = provider(enabled, fmt, backend)
     return structlog.wrap_logger(
         None,
         wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
@@ -112,3 +172,23 @@ def encoder_namespace(fmt: str) -> dict[str, Any]:
         "kw": dict(FIVE_FIELDS),
         "to_fields": to_fields,
     }
+
+
+def console_beside_tracing_logger(enabled: bool, stream: Any) -> Any:
+    """The console-beside-tracing composition (docs/console-and-tracing.md): trace events at
+    every level, JSON lines to *stream* at info and above."""
+    from structlog_etw._wrapper import make_etw_bound_logger  # noqa: PLC0415
+
+    prov = provider(enabled)
+    renderer = EtwRenderer(prov.name, provider=prov, passthrough="info")
+    return structlog.wrap_logger(
+        structlog.WriteLogger(stream),
+        wrapper_class=make_etw_bound_logger(renderer, min_level=logging.DEBUG),
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso"),
+            renderer,
+            structlog.processors.JSONRenderer(),
+        ],
+    ).bind()

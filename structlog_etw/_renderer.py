@@ -25,7 +25,7 @@ from structlog.stdlib import ProcessorFormatter
 from ._activity import CURRENT_ACTIVITY
 from ._common_schema import write_common
 from ._contextvars import REGISTRY, WATCH
-from ._levels import METHOD_LEVELS, check_keyword, level_from_stdlib
+from ._levels import METHOD_LEVELS, STDLIB_NUMBERS, check_keyword, level_from_stdlib, stdlib_level
 from ._provider import Provider, check_provider_id, get_provider
 from ._resolve import (
     CONTROL_KEYS,
@@ -78,6 +78,23 @@ _STR_ONLY: Final = frozenset((str,))
 
 class _NotPlain(Exception):
     """An event with control keys and a key that is not a ``str``: rendered from :func:`_plain`."""
+
+
+#: structlog method name -> stdlib level number (what a pass-through level is compared with).
+_METHOD_STDLIB: Final = {name: STDLIB_NUMBERS[level] for name, level in METHOD_LEVELS.items()}
+_UNKNOWN_METHOD_STDLIB: Final = STDLIB_NUMBERS[5]
+
+
+def _passthrough_level(passthrough: bool | int | str) -> int | None:
+    """``passthrough`` -> the lowest stdlib level passed on (``None``: none, ``0``: all)."""
+    if passthrough is True:
+        return 0
+    if passthrough is False:
+        return None
+    try:
+        return stdlib_level(passthrough)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"passthrough must be a bool, a level number or a level name: {exc}") from None
 
 
 def resolver_for(
@@ -184,7 +201,13 @@ class EtwRenderer:
 
     After writing it raises :class:`structlog.DropEvent` (nothing else renders the event), or
     with ``passthrough=True`` returns the event dict (control keys removed) for later
-    processors such as ``ConsoleRenderer`` or ``JSONRenderer``.  As the last processor of a
+    processors such as ``ConsoleRenderer`` or ``JSONRenderer``.  ``passthrough`` may also be a
+    level (stdlib number or name, ``"warning"``): events of a log method at that level or above
+    go on to the later processors, lower ones stop here (after being written when a session
+    listens).  That is the console-beside-tracing composition (docs/console-and-tracing.md):
+    trace events at every level while someone listens, console output at the level and above
+    always; ``make_etw_bound_logger`` then skips, before any event dict exists, the calls below
+    the level that nobody listens to.  As the last processor of a
     ``structlog.stdlib.ProcessorFormatter`` it returns ``""`` instead of raising (``logging``
     would let ``DropEvent`` reach the application); the record's level is its stdlib level.
     Put such a formatter on an :class:`~structlog_etw.EtwHandler`, which writes nothing else
@@ -213,7 +236,7 @@ class EtwRenderer:
         group: str | None = None,
         schema: str = "etw",
         keywords: Iterable[int] = (),
-        passthrough: bool = False,
+        passthrough: bool | int | str = False,
         provider: Provider | None = None,
         keywords_by_logger: Mapping[str, int] | None = None,
         provider_id: uuid.UUID | str | None = None,
@@ -235,8 +258,12 @@ class EtwRenderer:
         self.provider: Provider = resolver.provider
         #: Keyword of events without ``etw_keyword`` and without a ``keywords_by_logger`` match.
         self.default_keyword: int = resolver.default_keyword
-        #: Whether the event dict is returned (control keys removed) instead of ``DropEvent``.
-        self.passthrough = passthrough
+        level = _passthrough_level(passthrough)
+        #: The lowest stdlib level whose events are returned (control keys removed) for the later
+        #: processors instead of ``DropEvent``: ``None`` none (the default), ``0`` every event.
+        self.passthrough_level: int | None = level
+        #: Whether any event is returned for later processors (``passthrough_level`` is not ``None``).
+        self.passthrough = level is not None
         #: ``"etw"``, ``"common"`` (Common Schema 4.0 as OpenTelemetry's exporters write it) or
         #: ``"tracing-etw"`` (Common Schema as the tracing-etw crate writes it).
         self.schema = schema
@@ -279,11 +306,30 @@ class EtwRenderer:
                 self.provider.count_dropped("render_error")
             else:
                 event_dict = plain
-        if self.passthrough:
+        if self._passes_on(method_name):
             return event_dict
         if sys._getframe(1).f_code is _FORMATTER_CODE:  # after ProcessorFormatter.remove_processors_meta
             return ""
         raise structlog.DropEvent
+
+    def _passes_on(self, method_name: str) -> bool:
+        """Whether an event of ``method_name`` goes on to later processors (``passthrough``)."""
+        level = self.passthrough_level
+        return level is not None and (
+            not level or _METHOD_STDLIB.get(method_name, _UNKNOWN_METHOD_STDLIB) >= level
+        )
+
+    def write_event(self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> None:
+        """Write ``event_dict`` as calling the renderer does, without ``DropEvent`` or pass-through.
+
+        The one entry ``make_etw_bound_logger``'s direct-write path uses (it builds the event dict
+        structlog would build and calls this instead of running the chain).  Never raises: what
+        cannot be written is counted (``dropped["render_error"]`` for a failure here).
+        """
+        try:
+            self._render(logger, method_name, event_dict)
+        except Exception:
+            self.provider.count_dropped("render_error")
 
     def _from_formatter(self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> Any:
         """A ``ProcessorFormatter`` event: its meta keys are not fields; a foreign record's custom
@@ -302,7 +348,7 @@ class EtwRenderer:
             self._render(logger, method_name, view)
         except Exception:
             self.provider.count_dropped("render_error")
-        if self.passthrough:
+        if self._passes_on(method_name):
             for key in CONTROL_KEYS:
                 event_dict.pop(key, None)
             return event_dict

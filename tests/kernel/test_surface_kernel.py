@@ -2,7 +2,8 @@
 
 Events from the stdlib handler (foreign and structlog-routed records) and from ``await
 log.ainfo(...)`` reach perf intact (name, level, keyword, fields, activity ids); the wrapper's
-fast path follows the kernel's enable words (the chain runs only while perf records).
+fast path follows the kernel's enable words (the chain runs only while perf records), and its
+direct-write path's events arrive as the chain's.
 """
 
 from __future__ import annotations
@@ -166,3 +167,40 @@ def test_structlog_logger_name_selects_keyword_in_perf(provider_name: str, perf_
     assert events[0].fields == {"logger": "db.pool", "rows": 3}
     assert events[1].fields == {"size": 5}
     assert spy.events == ["query_done", "pool_checkout"]
+
+
+def test_direct_write_events_reach_perf_as_the_chains_do(
+    provider_name: str, perf_session: PerfFactory
+) -> None:
+    """``[merge_contextvars, renderer]`` is written without running the chain: in perf its events
+    equal, field by field, those of the same calls through structlog's own chain machinery."""
+    renderer = EtwRenderer(provider_name)
+    chain = [structlog.contextvars.merge_contextvars, renderer]
+    direct = structlog.wrap_logger(
+        structlog.ReturnLogger(), wrapper_class=make_etw_bound_logger(renderer), processors=chain
+    ).bind(service="checkout")
+    through_chain = structlog.wrap_logger(
+        structlog.ReturnLogger(),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.NOTSET),
+        processors=chain,
+    ).bind(service="checkout")
+    with perf_session([f"{provider_name}_L4K1", f"{provider_name}_L2K1"]) as session:
+        for log in (direct, through_chain):
+            with structlog.contextvars.bound_contextvars(request_id="r-7"):
+                log.info("user_login", user="ann", attempts=3, latency_ms=12.5, ok=True)
+            log.error("disk at %d%%", 100, device="sda")
+    events = _ours(session, provider_name)
+    assert len(events) == 4
+    first, second = events[:2], events[2:]
+    assert [(e.name, e.level, e.keyword, e.fields) for e in first] == [
+        (e.name, e.level, e.keyword, e.fields) for e in second
+    ]
+    assert first[0].fields == {
+        "service": "checkout",
+        "user": "ann",
+        "attempts": 3,
+        "latency_ms": 12.5,
+        "ok": True,
+        "request_id": "r-7",
+    }
+    assert (first[1].name, first[1].level) == ("disk at 100%", 2)

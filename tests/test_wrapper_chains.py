@@ -1,0 +1,459 @@
+"""make_etw_bound_logger reads the chain it would run: it skips a call only when that chain ends in
+its EtwRenderer (or passes on nothing below a level), writes an ETW-only chain's events directly,
+and behaves like structlog's make_filtering_bound_logger with any other chain.  A log call never
+raises, also with %-args that do not fit the event text."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from types import FrameType
+from typing import Any
+
+import pytest
+import structlog
+from structlog.testing import LogCapture, capture_logs
+
+from structlog_etw import EtwRenderer, Provider, etw_activity, get_provider, make_etw_bound_logger
+from structlog_etw.backends.capture import CaptureRecord
+from structlog_etw.backends.null import NullBackend
+from structlog_etw.testing import EtwCapture, capture_etw_events, decode_record
+from tests.helpers.surface import Spy, bound, unique_provider
+
+
+@pytest.fixture
+def structlog_config() -> Iterator[None]:
+    """structlog's global configuration, restored after the test."""
+    structlog.reset_defaults()
+    try:
+        yield
+    finally:
+        structlog.reset_defaults()
+
+
+def _configure_etw_only(renderer: EtwRenderer, *, cache: bool = False) -> None:
+    structlog.configure(
+        processors=[structlog.contextvars.merge_contextvars, renderer],
+        wrapper_class=make_etw_bound_logger(renderer),
+        logger_factory=structlog.ReturnLoggerFactory(),
+        cache_logger_on_first_use=cache,
+    )
+
+
+# --- capture_logs(), LogCapture, a reconfigured application ------------------------------------
+
+
+@pytest.mark.usefixtures("structlog_config")
+@pytest.mark.parametrize("listening", [False, True])
+def test_capture_logs_captures_with_the_wrapper_class(etw_capture: EtwCapture, listening: bool) -> None:
+    renderer = EtwRenderer(unique_provider())
+    etw_capture.set_enabled(listening)
+    _configure_etw_only(renderer)
+    log = structlog.get_logger()
+    with capture_logs() as logs:
+        log.info("user_login", user="ann")
+        log.debug("detail %s", "x")
+        structlog.get_logger().bind(request="r1").warning("slow", ms=12)
+    assert logs == [
+        {"event": "user_login", "user": "ann", "log_level": "info"},
+        {"event": "detail x", "log_level": "debug"},
+        {"request": "r1", "event": "slow", "ms": 12, "log_level": "warning"},
+    ]
+    assert etw_capture.records == []  # the chain was LogCapture alone: nothing reached the renderer
+
+
+@pytest.mark.usefixtures("structlog_config")
+def test_capture_logs_captures_a_logger_bound_and_cached_before_it(etw_capture: EtwCapture) -> None:
+    """capture_logs() replaces the contents of the configured list in place: a logger bound before
+    (or cached on first use) holds that list and must see the change on its next call."""
+    renderer = EtwRenderer(unique_provider())
+    etw_capture.set_enabled(False)
+    _configure_etw_only(renderer, cache=True)
+    cached = structlog.get_logger()
+    cached.info("warm_up")  # cached on first use
+    held = structlog.get_logger().bind(user="ann")
+    keyed = held.bind(etw_keyword=0x2)  # the per-logger class
+    with capture_logs() as logs:
+        cached.info("from_cached")
+        held.info("from_held", n=1)
+        keyed.error("from_keyed")
+    assert [e["event"] for e in logs] == ["from_cached", "from_held", "from_keyed"]
+    assert logs[1] == {"user": "ann", "n": 1, "event": "from_held", "log_level": "info"}
+    # outside capture_logs the chain ends in the renderer again: the call is skipped
+    spy_calls = len(logs)
+    held.info("skipped_again")
+    assert len(logs) == spy_calls
+    etw_capture.set_enabled(True)
+    held.info("written_again")
+    assert [e.name for e in etw_capture.events] == ["written_again"]
+
+
+def test_log_capture_processor_sees_every_call_above_min_level(etw_capture: EtwCapture) -> None:
+    renderer = EtwRenderer(unique_provider())
+    etw_capture.set_enabled(False)
+    cap = LogCapture()
+    log = bound(make_etw_bound_logger(renderer, min_level="info"), [cap])
+    log.debug("below_min_level")
+    log.info("kept", a=1)
+    log.log(logging.ERROR, "kept_by_number")
+    log.exception("kept_exception")
+    assert [(e["event"], e["log_level"]) for e in cap.entries] == [
+        ("kept", "info"),
+        ("kept_by_number", "error"),
+        ("kept_exception", "error"),
+    ]
+
+
+def test_a_chain_without_an_etw_renderer_behaves_like_make_filtering_bound_logger(
+    etw_capture: EtwCapture,
+) -> None:
+    renderer = EtwRenderer(unique_provider())
+    etw_capture.set_enabled(False)
+    chain = [structlog.processors.JSONRenderer()]
+    ours = bound(make_etw_bound_logger(renderer, min_level="info"), chain, request="r1")
+    theirs = bound(structlog.make_filtering_bound_logger(logging.INFO), chain, request="r1")
+    for log in (ours, theirs):
+        assert log.debug("below") is None
+    assert ours.info("user %s", "ann", n=1) == theirs.info("user %s", "ann", n=1)
+    assert ours.info("user %s", "ann", n=1) == '{"request": "r1", "n": 1, "event": "user ann"}'
+    assert ours.warning("w") == theirs.warning("w")
+
+
+def test_a_renderer_of_another_provider_at_the_end_is_not_skipped_for(etw_capture: EtwCapture) -> None:
+    """The wrapper can only answer for its own provider's slots."""
+    ours = EtwRenderer(unique_provider())
+    other = EtwRenderer(unique_provider())
+    etw_capture.set_enabled(False)
+    etw_capture.set_enabled(True, keyword=0x8)
+    spy = Spy()
+    log = bound(make_etw_bound_logger(ours), [spy, other])
+    log.info("runs_the_chain")
+    assert [c[1]["event"] for c in spy.calls] == ["runs_the_chain"]
+
+
+def test_an_etw_only_chain_is_still_skipped_before_any_processor(etw_capture: EtwCapture) -> None:
+    """The control of the tests above: the chain ending in the renderer is skipped when nobody
+    listens (a spy before the renderer sees nothing)."""
+    renderer = EtwRenderer(unique_provider())
+    etw_capture.set_enabled(False)
+    spy = Spy()
+    log = bound(make_etw_bound_logger(renderer), [spy, renderer])
+    log.info("skipped")
+    assert spy.calls == []
+
+
+def test_a_chain_emptied_later_runs_and_never_raises(etw_capture: EtwCapture) -> None:
+    renderer = EtwRenderer(unique_provider())
+    etw_capture.set_enabled(False)
+    chain: list[Any] = [renderer]
+    log = bound(make_etw_bound_logger(renderer), chain)
+    chain.clear()
+    theirs = bound(structlog.make_filtering_bound_logger(logging.NOTSET), [])
+    assert log.info("no_chain", n=1) == theirs.info("no_chain", n=1) == ((), {"n": 1, "event": "no_chain"})
+
+
+# --- %-args that do not fit ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("event", "args"),
+    [
+        ("disk at 100%", ("sda",)),  # ValueError: incomplete format
+        ("no placeholder", ("sda",)),  # TypeError: not all arguments converted
+        ("%d items", ("many",)),  # TypeError: a number is required
+        ("%(name)s", ({"other": 1},)),  # KeyError
+    ],
+)
+def test_bad_percent_args_are_written_as_a_field_and_counted(
+    etw_capture: EtwCapture, event: str, args: tuple[Any, ...]
+) -> None:
+    renderer = EtwRenderer(unique_provider())
+    log = bound(make_etw_bound_logger(renderer), [structlog.contextvars.merge_contextvars, renderer])
+    assert log.info(event, *args, user="ann") is None
+    (written,) = etw_capture.events
+    assert written.name == event
+    assert written.fields["user"] == "ann"
+    assert "format_args" in written.fields
+    assert renderer.provider.stats()["invalid"] == {"format_args": 1}
+
+
+def test_bad_percent_args_never_raise_in_any_chain_or_method(etw_capture: EtwCapture) -> None:
+    renderer = EtwRenderer(unique_provider())
+    cap = LogCapture()
+    cls = make_etw_bound_logger(renderer)
+    composed = EtwRenderer(renderer.provider.name, provider=renderer.provider, passthrough="warning")
+    for chain in ([renderer], [Spy(), renderer], [cap], [composed, cap]):
+        log = bound(cls, chain)
+        log.warning("disk at 100%", "sda")
+        log.exception("disk at 100%", "sda")
+        log.log(logging.ERROR, "disk at 100%", "sda")
+        asyncio.run(log.ainfo("disk at 100%", "sda"))
+    assert renderer.provider.stats()["invalid"] == {"format_args": 16}
+    assert cap.entries[0] == {"event": "disk at 100%", "format_args": ("sda",), "log_level": "warning"}
+
+
+def test_good_percent_args_are_unchanged(etw_capture: EtwCapture) -> None:
+    renderer = EtwRenderer(unique_provider())
+    log = bound(make_etw_bound_logger(renderer), [renderer])
+    log.info("disk at 100%% on %s", "sda")
+    log.info("%(dev)s full", {"dev": "sda"})
+    assert [e.name for e in etw_capture.events] == ["disk at 100% on sda", "sda full"]
+    assert renderer.provider.stats()["invalid"] == {}
+
+
+# --- the direct-write path: identical events without running the chain ------------------------
+
+
+def _calls_of(function_name: str, action: Any) -> int:
+    """How many times a Python function called *function_name* ran during *action()*."""
+    count = 0
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        nonlocal count
+        if event == "call" and frame.f_code.co_name == function_name:
+            count += 1
+
+    sys.setprofile(profile)
+    try:
+        action()
+    finally:
+        sys.setprofile(None)
+    return count
+
+
+def _log_everything(log: Any, ours: bool) -> None:
+    """One call of each kind the direct path must write exactly as the chain does (structlog's own
+    logger raises for %-args that do not fit: it is given the field ours writes instead)."""
+    log.info("plain")
+    log.info("fields", user="ann", attempts=3, latency_ms=12.5, ok=True, region="eu-west-1")
+    log.warning("user %s logged in", "ann", n=2)
+    if ours:
+        log.info("disk at 100%", "sda", user="ann")
+    else:
+        log.info("disk at 100%", user="ann", format_args=("sda",))
+    log.bind(request="r1", user="bound").info("override_bound", user="call", extra=[1, 2])
+    log.bind(event="bound_event_text").info(None, x=1)
+    log.info("keyword_call", etw_keyword=0x2)
+    log.bind(etw_level=2).debug("level_bound")
+    log.info("control_keys", etw_opcode=7, etw_tags=3, etw_name="Renamed")
+    with structlog.contextvars.bound_contextvars(cv_user="ctx", user="ctx_loses"):
+        log.info("contextvars", user="call_wins")
+        with structlog.contextvars.bound_contextvars(etw_keyword=0x2):
+            log.info("contextvar_keyword")
+    try:
+        raise ValueError("bad input")
+    except ValueError:
+        log.exception("failed", step=2)
+    with etw_activity(log, "Job", job=1):
+        log.info("inside_activity")
+    log.critical("critical")
+    log.fatal("fatal")
+    log.log(25 if ours else logging.INFO, "custom_level")  # ours maps 25 down to info
+
+
+def _comparable(record: CaptureRecord) -> tuple[Any, ...]:
+    """A record's bytes with the parts that differ between two runs zeroed: the provider name and
+    the (random) activity id; activity Start/Stop events are left out by the caller."""
+    event = record.event
+    activity = decode_record(record).activity_id
+    if activity is not None:
+        event = event.replace(activity.bytes, bytes(16))
+    level_keyword = record.tracepoint.rsplit("_", 1)[-1]
+    return (level_keyword, event, record.descriptor, record.metadata, record.data, record.activity_id is None)
+
+
+@pytest.mark.parametrize("fmt", ["eventheader", "tracelogging"])
+@pytest.mark.parametrize("merge", [True, False])
+def test_direct_write_gives_the_bytes_the_processor_chain_gives(fmt: str, merge: bool) -> None:
+    """The same calls through the direct path and through structlog's own chain machinery
+    (``make_filtering_bound_logger``, same processors) hand the backend identical events."""
+    captured: dict[str, list[Any]] = {}
+    for kind in ("direct", "chain"):
+        with capture_etw_events(fmt) as cap:  # type: ignore[arg-type]
+            renderer = EtwRenderer(unique_provider("Direct"))
+            chain = [structlog.contextvars.merge_contextvars, renderer] if merge else [renderer]
+            if kind == "direct":
+                log = bound(make_etw_bound_logger(renderer), chain)
+                assert _calls_of("_proxy_to_logger", lambda log=log: _log_everything(log, True)) == 0
+            else:
+                log = bound(structlog.make_filtering_bound_logger(logging.NOTSET), chain)
+                _log_everything(log, False)
+            captured[kind] = [_comparable(r) for r in cap.records if decode_record(r).opcode not in (1, 2)]
+            assert renderer.provider.stats()["dropped"] == {}
+    assert len(captured["direct"]) == 16
+    assert captured["direct"] == captured["chain"]
+
+
+def test_direct_write_is_left_when_the_chain_changes(etw_capture: EtwCapture) -> None:
+    renderer = EtwRenderer(unique_provider())
+    chain: list[Any] = [structlog.contextvars.merge_contextvars, renderer]
+    log = bound(make_etw_bound_logger(renderer), chain)
+    assert _calls_of("_proxy_to_logger", lambda: log.info("direct")) == 0
+    spy = Spy()
+    chain.insert(1, spy)  # same last processor, one more before it
+    assert _calls_of("_proxy_to_logger", lambda: log.info("through_the_chain")) == 1
+    assert [c[1]["event"] for c in spy.calls] == ["through_the_chain"]
+    assert [e.name for e in etw_capture.events] == ["direct", "through_the_chain"]
+
+
+def test_direct_write_is_not_used_for_other_chains(etw_capture: EtwCapture) -> None:
+    """Only ``[merge_contextvars, EtwRenderer]`` or ``[EtwRenderer]``: with any other processor,
+    a pass-through renderer or a subclass the chain runs."""
+
+    class Sub(EtwRenderer):
+        pass
+
+    name = unique_provider()
+    renderer = EtwRenderer(name)
+    for chain in (
+        [structlog.processors.add_log_level, renderer],
+        [renderer, structlog.processors.JSONRenderer()],
+        [EtwRenderer(name, provider=renderer.provider, passthrough=True)],
+        [Sub(name, provider=renderer.provider)],
+    ):
+        log = bound(make_etw_bound_logger(renderer), chain)
+        assert _calls_of("_proxy_to_logger", lambda log=log: log.info("x")) == 1
+
+
+# --- console beside tracing ---------------------------------------------------------------------
+
+
+def _composition(provider: Provider, stream: io.StringIO, renderer_kind: str = "json") -> tuple[Any, Spy]:
+    """The documented composition: trace events at every level while someone listens, console or
+    JSON output at info and above always."""
+    renderer = EtwRenderer(provider.name, provider=provider, passthrough="info")
+    spy = Spy()
+    last: Any = (
+        structlog.processors.JSONRenderer(sort_keys=True)
+        if renderer_kind == "json"
+        else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    log = structlog.wrap_logger(
+        structlog.PrintLogger(stream),
+        wrapper_class=make_etw_bound_logger(renderer, min_level="debug"),
+        processors=[spy, structlog.processors.add_log_level, renderer, last],
+    ).bind()
+    return log, spy
+
+
+def test_console_beside_tracing_while_a_session_listens(etw_capture: EtwCapture) -> None:
+    stream = io.StringIO()
+    log, spy = _composition(get_provider(unique_provider()), stream)
+    log.debug("trace_only", n=1)
+    log.info("both", n=2)
+    log.error("both_error", n=3)
+    assert [(e.name, e.level) for e in etw_capture.events] == [
+        ("trace_only", 5),
+        ("both", 4),
+        ("both_error", 2),
+    ]
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert lines == [
+        {"event": "both", "level": "info", "n": 2},
+        {"event": "both_error", "level": "error", "n": 3},
+    ]
+    assert len(spy.calls) == 3
+
+
+def test_console_beside_tracing_while_nobody_listens(etw_capture: EtwCapture) -> None:
+    stream = io.StringIO()
+    etw_capture.set_enabled(False)
+    log, spy = _composition(get_provider(unique_provider()), stream, "console")
+    log.debug("skipped")
+    log.info("console_only", n=2)
+    log.warning("console_warning")
+    assert etw_capture.records == []
+    assert [c[1]["event"] for c in spy.calls] == ["console_only", "console_warning"]  # debug: skipped
+    out = stream.getvalue()
+    assert "console_only" in out and "n=2" in out and "console_warning" in out
+    assert "skipped" not in out
+
+
+def test_console_beside_tracing_keeps_the_console_without_a_trace_facility() -> None:
+    """A machine without user_events/ETW (the null backend): the trace side writes nothing, the
+    console side keeps everything at info and above; nothing raises."""
+    stream = io.StringIO()
+    provider = Provider(unique_provider(), backend=NullBackend("no user_events on this kernel"))
+    log, spy = _composition(provider, stream)
+    log.debug("skipped")
+    log.info("kept", n=1)
+    log.critical("kept_critical")
+    assert [json.loads(line)["event"] for line in stream.getvalue().splitlines()] == ["kept", "kept_critical"]
+    assert [c[1]["event"] for c in spy.calls] == ["kept", "kept_critical"]
+    assert provider.stats()["written"] == 0
+
+
+def test_without_the_composition_a_machine_without_the_facility_shows_nothing() -> None:
+    """The control for the test above: the default (ETW-only) chain writes nothing anywhere."""
+    stream = io.StringIO()
+    provider = Provider(unique_provider(), backend=NullBackend("no user_events on this kernel"))
+    renderer = EtwRenderer(provider.name, provider=provider)
+    log = structlog.wrap_logger(
+        structlog.PrintLogger(stream),
+        wrapper_class=make_etw_bound_logger(renderer),
+        processors=[renderer],
+    ).bind()
+    log.info("lost")
+    assert stream.getvalue() == ""
+
+
+@pytest.mark.parametrize(
+    ("passthrough", "passed"),
+    [
+        (False, []),
+        (True, ["debug", "info", "warning", "error", "critical"]),
+        ("warning", ["warning", "error", "critical"]),
+        (logging.ERROR, ["error", "critical"]),
+        (0, ["debug", "info", "warning", "error", "critical"]),
+    ],
+)
+def test_renderer_passthrough_level(etw_capture: EtwCapture, passthrough: Any, passed: list[str]) -> None:
+    renderer = EtwRenderer(unique_provider(), passthrough=passthrough)
+    got = []
+    for method in ("debug", "info", "warning", "error", "critical"):
+        try:
+            renderer(None, method, {"event": method, "etw_keyword": 1})
+        except structlog.DropEvent:
+            continue
+        got.append(method)
+    assert got == passed
+    assert len(etw_capture.events) == 5  # written at every level either way
+    assert renderer.passthrough is bool(passed)
+
+
+def test_renderer_passthrough_rejects_nonsense() -> None:
+    with pytest.raises(ValueError, match="passthrough"):
+        EtwRenderer(unique_provider(), passthrough="chatty")
+    with pytest.raises(TypeError, match="passthrough"):
+        EtwRenderer(unique_provider(), passthrough=2.5)  # type: ignore[arg-type]
+
+
+def test_a_processor_inserted_before_the_renderer_of_a_held_logger_runs(etw_capture: EtwCapture) -> None:
+    """The skip checks that the renderer is still where it was when the logger was bound."""
+    renderer = EtwRenderer(unique_provider())
+    etw_capture.set_enabled(False)
+    chain: list[Any] = [renderer]
+    log = bound(make_etw_bound_logger(renderer), chain)
+    spy = Spy()
+    log.info("skipped")
+    chain.insert(0, spy)
+    log.info("runs_the_new_chain")
+    assert [c[1]["event"] for c in spy.calls] == ["runs_the_new_chain"]
+    assert bound(make_etw_bound_logger(renderer), chain).info("skipped_when_bound_now") is None
+    assert len(spy.calls) == 1
+
+
+def test_a_logger_can_be_copied(etw_capture: EtwCapture) -> None:
+    """The class is chosen in ``__new__``; ``copy`` re-creates an object without arguments."""
+    import copy  # noqa: PLC0415
+
+    renderer = EtwRenderer(unique_provider())
+    log = bound(make_etw_bound_logger(renderer), [renderer], user="ann").bind(etw_keyword=0x2)
+    other = copy.copy(log)
+    assert type(other) is type(log)
+    other.info("copied")
+    assert [(e.name, e.keyword, e.fields) for e in etw_capture.events] == [("copied", 2, {"user": "ann"})]
