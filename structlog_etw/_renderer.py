@@ -348,7 +348,10 @@ class EtwRenderer:
             self._render(logger, method_name, view)
         except Exception:
             self.provider.count_dropped("render_error")
-        if self._passes_on(method_name):
+        # Inside a formatter every pass-through level passes every record on: returning "" here
+        # would hand later processors a string, and raising would escape Handler.emit; a stdlib
+        # handler's own level decides what it prints (docs/console-and-tracing.md).
+        if self.passthrough:
             for key in CONTROL_KEYS:
                 event_dict.pop(key, None)
             return event_dict

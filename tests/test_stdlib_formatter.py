@@ -122,6 +122,21 @@ class TestProcessorFormatter:
         assert [e.name for e in etw_capture.events] == ["both"]
         assert stream.getvalue() == "event='both'\n"
 
+    def test_a_passthrough_level_passes_every_record_on_inside_the_formatter(
+        self, etw_capture: EtwCapture, lib_logger: logging.Logger
+    ) -> None:
+        """Below the level the record still goes on: "" would break the next processor."""
+        renderer = EtwRenderer(unique_provider(), passthrough="warning")
+        handler, stream = _stream_handler(
+            ProcessorFormatter(
+                processors=[renderer, structlog.processors.KeyValueRenderer(key_order=["event"])]
+            )
+        )
+        lib_logger.addHandler(handler)
+        lib_logger.info("low")
+        assert [e.name for e in etw_capture.events] == ["low"]
+        assert stream.getvalue().startswith("event='low'")
+
     @pytest.mark.parametrize("listening", [False, True])
     def test_early_drop_first_in_the_chain(
         self, etw_capture: EtwCapture, lib_logger: logging.Logger, listening: bool
