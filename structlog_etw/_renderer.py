@@ -209,7 +209,8 @@ class EtwRenderer:
     always; ``make_etw_bound_logger`` then skips, before any event dict exists, the calls below
     the level that nobody listens to.  As the last processor of a
     ``structlog.stdlib.ProcessorFormatter`` it returns ``""`` instead of raising (``logging``
-    would let ``DropEvent`` reach the application); the record's level is its stdlib level.
+    would let ``DropEvent`` reach the application); the record's level is its stdlib level;
+    there a pass-through level passes every record on (the stdlib handler's level decides).
     Put such a formatter on an :class:`~structlog_etw.EtwHandler`, which writes nothing else
     (docs/stdlib.md); the formatter's ``_record``/``_from_structlog`` keys are never fields.
 
@@ -245,6 +246,7 @@ class EtwRenderer:
     ) -> None:
         if schema not in SCHEMAS:
             raise ValueError(f"schema must be one of {', '.join(map(repr, SCHEMAS))}, got {schema!r}")
+        level = _passthrough_level(passthrough)  # before the provider: a bad argument registers nothing
         resolver = resolver_for(
             provider_name if provider is None else provider,
             default_keyword=check_keyword(default_keyword, "default_keyword"),
@@ -258,7 +260,6 @@ class EtwRenderer:
         self.provider: Provider = resolver.provider
         #: Keyword of events without ``etw_keyword`` and without a ``keywords_by_logger`` match.
         self.default_keyword: int = resolver.default_keyword
-        level = _passthrough_level(passthrough)
         #: The lowest stdlib level whose events are returned (control keys removed) for the later
         #: processors instead of ``DropEvent``: ``None`` none (the default), ``0`` every event.
         self.passthrough_level: int | None = level
