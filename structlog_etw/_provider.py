@@ -317,7 +317,7 @@ class Provider:
     first use.
 
     ``max_slots`` bounds the (level, keyword) pairs the provider registers, the ones registered
-    up front included (default :data:`DEFAULT_MAX_SLOTS`; on Linux each is a kernel tracepoint).
+    up front included (default 256, ``DEFAULT_MAX_SLOTS``; on Linux each is a kernel tracepoint).
     A pair first used once the bound is reached is never registered: its events are counted as
     ``dropped["slot_limit"]``, never written; pairs registered before keep working.  Up-front
     pairs that exceed ``max_slots`` raise :class:`ValueError` here.
@@ -830,7 +830,7 @@ def get_provider(
     TraceLogging (Windows ETW, ``capture_etw_events("tracelogging")``) also takes the Windows
     convention ``MyCompany.MyService``.  A name the format cannot carry raises ValueError here.
 
-    ``max_slots`` (default :data:`DEFAULT_MAX_SLOTS`) bounds the (level, keyword) pairs the
+    ``max_slots`` (default 256, ``DEFAULT_MAX_SLOTS``) bounds the (level, keyword) pairs the
     provider registers (see :class:`Provider`); asking for an existing provider with another
     ``max_slots`` raises :class:`ValueError`.
 

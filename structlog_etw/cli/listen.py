@@ -6,8 +6,8 @@ user_events, no permission) or bad arguments.  Events go to stdout, one line eac
 (``--json``: the object ``decode --json`` prints); status, lost-event reports and the
 final summary go to stderr.
 
-Output and filters come from :mod:`.output` (shared with ``decode``, reusable by another event
-source): ``--format text`` (default, terminal or not) or ``json`` (``--json``), ``--level``,
+Output and filters come from :mod:`structlog_etw.cli.output` (shared with ``decode``, reusable by another
+event source): ``--format text`` (default, terminal or not) or ``json`` (``--json``), ``--level``,
 ``--keyword``, ``--color``/``--no-color``.
 """
 

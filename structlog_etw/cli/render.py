@@ -170,7 +170,7 @@ def event_json(event: DecodedEvent, meta: EventMeta | None = None) -> str:
 def json_fields(event: DecodedEvent) -> dict[str, Any]:
     """The event's fields as JSON-able data, with :func:`event_json`'s value conventions.
 
-    (A name that occurs twice keeps its last value, as in :attr:`DecodedEvent.fields`.)
+    (A name that occurs twice keeps its last value, as in ``DecodedEvent.fields``.)
     """
     if event.format == "eventheader":
         loaded: dict[str, Any] = json.loads(json_line("{" + perf_json_fields(event, field_tags=False) + "}"))
