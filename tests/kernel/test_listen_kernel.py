@@ -179,7 +179,9 @@ def test_listen_reports_lost_events_when_a_flood_overruns_a_one_page_ring(provid
 
 def test_listen_registers_the_providers_tracepoints_when_the_app_has_not(provider_name: str) -> None:
     assert tracepoints_of(provider_name) == set()
-    lis = listen(provider_name, "--json", "--level", "info", "--keyword", "0x4", "--count", "1")
+    # --count 2: listen is still running (and holding its tracepoints) after the first application
+    # exits, so the check between the two runs does not race listen's own exit.
+    lis = listen(provider_name, "--json", "--level", "info", "--keyword", "0x4", "--count", "2")
     try:
         line = lis.wait_for("err", "listening to")
         expected = {f"{provider_name}_L{lvl}K4" for lvl in (1, 2, 3, 4)}
@@ -190,12 +192,16 @@ def test_listen_registers_the_providers_tracepoints_when_the_app_has_not(provide
         app.wait_for("out", "done")
         assert app.finish() == 0, app.report()
         assert {n for n in tracepoints_of(provider_name) if n.endswith("K4")} == expected
+        again = writer(provider_name, "keyword", "0x4", "1")  # the second event ends listen
+        again.wait_for("out", "done")
+        assert again.finish() == 0, again.report()
         assert lis.finish() == 0, lis.report()
     finally:
         lis.kill()
     events = json_events(lis)
     assert [(e["name"], e["level"], e["keyword"], e["fields"]["i"]) for e in events] == [
-        ("late_keyword", 4, 0x4, 0)
+        ("late_keyword", 4, 0x4, 0),
+        ("late_keyword", 4, 0x4, 0),
     ]
 
 
