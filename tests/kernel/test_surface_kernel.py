@@ -73,8 +73,10 @@ def test_stdlib_handler_events_reach_perf_intact(provider_name: str, perf_sessio
     assert disk.fields["message"] == "disk /var at 93%"
     assert disk.fields["logger"] == "surface.http"
     assert disk.fields["host"] == "db1"
-    assert disk.fields["func"] == "test_stdlib_handler_events_reach_perf_intact"
+    assert disk.fields["funcName"] == "test_stdlib_handler_events_reach_perf_intact"
     assert isinstance(disk.fields["lineno"], int)
+    assert disk.fields["module"] == "test_surface_kernel"
+    assert disk.fields["pathname"] == __file__
     assert "KeyError: 'order-7'" in failed.fields["exception"]
     assert charge.fields == {"amount_cents": 1299, "currency": "EUR", "ok": True}
     assert handler.errors == 0
