@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ..perf.listener import ListenedEvent
+from ..perf.listener import ListenedEvent, pump
 from ..tracelogging.spec import provider_id as _provider_id
 from . import abi
 
@@ -489,32 +489,16 @@ def run(
     Like :func:`structlog_etw.perf.listener.run`: the session is stopped at the end and what it
     still delivers is shown (also when interrupted).  Returns the number of events emitted.
     """
-    import time  # noqa: PLC0415
-
-    deadline = None if duration is None else time.monotonic() + duration
-    seen = 0
-
-    def feed(items: list[ListenedEvent]) -> bool:
-        nonlocal seen
-        for item in items:
-            emit(item)
-            seen += 1
-            if count is not None and seen >= count:
-                return True
-        return False
-
     try:
-        while not stop() and listener.running:
-            timeout = 0.2
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                timeout = min(timeout, left)
-            if feed(listener.poll(timeout)):
-                return seen
+        return pump(
+            listener.poll,
+            listener.drain,
+            emit,
+            lambda lost: None,  # none come in line: the listener counts what it drops in .lost
+            count=count,
+            duration=duration,
+            stop=stop,
+            running=lambda: listener.running,
+        )
     finally:
-        if count is None or seen < count:
-            feed(listener.drain())
         listener.close()
-    return seen

@@ -28,7 +28,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ..decoded import DecodedEvent
 from .abi import CLOCK_MONOTONIC, RecordType, SampleFormat
@@ -49,6 +49,7 @@ __all__ = [
     "LostEvents",
     "decode",
     "match_tracepoint",
+    "pump",
     "run",
 ]
 
@@ -440,6 +441,33 @@ def run(
     is already in the rings is shown before the exception goes on.  Returns the number of
     events emitted.
     """
+    return pump(
+        listener.poll,
+        lambda: listener.drain(flush=True),
+        emit,
+        lost,
+        count=count,
+        duration=duration,
+        stop=stop,
+    )
+
+
+def pump(
+    poll: Callable[[float], list[Any]],
+    drain: Callable[[], list[Any]],
+    emit: Callable[[ListenedEvent], None],
+    lost: Callable[[LostEvents], None],
+    *,
+    count: int | None = None,
+    duration: float | None = None,
+    stop: Callable[[], bool] = lambda: False,
+    running: Callable[[], bool] = lambda: True,
+) -> int:
+    """The read loop of every live source (perf rings here, an ETW session in
+    :func:`structlog_etw.etw.consumer.run`): ``poll(timeout)`` until ``count`` events,
+    ``duration`` seconds, ``stop()`` or not ``running()``; then, unless ``count`` was reached,
+    what ``drain()`` still holds, also when interrupted.  Returns the number of events emitted.
+    """
     deadline = None if duration is None else time.monotonic() + duration
     seen = 0
 
@@ -456,16 +484,16 @@ def run(
         return False
 
     try:
-        while not stop():
+        while not stop() and running():
             timeout = 0.2
             if deadline is not None:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
                 timeout = min(timeout, left)
-            if feed(listener.poll(timeout)):
+            if feed(poll(timeout)):
                 return seen
     finally:
         if count is None or seen < count:
-            feed(listener.drain(flush=True))
+            feed(drain())
     return seen
