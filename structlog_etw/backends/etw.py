@@ -5,9 +5,11 @@ enable callback (level, MatchAnyKeyword, MatchAllKeyword); the callback rewrites
 every open :class:`~structlog_etw.backends.base.Slot`, so the per-event enabled check is reading
 ``slot.word[0]``: no API call.
 
-The internal ``library`` parameter loads a given shared library (``ctypes.CDLL``) instead of the
-Windows DLLs: the tests run this module's real ctypes calls on Linux against a small C library
-with the same entry points (``tests/csrc/fake_eventing.c``).
+The functions come from ``api-ms-win-eventing-provider-l1-1-0.dll``, each one missing there from
+``advapi32.dll`` (``backends._dll``).  The internal ``library`` parameter loads given shared
+libraries (``ctypes.CDLL``, a path or a chain of paths) instead of the Windows DLLs: the tests run
+this module's real ctypes calls on Linux against a small C library with the same entry points
+(``tests/csrc/fake_eventing.c``).
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import struct
-import sys
 import threading
 import uuid
+from collections.abc import Sequence
 from typing import Any, Final
 
 from ..tracelogging.spec import TraceLoggingEvent, Win32Error, event_descriptor, group_guid, provider_traits
 from ..tracelogging.spec import provider_id as _provider_id
+from . import _dll
 from .base import BackendUnavailable, Slot
 
 __all__ = ["EtwBackend"]
@@ -48,23 +51,6 @@ _CALLBACK_ARGS: Final = (
 )
 
 
-def _load(library: str | None) -> tuple[Any, Any]:
-    """(the loaded library, the callback function type) or BackendUnavailable."""
-    if library is not None:
-        try:
-            return ctypes.CDLL(library), ctypes.CFUNCTYPE(None, *_CALLBACK_ARGS)
-        except OSError as e:
-            raise BackendUnavailable(f"cannot load {library}: {e}") from None
-    if sys.platform == "win32":
-        for name in ("api-ms-win-eventing-provider-l1-1-0.dll", "advapi32.dll"):
-            try:
-                return ctypes.WinDLL(name), ctypes.WINFUNCTYPE(None, *_CALLBACK_ARGS)
-            except OSError:
-                continue
-        raise BackendUnavailable("neither api-ms-win-eventing-provider-l1-1-0.dll nor advapi32.dll loads")
-    raise BackendUnavailable(f"ETW is only available on Windows (this is {sys.platform})")
-
-
 def _address(buf: bytes) -> int | None:
     """The address of a bytes object's buffer (valid while ``buf`` is referenced)."""
     return ctypes.cast(ctypes.c_char_p(buf), ctypes.c_void_p).value
@@ -89,14 +75,11 @@ _BYTES_OFFSET: Final = _bytes_offset()
 _PREFIX_LIMIT: Final = 1024
 
 
-def _bind(lib: Any, name: str, restype: Any, argtypes: list[Any]) -> Any:
+def _bind(dlls: _dll.Dlls, name: str, restype: Any, argtypes: list[Any]) -> Any:
     try:
-        fn = getattr(lib, name)
-    except AttributeError:
-        raise BackendUnavailable(f"the ETW library has no {name}") from None
-    fn.restype = restype
-    fn.argtypes = argtypes
-    return fn
+        return dlls.bind(name, restype, argtypes)
+    except _dll.DllError as e:
+        raise BackendUnavailable(str(e)) from None
 
 
 class EtwBackend:
@@ -141,7 +124,7 @@ class EtwBackend:
         provider_id: uuid.UUID | str | None = None,
         traits: bytes | None = None,
         *,
-        library: str | None = None,
+        library: str | Sequence[str] | None = None,
     ) -> None:
         group = None
         if isinstance(provider_id, str):  # EtwBackend(name, group), as the provider builds backends
@@ -153,7 +136,11 @@ class EtwBackend:
             raise TypeError("provider_id must be a uuid.UUID, a provider group name (str) or None")
         if traits is None:
             traits = provider_traits(provider_name, group)
-        lib, callback_type = _load(library)
+        try:
+            lib = _dll.Dlls(library, _dll.PROVIDER_DLLS)
+        except _dll.DllError as e:
+            raise BackendUnavailable(str(e)) from None
+        callback_type = lib.callback_type(None, *_CALLBACK_ARGS)
         register = _bind(
             lib,
             "EventRegister",

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import fcntl
 import os
 import platform
 import re
@@ -40,6 +39,11 @@ import sys
 import threading
 import weakref
 from typing import Final
+
+try:
+    import fcntl
+except ImportError:  # Windows: the module still imports; UserEventsBackend() says "needs Linux" first
+    fcntl = None  # type: ignore[assignment]
 
 from ..eventheader.spec import register_command, tracepoint_name, validate_provider_name
 from .base import BackendUnavailable, Slot

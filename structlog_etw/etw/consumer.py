@@ -19,8 +19,10 @@ joins the thread and closes the trace; it runs on ``with`` exit, on errors durin
 and from ``close()`` in a ``finally`` (Ctrl-C).  Starting a session needs administrator rights
 (or the Performance Log Users group).
 
-The internal ``library`` parameter loads a given shared library instead of ``advapi32.dll``:
-the tests run these ctypes calls on Linux against the C stand-in ``tests/csrc/fake_eventing.c``.
+The functions are loaded from ``advapi32.dll`` through the loader the provider backend uses
+(``backends._dll``).  The internal ``library`` parameter loads given shared libraries (a path or
+a chain of paths, each function from the first that has it) instead: the tests run these ctypes
+calls on Linux against the C stand-in ``tests/csrc/fake_eventing.c``.
 """
 
 from __future__ import annotations
@@ -28,15 +30,15 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
-import sys
 import threading
 import uuid
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ..backends import _dll
 from ..perf.listener import ListenedEvent, pump
 from ..tracelogging.spec import provider_id as _provider_id
 from . import abi
@@ -172,60 +174,38 @@ def decode_raw(raw: RawRecord, provider: str = "") -> ListenedEvent:
     return ListenedEvent(provider or decoded.provider, None, realtime_ns, raw.cpu, raw.pid, raw.tid, decoded)
 
 
-def _bind(lib: Any, name: str, restype: Any, argtypes: list[Any]) -> Any:
-    try:
-        fn = getattr(lib, name)
-    except AttributeError:
-        raise EtwListenError(f"the ETW library has no {name}") from None
-    fn.restype = restype
-    fn.argtypes = argtypes
-    return fn
-
-
 class _Api:
     """The controller and consumer functions of advapi32 (or of the stand-in), bound once."""
 
-    def __init__(self, library: str | None) -> None:
-        callback_args = (ctypes.POINTER(abi.EVENT_RECORD),)
-        if library is not None:
-            try:
-                lib: Any = ctypes.CDLL(library)
-            except OSError as e:
-                raise EtwListenError(f"cannot load {library}: {e}") from None
-            self.callback_type: Any = ctypes.CFUNCTYPE(None, *callback_args)
-            get_error = _bind(lib, "GetLastError", ctypes.c_uint32, [])
-            self.last_error: Callable[[], int] = lambda: int(get_error())
-        elif sys.platform == "win32":
-            try:
-                lib = ctypes.WinDLL("advapi32.dll", use_last_error=True)
-            except OSError as e:
-                raise EtwListenError(f"cannot load advapi32.dll: {e}") from None
-            self.callback_type = ctypes.WINFUNCTYPE(None, *callback_args)
-            self.last_error = ctypes.get_last_error
-        else:
-            raise EtwListenError(f"ETW sessions exist only on Windows (this is {sys.platform})")
-        u32, u64, ptr = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p
-        props = ctypes.POINTER(abi.EVENT_TRACE_PROPERTIES)
-        self.start = _bind(lib, "StartTraceW", u32, [ctypes.POINTER(u64), ptr, props])
-        self.control = _bind(lib, "ControlTraceW", u32, [u64, ptr, props, u32])
-        self.enable = _bind(
-            lib,
-            "EnableTraceEx2",
-            u32,
-            [
-                u64,
-                ctypes.POINTER(abi.GUID),
+    def __init__(self, library: str | Sequence[str] | None) -> None:
+        try:
+            dlls = _dll.Dlls(library, _dll.CONSUMER_DLLS, use_last_error=True)
+            self.callback_type: Any = dlls.callback_type(None, ctypes.POINTER(abi.EVENT_RECORD))
+            self.last_error: Callable[[], int] = dlls.last_error()
+            u32, u64, ptr = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p
+            props = ctypes.POINTER(abi.EVENT_TRACE_PROPERTIES)
+            self.start = dlls.bind("StartTraceW", u32, [ctypes.POINTER(u64), ptr, props])
+            self.control = dlls.bind("ControlTraceW", u32, [u64, ptr, props, u32])
+            self.enable = dlls.bind(
+                "EnableTraceEx2",
                 u32,
-                ctypes.c_uint8,
-                u64,
-                u64,
-                u32,
-                ctypes.POINTER(abi.ENABLE_TRACE_PARAMETERS),
-            ],
-        )
-        self.open = _bind(lib, "OpenTraceW", u64, [ctypes.POINTER(abi.EVENT_TRACE_LOGFILEW)])
-        self.process = _bind(lib, "ProcessTrace", u32, [ctypes.POINTER(u64), u32, ptr, ptr])
-        self.close = _bind(lib, "CloseTrace", u32, [u64])
+                [
+                    u64,
+                    ctypes.POINTER(abi.GUID),
+                    u32,
+                    ctypes.c_uint8,
+                    u64,
+                    u64,
+                    u32,
+                    ctypes.POINTER(abi.ENABLE_TRACE_PARAMETERS),
+                ],
+            )
+            self.open = dlls.bind("OpenTraceW", u64, [ctypes.POINTER(abi.EVENT_TRACE_LOGFILEW)])
+            self.process = dlls.bind("ProcessTrace", u32, [ctypes.POINTER(u64), u32, ptr, ptr])
+            self.close = dlls.bind("CloseTrace", u32, [u64])
+        except _dll.DllError as e:
+            raise EtwListenError(str(e)) from None
+        self.sources = dlls.sources  #: function name -> the library it came from
 
 
 class _Properties:
@@ -269,7 +249,7 @@ def _stop_by_name(api: _Api, name: str) -> bool:
     raise EtwListenError(f"ControlTraceW(STOP {name!r}) failed with error {rc}")
 
 
-def stop_session(name: str, *, library: str | None = None) -> bool:
+def stop_session(name: str, *, library: str | Sequence[str] | None = None) -> bool:
     """Stop the ETW session called ``name`` (e.g. a stale :func:`session_name`); False if none runs."""
     return _stop_by_name(_Api(library), name)
 
@@ -304,7 +284,7 @@ class EtwListener:
         name: str | None = None,
         buffer_kb: int = 64,
         max_buffered_bytes: int = DEFAULT_BUFFERED_BYTES,
-        library: str | None = None,
+        library: str | Sequence[str] | None = None,
     ) -> None:
         if level is not None and not 1 <= level <= 255:
             raise EtwListenError(f"level {level} out of range 1..255")

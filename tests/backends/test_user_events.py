@@ -21,6 +21,10 @@ from structlog_etw._provider import Provider
 from structlog_etw.backends import user_events as _backend_linux
 from structlog_etw.backends.base import BackendUnavailable
 from structlog_etw.backends.user_events import UserEventsBackend, find_tracefs
+from tests.helpers.unix import unix_module
+
+#: Tests of what the backend does on Linux itself (elsewhere it refuses before any of it).
+LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="user_events exists on Linux only")
 
 
 def _fake_tracefs(root: Path) -> Path:
@@ -59,9 +63,8 @@ def test_not_linux_is_unavailable_with_the_reason(monkeypatch: pytest.MonkeyPatc
         UserEventsBackend("MyCompany_MyService")
 
 
+@LINUX
 def test_kernel_older_than_6_4_is_unavailable_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
-    if not sys.platform.startswith("linux"):
-        pytest.fail("this test runs on Linux")
     monkeypatch.setattr(platform, "release", lambda: "6.1.0-28-amd64")
     with pytest.raises(BackendUnavailable, match=r"6\.4 or later.*6\.1\.0-28-amd64"):
         UserEventsBackend("MyCompany_MyService")
@@ -85,12 +88,12 @@ def test_kernel_version_parsing() -> None:
     assert _backend_linux._kernel_version("weird") is None
 
 
+@LINUX
 def test_writev_enospc_is_counted_by_a_provider_and_never_raised_from_a_log_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The real UserEventsBackend writes into /dev/full, whose every write fails with ENOSPC."""
-    if not sys.platform.startswith("linux"):
-        pytest.fail("this test runs on Linux")
+    unix_module("fcntl")  # the backend's registration ioctl
     tracefs = tmp_path / "tracing"
     tracefs.mkdir()
     (tracefs / "user_events_data").symlink_to("/dev/full")

@@ -10,7 +10,6 @@ timeout instead of eating the CI machine's memory or hanging.
 from __future__ import annotations
 
 import os
-import resource
 import struct
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import textwrap
 from dataclasses import dataclass
 
 from tests.helpers.shared import REPO
+from tests.helpers.unix import unix_module
 
 #: Address-space limit of the bounded subprocess: far above what Python and the package need
 #: (about 100 MB), far below what a bomb takes.
@@ -40,8 +40,10 @@ class Bounded:
 def run_bounded(code: str, *args: str, stdin: bytes | None = None, timeout: float = HANG_TIMEOUT) -> Bounded:
     """Run ``python -c code args`` (PYTHONPATH = the work tree) with ``RLIMIT_AS`` = :data:`MEMORY_LIMIT`.
 
-    A run still going after ``timeout`` seconds is killed and reported as ``hung``.
+    A run still going after ``timeout`` seconds is killed and reported as ``hung``.  Windows has
+    no ``RLIMIT_AS`` (nor ``preexec_fn``): there the calling test is skipped.
     """
+    resource = unix_module("resource")
 
     def limit() -> None:  # runs in the child between fork and exec
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import fcntl
 import gc
 import os
 import signal
@@ -26,6 +25,9 @@ from kernel_harness import PerfSession, wait_until
 
 from structlog_etw.backends.base import BackendUnavailable
 from structlog_etw.backends.user_events import DIAG_IOCSREG, DIAG_IOCSUNREG, UserEventsBackend, find_tracefs
+from tests.helpers.unix import unix_module
+
+fcntl = unix_module("fcntl")  # Linux-only tests; on Windows the module is skipped, not an import error
 
 pytestmark = pytest.mark.kernel
 

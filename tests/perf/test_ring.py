@@ -14,6 +14,7 @@ from structlog_etw.perf.abi import DATA_HEAD_OFFSET, DATA_TAIL_OFFSET, RecordTyp
 from structlog_etw.perf.listener import SAMPLE_TYPE
 from structlog_etw.perf.records import parse_lost, parse_sample
 from structlog_etw.perf.ring import RingBuffer, read_records
+from tests.helpers.unix import missing_by_design
 
 PERF_RECORD_LOST = RecordType.LOST
 PERF_RECORD_SAMPLE = RecordType.SAMPLE
@@ -156,7 +157,9 @@ def test_any_record_sequence_at_any_position_comes_back_intact(start: int, bodie
     assert k.tail == k.head
 
 
-LINUX_ONLY = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="perf_event_open is Linux-only")
+LINUX_ONLY = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or missing_by_design("fcntl"), reason="perf_event_open is Linux-only"
+)
 
 
 @LINUX_ONLY
