@@ -6,13 +6,19 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.helpers.fake_etw import Fake, build_fake_library
+from tests.helpers.fake_etw import Fake, build_apiset_library, build_fake_library
 
 
 @pytest.fixture(scope="session")
 def fake_library(tmp_path_factory: pytest.TempPathFactory) -> str:
     """Path of the compiled fake ETW library (built once per session)."""
     return build_fake_library(tmp_path_factory.mktemp("fake_eventing"))
+
+
+@pytest.fixture(scope="session")
+def apiset_library(tmp_path_factory: pytest.TempPathFactory, fake_library: str) -> str:
+    """Path of an API-set DLL stand-in: part of the fake library's functions, forwarded to it."""
+    return build_apiset_library(tmp_path_factory.mktemp("fake_apiset"), fake_library)
 
 
 @pytest.fixture

@@ -39,6 +39,7 @@ __all__ = [
     "EVENT_HEADER_EXT_TYPE_EVENT_SCHEMA_TL",
     "EVENT_HEADER_EXT_TYPE_PROV_TRAITS",
     "EVENT_HEADER_EXT_TYPE_RELATED_ACTIVITYID",
+    "EVENT_HEADER_FLAG_PROCESSOR_INDEX",
     "EVENT_RECORD",
     "EVENT_TRACE",
     "EVENT_TRACE_CONTROL_FLUSH",
@@ -94,6 +95,8 @@ ERROR_CTX_CLOSE_PENDING: Final = 7007
 #: EVENT_HEADER.TimeStamp after ProcessTrace (no raw-timestamp mode) is a FILETIME: 100 ns ticks
 #: since 1601-01-01 UTC; this is 1970-01-01.
 FILETIME_UNIX_EPOCH: Final = 116444736000000000
+#: EVENT_HEADER.Flags: ``ETW_BUFFER_CONTEXT.ProcessorIndex`` (16 bits) holds the processor.
+EVENT_HEADER_FLAG_PROCESSOR_INDEX: Final = 0x0200
 
 
 def wide(text: str) -> ctypes.Array[ctypes.c_char]:
@@ -317,13 +320,28 @@ class EVENT_HEADER_EXTENDED_DATA_ITEM(ctypes.Structure):
     )
 
 
-class EVENT_RECORD(ctypes.Structure):
-    """``EVENT_RECORD`` (evntcons.h), 112 bytes: what the EventRecordCallback receives."""
+class _ProcessorNumberAlignment(ctypes.Structure):
+    _fields_ = (("ProcessorNumber", ctypes.c_uint8), ("Alignment", ctypes.c_uint8))
 
+
+class _Processor(ctypes.Union):
+    _anonymous_ = ("_bytes",)
+    _fields_ = (("_bytes", _ProcessorNumberAlignment), ("ProcessorIndex", ctypes.c_uint16))
+
+
+class EVENT_RECORD(ctypes.Structure):
+    """``EVENT_RECORD`` (evntcons.h), 112 bytes: what the EventRecordCallback receives.
+
+    Its ``ETW_BUFFER_CONTEXT`` (offset 80) is a union of ``ProcessorNumber`` + ``Alignment`` (two
+    bytes) with the 16-bit ``ProcessorIndex``, then ``LoggerId``; ``ProcessorIndex`` is the one to
+    read when the header has :data:`EVENT_HEADER_FLAG_PROCESSOR_INDEX` (Windows 8 and later, and
+    the only one right past 255 processors).
+    """
+
+    _anonymous_ = ("_processor",)
     _fields_ = (
         ("EventHeader", EVENT_HEADER),
-        ("ProcessorNumber", ctypes.c_uint8),  # ETW_BUFFER_CONTEXT: ProcessorNumber, Alignment, LoggerId
-        ("Alignment", ctypes.c_uint8),
+        ("_processor", _Processor),  # ETW_BUFFER_CONTEXT: ProcessorNumber/Alignment | ProcessorIndex
         ("LoggerId", ctypes.c_uint16),
         ("ExtendedDataCount", ctypes.c_uint16),
         ("UserDataLength", ctypes.c_uint16),

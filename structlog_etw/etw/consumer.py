@@ -91,6 +91,14 @@ class RawRecord:
         return len(self.data) + len(self.metadata or b"") + len(self.traits or b"") + _RECORD_OVERHEAD
 
 
+def _processor(record: abi.EVENT_RECORD) -> int:
+    """The processor an ``EVENT_RECORD`` was written on: the 16-bit ``ProcessorIndex`` where the
+    header says it holds it (``EVENT_HEADER_FLAG_PROCESSOR_INDEX``), else the 8-bit ``ProcessorNumber``."""
+    if record.EventHeader.Flags & abi.EVENT_HEADER_FLAG_PROCESSOR_INDEX:
+        return int(record.ProcessorIndex)
+    return int(record.ProcessorNumber)
+
+
 def _copy_record(record: abi.EVENT_RECORD) -> RawRecord:
     """Copy one EVENT_RECORD (valid only during the callback) into a :class:`RawRecord`."""
     header = record.EventHeader
@@ -122,7 +130,7 @@ def _copy_record(record: abi.EVENT_RECORD) -> RawRecord:
         timestamp=header.TimeStamp,
         pid=header.ProcessId,
         tid=header.ThreadId,
-        cpu=record.ProcessorNumber,
+        cpu=_processor(record),
         activity_id=bytes(header.ActivityId),
         metadata=metadata,
         traits=traits,

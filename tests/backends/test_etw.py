@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from structlog_etw import fields as F
+from structlog_etw.backends import _dll
 from structlog_etw.backends.base import BackendUnavailable
 from structlog_etw.backends.etw import EtwBackend
 from structlog_etw.tracelogging.decoder import decode_event_descriptor, decode_traits
@@ -342,6 +343,66 @@ def test_library_without_etw_functions_raises_backend_unavailable() -> None:
 def test_without_library_outside_windows_raises_backend_unavailable() -> None:
     with pytest.raises(BackendUnavailable, match="only available on Windows"):
         EtwBackend(NAME, provider_id(NAME), b"")
+
+
+class TestFallbackToTheNextLibrary:
+    """A function missing from the API-set DLL is taken from advapi32.dll (the next of the chain)."""
+
+    def test_the_windows_chain_is_the_api_set_then_advapi32(self) -> None:
+        """On Windows the provider API is looked up in the API-set DLL first, then in advapi32.dll."""
+        assert _dll.PROVIDER_DLLS == ("api-ms-win-eventing-provider-l1-1-0.dll", "advapi32.dll")
+        assert _dll.CONSUMER_DLLS == ("advapi32.dll",)
+
+    def test_missing_functions_come_from_the_next_library_and_work(
+        self, fake: Fake, apiset_library: str
+    ) -> None:
+        """EventSetInformation and EventProviderEnabled (absent from the API-set stand-in) come from the
+        full stand-in; registration and writes still go through the API-set one."""
+        before = fake_apiset_calls(apiset_library)
+        b = EtwBackend(NAME, provider_id(NAME), b"\x05\x00X\x00", library=[apiset_library, fake.path])
+        try:
+            assert b.set_traits_result == 0
+            ((handle, cls, blob),) = fake.setinfos()  # EventSetInformation reached the full library
+            assert (handle, cls, blob) == (b._handle, 2, b"\x05\x00X\x00")
+            fake.enable(5)
+            assert b.provider_enabled(4, 1) is True  # EventProviderEnabled: the full library's
+            slot = b.open_slot(4, 1)
+            enc = TraceLoggingEncoder(NAME)
+            meta, data = _encode(enc, "ev", [])
+            assert b.write(slot, (enc.traits, meta, data), 0, None, None) == 0
+            assert len(fake.records()) == 1
+        finally:
+            b.close()
+        # EventRegister, EventWriteTransfer and EventUnregister went through the API-set library
+        assert fake_apiset_calls(apiset_library) - before == 3
+        assert fake.lib.fake_unregister_calls() == 1
+
+    def test_a_function_no_library_has_is_unavailable_and_named(
+        self, fake: Fake, apiset_library: str
+    ) -> None:
+        """With the API-set stand-in alone, the missing function is a BackendUnavailable that names it."""
+        with pytest.raises(BackendUnavailable, match=r"no EventSetInformation .*libfake_apiset"):
+            EtwBackend(NAME, provider_id(NAME), b"", library=[apiset_library])
+        assert fake.lib.fake_live_providers() == 0  # nothing was registered
+
+    def test_a_later_library_is_loaded_only_when_needed(self, fake: Fake, tmp_path: Path) -> None:
+        """A chain whose first library has every function never loads the next (it may not even exist)."""
+        b = EtwBackend(NAME, provider_id(NAME), b"", library=[fake.path, str(tmp_path / "absent.so")])
+        b.close()
+
+    def test_an_unloadable_first_library_is_passed_over(self, fake: Fake, tmp_path: Path) -> None:
+        """A library of the chain that does not load is skipped, as an absent API-set DLL on old Windows."""
+        b = EtwBackend(NAME, provider_id(NAME), b"", library=[str(tmp_path / "absent.so"), fake.path])
+        b.close()
+        with pytest.raises(BackendUnavailable, match=r"cannot load .*absent\.so.*; .*nope\.so"):
+            EtwBackend(
+                NAME, provider_id(NAME), b"", library=[str(tmp_path / "absent.so"), str(tmp_path / "nope.so")]
+            )
+
+
+def fake_apiset_calls(path: str) -> int:
+    """How many calls the API-set stand-in forwarded so far."""
+    return int(ctypes.CDLL(path).fake_apiset_calls())
 
 
 # ---------------------------------------------------------------------------------------------

@@ -224,7 +224,12 @@ typedef struct {
 
 typedef struct {
     EVENT_HEADER EventHeader;
-    uint8_t ProcessorNumber, Alignment; /* ETW_BUFFER_CONTEXT */
+    union { /* ETW_BUFFER_CONTEXT */
+        struct {
+            uint8_t ProcessorNumber, Alignment;
+        } b;
+        uint16_t ProcessorIndex; /* valid with EVENT_HEADER_FLAG_PROCESSOR_INDEX */
+    } u;
     uint16_t LoggerId;
     uint16_t ExtendedDataCount, UserDataLength;
     EVENT_HEADER_EXTENDED_DATA_ITEM *ExtendedData;
@@ -288,6 +293,9 @@ _Static_assert(offsetof(EVENT_HEADER, EventDescriptor) == 40 && offsetof(EVENT_H
 _Static_assert(sizeof(EVENT_HEADER_EXTENDED_DATA_ITEM) == 16, "EVENT_HEADER_EXTENDED_DATA_ITEM");
 _Static_assert(offsetof(EVENT_HEADER_EXTENDED_DATA_ITEM, DataSize) == 6, "EVENT_HEADER_EXTENDED_DATA_ITEM.DataSize");
 _Static_assert(sizeof(EVENT_RECORD) == 112, "EVENT_RECORD");
+_Static_assert(offsetof(EVENT_RECORD, u.ProcessorIndex) == 80, "EVENT_RECORD.BufferContext.ProcessorIndex");
+_Static_assert(offsetof(EVENT_RECORD, u.b.ProcessorNumber) == 80, "EVENT_RECORD.BufferContext.ProcessorNumber");
+_Static_assert(offsetof(EVENT_RECORD, LoggerId) == 82, "EVENT_RECORD.BufferContext.LoggerId");
 _Static_assert(offsetof(EVENT_RECORD, ExtendedDataCount) == 84, "EVENT_RECORD.ExtendedDataCount");
 _Static_assert(offsetof(EVENT_RECORD, UserDataLength) == 86, "EVENT_RECORD.UserDataLength");
 _Static_assert(offsetof(EVENT_RECORD, ExtendedData) == 88, "EVENT_RECORD.ExtendedData");
@@ -301,6 +309,7 @@ _Static_assert(offsetof(EVENT_RECORD, UserContext) == 104, "EVENT_RECORD.UserCon
 #define INVALID_PROCESSTRACE_HANDLE 0xFFFFFFFFFFFFFFFFull
 #define EVENT_HEADER_FLAG_EXTENDED_INFO 0x0001
 #define EVENT_HEADER_FLAG_64_BIT_HEADER 0x0040
+#define EVENT_HEADER_FLAG_PROCESSOR_INDEX 0x0200
 #define EXT_RELATED_ACTIVITYID 1
 #define EXT_EVENT_SCHEMA_TL 11
 #define EXT_PROV_TRAITS 12
@@ -384,10 +393,13 @@ static uint32_t thread_id(void) {
 #endif
 }
 
-static uint8_t cpu_number(void) {
+static int32_t processor_index = -1; /* fake_set_processor_index: the index records carry, -1: this CPU */
+
+static uint16_t cpu_number(void) {
+    if (processor_index >= 0) return (uint16_t)processor_index;
 #ifdef __linux__
     int cpu = sched_getcpu();
-    return (uint8_t)(cpu < 0 ? 0 : cpu);
+    return (uint16_t)(cpu < 0 ? 0 : cpu);
 #else
     return 0;
 #endif
@@ -704,7 +716,7 @@ static void deliver(const uint8_t *guid, int traits_set, const EVENT_DESCRIPTOR 
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         h->Size = (uint16_t)sizeof(EVENT_HEADER);
-        h->Flags = EVENT_HEADER_FLAG_64_BIT_HEADER;
+        h->Flags = EVENT_HEADER_FLAG_64_BIT_HEADER | EVENT_HEADER_FLAG_PROCESSOR_INDEX; /* as Windows 8+ */
         h->ThreadId = thread_id();
         h->ProcessId = (uint32_t)getpid();
         h->TimeStamp = (int64_t)(FILETIME_UNIX_EPOCH + (uint64_t)ts.tv_sec * 10000000u + (uint64_t)ts.tv_nsec / 100u);
@@ -726,7 +738,7 @@ static void deliver(const uint8_t *guid, int traits_set, const EVENT_DESCRIPTOR 
             n++;
         }
         if (n) h->Flags |= EVENT_HEADER_FLAG_EXTENDED_INFO;
-        r->ProcessorNumber = cpu_number();
+        r->u.ProcessorIndex = cpu_number(); /* ProcessorNumber is its low byte */
         r->LoggerId = (uint16_t)(s + 1);
         r->ExtendedDataCount = (uint16_t)n;
         r->ExtendedData = n ? q->ext : NULL;
@@ -959,6 +971,14 @@ void fake_enable(uint8_t level, uint64_t any, uint64_t all, uint32_t is_enabled)
     for (int i = 0; i < n; i++) call_on_thread(live[i], is_enabled, level, any, all);
 }
 
+/* The processor index the next delivered records carry (a machine with more than 256 CPUs);
+   -1: the CPU the writer runs on. */
+void fake_set_processor_index(int32_t index) {
+    pthread_mutex_lock(&lock);
+    processor_index = index;
+    pthread_mutex_unlock(&lock);
+}
+
 void fake_set_write_result(uint32_t code) {
     pthread_mutex_lock(&lock);
     write_result = code;
@@ -973,6 +993,7 @@ void fake_reset(void) {
     for (size_t i = 0; i < nsetinfos; i++) free(setinfos[i].blob);
     nsetinfos = 0;
     write_result = 0;
+    processor_index = -1;
     state_enabled = 0;
     state_level = 0;
     state_any = state_all = 0;

@@ -139,6 +139,8 @@ OFFSETS = {
     abi.EVENT_RECORD: {
         "EventHeader": 0,
         "ProcessorNumber": 80,
+        "Alignment": 81,
+        "ProcessorIndex": 80,
         "LoggerId": 82,
         "ExtendedDataCount": 84,
         "UserDataLength": 86,

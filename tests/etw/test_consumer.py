@@ -243,3 +243,66 @@ def test_ctrl_c_during_start_up_leaves_no_session(fake: Fake, monkeypatch: pytes
     with pytest.raises(KeyboardInterrupt):
         EtwListener(NAME, library=fake.path)
     assert fake.lib.fake_sessions_in_use() == 0  # stopped, and the opened trace closed
+
+
+class TestProcessorIndex:
+    """The processor comes from ETW_BUFFER_CONTEXT.ProcessorIndex (16 bits) where the header says so."""
+
+    @staticmethod
+    def _record(flags: int, index: int) -> abi.EVENT_RECORD:
+        record = abi.EVENT_RECORD()
+        record.EventHeader.Flags = flags
+        record.ProcessorIndex = index
+        return record
+
+    def test_the_16_bit_index_is_read_when_the_flag_is_set(self) -> None:
+        """A crafted record with EVENT_HEADER_FLAG_PROCESSOR_INDEX and processor 300 says 300, not 44."""
+        record = self._record(abi.EVENT_HEADER_FLAG_PROCESSOR_INDEX | 0x0040, 300)
+        assert (record.ProcessorNumber, record.Alignment) == (44, 1)  # the union's two bytes
+        assert consumer._copy_record(record).cpu == 300
+        assert consumer._copy_record(self._record(abi.EVENT_HEADER_FLAG_PROCESSOR_INDEX, 65535)).cpu == 65535
+
+    def test_without_the_flag_only_the_processor_number_byte_counts(self) -> None:
+        """Without the flag (before Windows 8) the byte after ProcessorNumber is Alignment, not the CPU."""
+        record = self._record(0x0040, 0x0107)
+        assert consumer._copy_record(record).cpu == 7
+
+    def test_a_processor_past_255_arrives_through_a_session(self, fake: Fake) -> None:
+        """The stand-in sets the flag as Windows 8+ does; processor 300 reaches the listened event as 300."""
+        fake.lib.fake_set_processor_index.argtypes = [ctypes.c_int32]
+        fake.lib.fake_set_processor_index(300)
+        with EtwListener(NAME, level=5, library=fake.path) as listener:
+            backend = EtwBackend(NAME, library=fake.path)
+            try:
+                assert _write(backend, TraceLoggingEncoder(NAME), "on_cpu_300") == 0
+            finally:
+                backend.close()
+            (ev,) = listener.drain()
+        assert ev.cpu == 300 and ev.decoded is not None and ev.decoded.name == "on_cpu_300"
+
+
+class TestFallbackToTheNextLibrary:
+    """The consumer loads through the provider's loader: functions missing from the first library
+    of the chain come from the next one."""
+
+    def test_a_session_runs_with_functions_from_two_libraries(self, fake: Fake, apiset_library: str) -> None:
+        """EnableTraceEx2 and ProcessTrace (absent from the API-set stand-in) come from the full stand-in."""
+        with EtwListener(NAME, level=5, library=[apiset_library, fake.path]) as listener:
+            sources = listener._api.sources
+            assert (
+                sources["StartTraceW"] == sources["OpenTraceW"] == sources["GetLastError"] == apiset_library
+            )
+            assert sources["EnableTraceEx2"] == sources["ProcessTrace"] == fake.path
+            backend = EtwBackend(NAME, library=[apiset_library, fake.path])
+            try:
+                assert _write(backend, TraceLoggingEncoder(NAME), "two_libraries", x=1) == 0
+            finally:
+                backend.close()
+            (ev,) = listener.drain()
+        assert ev.decoded is not None and (ev.decoded.name, ev.decoded.fields) == ("two_libraries", {"x": 1})
+
+    def test_a_function_no_library_has_is_a_listen_error(self, fake: Fake, apiset_library: str) -> None:
+        """With the API-set stand-in alone, EnableTraceEx2 is missing: EtwListenError names it."""
+        with pytest.raises(EtwListenError, match="no EnableTraceEx2"):
+            EtwListener(NAME, library=[apiset_library])
+        assert fake.lib.fake_sessions_in_use() == 0

@@ -21,6 +21,8 @@ from structlog_etw.tracelogging.decoder import decode, decode_traits
 from .shared import skip_or_fail
 
 CSRC = Path(__file__).resolve().parents[1] / "csrc" / "fake_eventing.c"
+APISET_CSRC = CSRC.with_name("fake_apiset.c")
+_CFLAGS = ("-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror", "-pthread")
 HANDLE_BASE = 0xA5A5000000000000
 
 
@@ -32,26 +34,27 @@ def build_fake_library(directory: Path) -> str:
     """
     if sys.platform == "win32":
         pytest.skip("the C stand-in of advapi32 is for hosts without Windows; here the real API runs")
+    out = directory / "libfake_eventing.so"
+    subprocess.run([_gcc(), *_CFLAGS, "-o", str(out), str(CSRC)], check=True)
+    return str(out)
+
+
+def _gcc() -> str:
     gcc = shutil.which("gcc")
     if gcc is None:
         skip_or_fail("gcc not found: cannot build the fake ETW library tests/csrc/fake_eventing.c")
-    out = directory / "libfake_eventing.so"
-    subprocess.run(
-        [
-            gcc,
-            "-shared",
-            "-fPIC",
-            "-O1",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-pthread",
-            "-o",
-            str(out),
-            str(CSRC),
-        ],
-        check=True,
-    )
+    return gcc
+
+
+def build_apiset_library(directory: Path, full: str) -> str:
+    """Compile tests/csrc/fake_apiset.c: an API-set DLL stand-in exporting part of ``full``'s functions.
+
+    It forwards what it exports to the library at ``full`` (the same instance the tests load, so
+    one state); the rest must come from the next library of the loader's chain.
+    """
+    out = directory / "libfake_apiset.so"
+    define = "-DFULL_LIBRARY=" + '"' + full.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    subprocess.run([_gcc(), *_CFLAGS, define, "-o", str(out), str(APISET_CSRC), "-ldl"], check=True)
     return str(out)
 
 
