@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -116,3 +119,31 @@ class TestTheWindowsJob:
         where = [windows.find(step) for step in steps]
         assert -1 not in where and where == sorted(where), dict(zip(steps, where, strict=True))
         assert "continue-on-error" not in windows
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="on Windows these steps really record (the Windows job)")
+class TestTheRecordingRefusesToPretend:
+    """Where the recording cannot be real, its steps fail (exit 1): the job cannot pass on a skip."""
+
+    def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "PATH": "", "PYTHONPATH": str(REPO)}  # no logman on the (empty) PATH
+        return subprocess.run(
+            [sys.executable, "-m", "tests.helpers.windows_etl_demo", *args],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    def test_logging_without_etw_fails(self, tmp_path: Any) -> None:
+        """The logging step on a provider that is not on ETW exits 1 and writes no sidecar."""
+        run = self._run("log", str(tmp_path / "demo.etl.json"))
+        assert run.returncode == 1 and "does not write to ETW" in run.stderr, run.stderr
+        assert not (tmp_path / "demo.etl.json").exists()
+
+    def test_recording_without_logman_fails(self, tmp_path: Any) -> None:
+        """The record step without logman exits 1 and says so."""
+        run = self._run("record", str(tmp_path / "demo.etl"))
+        assert run.returncode == 1 and "logman is not on PATH" in run.stderr, run.stderr
