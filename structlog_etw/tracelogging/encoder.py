@@ -317,56 +317,35 @@ def _scalar_field(name: str, kind: int) -> tuple[bytes, Packer, int]:
     return field_metadata(name, in_type, out_type), packer, 2 if in_type in _COUNTED_TWICE else 1
 
 
-#: (field name, kind) -> what :func:`_scalar_field` gives: shared by every encoder, filled only
-#: from written events (:func:`_remember`), names up to :data:`_FIELD_NAME_MAX` characters.
-_FIELDS: Final = ShapeCache(8192, 2 << 20)
 _FIELD_NAME_MAX: Final = 256
 _COUNTED_TWICE: Final = frozenset((InType.BINARY, InType.COUNTEDBINARY))
-FieldParts = list[tuple[tuple[str, int], tuple[bytes, Packer, int]]]
 
 
-def _compile(
-    fields: Sequence[Field], fresh: FieldParts | None = None
-) -> tuple[list[bytes], list[Packer], int]:
-    """Field metadata, packers and the logical field count for ``fields``.  Raises on a bad kind.
-
-    Scalar and array fields come from :data:`_FIELDS` when known; the ones built here are added
-    to ``fresh`` (for :func:`_remember` once the event is written)."""
+def _compile(fields: Sequence[Field]) -> tuple[list[bytes], list[Packer], int]:
+    """Field metadata, packers and the logical field count for ``fields``.  Raises on a bad kind."""
     metas: list[bytes] = []
     packers: list[Packer] = []
     count = 0
-    known = _FIELDS.first
     for name, kind, value in fields:
         if kind == STRUCT:
             n = len(value)
             if not 1 <= n <= MAX_STRUCT_FIELDS:
                 raise ValueError("struct field count out of range")
-            sub_meta, sub_packers, sub_count = _compile(value, fresh)
+            sub_meta, sub_packers, sub_count = _compile(value)
             metas.append(field_metadata(name, InType.STRUCT, n))
             metas.extend(sub_meta)
             packers.append(_struct_packer(sub_packers))
             count += 1 + sub_count
             continue
-        hit = known.get((name, kind))
-        if hit is None:
-            hit = _scalar_field(name, kind)
-            if fresh is not None and type(name) is str:
-                fresh.append(((name, kind), hit))
-        meta, packer, n = hit
+        meta, packer, n = _scalar_field(name, kind)
         metas.append(meta)
         packers.append(packer)
         count += n
     return metas, packers, count
 
 
-def _remember(fresh: FieldParts) -> None:
-    """Keep the field parts of a written event (names up to :data:`_FIELD_NAME_MAX`)."""
-    for key, hit in fresh:
-        if len(key[0]) <= _FIELD_NAME_MAX:
-            _FIELDS.put(key, hit, True, len(key[0]), len(hit[0]))
-
-
-#: (field name, kind) -> field metadata, for the interpreted route (same rules as _FIELDS).
+#: (field name, kind) -> field metadata, for the interpreted route: shared by every encoder, kept
+#: only for keys written before (one-off keys are not), names up to :data:`_FIELD_NAME_MAX`.
 _WALK_META: Final = ShapeCache(8192, 2 << 20)
 
 
@@ -630,11 +609,9 @@ class TraceLoggingEncoder:
         """Events written with values cut or fields left off by the size policy."""
         return count_value(self._truncated)
 
-    def _new_plan(
-        self, name: str, fields: Sequence[Field], tags: int, fresh: FieldParts | None = None
-    ) -> _Plan:
+    def _new_plan(self, name: str, fields: Sequence[Field], tags: int) -> _Plan:
         """The plan of a shape; its metadata is ``b""`` (and it is not ok) past :data:`MAX_METADATA`."""
-        metas, packers, count = _compile(fields, fresh)
+        metas, packers, count = _compile(fields)
         metadata = _metadata_within(name, metas, tags)
         ok = count <= MAX_FIELDS and bool(metadata)
         return _Plan(metadata, packers, ok, self._budget)
