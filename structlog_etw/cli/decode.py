@@ -1,5 +1,6 @@
 """``structlog-etw decode FILE``: perf.data -> one line per event (text, JSON, perf-decode's JSON)
-or a Chrome/Perfetto timeline (docs/cli/decode.md).
+or a Chrome/Perfetto timeline (docs/cli/decode.md).  An .etl file (told by its content) goes to
+:mod:`structlog_etw.cli.decode_etl`.
 
 Exit codes: 0 every sample decoded; 1 the file is damaged or truncated, or some samples could
 not be decoded (what could be decoded is still written, the rest is reported on stderr); 2 the
@@ -40,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "file",
         metavar="FILE",
-        help="perf.data file written by perf record ('-': read stdin, e.g. perf's pipe mode)",
+        help="perf.data file written by perf record ('-': read stdin, e.g. perf's pipe mode) or an .etl file",
     )
     add_output_arguments(parser, FORMATS)
     parser.add_argument(
@@ -153,8 +154,23 @@ def _open(path: str) -> PerfDataFile:
     return PerfDataFile.open(path)
 
 
+def _is_etl(path: str) -> bool:
+    """Whether the file at ``path`` is an .etl file, by its content (False when unreadable)."""
+    from ..etw.etl import is_etl  # noqa: PLC0415 - only for decode
+
+    try:
+        with open(path, "rb") as f:
+            return is_etl(f.read(128))
+    except OSError:
+        return False
+
+
 def run(args: argparse.Namespace) -> int:
     """Decode ``args.file`` to stdout; report problems on stderr."""
+    if args.file != "-" and _is_etl(args.file):  # .etl: told by the content, not the name
+        from .decode_etl import run as run_etl  # noqa: PLC0415
+
+        return run_etl(args)
     prog = "structlog-etw decode"
     name = printable(args.file)
     try:

@@ -1,10 +1,13 @@
-"""Reading ETW: a real-time session for one provider, its TraceLogging events decoded (Windows).
+"""Reading ETW: a real-time session for one provider (Windows), and .etl files (any OS).
 
 * :mod:`~structlog_etw.etw.consumer` - :class:`EtwListener`: starts a named real-time session
   (``StartTraceW``), enables a provider by GUID with a level and a keyword (``EnableTraceEx2``),
   consumes it on a thread (``OpenTraceW``, ``ProcessTrace``) and decodes every ``EVENT_RECORD``
   with the TraceLogging decoder into the :class:`~structlog_etw.perf.listener.ListenedEvent`
   items the Linux listener yields; it stops and closes the session on exit.
+* :mod:`~structlog_etw.etw.etl` - :class:`EtlFile`: the records of an .etl file (what logman,
+  wpr, tracelog and PerfView record), TraceLogging events decoded, times in UTC from the file's
+  clock; pure Python, on every OS.
 * :mod:`~structlog_etw.etw.abi` - the numbers and the ctypes structures of the ETW controller
   and consumer API in the Windows x64 layout (sizes and offsets from the SDK headers).
 
@@ -29,13 +32,19 @@ from .consumer import (
     session_name,
     stop_session,
 )
+from .etl import EtlError, EtlEvent, EtlFile, EtlHeader, is_etl
 
 __all__ = [
     "DEFAULT_BUFFERED_BYTES",
+    "EtlError",
+    "EtlEvent",
+    "EtlFile",
+    "EtlHeader",
     "EtwListenError",
     "EtwListener",
     "RawRecord",
     "decode_raw",
+    "is_etl",
     "run",
     "session_name",
     "stop_session",
