@@ -71,7 +71,6 @@ def decode_etl(
         decoded = event.decoded
         if decoded is None:
             problems.append(f"TraceLogging event at offset {event.offset}: cannot decode: {event.error}")
-            writer.undecodable(_meta(event), event.error or "", event.raw)
             continue
         if not wanted.accepts(decoded):
             continue

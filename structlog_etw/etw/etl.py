@@ -280,6 +280,17 @@ class EtlFile:
     records are skipped.  Only I/O errors propagate.
     """
 
+    #: The session header (read on opening).
+    header: EtlHeader
+    #: The file's name as given (for messages).
+    name: str
+    #: The file's size in bytes when it was opened.
+    size: int
+    #: What was found damaged, in words with file offsets (the first 100).
+    problems: list[str]
+    #: How many problems were found (all of them).
+    problem_count: int
+
     def __init__(self, file: BinaryIO, name: str = "", *, owns: bool = False) -> None:
         self._f = file
         self.name = name
@@ -394,6 +405,8 @@ class EtlFile:
         """
         per_cpu: dict[int, array[int]] = {}
         for buf in self._buffers():
+            if not buf.filled:  # nothing to read (reported once, here)
+                continue
             offsets = per_cpu.get(buf.cpu)
             if offsets is None and len(per_cpu) >= _MAX_MERGED_CPUS:
                 offsets = per_cpu.setdefault(-1, array("q"))
@@ -629,9 +642,30 @@ def _event_record(data: bytes, pos: int, size: int, where: int, cpu: int, header
             at += item_size
             if not linkage & 1:
                 break
-    base = EtlEvent(
+    decoded = None
+    raw = b""
+    if flags & _EVENT_HEADER_FLAG_TRACE_MESSAGE:
+        kind = "wpp"
+    elif flags & _EVENT_HEADER_FLAG_STRING_ONLY:
+        kind = "string"
+    elif metadata is None:
+        # An item past its record leaves the event unknown: reported as an undecodable one.
+        kind = "manifest" if error is None else "tracelogging"
+    else:
+        kind = "tracelogging"
+        user_data = data[at:end]
+        if error is None:
+            try:
+                decoded = _decode_tracelogging(
+                    metadata, user_data, traits, related, desc, channel, activity, provider
+                )
+            except ValueError as exc:
+                error = str(exc)
+        if decoded is None:
+            raw = metadata + user_data
+    return EtlEvent(
         offset=where,
-        kind="manifest",
+        kind=kind,
         provider_id=provider,
         timestamp=stamp,
         realtime_ns=header.realtime_ns(stamp),
@@ -639,30 +673,14 @@ def _event_record(data: bytes, pos: int, size: int, where: int, cpu: int, header
         cpu=cpu,
         pid=pid,
         tid=tid,
+        decoded=decoded,
+        error=error if kind == "tracelogging" else None,
+        raw=raw,
         level=level,
         keyword=keyword,
         opcode=opcode,
         event_id=event_id,
     )
-    if flags & _EVENT_HEADER_FLAG_TRACE_MESSAGE:
-        return dataclasses.replace(base, kind="wpp")
-    if flags & _EVENT_HEADER_FLAG_STRING_ONLY:
-        return dataclasses.replace(base, kind="string")
-    if metadata is None:
-        if error is not None:  # an item past its record: the event cannot be told, say so
-            return dataclasses.replace(base, kind="tracelogging", error=error)
-        return base
-    user_data = data[at:end]
-    if error is None:
-        try:
-            decoded = _decode_tracelogging(
-                metadata, user_data, traits, related, desc, channel, activity, provider
-            )
-        except ValueError as exc:
-            error = str(exc)
-        else:
-            return dataclasses.replace(base, kind="tracelogging", decoded=decoded)
-    return dataclasses.replace(base, kind="tracelogging", error=error, raw=metadata + user_data)
 
 
 def _decode_tracelogging(

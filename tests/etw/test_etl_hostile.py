@@ -72,6 +72,7 @@ class TestBufferSizes:
         code, lines, err = _decode(f"b.etl_file({liar}, {_GOOD})")
         assert code == 1 and len(lines) == 1
         assert "buffer at offset 8192: filled size 65536 outside 72..8192" in err
+        assert "1 events decoded; 1 problems" in err  # reported once, in time order too
 
     def test_a_session_header_of_a_lying_size_is_exit_2(self) -> None:
         """The header event's Size past its buffer: the file cannot be read at all, exit 2."""
