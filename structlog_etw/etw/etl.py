@@ -377,13 +377,22 @@ class EtlFile:
         return _Buffer(offset, size, saved, cpu)
 
     def _buffers(self) -> Iterator[_Buffer]:
-        """Every buffer header in file order."""
+        """Every buffer header in file order.
+
+        Zeros where a buffer header would be, after the ``BuffersWritten`` buffers the header
+        counts, are space the session reserved and never used (a preallocated or circular
+        file): the end of the events, not damage.
+        """
         offset = 0
+        count = 0
         while offset < self.size:
+            if count >= self.header.buffers_written and not any(self._read(offset, _BUFFER_HEADER)):
+                return
             buf = self._buffer_at(offset)
             if buf is None:
                 return
             yield buf
+            count += 1
             offset += buf.size
 
     def _records(self, buf: _Buffer) -> Iterator[EtlEvent]:

@@ -86,6 +86,18 @@ class TestBufferSizes:
         assert code == 2
         assert "pointers are 3 bytes" in err
 
+    def test_unused_space_after_the_written_buffers_is_no_damage(self) -> None:
+        """Zeros after BuffersWritten buffers (a preallocated file): the end, exit 0."""
+        code, lines, err = _decode(f"b.etl_file({_GOOD}) + bytes(3 * 8192)")
+        assert code == 0, err
+        assert len(lines) == 1
+
+    def test_zeros_before_the_written_buffers_are_reported(self) -> None:
+        """The header counts 2 buffers, the second is zeros: a buffer of size 0, exit 1."""
+        code, _lines, err = _decode("b.header_buffer() + bytes(8192)")
+        assert code == 1
+        assert "buffer at offset 8192: size 0 outside 73..16777216" in err
+
     def test_many_buffers_of_many_cpus_in_time_order(self) -> None:
         """5,000 buffers on 5,000 CPUs (past the merged 4,096): every event, memory bounded."""
         event = "b.tl_event(name='e', value=i, timestamp=10**13 + i)"
