@@ -25,7 +25,8 @@ from .render import EventMeta, printable
 
 __all__ = ["decode_etl", "run"]
 
-_MAX_REPORTED = 20
+_MAX_REPORTED = 20  # problems printed
+_MAX_KEPT = 100  # problem texts kept
 _MAX_KINDS = 1000  # distinct (kind, source) pairs counted one by one; the rest together
 
 
@@ -44,10 +45,12 @@ def decode_etl(
     time_order: bool = True,
     level: int | None = None,
     keyword: int | None = None,
-) -> tuple[int, list[str], Counter[tuple[str, str]]]:
-    """Write the file's TraceLogging events to ``out``; return ``(written, problems, not TraceLogging)``.
+) -> tuple[int, list[str], int, Counter[tuple[str, str]]]:
+    """Write the file's TraceLogging events to ``out``; return ``(written, problems, count, others)``.
 
-    ``not TraceLogging`` counts the other records by ``(kind, source)``
+    ``problems``: the texts of the first 100 problems (the file's, then undecodable events');
+    ``count``: how many there were in all.  ``others`` counts the records that are not
+    TraceLogging by ``(kind, source)``
     (:attr:`~structlog_etw.etw.etl.EtlEvent.kind`, :attr:`~structlog_etw.etw.etl.EtlEvent.source`).
     Never raises for what the file holds.
     """
@@ -59,6 +62,7 @@ def decode_etl(
     )
     writer: EventWriter = make_writer(mode, out, colors=colors)
     problems: list[str] = []
+    undecodable = 0
     others: Counter[tuple[str, str]] = Counter()
     written = 0
     for event in f.events_by_time() if time_order else f.events():
@@ -70,14 +74,17 @@ def decode_etl(
             continue
         decoded = event.decoded
         if decoded is None:
-            problems.append(f"TraceLogging event at offset {event.offset}: cannot decode: {event.error}")
+            undecodable += 1
+            if len(problems) < _MAX_KEPT:
+                problems.append(f"TraceLogging event at offset {event.offset}: cannot decode: {event.error}")
             continue
         if not wanted.accepts(decoded):
             continue
         writer.write(decoded, _meta(event))
         written += 1
     writer.close()
-    return written, [*f.problems, *problems], others
+    kept = [*f.problems, *problems][:_MAX_KEPT]
+    return written, kept, f.problem_count + undecodable, others
 
 
 def _others_text(others: Counter[tuple[str, str]]) -> str:
@@ -105,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     wanted = event_filter(args)
     with f:
-        written, problems, others = decode_etl(
+        written, problems, count, others = decode_etl(
             f,
             sys.stdout,
             mode=args.format,
@@ -117,7 +124,6 @@ def run(args: argparse.Namespace) -> int:
             keyword=wanted.keyword,
         )
         sys.stdout.flush()
-        count = f.problem_count + len(problems) - len(f.problems)
         lost = f.header.events_lost
     for p in problems[:_MAX_REPORTED]:
         print(f"{prog}: {name}: {printable(p)}", file=sys.stderr)

@@ -8,8 +8,14 @@ Every file is built in a subprocess under ``RLIMIT_AS`` with a hang timeout
 
 from __future__ import annotations
 
+import io
 import struct
+from pathlib import Path
 
+import pytest
+
+from structlog_etw.cli import main
+from structlog_etw.etw.etl import EtlFile
 from tests.helpers import etl as build
 from tests.helpers.hostile import run_bounded
 
@@ -166,3 +172,27 @@ class TestExtendedItems:
             1,
             15,
         )
+
+
+class TestManyProblems:
+    """Problems are all counted, their texts kept for the first 100 only (memory bounded)."""
+
+    def test_150_damaged_buffers(self) -> None:
+        """150 buffers with an impossible filled size: 150 counted, 100 texts kept."""
+        liar = build.buffer([build.tl_event()], filled=0x10000)
+        f = EtlFile(io.BytesIO(build.etl_file(*[liar] * 150)), "mem")
+        assert [e.kind for e in f.events()] == ["system", "system"]
+        assert (f.problem_count, len(f.problems)) == (150, 100)
+
+    def test_150_undecodable_events(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """150 events whose data is short for their metadata: 20 printed, all 150 counted, exit 1."""
+        bad = build.event_record(
+            build.ext_item(build.EXT_EVENT_SCHEMA_TL, build.metadata("e", b"n\0\x07"), more=False), b"\1"
+        )
+        path = tmp_path / "bad.etl"
+        path.write_bytes(build.etl_file(build.buffer([bad] * 150, size=1 << 16)))
+        assert main(["decode", str(path)]) == 1
+        err = capsys.readouterr().err
+        assert err.count("cannot decode") == 20
+        assert "... and 130 more problems" in err
+        assert "0 events decoded; 150 problems" in err
