@@ -4,7 +4,10 @@ or a Chrome/Perfetto timeline (docs/cli/decode.md).
 Exit codes: 0 every sample decoded; 1 the file is damaged or truncated, or some samples could
 not be decoded (what could be decoded is still written, the rest is reported on stderr); 2 the
 file cannot be read or is not a perf.data file.  Whatever the file holds, the outcome is one of
-these with a message on stderr, never a traceback.
+these with a message on stderr, never a traceback.  Samples of events that are no tracepoints
+(``-e cpu-clock``, cycles, breakpoints) are counted on stderr as "not tracepoints"; they are no
+damage.  ``decode -`` reads a pipe as perf writes it: what is decoded is shown before each read
+that may wait for perf.
 """
 
 from __future__ import annotations
@@ -95,11 +98,14 @@ def decode_file(
     time_order: bool = True,
     level: int | None = None,
     keyword: int | None = None,
+    notes: list[str] | None = None,
 ) -> tuple[int, list[str]]:
     """Write the file's events to ``out`` in format ``mode``; return ``(events written, problems)``.
 
     Never raises for what the file holds: a sample that cannot be decoded (or whose decoding
     fails in any way) is a problem in the returned list, and the other samples are still written.
+    Samples of events that are no tracepoints (hardware, software, breakpoints) are not
+    problems: one line per event name is appended to ``notes`` (when given).
     """
     wanted = EventFilter(
         level=level,
@@ -111,9 +117,13 @@ def decode_file(
     writer: EventWriter | None = None if perf_json else make_writer(mode, out, colors=colors)
     problems: list[str] = []
     unknown: dict[str, int] = {}  # samples without a tracepoint format, by name
+    others: dict[str, int] = {}  # samples of events that are no tracepoints, by name
     written = 0
     samples = f.samples_by_time() if time_order else f.samples()
     for sample in samples:
+        if not sample.is_tracepoint:
+            others[sample.name] = others.get(sample.name, 0) + 1
+            continue
         try:
             event = decode_sample(sample)
             if not wanted.accepts(event):
@@ -144,12 +154,16 @@ def decode_file(
             f"{count} samples of {name} not decoded: tracepoint format unknown"
             " (the file lacks its tracing data: truncated?)"
         )
+    if notes is not None:
+        notes.extend(
+            f"{count} samples of {name}: not tracepoints (not decoded)" for name, count in others.items()
+        )
     return written, [*f.problems, *problems]
 
 
 def _open(path: str) -> PerfDataFile:
-    if path == "-":  # perf record -o - | structlog-etw decode -
-        return PerfDataFile.from_bytes(sys.stdin.buffer.read(), "stdin")
+    if path == "-":  # perf record -o - | structlog-etw decode -: read as perf writes it
+        return PerfDataFile.from_fd(sys.stdin.buffer.fileno(), "stdin")
     return PerfDataFile.open(path)
 
 
@@ -175,6 +189,8 @@ def run(args: argparse.Namespace) -> int:
         if reconfigure is not None:
             reconfigure(errors="surrogateescape")
     wanted = event_filter(args)
+    notes: list[str] = []
+    f.on_wait = sys.stdout.flush  # a pipe: show what is decoded before waiting for perf
     with f:
         written, problems = decode_file(
             f,
@@ -186,6 +202,7 @@ def run(args: argparse.Namespace) -> int:
             time_order=args.order == "time",
             level=wanted.level,
             keyword=wanted.keyword,
+            notes=notes,
         )
         sys.stdout.flush()
         lost, late = f.lost, f.late
@@ -195,6 +212,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{prog}: {name}: ... and {len(problems) - _MAX_REPORTED} more problems", file=sys.stderr)
     if lost:
         print(f"{prog}: {name}: perf lost {lost} events while recording", file=sys.stderr)
+    for note in notes:
+        print(f"{prog}: {name}: {printable(note)}", file=sys.stderr)
     if late:
         print(f"{prog}: {name}: {late} events could not be put in time order (written late)", file=sys.stderr)
     if problems:
