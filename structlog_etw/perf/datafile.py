@@ -57,6 +57,8 @@ _R_COMPRESSED2: Final = int(RecordType.COMPRESSED2)
 
 #: Bytes read at a time (a ``pread`` of a file, at most this much per ``read`` of a pipe).
 _CHUNK: Final = 1 << 20
+#: Bytes asked of one read of a pipe (its buffer: a larger request only makes a larger buffer to shrink).
+_PIPE_CHUNK: Final = 1 << 16
 #: How much :meth:`PerfDataFile.samples_by_time` holds back to put samples in time order: about
 #: this many bytes of samples (each counted as its data twice plus the objects around it).  perf
 #: flushes its buffers in rounds and the reorder needs two of them; a file without
@@ -220,7 +222,7 @@ class _StreamSource(_Source):
             return b""
         if self.wait is not None:
             self.wait()
-        data = os.read(self.fd, min(n, _CHUNK))
+        data = os.read(self.fd, min(n, _PIPE_CHUNK))
         self.pos += len(data)
         return data
 
