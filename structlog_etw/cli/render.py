@@ -35,6 +35,7 @@ __all__ = [
     "event_pretty",
     "json_fields",
     "json_line",
+    "json_line_bytes",
     "level_name",
     "printable",
     "undecodable_json",
@@ -105,6 +106,14 @@ def json_line(text: str) -> str:
     """
     text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def json_line_bytes(text: bytes) -> str:
+    """:func:`json_line` of a JSON text held as UTF-8(-ish) bytes (invalid sequences: U+FFFD)."""
+    line = text.decode("utf-8", "replace")
+    if line.isascii() and "\x7f" not in line:
+        return line
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", line)
 
 
 def level_name(level: int) -> str:
