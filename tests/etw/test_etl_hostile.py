@@ -17,7 +17,6 @@ import pytest
 from structlog_etw.cli import main
 from structlog_etw.etw.etl import EtlFile
 from tests.helpers import etl as build
-from tests.helpers.hostile import run_bounded
 
 # The child builds the file named by argv[1] (an expression over tests.helpers.etl as `b`), writes
 # it to a temporary file and runs `decode --json` on it.
@@ -38,6 +37,8 @@ print("EXIT", code)
 
 
 def _decode(expr: str, *args: str) -> tuple[int, list[str], str]:
+    from tests.helpers.hostile import run_bounded  # noqa: PLC0415 - RLIMIT_AS: not on Windows
+
     run = run_bounded(_DECODE_IN_CHILD, expr, *args)
     assert not run.hung, f"decode hung on {expr}"
     lines = run.stdout.splitlines()
