@@ -309,3 +309,53 @@ class TestFiltersAndOutputs:
         """``EtlFile`` on other bytes: EtlError naming the file."""
         with pytest.raises(EtlError, match=r"mem: not an \.etl file"):
             EtlFile(io.BytesIO(b"PERFILE2" + bytes(200)), "mem")
+
+
+class TestTheSessionClock:
+    """The header's layout for 32- and 64-bit sessions, and each clock type's time."""
+
+    def _file(self, **kwargs: Any) -> EtlFile:
+        stamp = kwargs.get("start_timestamp", build.START_TIMESTAMP)
+        head = build.session_header_buffer(**kwargs)
+        event = build.tl_event(timestamp=stamp + 3_000_000)
+        return EtlFile(io.BytesIO(head + build.buffer([event])), "mem")
+
+    def test_a_32_bit_session_header(self) -> None:
+        """4-byte name pointers: the clock and the names still found (the header is 8 bytes shorter)."""
+        f = self._file(pointer_size=4, session="thirty-two")
+        assert (f.header.pointer_size, f.header.session_name, f.header.log_file_name) == (
+            4,
+            "thirty-two",
+            "C:\\crafted.etl",
+        )
+        assert (f.header.perf_freq, f.header.start_time, f.header.time_zone_bias_minutes) == (
+            10_000_000,
+            _START_TIME,
+            -60,
+        )
+        assert [e.kind for e in f.events()] == ["system", "tracelogging"]
+
+    def test_qpc_at_another_frequency(self) -> None:
+        """QPC at 3 MHz: 3,000,000 ticks after the header event is one second later."""
+        f = self._file(perf_freq=3_000_000)
+        event = list(f.events())[-1]
+        assert event.time_ns == 1_000_000_000
+        assert event.realtime_ns == (_START_TIME - _FILETIME_UNIX_EPOCH) * 100 + 1_000_000_000
+
+    def test_system_time_clock(self) -> None:
+        """Clock type 2: the raw values are FILETIMEs, taken as they are."""
+        f = self._file(clock_type=2, start_timestamp=_START_TIME)
+        event = list(f.events())[-1]
+        assert event.realtime_ns == (_START_TIME + 3_000_000 - _FILETIME_UNIX_EPOCH) * 100
+        assert event.time_ns == 300_000_000
+
+    def test_cpu_cycle_clock(self) -> None:
+        """Clock type 3: cycles at CpuSpeedInMHz (3 MHz here: one second)."""
+        f = self._file(clock_type=3, cpu_speed_mhz=3)
+        assert list(f.events())[-1].time_ns == 1_000_000_000
+
+    def test_a_clock_without_frequency_gives_no_time(self) -> None:
+        """PerfFreq 0 with the QPC clock: events have no time rather than a division by zero."""
+        event = list(self._file(perf_freq=0).events())[-1]
+        assert (event.realtime_ns, event.time_ns, event.time) == (None, None, None)
+        assert event.decoded is not None

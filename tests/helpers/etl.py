@@ -129,3 +129,46 @@ def buffer(records: list[bytes], *, cpu: int = 0, size: int = 0x2000, filled: in
 def etl_file(*buffers: bytes) -> bytes:
     """The real header buffer followed by ``buffers``."""
     return header_buffer() + b"".join(buffers)
+
+
+def session_header_buffer(
+    *,
+    pointer_size: int = 8,
+    clock_type: int = 1,
+    perf_freq: int = 10_000_000,
+    cpu_speed_mhz: int = 2304,
+    start_time: int = 0x01D7A58B4C3947CE,
+    start_timestamp: int = START_TIMESTAMP,
+    buffers_written: int = 2,
+    session: str = "crafted",
+    log_file: str = "C:\\crafted.etl",
+) -> bytes:
+    """A header buffer built from the layouts: a system record (32- or 64-bit) holding a
+    TRACE_LOGFILE_HEADER with ``pointer_size``-byte name pointers and the given clock."""
+    fixed = struct.pack(
+        "<IIIIqIIIIIIII",
+        0x2000,
+        0x0501000A,
+        19043,
+        8,
+        start_time + 10**8,
+        156250,
+        0,
+        0,
+        buffers_written,
+        1,
+        pointer_size,
+        0,
+        cpu_speed_mhz,
+    )
+    pointers = bytes(2 * pointer_size)
+    time_zone = struct.pack("<i", -60).ljust(172, b"\0")
+    body = fixed + pointers + time_zone
+    body = body.ljust((len(body) + 7) & ~7, b"\0")
+    body += struct.pack("<qqqII", start_time - 10**9, perf_freq, start_time, clock_type, 0)
+    body += (session + "\0").encode("utf-16-le") + (log_file + "\0").encode("utf-16-le")
+    header_type = 0x02 if pointer_size == 8 else 0x01
+    record = (
+        struct.pack("<HBBHHIIQQ", 2, header_type, 0xC0, 32 + len(body), 0, 1, 2, start_timestamp, 0) + body
+    )
+    return buffer([record], size=HEADER_BUFFER_SIZE)
