@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import stat
 import sys
 from collections.abc import Iterable
 from typing import TextIO
@@ -334,10 +336,12 @@ def _open(path: str) -> PerfDataFile:
 
 
 def _is_etl(path: str) -> bool:
-    """Whether the file at ``path`` is an .etl file, by its content (False when unreadable)."""
+    """Whether ``path`` is a regular file holding an .etl file, by its content (a pipe is not read)."""
     from ..etw.etl import is_etl  # noqa: PLC0415 - only for decode
 
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
         with open(path, "rb") as f:
             return is_etl(f.read(128))
     except OSError:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import os
 import re
 import struct
 import uuid
@@ -359,3 +360,17 @@ class TestTheSessionClock:
         event = list(self._file(perf_freq=0).events())[-1]
         assert (event.realtime_ns, event.time_ns, event.time) == (None, None, None)
         assert event.decoded is not None
+
+
+class TestPipesAreNotSniffed:
+    """Telling an .etl file by content never reads from a pipe (its bytes would be lost to perf's reader)."""
+
+    @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes need POSIX")
+    def test_a_named_pipe_goes_to_the_perf_reader_unread(self, tmp_path: Path) -> None:
+        """``_is_etl`` of a FIFO is False without opening it (opening would block with no writer)."""
+        from structlog_etw.cli.decode import _is_etl  # noqa: PLC0415 - the hook itself
+
+        fifo = tmp_path / "pipe"
+        os.mkfifo(fifo)
+        assert _is_etl(str(fifo)) is False
+        assert _is_etl(str(build.primitive_types_etl())) is True
