@@ -342,6 +342,8 @@ class EtlFile:
             raise EtlError(f"{self.name}: the first buffer cannot be read: {self.problems[-1]}")
         data = self._read(0, first.filled)
         rec = _BUFFER_HEADER
+        if len(data) < rec + 32:
+            raise EtlError(f"{self.name}: the first buffer holds no session header event ({self.problems})")
         version, _t, _fl, size, _hook, _tid, _pid, stamp = _SYS.unpack_from(data, rec)
         extra = _kernel_extra(version)
         start = rec + 32 + extra
@@ -670,6 +672,8 @@ def _event_record(data: bytes, pos: int, size: int, where: int, cpu: int, header
                 )
             except ValueError as exc:
                 error = str(exc)
+            except Exception as exc:  # a decoder bug on a crafted event: reported, never raised
+                error = f"cannot decode: {exc!r}"
         if decoded is None:
             raw = metadata + user_data
     return EtlEvent(

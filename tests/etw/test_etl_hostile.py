@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from structlog_etw.cli import main
-from structlog_etw.etw.etl import EtlFile
+from structlog_etw.etw.etl import EtlError, EtlFile
 from tests.helpers import etl as build
 
 # The child builds the file named by argv[1] (an expression over tests.helpers.etl as `b`), writes
@@ -197,3 +197,14 @@ class TestManyProblems:
         assert err.count("cannot decode") == 20
         assert "... and 130 more problems" in err
         assert "0 events decoded; 150 problems" in err
+
+
+class TestTheFirstBuffer:
+    """A first buffer that cannot hold the session header is no .etl file to read: EtlError."""
+
+    def test_a_first_buffer_whose_filled_size_is_0(self) -> None:
+        """SavedOffset 0 in the header buffer: EtlError naming the problem (not a struct error)."""
+        data = bytearray(build.etl_file())
+        struct.pack_into("<I", data, 4, 0)
+        with pytest.raises(EtlError, match="the first buffer holds no session header event"):
+            EtlFile(io.BytesIO(bytes(data)), "mem")
