@@ -15,13 +15,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TextIO
 
 from ..decoded import DecodedEvent
 from ..eventheader.perf_decode import EventPlan, Plans, activity_text, wallclock_text
 from ..perf.datafile import PerfDataError, PerfDataFile, Sample
 from ..perf.samples import SampleDecodeError, decode_sample, sample_perf_json
+from ..perf.tracefs_format import FormatField, TracepointFormat
 from .output import (
     EventFilter,
     EventWriter,
@@ -31,7 +32,7 @@ from .output import (
     make_writer,
     use_color,
 )
-from .render import EventMeta, json_line_bytes, printable
+from .render import EventMeta, json_line, json_line_bytes, plain_json_value, printable
 
 __all__ = ["FORMATS", "add_arguments", "decode_file", "run"]
 
@@ -106,6 +107,9 @@ class _FastLines:
         #: plan -> whether the filters pass it, and (--json) the constant parts of its line.
         self.decided: dict[EventPlan, tuple[bool, bytes | None, bytes]] = {}
         self.names: dict[str, bytes] = {}  # tracepoint name -> its JSON string (--json)
+        #: id(format) -> (format, usable, filters pass, constant middle, field readers): plain tracepoints.
+        self.tracefs: dict[int, tuple[TracepointFormat, bool, bool, str, list[tuple[str, _Text]]]] = {}
+        self.names_text: dict[str, str] = {}
 
     def _decide(self, plan: EventPlan) -> tuple[bool, bytes | None, bytes]:
         accepts = self.wanted.accepts_values(plan.level, plan.keyword, plan.provider, plan.name)
@@ -192,6 +196,63 @@ class _FastLines:
         ids = b',"activity_id":' + (activity_text(activity) if activity is not None else b"null")
         ids += b',"related_id":' + (activity_text(related) if related is not None else b"null")
         return json_line_bytes(head + ids + attributes + b',"fields":{' + fields + b"}}")
+
+    def tracefs_line(self, sample: Sample) -> str | None:
+        """``--json`` line of a plain tracepoint sample (``""``: filtered out; None: the ordinary path)."""
+        fmt = sample.format
+        assert fmt is not None
+        found = self.tracefs.get(id(fmt))
+        if found is None or found[0] is not fmt:
+            if len(self.tracefs) > 4096:
+                self.tracefs.clear()
+            names = [f.name for f in fmt.own_fields]
+            accepts = self.wanted.accepts_values(0, 0, fmt.system, fmt.name)
+            middle = {
+                "provider": fmt.system,
+                "name": fmt.name,
+                "level": 0,
+                "keyword": 0,
+                "tag": 0,
+                "opcode": 0,
+                "id": 0,
+                "version": 0,
+                "activity_id": None,
+                "related_id": None,
+                "attributes": {},
+            }
+            readers = [(_dumps(f.name) + ":", f.json_reader("<") or _generic(f)) for f in fmt.own_fields]
+            usable = len(set(names)) == len(names)  # the fields as a dict: every name once
+            found = self.tracefs[id(fmt)] = (fmt, usable, accepts, "," + _dumps(middle)[1:-1], readers)
+        _fmt, usable, accepts, middle_text, readers = found
+        if not accepts:
+            return ""
+        if not usable:
+            return None
+        raw = sample.raw
+        fields = ",".join([name + read(raw) for name, read in readers])
+        real, t = sample.realtime_ns, sample.time
+        stamp = '"' + wallclock_text(real) + '"' if real is not None else "null"
+        cpu, pid, tid = _text(sample.cpu), _text(sample.pid), _text(sample.tid)
+        tracepoint = self.names_text.get(sample.name)
+        if tracepoint is None:
+            if len(self.names_text) > 4096:
+                self.names_text.clear()
+            tracepoint = self.names_text[sample.name] = _dumps(sample.name or None)
+        text = f'{{"timestamp":{stamp},"time_ns":{_text(t)},"cpu":{cpu},"pid":{pid},"tid":{tid},"tracepoint":'
+        text += tracepoint + middle_text + ',"fields":{' + fields + "}}"
+        return text if text.isascii() and "\x7f" not in text else json_line(text)
+
+
+_Text = Callable[[bytes], str]
+
+
+def _generic(f: FormatField) -> _Text:
+    """The JSON text of a plain tracepoint field's value, the long way (arrays, dynamic data)."""
+    return lambda raw: _dumps(plain_json_value(f.value(raw, "<")))
+
+
+def _text(value: int | None) -> str:
+    return "null" if value is None else str(value)
 
 
 def _dumps(value: object) -> str:
@@ -286,6 +347,15 @@ def decode_file(
                 if len(batch) >= _BATCH:
                     flush_batch()
             continue
+        if fast is not None and sample.format is not None and not fast.perf_json:
+            line = fast.tracefs_line(sample)
+            if line is not None:
+                if line:
+                    batch.append(line)
+                    written += 1
+                    if len(batch) >= _BATCH:
+                        flush_batch()
+                continue
         flush_batch()  # the ordinary path writes to out itself
         try:
             event = decode_sample(sample)

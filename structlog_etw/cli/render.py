@@ -37,6 +37,7 @@ __all__ = [
     "json_line",
     "json_line_bytes",
     "level_name",
+    "plain_json_value",
     "printable",
     "undecodable_json",
     "undecodable_pretty",
@@ -136,6 +137,12 @@ def _plain(value: Any) -> Any:
     if isinstance(value, _dt.datetime):
         return value.isoformat()
     return str(value)
+
+
+def plain_json_value(value: Any) -> Any:
+    """A decoded Python value as JSON-able data, as :func:`event_json` writes field values of
+    events that are not EventHeader events (bytes: hex; UUID, IPs, datetimes: text)."""
+    return _plain(value)
 
 
 _COMPACT: Final = (",", ":")

@@ -162,6 +162,32 @@ class FormatField:
             )
         return lambda raw: str(int.from_bytes(raw[start:stop], byteorder)) if end <= len(raw) else "null"
 
+    def json_reader(self, order: str) -> Callable[[bytes], str] | None:
+        """The JSON text of :meth:`value` (bytes as spaced hex, ints, Latin-1 text, null), decided
+        once: ``raw -> text``; None for layouts it does not cover (arrays of numbers, dynamic data)."""
+        if self.array in (ARRAY_DYNAMIC, ARRAY_REL) or self.size == 0:
+            return None
+        start, end = self.offset, self.offset + self.size
+        if self.format == FMT_STRING:
+
+            def string(raw: bytes) -> str:
+                if end > len(raw):
+                    return "null"
+                return json.dumps(raw[start:end].split(b"\0", 1)[0].decode("latin-1"), ensure_ascii=False)
+
+            return string
+        es = self.element_size
+        if self.format == FMT_NONE and (self.array == ARRAY_NONE or es == 1):
+            return lambda raw: '"' + raw[start:end].hex(" ") + '"' if end <= len(raw) else "null"
+        if self.array != ARRAY_NONE or es > self.size or es == 0:
+            return None
+        byteorder = _byteorder(order)
+        signed = self.format == FMT_SIGNED
+        stop = start + es
+        return lambda raw: (
+            str(int.from_bytes(raw[start:stop], byteorder, signed=signed)) if end <= len(raw) else "null"
+        )
+
     def perf_json(self, raw: bytes, order: str) -> str:
         """This field's value as perf-decode writes it (JSON text)."""
         data = self.field_bytes(raw, order) or b""
