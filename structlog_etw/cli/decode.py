@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import uuid
 from collections.abc import Callable, Iterable
 from typing import TextIO
 
@@ -32,7 +33,16 @@ from .output import (
     make_writer,
     use_color,
 )
-from .render import EventMeta, json_line, json_line_bytes, plain_json_value, printable
+from .render import (
+    EventMeta,
+    TextFieldStyle,
+    json_line,
+    json_line_bytes,
+    plain_json_value,
+    pretty_head,
+    pretty_line,
+    printable,
+)
 
 __all__ = ["FORMATS", "add_arguments", "decode_file", "run"]
 
@@ -100,9 +110,13 @@ class _FastLines:
     :class:`~structlog_etw.decoded.DecodedEvent`.  The same text as the ordinary path, which
     runs for every sample a plan does not read (and so reports its error)."""
 
-    def __init__(self, mode: str, wanted: EventFilter) -> None:
+    def __init__(self, mode: str, wanted: EventFilter, colors: bool = False) -> None:
         self.perf_json = mode == "perf-json"
-        self.plans = Plans(field_tags=self.perf_json)
+        self.text = mode == "text"
+        self.json = mode == "json"
+        self.colors = colors
+        style = TextFieldStyle(colors=colors) if self.text else None
+        self.plans = Plans(field_tags=self.perf_json, style=style)
         self.wanted = wanted
         #: plan -> whether the filters pass it, and (--json) the constant parts of its line.
         self.decided: dict[EventPlan, tuple[bool, bytes | None, bytes]] = {}
@@ -115,7 +129,12 @@ class _FastLines:
         accepts = self.wanted.accepts_values(plan.level, plan.keyword, plan.provider, plan.name)
         middle: bytes | None = None
         attributes = b""
-        if not self.perf_json:  # event_json's keys from provider to version, and attributes
+        if self.text:
+            kind = pretty_head(
+                plan.level, plan.name, plan.provider, plan.keyword, plan.opcode, True, self.colors
+            )
+            middle = "\0".join(kind).encode("utf-8", "surrogateescape")
+        elif not self.perf_json:  # event_json's keys from provider to version, and attributes
             head = {
                 "provider": plan.provider,
                 "name": plan.name,
@@ -179,6 +198,14 @@ class _FastLines:
             return line.decode("utf-8", "surrogateescape")
         if middle is None:
             return None
+        if self.text:
+            kind, where = middle.decode("utf-8", "surrogateescape").split("\0")
+            act = uuid.UUID(bytes=activity) if activity is not None else None
+            rel = uuid.UUID(bytes=related) if related is not None else None
+            text = pretty_line(
+                (kind, where), real, t, act, rel, sample.pid, sample.tid, sample.cpu, self.colors
+            )
+            return text + " " + fields.decode("utf-8", "surrogateescape") if plan.has_fields else text
         name = self.names.get(sample.name)
         if name is None:
             if len(self.names) > 4096:
@@ -295,7 +322,7 @@ def decode_file(
     unknown: dict[str, int] = {}  # samples without a tracepoint format, by name
     others: dict[str, int] = {}  # samples of events that are no tracepoints, by name
     written = 0
-    fast = _FastLines(mode, wanted) if mode in ("perf-json", "json") else None
+    fast = _FastLines(mode, wanted, colors) if mode in ("perf-json", "json", "text") else None
     batch: list[str] = []
 
     def flush_batch() -> None:
@@ -347,12 +374,7 @@ def decode_file(
                 if len(batch) >= _BATCH:
                     flush_batch()
             continue
-        if (
-            fast is not None
-            and not fast.perf_json
-            and sample.format is not None
-            and not sample.format.is_eventheader
-        ):
+        if fast is not None and fast.json and sample.format is not None and not sample.format.is_eventheader:
             line = fast.tracefs_line(sample)
             if line is not None:
                 if line:

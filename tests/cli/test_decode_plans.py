@@ -1,5 +1,6 @@
 """``decode``'s compiled plans (per tracepoint and metadata) write exactly what the ordinary path
-writes: the line of :func:`decode_sample` rendered by ``sample_perf_json`` / ``event_json``."""
+writes: the line of :func:`decode_sample` rendered by ``sample_perf_json``, ``event_json`` or
+``event_pretty`` (with and without colour)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from structlog_etw.cli.decode import decode_file
-from structlog_etw.cli.render import EventMeta, event_json
+from structlog_etw.cli.render import EventMeta, event_json, event_pretty
 from structlog_etw.perf.datafile import PerfDataFile, Sample
 from structlog_etw.perf.samples import SampleDecodeError, decode_sample, sample_perf_json
 from tests.helpers.perfdata import ROUND, Event, Tracepoint, eventheader_format, perf_data, plain_format
@@ -18,6 +19,7 @@ from tests.helpers.strategies import eventheader_events
 
 _EH = Tracepoint("user_events", eventheader_format("P_L4K1", 1500), 1500)
 _PLAIN = Tracepoint("test", plain_format("tick", 500), 500)
+_MODES = ("perf-json", "json", "text", "color")
 
 
 def _ordinary(data: bytes, mode: str) -> list[str]:
@@ -29,7 +31,12 @@ def _ordinary(data: bytes, mode: str) -> list[str]:
                 event = decode_sample(s)
             except SampleDecodeError:
                 continue
-            lines.append(sample_perf_json(s, decoded=event) if mode == "perf-json" else event_json(event, _meta(s)))
+            if mode == "perf-json":
+                lines.append(sample_perf_json(s, decoded=event))
+            elif mode == "json":
+                lines.append(event_json(event, _meta(s)))
+            else:
+                lines.append(event_pretty(event, _meta(s), colors=mode == "color"))
     return lines
 
 
@@ -40,25 +47,25 @@ def _meta(s: Sample) -> EventMeta:
 def _decoded(data: bytes, mode: str) -> list[str]:
     out = io.StringIO()
     with PerfDataFile.from_bytes(data) as f:
-        decode_file(f, out, mode=mode)
+        decode_file(f, out, mode="text" if mode == "color" else mode, colors=mode == "color")
     return out.getvalue().splitlines()
 
 
 class TestPlansWriteWhatTheDecoderWrites:
     """The fast lines equal the ordinary ones, on real captures and on generated hostile events."""
 
-    def test_conformance_capture_in_both_json_formats(self) -> None:
-        """perf-decode's own capture (every EventHeader type, sched_switch): same lines, both formats."""
+    def test_conformance_capture_in_every_format(self) -> None:
+        """perf-decode's own capture (every EventHeader type, sched_switch): same lines in every format."""
         data = vector("perf.data").read_bytes()
-        for mode in ("perf-json", "json"):
+        for mode in _MODES:
             assert _decoded(data, mode) == _ordinary(data, mode)
 
     @settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(st.lists(eventheader_events(), min_size=1, max_size=4), st.integers(-3, 3))
-    def test_generated_events_in_both_json_formats(self, events: list[bytes], value: int) -> None:
-        """Generated (often malformed) EventHeader events beside a plain tracepoint: same lines."""
+    def test_generated_events_in_every_format(self, events: list[bytes], value: int) -> None:
+        """Generated (often malformed) EventHeader events beside a plain tracepoint: same lines in all."""
         samples: list[Event | None] = [Event(_EH, e, 10 + t) for t, e in enumerate(events)]
         samples.append(Event(_PLAIN, value.to_bytes(4, "little", signed=True), 1))
         data = perf_data([samples[0], ROUND, *samples[1:]])
-        for mode in ("perf-json", "json"):
+        for mode in _MODES:
             assert _decoded(data, mode) == _ordinary(data, mode)
