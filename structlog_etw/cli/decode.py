@@ -39,6 +39,7 @@ from .render import (
     json_line,
     json_line_bytes,
     plain_json_value,
+    pretty_fields,
     pretty_head,
     pretty_line,
     printable,
@@ -124,6 +125,8 @@ class _FastLines:
         #: id(format) -> (format, usable, filters pass, constant middle, field readers): plain tracepoints.
         self.tracefs: dict[int, tuple[TracepointFormat, bool, bool, str, list[tuple[str, _Text]]]] = {}
         self.names_text: dict[str, str] = {}
+        #: id(format) -> (format, filters pass, its pretty_head, field names): text of plain tracepoints.
+        self.tracefs_heads: dict[int, tuple[TracepointFormat, bool, tuple[str, str], list[str]]] = {}
 
     def _decide(self, plan: EventPlan) -> tuple[bool, bytes | None, bytes]:
         accepts = self.wanted.accepts_values(plan.level, plan.keyword, plan.provider, plan.name)
@@ -223,6 +226,28 @@ class _FastLines:
         ids = b',"activity_id":' + (activity_text(activity) if activity is not None else b"null")
         ids += b',"related_id":' + (activity_text(related) if related is not None else b"null")
         return json_line_bytes(head + ids + attributes + b',"fields":{' + fields + b"}}")
+
+    def tracefs_text(self, sample: Sample) -> str | None:
+        """Console line of a plain tracepoint sample (``""``: filtered out)."""
+        fmt = sample.format
+        assert fmt is not None
+        found = self.tracefs_heads.get(id(fmt))
+        if found is None or found[0] is not fmt:
+            if len(self.tracefs_heads) > 4096:
+                self.tracefs_heads.clear()
+            accepts = self.wanted.accepts_values(0, 0, fmt.system, fmt.name)
+            head = pretty_head(0, fmt.name, fmt.system, 0, 0, False, self.colors)
+            found = self.tracefs_heads[id(fmt)] = (fmt, accepts, head, [f.name for f in fmt.own_fields])
+        _fmt, accepts, head, names = found
+        if not accepts:
+            return ""
+        raw = sample.raw
+        line = pretty_line(
+            head, sample.realtime_ns, sample.time, None, None, sample.pid, sample.tid, sample.cpu, self.colors
+        )
+        if not names:
+            return line
+        return line + " " + pretty_fields(names, [f.value(raw, "<") for f in fmt.own_fields], self.colors)
 
     def tracefs_line(self, sample: Sample) -> str | None:
         """``--json`` line of a plain tracepoint sample (``""``: filtered out; None: the ordinary path)."""
@@ -375,7 +400,7 @@ def decode_file(
                     flush_batch()
             continue
         if fast is not None and fast.json and sample.format is not None and not sample.format.is_eventheader:
-            line = fast.tracefs_line(sample)
+            line = fast.tracefs_line(sample) if fast.json else fast.tracefs_text(sample)
             if line is not None:
                 if line:
                     batch.append(line)

@@ -42,6 +42,7 @@ __all__ = [
     "json_line_bytes",
     "level_name",
     "plain_json_value",
+    "pretty_fields",
     "pretty_head",
     "pretty_line",
     "printable",
@@ -323,6 +324,14 @@ def pretty_line(
         where += f" cpu={cpu}"
     parts.append(_c(colors, DIM, where + "]"))
     return " ".join(parts)
+
+
+def pretty_fields(names: list[str], values: list[Any], colors: bool) -> str:
+    """:func:`event_pretty`'s text of fields that are Python values (events not in EventHeader)."""
+    return " ".join(
+        _c(colors, CYAN, printable(n)) + "=" + _c(colors, MAGENTA, _value_text(v))
+        for n, v in zip(names, values, strict=True)
+    )
 
 
 class TextFieldStyle(FieldStyle):
