@@ -69,6 +69,13 @@ _SIZED_TYPES: Final[dict[str, tuple[int, int]]] = {
 }
 
 
+def _json_text(text: str) -> str:
+    """``json.dumps(text, ensure_ascii=False)``, without its machinery for the plain case."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return '"' + text + '"'
+    return json.dumps(text, ensure_ascii=False)
+
+
 def _byteorder(order: str) -> Literal["little", "big"]:
     return "little" if order == "<" else "big"
 
@@ -142,7 +149,7 @@ class FormatField:
 
             def string(raw: bytes) -> str:
                 data = raw[start:end] if end <= len(raw) else b""
-                return json.dumps(data.split(b"\0", 1)[0].decode("latin-1"), ensure_ascii=False)
+                return _json_text(data.split(b"\0", 1)[0].decode("latin-1"))
 
             return string
         es = self.element_size
@@ -173,7 +180,7 @@ class FormatField:
             def string(raw: bytes) -> str:
                 if end > len(raw):
                     return "null"
-                return json.dumps(raw[start:end].split(b"\0", 1)[0].decode("latin-1"), ensure_ascii=False)
+                return _json_text(raw[start:end].split(b"\0", 1)[0].decode("latin-1"))
 
             return string
         es = self.element_size
