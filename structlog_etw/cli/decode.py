@@ -399,7 +399,12 @@ def decode_file(
                 if len(batch) >= _BATCH:
                     flush_batch()
             continue
-        if fast is not None and fast.json and sample.format is not None and not sample.format.is_eventheader:
+        if (
+            fast is not None
+            and not fast.perf_json
+            and sample.format is not None
+            and not sample.format.is_eventheader
+        ):
             line = fast.tracefs_line(sample) if fast.json else fast.tracefs_text(sample)
             if line is not None:
                 if line:

@@ -376,7 +376,7 @@ class TracepointFormat:
     @functools.cached_property
     def perf_json_head(self) -> Callable[[bytes], str]:
         """perf-decode's text of a sample of this plain tracepoint, up to its ``meta``: ``raw ->
-        '"n":"system:name","field":value,...'`` (names escaped as :func:`json_string` does)."""
+        '"n":"system:name","field":value,...'`` (names escaped as perf-decode escapes them)."""
         from ..eventheader.perf_decode import json_string  # noqa: PLC0415 - only perf-json needs it
 
         n = '"n":' + json_string(f"{self.system}:{self.name}")
