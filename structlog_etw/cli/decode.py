@@ -18,13 +18,15 @@ import json
 import os
 import stat
 import sys
-from collections.abc import Iterable
+import uuid
+from collections.abc import Callable, Iterable
 from typing import TextIO
 
 from ..decoded import DecodedEvent
 from ..eventheader.perf_decode import EventPlan, Plans, activity_text, wallclock_text
 from ..perf.datafile import PerfDataError, PerfDataFile, Sample
 from ..perf.samples import SampleDecodeError, decode_sample, sample_perf_json
+from ..perf.tracefs_format import FormatField, TracepointFormat
 from .output import (
     EventFilter,
     EventWriter,
@@ -34,7 +36,17 @@ from .output import (
     make_writer,
     use_color,
 )
-from .render import EventMeta, json_line_bytes, printable
+from .render import (
+    EventMeta,
+    TextFieldStyle,
+    json_line,
+    json_line_bytes,
+    plain_json_value,
+    pretty_fields,
+    pretty_head,
+    pretty_line,
+    printable,
+)
 
 __all__ = ["FORMATS", "add_arguments", "decode_file", "run"]
 
@@ -102,19 +114,33 @@ class _FastLines:
     :class:`~structlog_etw.decoded.DecodedEvent`.  The same text as the ordinary path, which
     runs for every sample a plan does not read (and so reports its error)."""
 
-    def __init__(self, mode: str, wanted: EventFilter) -> None:
+    def __init__(self, mode: str, wanted: EventFilter, colors: bool = False) -> None:
         self.perf_json = mode == "perf-json"
-        self.plans = Plans(field_tags=self.perf_json)
+        self.text = mode == "text"
+        self.json = mode == "json"
+        self.colors = colors
+        style = TextFieldStyle(colors=colors) if self.text else None
+        self.plans = Plans(field_tags=self.perf_json, style=style)
         self.wanted = wanted
         #: plan -> whether the filters pass it, and (--json) the constant parts of its line.
         self.decided: dict[EventPlan, tuple[bool, bytes | None, bytes]] = {}
         self.names: dict[str, bytes] = {}  # tracepoint name -> its JSON string (--json)
+        #: id(format) -> (format, usable, filters pass, constant middle, field readers): plain tracepoints.
+        self.tracefs: dict[int, tuple[TracepointFormat, bool, bool, str, list[tuple[str, _Text]]]] = {}
+        self.names_text: dict[str, str] = {}
+        #: id(format) -> (format, filters pass, its pretty_head, field names): text of plain tracepoints.
+        self.tracefs_heads: dict[int, tuple[TracepointFormat, bool, tuple[str, str], list[str]]] = {}
 
     def _decide(self, plan: EventPlan) -> tuple[bool, bytes | None, bytes]:
         accepts = self.wanted.accepts_values(plan.level, plan.keyword, plan.provider, plan.name)
         middle: bytes | None = None
         attributes = b""
-        if not self.perf_json:  # event_json's keys from provider to version, and attributes
+        if self.text:
+            kind = pretty_head(
+                plan.level, plan.name, plan.provider, plan.keyword, plan.opcode, True, self.colors
+            )
+            middle = "\0".join(kind).encode("utf-8", "surrogateescape")
+        elif not self.perf_json:  # event_json's keys from provider to version, and attributes
             head = {
                 "provider": plan.provider,
                 "name": plan.name,
@@ -178,6 +204,14 @@ class _FastLines:
             return line.decode("utf-8", "surrogateescape")
         if middle is None:
             return None
+        if self.text:
+            kind, where = middle.decode("utf-8", "surrogateescape").split("\0")
+            act = uuid.UUID(bytes=activity) if activity is not None else None
+            rel = uuid.UUID(bytes=related) if related is not None else None
+            text = pretty_line(
+                (kind, where), real, t, act, rel, sample.pid, sample.tid, sample.cpu, self.colors
+            )
+            return text + " " + fields.decode("utf-8", "surrogateescape") if plan.has_fields else text
         name = self.names.get(sample.name)
         if name is None:
             if len(self.names) > 4096:
@@ -195,6 +229,85 @@ class _FastLines:
         ids = b',"activity_id":' + (activity_text(activity) if activity is not None else b"null")
         ids += b',"related_id":' + (activity_text(related) if related is not None else b"null")
         return json_line_bytes(head + ids + attributes + b',"fields":{' + fields + b"}}")
+
+    def tracefs_text(self, sample: Sample) -> str | None:
+        """Console line of a plain tracepoint sample (``""``: filtered out)."""
+        fmt = sample.format
+        assert fmt is not None
+        found = self.tracefs_heads.get(id(fmt))
+        if found is None or found[0] is not fmt:
+            if len(self.tracefs_heads) > 4096:
+                self.tracefs_heads.clear()
+            accepts = self.wanted.accepts_values(0, 0, fmt.system, fmt.name)
+            head = pretty_head(0, fmt.name, fmt.system, 0, 0, False, self.colors)
+            found = self.tracefs_heads[id(fmt)] = (fmt, accepts, head, [f.name for f in fmt.own_fields])
+        _fmt, accepts, head, names = found
+        if not accepts:
+            return ""
+        raw = sample.raw
+        line = pretty_line(
+            head, sample.realtime_ns, sample.time, None, None, sample.pid, sample.tid, sample.cpu, self.colors
+        )
+        if not names:
+            return line
+        return line + " " + pretty_fields(names, [f.value(raw, "<") for f in fmt.own_fields], self.colors)
+
+    def tracefs_line(self, sample: Sample) -> str | None:
+        """``--json`` line of a plain tracepoint sample (``""``: filtered out; None: the ordinary path)."""
+        fmt = sample.format
+        assert fmt is not None
+        found = self.tracefs.get(id(fmt))
+        if found is None or found[0] is not fmt:
+            if len(self.tracefs) > 4096:
+                self.tracefs.clear()
+            names = [f.name for f in fmt.own_fields]
+            accepts = self.wanted.accepts_values(0, 0, fmt.system, fmt.name)
+            middle = {
+                "provider": fmt.system,
+                "name": fmt.name,
+                "level": 0,
+                "keyword": 0,
+                "tag": 0,
+                "opcode": 0,
+                "id": 0,
+                "version": 0,
+                "activity_id": None,
+                "related_id": None,
+                "attributes": {},
+            }
+            readers = [(_dumps(f.name) + ":", f.json_reader("<") or _generic(f)) for f in fmt.own_fields]
+            usable = len(set(names)) == len(names)  # the fields as a dict: every name once
+            found = self.tracefs[id(fmt)] = (fmt, usable, accepts, "," + _dumps(middle)[1:-1], readers)
+        _fmt, usable, accepts, middle_text, readers = found
+        if not accepts:
+            return ""
+        if not usable:
+            return None
+        raw = sample.raw
+        fields = ",".join([name + read(raw) for name, read in readers])
+        real, t = sample.realtime_ns, sample.time
+        stamp = '"' + wallclock_text(real) + '"' if real is not None else "null"
+        cpu, pid, tid = _text(sample.cpu), _text(sample.pid), _text(sample.tid)
+        tracepoint = self.names_text.get(sample.name)
+        if tracepoint is None:
+            if len(self.names_text) > 4096:
+                self.names_text.clear()
+            tracepoint = self.names_text[sample.name] = _dumps(sample.name or None)
+        text = f'{{"timestamp":{stamp},"time_ns":{_text(t)},"cpu":{cpu},"pid":{pid},"tid":{tid},"tracepoint":'
+        text += tracepoint + middle_text + ',"fields":{' + fields + "}}"
+        return text if text.isascii() and "\x7f" not in text else json_line(text)
+
+
+_Text = Callable[[bytes], str]
+
+
+def _generic(f: FormatField) -> _Text:
+    """The JSON text of a plain tracepoint field's value, the long way (arrays, dynamic data)."""
+    return lambda raw: _dumps(plain_json_value(f.value(raw, "<")))
+
+
+def _text(value: int | None) -> str:
+    return "null" if value is None else str(value)
 
 
 def _dumps(value: object) -> str:
@@ -237,7 +350,7 @@ def decode_file(
     unknown: dict[str, int] = {}  # samples without a tracepoint format, by name
     others: dict[str, int] = {}  # samples of events that are no tracepoints, by name
     written = 0
-    fast = _FastLines(mode, wanted) if mode in ("perf-json", "json") else None
+    fast = _FastLines(mode, wanted, colors) if mode in ("perf-json", "json", "text") else None
     batch: list[str] = []
 
     def flush_batch() -> None:
@@ -289,6 +402,20 @@ def decode_file(
                 if len(batch) >= _BATCH:
                     flush_batch()
             continue
+        if (
+            fast is not None
+            and not fast.perf_json
+            and sample.format is not None
+            and not sample.format.is_eventheader
+        ):
+            line = fast.tracefs_line(sample) if fast.json else fast.tracefs_text(sample)
+            if line is not None:
+                if line:
+                    batch.append(line)
+                    written += 1
+                    if len(batch) >= _BATCH:
+                        flush_batch()
+                continue
         flush_batch()  # the ordinary path writes to out itself
         try:
             event = decode_sample(sample)

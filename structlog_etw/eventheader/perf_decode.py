@@ -55,6 +55,7 @@ from .spec import (
 
 __all__ = [
     "EventPlan",
+    "FieldStyle",
     "Plans",
     "activity_text",
     "errno_text",
@@ -587,21 +588,56 @@ class _Bad(Exception):
     """The event is not what its plan reads (truncated payload): decode it the ordinary way."""
 
 
-def _scalar(meta: FieldMetadata, order: str) -> Callable[[bytes, int], tuple[bytes, int]]:
+class FieldStyle:
+    """How a plan writes values, names and containers (default: perf-decode's JSON).
+
+    A subclass writes another text from the same readers (the CLI's console text): every
+    method returns UTF-8 bytes and is called once per field when a plan is compiled, never
+    per event.
+    """
+
+    #: Between fields (top level, inside structs), array elements; struct and array brackets.
+    top_sep = b","
+    struct_sep = b","
+    array_sep = b","
+    struct_open, struct_close = b"{", b"}"
+    array_open, array_close = b"[", b"]"
+
+    def __init__(self, *, field_tags: bool = True) -> None:
+        self.field_tags = field_tags
+
+    def fixed(self, encoding: int, fmt: int, order: str) -> Callable[[bytes], bytes]:
+        """The writer of a fixed-size value's bytes (its kind follows from the types alone)."""
+        text = _JSON[value_kind(encoding, fmt, b"", order)[0]]
+        return lambda raw: text(raw, order)
+
+    def varying(self, encoding: int, fmt: int, order: str) -> Callable[[bytes], bytes]:
+        """The writer of a string or binary value's bytes (its kind may depend on them)."""
+        return lambda raw: _json_value(encoding, fmt, raw, order)
+
+    def member(self, meta: FieldMetadata, top: bool) -> tuple[bytes, bytes]:
+        """What comes before and after a field's value (``"name":``)."""
+        name = _json_utf8(meta.name)
+        if self.field_tags and meta.tag:
+            name += b";tag=0x%X" % meta.tag
+        return _q(name) + b":", b""
+
+
+def _scalar(meta: FieldMetadata, order: str, style: FieldStyle) -> Reader:
     """The reader of one value (not an array) of ``meta``'s encoding."""
     enc, fmt = meta.encoding, meta.format
     size = FIXED_SIZE.get(enc)
     if size is not None:
-        kind = value_kind(enc, fmt, b"", order)[0]  # fixed sizes: the kind follows from the types
-        text = _JSON[kind]
+        text = style.fixed(enc, fmt, order)
 
         def fixed(buf: bytes, pos: int) -> tuple[bytes, int]:
             end = pos + size
             if end > len(buf):
                 raise _Bad
-            return text(buf[pos:end], order), end
+            return text(buf[pos:end]), end
 
         return fixed
+    write = style.varying(enc, fmt, order)
     unit = ZSTRING_UNIT.get(enc)
     if unit == 1:
 
@@ -609,8 +645,7 @@ def _scalar(meta: FieldMetadata, order: str) -> Callable[[bytes, int], tuple[byt
             end = buf.find(b"\0", pos)
             if end < 0:
                 raise _Bad
-            kind, raw, vorder = value_kind(enc, fmt, buf[pos:end], order)
-            return _JSON[kind](raw, vorder), end + 1
+            return write(buf[pos:end]), end + 1
 
         return zstring8
     if unit is not None:
@@ -625,8 +660,7 @@ def _scalar(meta: FieldMetadata, order: str) -> Callable[[bytes, int], tuple[byt
                 if buf[end : end + unit] == zero:
                     break
                 end += unit
-            kind, raw, vorder = value_kind(enc, fmt, buf[pos:end], order)
-            return _JSON[kind](raw, vorder), end + unit
+            return write(buf[pos:end]), end + unit
 
         return zstring
     length_unit = LENGTH16_UNIT[enc]
@@ -638,51 +672,44 @@ def _scalar(meta: FieldMetadata, order: str) -> Callable[[bytes, int], tuple[byt
         end = pos + 2 + u16(buf, pos)[0] * length_unit
         if end > len(buf):
             raise _Bad
-        kind, raw, vorder = value_kind(enc, fmt, buf[pos + 2 : end], order)
-        return _JSON[kind](raw, vorder), end
+        return write(buf[pos + 2 : end]), end
 
     return counted
 
 
-def _member(meta: FieldMetadata, field_tags: bool) -> bytes:
-    name = _json_utf8(meta.name)
-    if field_tags and meta.tag:
-        name += b";tag=0x%X" % meta.tag
-    return _q(name) + b":"
-
-
-def _fields(
-    metas: list[FieldMetadata], order: str, field_tags: bool
-) -> Callable[[bytes, int], tuple[bytes, int]]:
+def _fields(metas: list[FieldMetadata], order: str, style: FieldStyle, top: bool) -> Reader:
     """The reader of a list of fields: ``"name":value,...`` (no braces)."""
-    readers = [(_member(m, field_tags), _field(m, order, field_tags)) for m in metas]
+    readers = [(*style.member(m, top), _field(m, order, style)) for m in metas]
+    sep = style.top_sep if top else style.struct_sep
 
     def read(buf: bytes, pos: int) -> tuple[bytes, int]:
         parts = []
-        for member, reader in readers:
+        for before, after, reader in readers:
             text, pos = reader(buf, pos)
-            parts.append(member + text)
-        return b",".join(parts), pos
+            parts.append(before + text + after)
+        return sep.join(parts), pos
 
     return read
 
 
-def _field(meta: FieldMetadata, order: str, field_tags: bool) -> Callable[[bytes, int], tuple[bytes, int]]:
+def _field(meta: FieldMetadata, order: str, style: FieldStyle) -> Reader:
     if meta.encoding == ENC_STRUCT:
-        members = _fields(meta.children, order, field_tags)
+        members = _fields(meta.children, order, style, False)
+        sopen, sclose = style.struct_open, style.struct_close
 
         def struct_value(buf: bytes, pos: int) -> tuple[bytes, int]:
             text, pos = members(buf, pos)
-            return b"{" + text + b"}", pos
+            return sopen + text + sclose, pos
 
         element: Reader = struct_value
     else:
-        element = _scalar(meta, order)
+        element = _scalar(meta, order, style)
     if not meta.array:
         return element
     count = meta.count if meta.array == ENCODING_CARRAY else None
     element_min = meta.element_min
     u16 = struct.Struct(order + "H").unpack_from
+    aopen, asep, aclose = style.array_open, style.array_sep, style.array_close
 
     def array(buf: bytes, pos: int) -> tuple[bytes, int]:
         n = count
@@ -697,7 +724,7 @@ def _field(meta: FieldMetadata, order: str, field_tags: bool) -> Callable[[bytes
         for _ in range(n):
             text, pos = element(buf, pos)
             parts.append(text)
-        return b"[" + b",".join(parts) + b"]", pos
+        return aopen + asep.join(parts) + aclose, pos
 
     return array
 
@@ -731,12 +758,13 @@ class EventPlan:
 class Plans:
     """The :class:`EventPlan` of every (tracepoint name, header, metadata) seen, compiled once.
 
-    ``field_tags``: field names with perf-decode's ``;tag=0x..`` suffix (``--perf-json``) or
-    without (the CLI's JSON lines).  :meth:`fields` reads one event.
+    ``style`` writes the fields (default :class:`FieldStyle`: perf-decode's JSON, field names
+    with their ``;tag=0x..`` suffix unless ``field_tags`` is false).  :meth:`fields` reads one
+    event.
     """
 
-    def __init__(self, *, field_tags: bool) -> None:
-        self.field_tags = field_tags
+    def __init__(self, *, field_tags: bool = True, style: FieldStyle | None = None) -> None:
+        self.style = style if style is not None else FieldStyle(field_tags=field_tags)
         self._plans: dict[tuple[str, bytes, bytes], EventPlan | None] = {}
         self._bytes = 0
 
@@ -777,7 +805,7 @@ class Plans:
             attrs,
             n,
             header_meta,
-            _fields(metas, order, self.field_tags),
+            _fields(metas, order, self.style, True),
             bool(metas),
         )
 

@@ -72,6 +72,35 @@ _HELD_OVERHEAD: Final = 400
 _TYPE_NAMES: Final = {0: "hardware", 1: "software", 3: "hw-cache", 4: "raw", 5: "breakpoint"}
 
 
+#: (fixed fields up to the raw size, where raw data starts, index of id, pid (tid next), time, cpu
+#: in the unpacked values, -1: not sampled); ``()``: a layout read by :func:`parse_sample`.
+_SamplePlan = tuple[struct.Struct, int, int, int, int, int] | tuple[()]
+
+#: PERF_SAMPLE_* bits of the fixed u64 words before READ, in the kernel's order.
+_FIXED_BITS: Final = (0x10000, 0x1, 0x2, 0x4, 0x8, 0x40, 0x200, 0x80, 0x100)
+_READ_OR_CALLCHAIN: Final = 0x10 | 0x20
+_RAW: Final = 0x400
+
+
+def _sample_plan(sample_type: int, order: str) -> _SamplePlan:
+    """How to read a sample of ``sample_type`` in one unpack: the common tracepoint layouts (no
+    READ, no CALLCHAIN, RAW); ``()`` for the others (:func:`parse_sample` reads them)."""
+    if sample_type & _READ_OR_CALLCHAIN or not sample_type & _RAW:
+        return ()
+    codes = ""
+    index = {}
+    n = 0
+    for bit in _FIXED_BITS:
+        if sample_type & bit:
+            index[bit] = n
+            two = bit in (0x2, 0x80)  # TID: pid, tid; CPU: cpu, reserved
+            codes += "II" if two else "Q"
+            n += 2 if two else 1
+    fixed = struct.Struct(order + codes + "I")
+    ident = index.get(0x10000, index.get(0x40, -1))
+    return fixed, fixed.size, ident, index.get(0x2, -1), index.get(0x4, -1), index.get(0x80, -1)
+
+
 class PerfDataError(ValueError):
     """The file is not a perf.data file at all (bad magic, header too short)."""
 
@@ -88,6 +117,8 @@ class _Attr:
     format: TracepointFormat | None = None
     #: Where its samples hold their event id (None: they do not).
     id_at: int | None = field(init=False, default=None)
+    #: How its samples are read (:func:`_sample_plan`; None: not decided yet).
+    plan: _SamplePlan | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.id_at = sample_id_offset(self.sample_type)
@@ -606,19 +637,36 @@ class PerfDataFile:
         attr, sid = self._attr_for(body)
         if attr is None:
             return f"sample at offset {offset}: no attr for sample id {sid}"
-        try:
-            f = parse_sample(body, attr.sample_type, attr.read_format, self.order)
-        except ValueError as exc:
-            return f"sample at offset {offset}: {exc}"
+        plan = attr.plan
+        if plan is None:
+            plan = attr.plan = _sample_plan(attr.sample_type, self.order)
         fmt = attr.format
-        raw, time = f.raw, f.time
+        if plan:  # the fixed fields and the raw data's size in one unpack
+            fixed, raw_at, i_id, i_pid, i_time, i_cpu = plan
+            try:
+                values = fixed.unpack_from(body, 0)
+            except struct.error:
+                return f"sample at offset {offset}: record too short for its sample_type"
+            end = raw_at + values[-1]
+            if end > len(body):
+                return f"sample at offset {offset}: raw data runs past the record"
+            raw = body[raw_at:end]
+            time = values[i_time] if i_time >= 0 else None
+            pid = values[i_pid] if i_pid >= 0 else None
+            tid = values[i_pid + 1] if i_pid >= 0 else None
+            cpu = values[i_cpu] if i_cpu >= 0 else None
+            sid = values[i_id] if i_id >= 0 else None
+        else:
+            try:
+                f = parse_sample(body, attr.sample_type, attr.read_format, self.order)
+            except ValueError as exc:
+                return f"sample at offset {offset}: {exc}"
+            raw, time, pid, tid, cpu, sid = f.raw, f.time, f.pid, f.tid, f.cpu, f.id
         data = raw[fmt.payload_offset :] if fmt is not None else raw
         real = time + self.clock_offset_ns if time is not None and self.clock_offset_ns is not None else None
         tracepoint = attr.type == _TRACEPOINT
         name = attr.name if tracepoint else attr.label
-        return Sample(
-            name, time, f.cpu, f.pid, f.tid, raw, data, fmt, offset, real, sid, round_no, tracepoint
-        )
+        return Sample(name, time, cpu, pid, tid, raw, data, fmt, offset, real, sid, round_no, tracepoint)
 
     def _count(self, typ: int) -> None:
         key = RECORD_NAMES.get(typ) or record_name(typ)  # the lookup inline: once per record

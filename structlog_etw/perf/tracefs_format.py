@@ -69,6 +69,13 @@ _SIZED_TYPES: Final[dict[str, tuple[int, int]]] = {
 }
 
 
+def _json_text(text: str) -> str:
+    """``json.dumps(text, ensure_ascii=False)``, without its machinery for the plain case."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return '"' + text + '"'
+    return json.dumps(text, ensure_ascii=False)
+
+
 def _byteorder(order: str) -> Literal["little", "big"]:
     return "little" if order == "<" else "big"
 
@@ -142,7 +149,7 @@ class FormatField:
 
             def string(raw: bytes) -> str:
                 data = raw[start:end] if end <= len(raw) else b""
-                return json.dumps(data.split(b"\0", 1)[0].decode("latin-1"), ensure_ascii=False)
+                return _json_text(data.split(b"\0", 1)[0].decode("latin-1"))
 
             return string
         es = self.element_size
@@ -161,6 +168,32 @@ class FormatField:
                 str(int.from_bytes(raw[start:stop], byteorder, signed=True)) if end <= len(raw) else "null"
             )
         return lambda raw: str(int.from_bytes(raw[start:stop], byteorder)) if end <= len(raw) else "null"
+
+    def json_reader(self, order: str) -> Callable[[bytes], str] | None:
+        """The JSON text of :meth:`value` (bytes as spaced hex, ints, Latin-1 text, null), decided
+        once: ``raw -> text``; None for layouts it does not cover (arrays of numbers, dynamic data)."""
+        if self.array in (ARRAY_DYNAMIC, ARRAY_REL) or self.size == 0:
+            return None
+        start, end = self.offset, self.offset + self.size
+        if self.format == FMT_STRING:
+
+            def string(raw: bytes) -> str:
+                if end > len(raw):
+                    return "null"
+                return _json_text(raw[start:end].split(b"\0", 1)[0].decode("latin-1"))
+
+            return string
+        es = self.element_size
+        if self.format == FMT_NONE and (self.array == ARRAY_NONE or es == 1):
+            return lambda raw: '"' + raw[start:end].hex(" ") + '"' if end <= len(raw) else "null"
+        if self.array != ARRAY_NONE or es > self.size or es == 0:
+            return None
+        byteorder = _byteorder(order)
+        signed = self.format == FMT_SIGNED
+        stop = start + es
+        return lambda raw: (
+            str(int.from_bytes(raw[start:stop], byteorder, signed=signed)) if end <= len(raw) else "null"
+        )
 
     def perf_json(self, raw: bytes, order: str) -> str:
         """This field's value as perf-decode writes it (JSON text)."""
@@ -343,7 +376,7 @@ class TracepointFormat:
     @functools.cached_property
     def perf_json_head(self) -> Callable[[bytes], str]:
         """perf-decode's text of a sample of this plain tracepoint, up to its ``meta``: ``raw ->
-        '"n":"system:name","field":value,...'`` (names escaped as :func:`json_string` does)."""
+        '"n":"system:name","field":value,...'`` (names escaped as perf-decode escapes them)."""
         from ..eventheader.perf_decode import json_string  # noqa: PLC0415 - only perf-json needs it
 
         n = '"n":' + json_string(f"{self.system}:{self.name}")
