@@ -132,7 +132,7 @@ def is_etl(head: bytes) -> bool:
     size = _U32.unpack_from(head, 0)[0]
     rec = _BUFFER_HEADER
     return (
-        size >= _BUFFER_HEADER + 32
+        _BUFFER_HEADER + 32 <= size <= MAX_BUFFER_SIZE  # (perf.data's magic reads as 1.2 GB)
         and head[rec + 2] in _SYSTEM
         and head[rec + 3] == 0xC0
         and _U16.unpack_from(head, rec + 6)[0] == 0

@@ -374,3 +374,14 @@ class TestPipesAreNotSniffed:
         os.mkfifo(fifo)
         assert _is_etl(str(fifo)) is False
         assert _is_etl(str(build.primitive_types_etl())) is True
+
+
+class TestPerfDataIsNeverEtl:
+    """No perf.data file reads as an .etl file, whatever its header's bytes at the .etl marker."""
+
+    @pytest.mark.parametrize("magic", [b"PERFILE2", b"2ELIFREP"])
+    def test_perf_magic_with_etl_bytes_where_the_session_header_would_be(self, magic: bytes) -> None:
+        """The .etl session-record bytes at offset 72, but perf's magic as the buffer size: not .etl."""
+        head = bytearray(build.header_buffer()[:128])
+        head[:8] = magic
+        assert not is_etl(bytes(head))
