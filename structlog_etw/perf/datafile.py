@@ -315,11 +315,11 @@ class PerfDataFile:
     #: Where the data section ends (None: at the end of the input, pipe mode).
     data_end: int | None = 0
     #: Runs before every read of a pipe that may block (see the class docstring).
-    on_wait: Callable[[], None] | None = None
-    _source: _Source = field(default_factory=lambda: _BytesSource(b""), repr=False)
+    on_wait: Callable[[], None] | None = field(default=None, init=False)
+    _source: _Source = field(default_factory=lambda: _BytesSource(b""), init=False, repr=False)
     _by_id: dict[int, _Attr] = field(default_factory=dict)
     #: Tracepoint attrs still waiting for their format, by tracepoint id: each resolved once.
-    _pending: dict[int, list[_Attr]] = field(default_factory=dict)
+    _pending: dict[int, list[_Attr]] = field(default_factory=dict, init=False, repr=False)
     _long64: bool = True
 
     # --- construction ---------------------------------------------------------------------------
@@ -368,7 +368,8 @@ class PerfDataFile:
                     source = _StreamSource(fd, owned, head)
             else:
                 source = _BytesSource(head)
-        self = cls(path, _source=source)
+        self = cls(path)
+        self._source = source
         try:
             self._parse_header()
         except PerfDataError:
@@ -379,7 +380,8 @@ class PerfDataFile:
     @classmethod
     def from_bytes(cls, data: bytes, path: str = "") -> PerfDataFile:
         """Parse a perf.data image held in memory. Raises :class:`PerfDataError` if it is not one."""
-        self = cls(path, _source=_BytesSource(bytes(data)))
+        self = cls(path)
+        self._source = _BytesSource(bytes(data))
         self._parse_header()
         return self
 
