@@ -321,6 +321,8 @@ class PerfDataFile:
     #: Tracepoint attrs still waiting for their format, by tracepoint id: each resolved once.
     _pending: dict[int, list[_Attr]] = field(default_factory=dict, init=False, repr=False)
     _long64: bool = True
+    #: The file ends before its data section does (reported once, at the header).
+    _cut: bool = field(default=False, init=False, repr=False)
 
     # --- construction ---------------------------------------------------------------------------
 
@@ -433,6 +435,7 @@ class PerfDataFile:
                 f" ({self.data_end - size} bytes missing)"
             )
             self.data_end = max(size, data_off)
+            self._cut = True
         feats = self._feature_sections(features, data_off + data_size, size)
         # Tracing data first: attrs refer to formats by id.
         tracing = feats.get(Feature.TRACING_DATA)
@@ -684,7 +687,7 @@ class PerfDataFile:
                 f"truncated at offset {pos + left}: the file shrank to {shrunk} bytes while being read"
                 f" (record {name} at offset {pos} needs {size} bytes)"
             )
-        elif end is None:
+        elif end is None or self._cut:
             self.problems.append(
                 f"truncated at offset {pos + left}: record {name} at offset {pos} needs {size} bytes,"
                 f" the input ends after {left}"
