@@ -11,7 +11,8 @@
 * :mod:`~structlog_etw.etw.abi` - the numbers and the ctypes structures of the ETW controller
   and consumer API in the Windows x64 layout (sizes and offsets from the SDK headers).
 
-Importing works on every OS; starting a session needs Windows and administrator rights::
+Importing works on every OS (each name loads its module on first use); starting a session needs
+Windows and administrator rights::
 
     from structlog_etw.etw import EtwListener
 
@@ -22,17 +23,21 @@ Importing works on every OS; starting a session needs Windows and administrator 
 
 from __future__ import annotations
 
-from .consumer import (
-    DEFAULT_BUFFERED_BYTES,
-    EtwListener,
-    EtwListenError,
-    RawRecord,
-    decode_raw,
-    run,
-    session_name,
-    stop_session,
-)
-from .etl import EtlError, EtlEvent, EtlFile, EtlHeader, is_etl
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .consumer import (
+        DEFAULT_BUFFERED_BYTES,
+        EtwListener,
+        EtwListenError,
+        RawRecord,
+        decode_raw,
+        run,
+        session_name,
+        stop_session,
+    )
+    from .etl import EtlError, EtlEvent, EtlFile, EtlHeader, is_etl
 
 __all__ = [
     "DEFAULT_BUFFERED_BYTES",
@@ -49,3 +54,29 @@ __all__ = [
     "session_name",
     "stop_session",
 ]
+
+#: Names loaded on first use, and the module that has them: reading an .etl file loads neither the
+#: ctypes consumer nor what it needs (the perf listener, the encoders).
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "DEFAULT_BUFFERED_BYTES",
+            "EtwListener",
+            "EtwListenError",
+            "RawRecord",
+            "decode_raw",
+            "run",
+            "session_name",
+            "stop_session",
+        ),
+        ".consumer",
+    ),
+    **dict.fromkeys(("EtlError", "EtlEvent", "EtlFile", "EtlHeader", "is_etl"), ".etl"),
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from .encoder import EventHeaderEncoder
 from .spec import (
     COMMAND_FIELDS,
     DYN_MAX_EVENT_SIZE,
@@ -42,6 +41,7 @@ from .spec import (
 
 if TYPE_CHECKING:
     from .decoder import decode_event
+    from .encoder import EventHeaderEncoder
     from .perf_decode import perf_json, perf_json_fields
 
 __all__ = [
@@ -65,6 +65,7 @@ __all__ = [
 
 #: Names loaded on first use, and the module that has them.
 _LAZY: dict[str, str] = {
+    "EventHeaderEncoder": ".encoder",  # the read side (decode, listen) never loads the encoder
     "decode_event": ".decoder",
     "perf_json": ".perf_decode",
     "perf_json_fields": ".perf_decode",

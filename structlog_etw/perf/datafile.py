@@ -315,12 +315,14 @@ class PerfDataFile:
     #: Where the data section ends (None: at the end of the input, pipe mode).
     data_end: int | None = 0
     #: Runs before every read of a pipe that may block (see the class docstring).
-    on_wait: Callable[[], None] | None = None
-    _source: _Source = field(default_factory=lambda: _BytesSource(b""), repr=False)
+    on_wait: Callable[[], None] | None = field(default=None, init=False)
+    _source: _Source = field(default_factory=lambda: _BytesSource(b""), init=False, repr=False)
     _by_id: dict[int, _Attr] = field(default_factory=dict)
     #: Tracepoint attrs still waiting for their format, by tracepoint id: each resolved once.
-    _pending: dict[int, list[_Attr]] = field(default_factory=dict)
+    _pending: dict[int, list[_Attr]] = field(default_factory=dict, init=False, repr=False)
     _long64: bool = True
+    #: The file ends before its data section does (reported once, at the header).
+    _cut: bool = field(default=False, init=False, repr=False)
 
     # --- construction ---------------------------------------------------------------------------
 
@@ -368,7 +370,8 @@ class PerfDataFile:
                     source = _StreamSource(fd, owned, head)
             else:
                 source = _BytesSource(head)
-        self = cls(path, _source=source)
+        self = cls(path)
+        self._source = source
         try:
             self._parse_header()
         except PerfDataError:
@@ -379,7 +382,8 @@ class PerfDataFile:
     @classmethod
     def from_bytes(cls, data: bytes, path: str = "") -> PerfDataFile:
         """Parse a perf.data image held in memory. Raises :class:`PerfDataError` if it is not one."""
-        self = cls(path, _source=_BytesSource(bytes(data)))
+        self = cls(path)
+        self._source = _BytesSource(bytes(data))
         self._parse_header()
         return self
 
@@ -431,6 +435,7 @@ class PerfDataFile:
                 f" ({self.data_end - size} bytes missing)"
             )
             self.data_end = max(size, data_off)
+            self._cut = True
         feats = self._feature_sections(features, data_off + data_size, size)
         # Tracing data first: attrs refer to formats by id.
         tracing = feats.get(Feature.TRACING_DATA)
@@ -682,7 +687,7 @@ class PerfDataFile:
                 f"truncated at offset {pos + left}: the file shrank to {shrunk} bytes while being read"
                 f" (record {name} at offset {pos} needs {size} bytes)"
             )
-        elif end is None:
+        elif end is None or self._cut:
             self.problems.append(
                 f"truncated at offset {pos + left}: record {name} at offset {pos} needs {size} bytes,"
                 f" the input ends after {left}"

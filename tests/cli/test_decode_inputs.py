@@ -298,3 +298,24 @@ class TestStreamMemory:
         large = _peak_kib(_PEAK_OF_STREAM, stream(240_000))
         assert (small[0], large[0]) == (30_000, 240_000)
         assert large[1] - small[1] < 2 * 1024, (small, large)
+
+
+_ENCODERS_AFTER_DECODE = """
+import contextlib, io, sys
+from structlog_etw.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    code = main(["decode", "--json", sys.argv[1]])
+print(code, sorted(m for m in sys.modules if m.startswith("structlog_etw") and m.endswith("encoder")))
+"""
+
+
+class TestReadSideImports:
+    """The read side (``decode``) runs without loading an encoder."""
+
+    def test_decode_loads_no_encoder(self, tmp_path: Path) -> None:
+        """``decode --json`` of a file: neither the EventHeader nor the TraceLogging encoder is imported."""
+        path = tmp_path / "ticks.data"
+        path.write_bytes(_pipe_head(cpu_clock=False) + _ticks(7, 3))
+        run = run_bounded(_ENCODERS_AFTER_DECODE, str(path))
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.split(maxsplit=1) == ["0", "[]\n"]

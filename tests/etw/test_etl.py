@@ -10,6 +10,8 @@ import json
 import os
 import re
 import struct
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ import pytest
 from structlog_etw.cli import main
 from structlog_etw.etw.etl import CLOCK_QPC, EtlError, EtlEvent, EtlFile, is_etl
 from tests.helpers import etl as build
-from tests.helpers.shared import shared_dir
+from tests.helpers.shared import REPO, shared_dir
 
 _FILETIME_UNIX_EPOCH = 116_444_736_000_000_000
 _START_TIME = 0x01D7A58B4C3947CE  # the header's StartTime (FILETIME) as the file holds it
@@ -385,3 +387,31 @@ class TestPerfDataIsNeverEtl:
         head = bytearray(build.header_buffer()[:128])
         head[:8] = magic
         assert not is_etl(bytes(head))
+
+
+_MODULES_AFTER_DECODE = """
+import contextlib, io, sys
+from structlog_etw.cli import main
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    code = main(["decode", "--json", sys.argv[1]])
+loaded = sorted(m for m in sys.modules if m.startswith("structlog_etw"))
+print(code, [m for m in loaded if m.endswith("encoder") or m.endswith("consumer")])
+"""
+
+
+class TestReadSideImports:
+    """Decoding an .etl file loads no encoder and not the ctypes session consumer."""
+
+    def test_decode_of_an_etl_loads_no_encoder(self) -> None:
+        """``decode --json FILE.etl`` in a fresh interpreter: no encoder, no etw.consumer imported."""
+        run = subprocess.run(
+            [sys.executable, "-c", _MODULES_AFTER_DECODE, str(build.primitive_types_etl())],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            timeout=120,
+            check=False,
+        )
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.split(maxsplit=1) == ["0", "[]\n"]

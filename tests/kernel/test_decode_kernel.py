@@ -156,7 +156,8 @@ class TestDecodeLivePipe:
         ctl_r, ctl_w = os.pipe()
         ack_r, ack_w = os.pipe()
         cmd = [perf, "record", "-a", "-k", "monotonic", "-D", "-1", "--control", f"fd:{ctl_r},{ack_w}"]
-        cmd += ["-e", f"user_events:{tracepoint}", "-o", "-"]
+        # --no-buffering: perf drains its ring at every event, not when a watermark fills (docs/cli/decode.md)
+        cmd += ["--no-buffering", "-e", f"user_events:{tracepoint}", "-o", "-"]
         log = open(tmp_path / "perf.log", "wb")  # noqa: SIM115 - handed to the child
         recorder = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, pass_fds=(ctl_r, ack_w))
         os.close(ctl_r)
