@@ -27,7 +27,7 @@ __all__ = ["COMMANDS", "main"]
 COMMANDS: Final[list[tuple[str, str, str]]] = [
     ("guid", "structlog_etw.cli.guid", "ETW provider id (GUID) for a provider name"),
     ("tracepoints", "structlog_etw.cli.tracepoints", "user_events tracepoint names and a perf command line"),
-    ("decode", "structlog_etw.cli.decode", "decode a perf.data file (EventHeader events) to JSON or text"),
+    ("decode", "structlog_etw.cli.decode", "decode a perf.data or .etl file to JSON or text"),
     ("listen", "structlog_etw.cli.listen", "show a provider's events live (Linux, root; no perf needed)"),
     ("demo", "structlog_etw.cli.demo", "log a short structlog sequence and show the events it becomes"),
 ]

@@ -1,22 +1,32 @@
 """``structlog-etw decode FILE``: perf.data -> one line per event (text, JSON, perf-decode's JSON)
-or a Chrome/Perfetto timeline (docs/cli/decode.md).
+or a Chrome/Perfetto timeline (docs/cli/decode.md).  An .etl file (told by its content) goes to
+:mod:`structlog_etw.cli.decode_etl`.
 
 Exit codes: 0 every sample decoded; 1 the file is damaged or truncated, or some samples could
 not be decoded (what could be decoded is still written, the rest is reported on stderr); 2 the
 file cannot be read or is not a perf.data file.  Whatever the file holds, the outcome is one of
-these with a message on stderr, never a traceback.
+these with a message on stderr, never a traceback.  Samples of events that are no tracepoints
+(``-e cpu-clock``, cycles, breakpoints) are counted on stderr as "not tracepoints"; they are no
+damage.  ``decode -`` reads a pipe as perf writes it: what is decoded is shown before each read
+that may wait for perf.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import stat
 import sys
-from collections.abc import Iterable
+import uuid
+from collections.abc import Callable, Iterable
 from typing import TextIO
 
 from ..decoded import DecodedEvent
+from ..eventheader.perf_decode import EventPlan, Plans, activity_text, wallclock_text
 from ..perf.datafile import PerfDataError, PerfDataFile, Sample
 from ..perf.samples import SampleDecodeError, decode_sample, sample_perf_json
+from ..perf.tracefs_format import FormatField, TracepointFormat
 from .output import (
     EventFilter,
     EventWriter,
@@ -26,7 +36,17 @@ from .output import (
     make_writer,
     use_color,
 )
-from .render import EventMeta, printable
+from .render import (
+    EventMeta,
+    TextFieldStyle,
+    json_line,
+    json_line_bytes,
+    plain_json_value,
+    pretty_fields,
+    pretty_head,
+    pretty_line,
+    printable,
+)
 
 __all__ = ["FORMATS", "add_arguments", "decode_file", "run"]
 
@@ -40,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "file",
         metavar="FILE",
-        help="perf.data file written by perf record ('-': read stdin, e.g. perf's pipe mode)",
+        help="perf.data file written by perf record ('-': read stdin, e.g. perf's pipe mode) or an .etl file",
     )
     add_output_arguments(parser, FORMATS)
     parser.add_argument(
@@ -84,6 +104,220 @@ class _PerfJsonWriter:
         self.out.write(sample_perf_json(sample, decoded=decoded) + "\n")
 
 
+#: Lines kept before they are written in one go (and before every read that may wait for perf).
+_BATCH = 512
+
+
+class _FastLines:
+    """``--perf-json`` and ``--json`` lines of EventHeader samples from compiled plans (per tracepoint
+    and metadata: :class:`~structlog_etw.eventheader.perf_decode.Plans`), without building a
+    :class:`~structlog_etw.decoded.DecodedEvent`.  The same text as the ordinary path, which
+    runs for every sample a plan does not read (and so reports its error)."""
+
+    def __init__(self, mode: str, wanted: EventFilter, colors: bool = False) -> None:
+        self.perf_json = mode == "perf-json"
+        self.text = mode == "text"
+        self.json = mode == "json"
+        self.colors = colors
+        style = TextFieldStyle(colors=colors) if self.text else None
+        self.plans = Plans(field_tags=self.perf_json, style=style)
+        self.wanted = wanted
+        #: plan -> whether the filters pass it, and (--json) the constant parts of its line.
+        self.decided: dict[EventPlan, tuple[bool, bytes | None, bytes]] = {}
+        self.names: dict[str, bytes] = {}  # tracepoint name -> its JSON string (--json)
+        #: id(format) -> (format, usable, filters pass, constant middle, field readers): plain tracepoints.
+        self.tracefs: dict[int, tuple[TracepointFormat, bool, bool, str, list[tuple[str, _Text]]]] = {}
+        self.names_text: dict[str, str] = {}
+        #: id(format) -> (format, filters pass, its pretty_head, field names): text of plain tracepoints.
+        self.tracefs_heads: dict[int, tuple[TracepointFormat, bool, tuple[str, str], list[str]]] = {}
+
+    def _decide(self, plan: EventPlan) -> tuple[bool, bytes | None, bytes]:
+        accepts = self.wanted.accepts_values(plan.level, plan.keyword, plan.provider, plan.name)
+        middle: bytes | None = None
+        attributes = b""
+        if self.text:
+            kind = pretty_head(
+                plan.level, plan.name, plan.provider, plan.keyword, plan.opcode, True, self.colors
+            )
+            middle = "\0".join(kind).encode("utf-8", "surrogateescape")
+        elif not self.perf_json:  # event_json's keys from provider to version, and attributes
+            head = {
+                "provider": plan.provider,
+                "name": plan.name,
+                "level": plan.level,
+                "keyword": plan.keyword,
+                "tag": plan.tag,
+                "opcode": plan.opcode,
+                "id": plan.id,
+                "version": plan.version,
+            }
+            try:
+                middle = _dumps(head)[1:-1].encode("utf-8", "surrogateescape")
+                attributes = b',"attributes":' + _dumps(plan.attributes).encode("utf-8", "surrogateescape")
+            except UnicodeEncodeError:  # not text the ordinary path writes this way: leave it to it
+                middle = None
+        if len(self.decided) > 4096:
+            self.decided.clear()
+        decided = self.decided[plan] = (accepts, middle, attributes)
+        return decided
+
+    def line(self, sample: Sample) -> str | None:
+        """The sample's line, ``""`` when the filters drop it, None: take the ordinary path."""
+        fmt = sample.format
+        assert fmt is not None
+        data = sample.data
+        found = self.plans.plan(fmt.name, data)
+        if found is None:
+            return None
+        plan, pos, activity, related = found
+        decided = self.decided.get(plan)
+        if decided is None:
+            decided = self._decide(plan)
+        accepts, middle, attributes = decided
+        if not accepts:
+            return ""
+        fields = Plans.fields(plan, data, pos)
+        if fields is None:
+            return None
+        t = sample.time
+        real = sample.realtime_ns
+        if self.perf_json:
+            meta = []
+            if t is not None:
+                if real is not None:
+                    meta.append(b'"time":"' + wallclock_text(real).encode() + b'"')
+                else:
+                    sec, nsec = divmod(t, 1_000_000_000)
+                    meta.append(b'"time":%d.%09d' % (sec, nsec))
+            if sample.cpu is not None:
+                meta.append(b'"cpu":%d' % sample.cpu)
+            if sample.pid is not None:
+                meta.append(b'"pid":%d,"tid":%d' % (sample.pid, sample.tid or 0))
+            if plan.header_meta:
+                meta.append(plan.header_meta)
+            if activity is not None:
+                meta.append(b'"activity":' + activity_text(activity))
+            if related is not None:
+                meta.append(b'"relatedActivity":' + activity_text(related))
+            body = b'{"n":' + plan.n + (b"," + fields if plan.has_fields else b"")
+            line = body + b',"meta":{' + b",".join(meta) + b"}}"
+            return line.decode("utf-8", "surrogateescape")
+        if middle is None:
+            return None
+        if self.text:
+            kind, where = middle.decode("utf-8", "surrogateescape").split("\0")
+            act = uuid.UUID(bytes=activity) if activity is not None else None
+            rel = uuid.UUID(bytes=related) if related is not None else None
+            text = pretty_line(
+                (kind, where), real, t, act, rel, sample.pid, sample.tid, sample.cpu, self.colors
+            )
+            return text + " " + fields.decode("utf-8", "surrogateescape") if plan.has_fields else text
+        name = self.names.get(sample.name)
+        if name is None:
+            if len(self.names) > 4096:
+                self.names.clear()
+            try:
+                name = _dumps(sample.name or None).encode("utf-8", "surrogateescape")
+            except UnicodeEncodeError:
+                return None
+            self.names[sample.name] = name
+        head = b'{"timestamp":' + (
+            b'"' + wallclock_text(real).encode() + b'"' if real is not None else b"null"
+        )
+        head += b',"time_ns":' + _num(t) + b',"cpu":' + _num(sample.cpu) + b',"pid":' + _num(sample.pid)
+        head += b',"tid":' + _num(sample.tid) + b',"tracepoint":' + name + b"," + middle
+        ids = b',"activity_id":' + (activity_text(activity) if activity is not None else b"null")
+        ids += b',"related_id":' + (activity_text(related) if related is not None else b"null")
+        return json_line_bytes(head + ids + attributes + b',"fields":{' + fields + b"}}")
+
+    def tracefs_text(self, sample: Sample) -> str | None:
+        """Console line of a plain tracepoint sample (``""``: filtered out)."""
+        fmt = sample.format
+        assert fmt is not None
+        found = self.tracefs_heads.get(id(fmt))
+        if found is None or found[0] is not fmt:
+            if len(self.tracefs_heads) > 4096:
+                self.tracefs_heads.clear()
+            accepts = self.wanted.accepts_values(0, 0, fmt.system, fmt.name)
+            head = pretty_head(0, fmt.name, fmt.system, 0, 0, False, self.colors)
+            found = self.tracefs_heads[id(fmt)] = (fmt, accepts, head, [f.name for f in fmt.own_fields])
+        _fmt, accepts, head, names = found
+        if not accepts:
+            return ""
+        raw = sample.raw
+        line = pretty_line(
+            head, sample.realtime_ns, sample.time, None, None, sample.pid, sample.tid, sample.cpu, self.colors
+        )
+        if not names:
+            return line
+        return line + " " + pretty_fields(names, [f.value(raw, "<") for f in fmt.own_fields], self.colors)
+
+    def tracefs_line(self, sample: Sample) -> str | None:
+        """``--json`` line of a plain tracepoint sample (``""``: filtered out; None: the ordinary path)."""
+        fmt = sample.format
+        assert fmt is not None
+        found = self.tracefs.get(id(fmt))
+        if found is None or found[0] is not fmt:
+            if len(self.tracefs) > 4096:
+                self.tracefs.clear()
+            names = [f.name for f in fmt.own_fields]
+            accepts = self.wanted.accepts_values(0, 0, fmt.system, fmt.name)
+            middle = {
+                "provider": fmt.system,
+                "name": fmt.name,
+                "level": 0,
+                "keyword": 0,
+                "tag": 0,
+                "opcode": 0,
+                "id": 0,
+                "version": 0,
+                "activity_id": None,
+                "related_id": None,
+                "attributes": {},
+            }
+            readers = [(_dumps(f.name) + ":", f.json_reader("<") or _generic(f)) for f in fmt.own_fields]
+            usable = len(set(names)) == len(names)  # the fields as a dict: every name once
+            found = self.tracefs[id(fmt)] = (fmt, usable, accepts, "," + _dumps(middle)[1:-1], readers)
+        _fmt, usable, accepts, middle_text, readers = found
+        if not accepts:
+            return ""
+        if not usable:
+            return None
+        raw = sample.raw
+        fields = ",".join([name + read(raw) for name, read in readers])
+        real, t = sample.realtime_ns, sample.time
+        stamp = '"' + wallclock_text(real) + '"' if real is not None else "null"
+        cpu, pid, tid = _text(sample.cpu), _text(sample.pid), _text(sample.tid)
+        tracepoint = self.names_text.get(sample.name)
+        if tracepoint is None:
+            if len(self.names_text) > 4096:
+                self.names_text.clear()
+            tracepoint = self.names_text[sample.name] = _dumps(sample.name or None)
+        text = f'{{"timestamp":{stamp},"time_ns":{_text(t)},"cpu":{cpu},"pid":{pid},"tid":{tid},"tracepoint":'
+        text += tracepoint + middle_text + ',"fields":{' + fields + "}}"
+        return text if text.isascii() and "\x7f" not in text else json_line(text)
+
+
+_Text = Callable[[bytes], str]
+
+
+def _generic(f: FormatField) -> _Text:
+    """The JSON text of a plain tracepoint field's value, the long way (arrays, dynamic data)."""
+    return lambda raw: _dumps(plain_json_value(f.value(raw, "<")))
+
+
+def _text(value: int | None) -> str:
+    return "null" if value is None else str(value)
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _num(value: int | None) -> bytes:
+    return b"null" if value is None else b"%d" % value
+
+
 def decode_file(
     f: PerfDataFile,
     out: TextIO,
@@ -95,11 +329,14 @@ def decode_file(
     time_order: bool = True,
     level: int | None = None,
     keyword: int | None = None,
+    notes: list[str] | None = None,
 ) -> tuple[int, list[str]]:
     """Write the file's events to ``out`` in format ``mode``; return ``(events written, problems)``.
 
     Never raises for what the file holds: a sample that cannot be decoded (or whose decoding
     fails in any way) is a problem in the returned list, and the other samples are still written.
+    Samples of events that are no tracepoints (hardware, software, breakpoints) are not
+    problems: one line per event name is appended to ``notes`` (when given).
     """
     wanted = EventFilter(
         level=level,
@@ -111,9 +348,75 @@ def decode_file(
     writer: EventWriter | None = None if perf_json else make_writer(mode, out, colors=colors)
     problems: list[str] = []
     unknown: dict[str, int] = {}  # samples without a tracepoint format, by name
+    others: dict[str, int] = {}  # samples of events that are no tracepoints, by name
     written = 0
+    fast = _FastLines(mode, wanted, colors) if mode in ("perf-json", "json", "text") else None
+    batch: list[str] = []
+
+    def flush_batch() -> None:
+        if batch:
+            batch.append("")
+            out.write("\n".join(batch))
+            batch.clear()
+
+    waiting = f.on_wait
+
+    def on_wait() -> None:
+        flush_batch()
+        if waiting is not None:
+            waiting()
+
+    f.on_wait = on_wait
     samples = f.samples_by_time() if time_order else f.samples()
     for sample in samples:
+        if not sample.is_tracepoint:
+            others[sample.name] = others.get(sample.name, 0) + 1
+            continue
+        if fast is not None and sample.format is not None and sample.format.is_eventheader:
+            try:
+                line = fast.line(sample)
+            except OSError:
+                raise
+            except Exception:  # a crafted event: the ordinary path reports what is wrong with it
+                line = None
+            if line is not None:
+                if line:
+                    batch.append(line)
+                    written += 1
+                    if len(batch) >= _BATCH:
+                        flush_batch()
+                continue
+        if perf_json is not None and sample.format is not None and not sample.format.is_eventheader:
+            fmt = sample.format  # a plain tracepoint: its text needs no DecodedEvent
+            if wanted.accepts_values(0, 0, fmt.system, fmt.name):
+                try:
+                    batch.append(sample_perf_json(sample))
+                except OSError:
+                    raise
+                except Exception as exc:  # a crafted sample is reported, not raised
+                    problems.append(
+                        f"sample at offset {sample.offset} ({sample.name}): cannot decode: {exc!r}"
+                    )
+                    continue
+                written += 1
+                if len(batch) >= _BATCH:
+                    flush_batch()
+            continue
+        if (
+            fast is not None
+            and not fast.perf_json
+            and sample.format is not None
+            and not sample.format.is_eventheader
+        ):
+            line = fast.tracefs_line(sample) if fast.json else fast.tracefs_text(sample)
+            if line is not None:
+                if line:
+                    batch.append(line)
+                    written += 1
+                    if len(batch) >= _BATCH:
+                        flush_batch()
+                continue
+        flush_batch()  # the ordinary path writes to out itself
         try:
             event = decode_sample(sample)
             if not wanted.accepts(event):
@@ -137,6 +440,8 @@ def decode_file(
             problems.append(f"sample at offset {sample.offset} ({sample.name}): cannot decode: {exc!r}")
             continue
         written += 1
+    flush_batch()
+    f.on_wait = waiting
     if writer is not None:
         writer.close()
     for name, count in unknown.items():
@@ -144,17 +449,38 @@ def decode_file(
             f"{count} samples of {name} not decoded: tracepoint format unknown"
             " (the file lacks its tracing data: truncated?)"
         )
+    if notes is not None:
+        notes.extend(
+            f"{count} samples of {name}: not tracepoints (not decoded)" for name, count in others.items()
+        )
     return written, [*f.problems, *problems]
 
 
 def _open(path: str) -> PerfDataFile:
-    if path == "-":  # perf record -o - | structlog-etw decode -
-        return PerfDataFile.from_bytes(sys.stdin.buffer.read(), "stdin")
+    if path == "-":  # perf record -o - | structlog-etw decode -: read as perf writes it
+        return PerfDataFile.from_fd(sys.stdin.buffer.fileno(), "stdin")
     return PerfDataFile.open(path)
+
+
+def _is_etl(path: str) -> bool:
+    """Whether ``path`` is a regular file holding an .etl file, by its content (a pipe is not read)."""
+    from ..etw.etl import is_etl  # noqa: PLC0415 - only for decode
+
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
+        with open(path, "rb") as f:
+            return is_etl(f.read(128))
+    except OSError:
+        return False
 
 
 def run(args: argparse.Namespace) -> int:
     """Decode ``args.file`` to stdout; report problems on stderr."""
+    if args.file != "-" and _is_etl(args.file):  # .etl: told by the content, not the name
+        from .decode_etl import run as run_etl  # noqa: PLC0415
+
+        return run_etl(args)
     prog = "structlog-etw decode"
     name = printable(args.file)
     try:
@@ -175,6 +501,8 @@ def run(args: argparse.Namespace) -> int:
         if reconfigure is not None:
             reconfigure(errors="surrogateescape")
     wanted = event_filter(args)
+    notes: list[str] = []
+    f.on_wait = sys.stdout.flush  # a pipe: show what is decoded before waiting for perf
     with f:
         written, problems = decode_file(
             f,
@@ -186,6 +514,7 @@ def run(args: argparse.Namespace) -> int:
             time_order=args.order == "time",
             level=wanted.level,
             keyword=wanted.keyword,
+            notes=notes,
         )
         sys.stdout.flush()
         lost, late = f.lost, f.late
@@ -195,6 +524,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{prog}: {name}: ... and {len(problems) - _MAX_REPORTED} more problems", file=sys.stderr)
     if lost:
         print(f"{prog}: {name}: perf lost {lost} events while recording", file=sys.stderr)
+    for note in notes:
+        print(f"{prog}: {name}: {printable(note)}", file=sys.stderr)
     if late:
         print(f"{prog}: {name}: {late} events could not be put in time order (written late)", file=sys.stderr)
     if problems:

@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable
 from typing import IO
 
+from ..eventheader.spec import validate_provider_name
 from ..perf.listener import DEFAULT_PAGES, ListenedEvent, Listener, ListenError, LostEvents
 from ..perf.listener import run as run_listener
 from .output import EventWriter, add_filter_arguments, add_output_arguments, make_writer, use_color
@@ -167,6 +168,11 @@ def run(args: argparse.Namespace) -> int:
     if _PLATFORM == "win32":
         return _run_etw(args)
     out, err = sys.stdout, sys.stderr
+    try:  # before tracefs is touched: a name that cannot be a tracepoint's is the user's error
+        validate_provider_name(args.provider, args.group)
+    except ValueError as e:
+        print(f"structlog-etw listen: {e}", file=err, flush=True)
+        return 2
     try:
         listener = Listener(
             args.provider,

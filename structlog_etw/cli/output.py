@@ -90,13 +90,17 @@ class EventFilter:
 
     def accepts(self, event: DecodedEvent) -> bool:
         """Whether ``event`` passes every filter."""
-        if self.level is not None and event.level > self.level:
+        return self.accepts_values(event.level, event.keyword, event.provider, event.name)
+
+    def accepts_values(self, level: int, keyword: int, provider: str, name: str) -> bool:
+        """Whether an event of this level, keyword, provider and name passes every filter."""
+        if self.level is not None and level > self.level:
             return False
-        if self.keyword is not None and event.keyword and not event.keyword & self.keyword:
+        if self.keyword is not None and keyword and not keyword & self.keyword:
             return False
-        if self.providers and event.provider not in self.providers:
+        if self.providers and provider not in self.providers:
             return False
-        return not self.names or event.name in self.names
+        return not self.names or name in self.names
 
 
 def add_filter_arguments(parser: argparse.ArgumentParser, *, names: bool = True) -> None:

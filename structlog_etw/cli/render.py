@@ -15,12 +15,15 @@ import json
 import math
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
 from .._levels import LEVEL_NAMES
 from ..decoded import DecodedEvent, DecodedField
-from ..eventheader.perf_decode import errno_text, float_text, perf_json_fields, wallclock_text
+from ..eventheader._values import python_value
+from ..eventheader.decoder import FieldMetadata
+from ..eventheader.perf_decode import FieldStyle, errno_text, float_text, perf_json_fields, wallclock_text
 from ..eventheader.spec import (
     ENC_BINARY_LENGTH16_CHAR8,
     ENC_STRING_LENGTH16_CHAR8,
@@ -31,11 +34,17 @@ from ..eventheader.spec import (
 
 __all__ = [
     "EventMeta",
+    "TextFieldStyle",
     "event_json",
     "event_pretty",
     "json_fields",
     "json_line",
+    "json_line_bytes",
     "level_name",
+    "plain_json_value",
+    "pretty_fields",
+    "pretty_head",
+    "pretty_line",
     "printable",
     "undecodable_json",
     "undecodable_pretty",
@@ -107,6 +116,14 @@ def json_line(text: str) -> str:
     return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
+def json_line_bytes(text: bytes) -> str:
+    """:func:`json_line` of a JSON text held as UTF-8(-ish) bytes (invalid sequences: U+FFFD)."""
+    line = text.decode("utf-8", "replace")
+    if line.isascii() and "\x7f" not in line:
+        return line
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", line)
+
+
 def level_name(level: int) -> str:
     """``critical``/``error``/``warning``/``info``/``debug`` for 1..5, else ``level<N>``."""
     return LEVEL_NAMES.get(level, f"level{level}")
@@ -127,6 +144,12 @@ def _plain(value: Any) -> Any:
     if isinstance(value, _dt.datetime):
         return value.isoformat()
     return str(value)
+
+
+def plain_json_value(value: Any) -> Any:
+    """A decoded Python value as JSON-able data, as :func:`event_json` writes field values of
+    events that are not EventHeader events (bytes: hex; UUID, IPs, datetimes: text)."""
+    return _plain(value)
 
 
 _COMPACT: Final = (",", ":")
@@ -237,39 +260,107 @@ def event_pretty(event: DecodedEvent, meta: EventMeta | None = None, *, colors: 
     """
     m = meta or EventMeta()
     has_level = event.format != "tracefs"  # a plain kernel tracepoint has no level or keyword
-
-    def c(code: str, text: str) -> str:
-        return code + text + RESET if colors else text
-
-    parts: list[str] = []
-    if m.realtime_ns is not None:
-        parts.append(c(DIM, wallclock_text(m.realtime_ns)))
-    elif m.time_ns is not None:
-        parts.append(c(DIM, f"{m.time_ns / 1e9:.9f}"))
-    if has_level:
-        lvl = level_name(event.level)
-        parts.append("[" + c(_LEVEL_COLORS.get(event.level, ""), f"{lvl:<9}") + "]")
-    else:
-        parts.append("[" + c(DIM, f"{'tracepoint':<9}") + "]")
-    parts.append(c(BRIGHT, f"{printable(event.name):<20}"))
-    where = [printable(event.provider)]
-    if has_level:
-        where.append(f"k=0x{event.keyword:x}")
-        if event.opcode:
-            where.append(f"opcode={event.opcode}")
-        if event.activity_id:
-            where.append(f"activity={event.activity_id}")
-        if event.related_id:
-            where.append(f"related={event.related_id}")
-    if m.pid is not None:
-        where.append(f"pid={m.pid}" if m.pid == m.tid else f"pid={m.pid}/{m.tid}")
-    if m.cpu is not None:
-        where.append(f"cpu={m.cpu}")
-    parts.append(c(DIM, "[" + " ".join(where) + "]"))
+    head = pretty_head(
+        event.level, event.name, event.provider, event.keyword, event.opcode, has_level, colors
+    )
+    activity = (event.activity_id, event.related_id) if has_level else (None, None)
+    parts = [pretty_line(head, m.realtime_ns, m.time_ns, *activity, m.pid, m.tid, m.cpu, colors)]
     eventheader = event.format == "eventheader"
     for f in event.field_list:
-        parts.append(c(CYAN, printable(f.name)) + "=" + c(MAGENTA, _field_text(f, eventheader)))
+        parts.append(
+            _c(colors, CYAN, printable(f.name)) + "=" + _c(colors, MAGENTA, _field_text(f, eventheader))
+        )
     return " ".join(parts)
+
+
+def _c(colors: bool, code: str, text: str) -> str:
+    return code + text + RESET if colors else text
+
+
+def pretty_head(
+    level: int, name: str, provider: str, keyword: int, opcode: int, has_level: bool, colors: bool
+) -> tuple[str, str]:
+    """What :func:`event_pretty` writes of an event's kind: ``("[info     ] name  ", "[Provider k=0x1")``
+    (the level and name; the start of the bracket, without its end)."""
+    if has_level:
+        lvl = level_name(level)
+        level_part = "[" + _c(colors, _LEVEL_COLORS.get(level, ""), f"{lvl:<9}") + "]"
+    else:
+        level_part = "[" + _c(colors, DIM, f"{'tracepoint':<9}") + "]"
+    where = "[" + printable(provider)
+    if has_level:
+        where += f" k=0x{keyword:x}"
+        if opcode:
+            where += f" opcode={opcode}"
+    return level_part + " " + _c(colors, BRIGHT, f"{printable(name):<20}"), where
+
+
+def pretty_line(
+    head: tuple[str, str],
+    realtime_ns: int | None,
+    time_ns: int | None,
+    activity: object,
+    related: object,
+    pid: int | None,
+    tid: int | None,
+    cpu: int | None,
+    colors: bool,
+) -> str:
+    """:func:`event_pretty`'s line up to the fields, from :func:`pretty_head` and the capture's data."""
+    parts = []
+    if realtime_ns is not None:
+        parts.append(_c(colors, DIM, wallclock_text(realtime_ns)))
+    elif time_ns is not None:
+        parts.append(_c(colors, DIM, f"{time_ns / 1e9:.9f}"))
+    parts.append(head[0])
+    where = head[1]
+    if activity:
+        where += f" activity={activity}"
+    if related:
+        where += f" related={related}"
+    if pid is not None:
+        where += f" pid={pid}" if pid == tid else f" pid={pid}/{tid}"
+    if cpu is not None:
+        where += f" cpu={cpu}"
+    parts.append(_c(colors, DIM, where + "]"))
+    return " ".join(parts)
+
+
+def pretty_fields(names: list[str], values: list[Any], colors: bool) -> str:
+    """:func:`event_pretty`'s text of fields that are Python values (events not in EventHeader)."""
+    return " ".join(
+        _c(colors, CYAN, printable(n)) + "=" + _c(colors, MAGENTA, _value_text(v))
+        for n, v in zip(names, values, strict=True)
+    )
+
+
+class TextFieldStyle(FieldStyle):
+    """:func:`event_pretty`'s text of EventHeader fields, for compiled plans
+    (:class:`~structlog_etw.eventheader.perf_decode.Plans`): ``name=value`` with the same value
+    text, colours and escapes."""
+
+    top_sep = b" "
+    struct_sep = b", "
+    array_sep = b", "
+
+    def __init__(self, *, colors: bool) -> None:
+        super().__init__(field_tags=False)
+        self.colors = colors
+
+    def fixed(self, encoding: int, fmt: int, order: str) -> Callable[[bytes], bytes]:
+        """The text of a fixed-size value's bytes."""
+        return lambda raw: _value_text(python_value(encoding, fmt, raw, order), encoding, fmt).encode(
+            "utf-8", "surrogateescape"
+        )
+
+    varying = fixed
+
+    def member(self, meta: FieldMetadata, top: bool) -> tuple[bytes, bytes]:
+        """``name=`` (at the top level coloured as :func:`event_pretty` colours it)."""
+        name = printable(meta.name.decode("utf-8", "surrogateescape"))
+        if top and self.colors:
+            return (CYAN + name + RESET + "=" + MAGENTA).encode(), RESET.encode()
+        return (name + "=").encode("utf-8", "surrogateescape"), b""
 
 
 def _where(m: EventMeta) -> dict[str, Any]:

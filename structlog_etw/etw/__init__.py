@@ -1,14 +1,18 @@
-"""Reading ETW: a real-time session for one provider, its TraceLogging events decoded (Windows).
+"""Reading ETW: a real-time session for one provider (Windows), and .etl files (any OS).
 
 * :mod:`~structlog_etw.etw.consumer` - :class:`EtwListener`: starts a named real-time session
   (``StartTraceW``), enables a provider by GUID with a level and a keyword (``EnableTraceEx2``),
   consumes it on a thread (``OpenTraceW``, ``ProcessTrace``) and decodes every ``EVENT_RECORD``
   with the TraceLogging decoder into the :class:`~structlog_etw.perf.listener.ListenedEvent`
   items the Linux listener yields; it stops and closes the session on exit.
+* :mod:`~structlog_etw.etw.etl` - :class:`EtlFile`: the records of an .etl file (what logman,
+  wpr, tracelog and PerfView record), TraceLogging events decoded, times in UTC from the file's
+  clock; pure Python, on every OS.
 * :mod:`~structlog_etw.etw.abi` - the numbers and the ctypes structures of the ETW controller
   and consumer API in the Windows x64 layout (sizes and offsets from the SDK headers).
 
-Importing works on every OS; starting a session needs Windows and administrator rights::
+Importing works on every OS (each name loads its module on first use); starting a session needs
+Windows and administrator rights::
 
     from structlog_etw.etw import EtwListener
 
@@ -19,24 +23,60 @@ Importing works on every OS; starting a session needs Windows and administrator 
 
 from __future__ import annotations
 
-from .consumer import (
-    DEFAULT_BUFFERED_BYTES,
-    EtwListener,
-    EtwListenError,
-    RawRecord,
-    decode_raw,
-    run,
-    session_name,
-    stop_session,
-)
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .consumer import (
+        DEFAULT_BUFFERED_BYTES,
+        EtwListener,
+        EtwListenError,
+        RawRecord,
+        decode_raw,
+        run,
+        session_name,
+        stop_session,
+    )
+    from .etl import EtlError, EtlEvent, EtlFile, EtlHeader, is_etl
 
 __all__ = [
     "DEFAULT_BUFFERED_BYTES",
+    "EtlError",
+    "EtlEvent",
+    "EtlFile",
+    "EtlHeader",
     "EtwListenError",
     "EtwListener",
     "RawRecord",
     "decode_raw",
+    "is_etl",
     "run",
     "session_name",
     "stop_session",
 ]
+
+#: Names loaded on first use, and the module that has them: reading an .etl file loads neither the
+#: ctypes consumer nor what it needs (the perf listener, the encoders).
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "DEFAULT_BUFFERED_BYTES",
+            "EtwListener",
+            "EtwListenError",
+            "RawRecord",
+            "decode_raw",
+            "run",
+            "session_name",
+            "stop_session",
+        ),
+        ".consumer",
+    ),
+    **dict.fromkeys(("EtlError", "EtlEvent", "EtlFile", "EtlHeader", "is_etl"), ".etl"),
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)

@@ -66,7 +66,7 @@ __all__ = [
 
 #: Names loaded on first use, and the module that has them.
 _LAZY: dict[str, str] = {
-    "EventHeaderEncoder": ".encoder",
+    "EventHeaderEncoder": ".encoder",  # the read side (decode, listen) never loads the encoder
     "decode_event": ".decoder",
     "perf_json": ".perf_decode",
     "perf_json_fields": ".perf_decode",

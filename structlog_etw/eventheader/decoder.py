@@ -42,9 +42,18 @@ from .spec import (
     parse_tracepoint_name,
 )
 
-__all__ = ["EventHeaderDecodeError", "decode_event", "parse_tracepoint_name"]
+__all__ = [
+    "KNOWN_FLAGS",
+    "EventHeaderDecodeError",
+    "FieldMetadata",
+    "decode_event",
+    "parse_metadata",
+    "parse_tracepoint_name",
+    "split_event_name",
+]
 
-_KNOWN_FLAGS: Final = sum(int(flag) for flag in HeaderFlags)  # every flag the format defines
+#: Every header flag the format defines (an event with another one set is rejected).
+KNOWN_FLAGS: Final = sum(int(flag) for flag in HeaderFlags)
 _MAX_DEPTH: Final = 32  # struct nesting limit (perf-decode: 8-deep stack; we are a bit more lenient)
 
 
@@ -52,8 +61,13 @@ _MAX_DEPTH: Final = 32  # struct nesting limit (perf-decode: 8-deep stack; we ar
 
 
 @dataclass
-class _Meta:
-    """One field's metadata. ``array``: 0, ENCODING_CARRAY or ENCODING_VARRAY."""
+class FieldMetadata:
+    """One field's metadata, as the Metadata extension declares it.
+
+    ``name`` (bytes), ``encoding`` and ``format`` (value numbers, without the chain and array
+    flags), ``tag``, ``array`` (0, ENCODING_CARRAY or ENCODING_VARRAY), ``count`` (a CArray's
+    length), ``children`` (a struct's members).
+    """
 
     name: bytes
     encoding: int
@@ -61,7 +75,7 @@ class _Meta:
     tag: int
     array: int
     count: int  # CArray length
-    children: list[_Meta] = field(default_factory=list)
+    children: list[FieldMetadata] = field(default_factory=list)
     #: Fewest payload bytes one element takes (one value; a struct: its members' sum).  Every
     #: element takes at least one byte (a struct has at least one member), so an array of
     #: ``n`` elements needs ``n * element_min`` bytes: checked before a single element is read.
@@ -79,13 +93,13 @@ class _MetaReader:
         self.end = len(buf)
         self.order = order
 
-    def fields(self, limit: int, depth: int) -> list[_Meta]:
-        out: list[_Meta] = []
+    def fields(self, limit: int, depth: int) -> list[FieldMetadata]:
+        out: list[FieldMetadata] = []
         while len(out) < limit and self.pos < self.end:
             out.append(self.one(depth))
         return out
 
-    def members(self, meta: _Meta, depth: int) -> list[_Meta]:
+    def members(self, meta: FieldMetadata, depth: int) -> list[FieldMetadata]:
         """A struct's members: as many as its format declares, or fewer when the metadata ends first
         (perf-decode's reading; Microsoft's own test events declare 20 and carry 2), but at least one.
 
@@ -99,7 +113,7 @@ class _MetaReader:
             )
         return out
 
-    def one(self, depth: int) -> _Meta:
+    def one(self, depth: int) -> FieldMetadata:
         buf = self.buf
         nul = buf.find(b"\0", self.pos)
         if nul < 0 or self.end - nul < 2:
@@ -136,7 +150,7 @@ class _MetaReader:
         if value_enc == 0 or value_enc > ENC_BINARY_LENGTH16_CHAR8:
             raise EventHeaderDecodeError(f"metadata: field {name!r}: unsupported encoding {value_enc}")
         self.pos = pos
-        meta = _Meta(name, value_enc, fmt, tag, array, count)
+        meta = FieldMetadata(name, value_enc, fmt, tag, array, count)
         if value_enc == ENC_STRUCT:
             if fmt == 0:
                 raise EventHeaderDecodeError(f"metadata: struct {name!r} with 0 fields")
@@ -168,23 +182,23 @@ class _DataReader:
         self.pos = pos
         self.order = order
 
-    def need(self, n: int, meta: _Meta) -> None:
+    def need(self, n: int, meta: FieldMetadata) -> None:
         if len(self.buf) - self.pos < n:
             raise EventHeaderDecodeError(
                 f"payload truncated in field {meta.name.decode('utf-8', 'replace')!r}"
                 f" (need {n} bytes at offset {self.pos}, have {len(self.buf) - self.pos})"
             )
 
-    def u16(self, meta: _Meta) -> int:
+    def u16(self, meta: FieldMetadata) -> int:
         self.need(2, meta)
         (v,) = struct.unpack_from(self.order + "H", self.buf, self.pos)
         self.pos += 2
         return int(v)
 
-    def fields(self, metas: list[_Meta]) -> list[DecodedField]:
+    def fields(self, metas: list[FieldMetadata]) -> list[DecodedField]:
         return [self.field(m) for m in metas]
 
-    def field(self, meta: _Meta) -> DecodedField:
+    def field(self, meta: FieldMetadata) -> DecodedField:
         name = meta.name.decode("utf-8", "surrogateescape")
         enc, fmt, order = meta.encoding, meta.format, self.order
         is_struct = enc == ENC_STRUCT
@@ -204,7 +218,7 @@ class _DataReader:
         values = [python_value(enc, fmt, raw, order) for raw in raws]
         return DecodedField(name, values, enc, fmt, meta.tag, is_array=True, raw_elements=raws)
 
-    def value_bytes(self, meta: _Meta) -> bytes:
+    def value_bytes(self, meta: FieldMetadata) -> bytes:
         """The next value's bytes, without its length prefix or terminator."""
         buf = self.buf
         size = FIXED_SIZE.get(meta.encoding)
@@ -252,7 +266,7 @@ def _header(data: bytes) -> _Header:
     if len(data) < 8:
         raise EventHeaderDecodeError(f"event too short for an EventHeader ({len(data)} bytes)")
     flags, version = data[0], data[1]
-    if flags & ~_KNOWN_FLAGS:
+    if flags & ~KNOWN_FLAGS:
         raise EventHeaderDecodeError(f"unsupported EventHeader flags 0x{flags:02x}")
     order = "<" if flags & HeaderFlags.LITTLE_ENDIAN else ">"
     eid, tag, opcode, level = struct.unpack_from(order + "HHBB", data, 2)
@@ -289,7 +303,7 @@ def _header(data: bytes) -> _Header:
     return _Header(version, eid, tag, opcode, level, order, meta_buf, pos, activity, related)
 
 
-def _split_event_name(raw: bytes) -> tuple[str, dict[str, str]]:
+def split_event_name(raw: bytes) -> tuple[str, dict[str, str]]:
     """``Name;attr=value;...`` with ``;;`` for a literal ``;`` -> (name, attributes)."""
     text = raw.decode("utf-8", "surrogateescape")
     parts: list[str] = []
@@ -313,6 +327,18 @@ def _split_event_name(raw: bytes) -> tuple[str, dict[str, str]]:
         key, _, value = part.partition("=")
         attrs[key] = value
     return parts[0], attrs
+
+
+def parse_metadata(metadata: bytes, order: str) -> tuple[bytes, list[FieldMetadata]]:
+    """A Metadata extension's event name (raw, with its ``;attr=value`` suffix) and fields.
+
+    ``order`` is the event's :mod:`struct` byte order.  Raises :class:`EventHeaderDecodeError`
+    when the metadata is malformed.
+    """
+    nul = metadata.find(b"\0")
+    if nul < 0:
+        raise EventHeaderDecodeError("event name not NUL-terminated")
+    return metadata[:nul], _MetaReader(metadata, nul + 1, order).fields(1 << 30, 0)
 
 
 def _uuid(raw: bytes | None) -> uuid.UUID | None:
@@ -340,7 +366,7 @@ def decode_event(tracepoint_name: str, data: bytes) -> DecodedEvent:
             f"header level {h.level} differs from the level {level} in the tracepoint name"
         )
     raw_name = h.metadata[:nul]
-    name, attrs = _split_event_name(raw_name)
+    name, attrs = split_event_name(raw_name)
     return DecodedEvent(
         provider=provider,
         name=name,

@@ -25,17 +25,39 @@ U+10FFFF) comes back as ``surrogateescape`` characters: ``text.encode("utf-8",
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import re
 import struct
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Final
 
 from ..decoded import DecodedEvent, DecodedField
 from ._values import Kind, bool_value, int_of, struct_order, ucs4_code_points, utf16_text, value_kind
+from .decoder import KNOWN_FLAGS, FieldMetadata, parse_metadata, split_event_name
+from .spec import (
+    ENC_STRUCT,
+    ENCODING_CARRAY,
+    EXT_ACTIVITY_ID,
+    EXT_METADATA,
+    EXTENSION_CHAIN,
+    EXTENSION_KIND_MASK,
+    FIXED_SIZE,
+    LENGTH16_UNIT,
+    ZSTRING_UNIT,
+    EventHeaderDecodeError,
+    HeaderFlags,
+    parse_tracepoint_name,
+)
 
 __all__ = [
+    "EventPlan",
+    "FieldStyle",
+    "Plans",
+    "activity_text",
     "errno_text",
     "float_text",
     "json_string",
@@ -205,6 +227,7 @@ def _days_to_civil(days: int) -> tuple[int, int, int]:
     return (y + 1 if m <= 2 else y), m, d
 
 
+@functools.lru_cache(maxsize=256)  # a capture's events share their seconds: the date once per second
 def time_text(seconds: int) -> str:
     """perf-decode's time text: ``YYYY-MM-DDTHH:MM:SS`` (UTC) or ``TIME(n)`` when out of range."""
     days, sod = divmod(seconds, 86400)
@@ -309,8 +332,21 @@ def _json_ucs(cps: list[int] | tuple[int, ...]) -> bytes:
     return b"".join(_escape_ascii(c) if c < 0x80 else _ucs_bytes(c) for c in cps)
 
 
+#: Bytes a JSON string escapes (perf-decode: C0 controls, ``"`` and ``\\``).
+_NEEDS_ESCAPE: Final = re.compile(rb'[\x00-\x1f"\\]')
+
+
 def _json_utf8(raw: bytes) -> bytes:
     """perf-decode's lenient UTF-8 copy: invalid sequences are read as Latin-1."""
+    if _NEEDS_ESCAPE.search(raw) is None:  # the common case: nothing to escape ...
+        if raw.isascii():
+            return bytes(raw)
+        try:
+            raw.decode("utf-8")  # ... and valid UTF-8 (no surrogates, <= U+10FFFF): copied as it is
+        except UnicodeDecodeError:
+            pass
+        else:
+            return bytes(raw)
     out = bytearray()
     i = 0
     n = len(raw)
@@ -527,3 +563,316 @@ def perf_json(
     meta.extend(_q(key) + b":" + _q(str(value).encode()) for key, value in ids if value is not None)
     parts.append(b'"meta":{' + b",".join(meta) + b"}")
     return (b"{" + b",".join(parts) + b"}").decode("utf-8", "surrogateescape")
+
+
+# --- compiled plans -----------------------------------------------------------------------------
+#
+# decode_event parses the metadata of every event and builds a DecodedEvent; a capture repeats the
+# same few metadata blocks thousands of times.  Plans parses each distinct (tracepoint, header,
+# metadata) once into an EventPlan: provider, name, attributes, the header's numbers, perf-decode's
+# text of the constant parts, and one reader per field that turns payload bytes into the JSON value
+# text with the same functions as perf_json (so the same text).  A plan reads only well-formed
+# events: anything else gives None and the caller decodes the event the ordinary way, which
+# reports the error.  The cache is bounded by the bytes of its keys.
+
+_EXTENSION: Final = int(HeaderFlags.EXTENSION)
+_LITTLE: Final = int(HeaderFlags.LITTLE_ENDIAN)
+#: Bytes of cache keys (tracepoint names and metadata) the plans may hold.
+_CACHE_BYTES: Final = 16 << 20
+
+#: A field reader: (event bytes, position) -> (perf-decode's JSON text of the value, next position).
+Reader = Callable[[bytes, int], tuple[bytes, int]]
+
+
+class _Bad(Exception):
+    """The event is not what its plan reads (truncated payload): decode it the ordinary way."""
+
+
+class FieldStyle:
+    """How a plan writes values, names and containers (default: perf-decode's JSON).
+
+    A subclass writes another text from the same readers (the CLI's console text): every
+    method returns UTF-8 bytes and is called once per field when a plan is compiled, never
+    per event.
+    """
+
+    #: Between fields (top level, inside structs), array elements; struct and array brackets.
+    top_sep = b","
+    struct_sep = b","
+    array_sep = b","
+    struct_open, struct_close = b"{", b"}"
+    array_open, array_close = b"[", b"]"
+
+    def __init__(self, *, field_tags: bool = True) -> None:
+        self.field_tags = field_tags
+
+    def fixed(self, encoding: int, fmt: int, order: str) -> Callable[[bytes], bytes]:
+        """The writer of a fixed-size value's bytes (its kind follows from the types alone)."""
+        text = _JSON[value_kind(encoding, fmt, b"", order)[0]]
+        return lambda raw: text(raw, order)
+
+    def varying(self, encoding: int, fmt: int, order: str) -> Callable[[bytes], bytes]:
+        """The writer of a string or binary value's bytes (its kind may depend on them)."""
+        return lambda raw: _json_value(encoding, fmt, raw, order)
+
+    def member(self, meta: FieldMetadata, top: bool) -> tuple[bytes, bytes]:
+        """What comes before and after a field's value (``"name":``)."""
+        name = _json_utf8(meta.name)
+        if self.field_tags and meta.tag:
+            name += b";tag=0x%X" % meta.tag
+        return _q(name) + b":", b""
+
+
+def _scalar(meta: FieldMetadata, order: str, style: FieldStyle) -> Reader:
+    """The reader of one value (not an array) of ``meta``'s encoding."""
+    enc, fmt = meta.encoding, meta.format
+    size = FIXED_SIZE.get(enc)
+    if size is not None:
+        text = style.fixed(enc, fmt, order)
+
+        def fixed(buf: bytes, pos: int) -> tuple[bytes, int]:
+            end = pos + size
+            if end > len(buf):
+                raise _Bad
+            return text(buf[pos:end]), end
+
+        return fixed
+    write = style.varying(enc, fmt, order)
+    unit = ZSTRING_UNIT.get(enc)
+    if unit == 1:
+
+        def zstring8(buf: bytes, pos: int) -> tuple[bytes, int]:
+            end = buf.find(b"\0", pos)
+            if end < 0:
+                raise _Bad
+            return write(buf[pos:end]), end + 1
+
+        return zstring8
+    if unit is not None:
+        zero = b"\0" * unit
+
+        def zstring(buf: bytes, pos: int) -> tuple[bytes, int]:
+            end = pos
+            n = len(buf)
+            while True:
+                if n - end < unit:
+                    raise _Bad
+                if buf[end : end + unit] == zero:
+                    break
+                end += unit
+            return write(buf[pos:end]), end + unit
+
+        return zstring
+    length_unit = LENGTH16_UNIT[enc]
+    u16 = struct.Struct(order + "H").unpack_from
+
+    def counted(buf: bytes, pos: int) -> tuple[bytes, int]:
+        if pos + 2 > len(buf):
+            raise _Bad
+        end = pos + 2 + u16(buf, pos)[0] * length_unit
+        if end > len(buf):
+            raise _Bad
+        return write(buf[pos + 2 : end]), end
+
+    return counted
+
+
+def _fields(metas: list[FieldMetadata], order: str, style: FieldStyle, top: bool) -> Reader:
+    """The reader of a list of fields: ``"name":value,...`` (no braces)."""
+    readers = [(*style.member(m, top), _field(m, order, style)) for m in metas]
+    sep = style.top_sep if top else style.struct_sep
+
+    def read(buf: bytes, pos: int) -> tuple[bytes, int]:
+        parts = []
+        for before, after, reader in readers:
+            text, pos = reader(buf, pos)
+            parts.append(before + text + after)
+        return sep.join(parts), pos
+
+    return read
+
+
+def _field(meta: FieldMetadata, order: str, style: FieldStyle) -> Reader:
+    if meta.encoding == ENC_STRUCT:
+        members = _fields(meta.children, order, style, False)
+        sopen, sclose = style.struct_open, style.struct_close
+
+        def struct_value(buf: bytes, pos: int) -> tuple[bytes, int]:
+            text, pos = members(buf, pos)
+            return sopen + text + sclose, pos
+
+        element: Reader = struct_value
+    else:
+        element = _scalar(meta, order, style)
+    if not meta.array:
+        return element
+    count = meta.count if meta.array == ENCODING_CARRAY else None
+    element_min = meta.element_min
+    u16 = struct.Struct(order + "H").unpack_from
+    aopen, asep, aclose = style.array_open, style.array_sep, style.array_close
+
+    def array(buf: bytes, pos: int) -> tuple[bytes, int]:
+        n = count
+        if n is None:
+            if pos + 2 > len(buf):
+                raise _Bad
+            n = u16(buf, pos)[0]
+            pos += 2
+        if len(buf) - pos < n * element_min:
+            raise _Bad
+        parts = []
+        for _ in range(n):
+            text, pos = element(buf, pos)
+            parts.append(text)
+        return aopen + asep.join(parts) + aclose, pos
+
+    return array
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class EventPlan:
+    """How to write one kind of event (a tracepoint, a header, a metadata block).
+
+    ``provider``, ``name``, ``level``, ``keyword``, ``attributes`` as
+    :class:`~structlog_etw.decoded.DecodedEvent` has them; ``n`` perf-decode's ``"n"`` value text
+    (``"Provider:Event"``, quoted); ``header_meta`` its ``meta`` members of the header's numbers
+    (``"id":..,"level":..``, without activities); ``read_fields(data, pos)`` the fields' text
+    (``"name":value,...``) and where the payload ended.
+    """
+
+    provider: str
+    name: str
+    level: int
+    keyword: int
+    opcode: int
+    tag: int
+    id: int
+    version: int
+    attributes: dict[str, str]
+    n: bytes
+    header_meta: bytes
+    read_fields: Callable[[bytes, int], tuple[bytes, int]]
+    has_fields: bool
+
+
+class Plans:
+    """The :class:`EventPlan` of every (tracepoint name, header, metadata) seen, compiled once.
+
+    ``style`` writes the fields (default :class:`FieldStyle`: perf-decode's JSON, field names
+    with their ``;tag=0x..`` suffix unless ``field_tags`` is false).  :meth:`fields` reads one
+    event.
+    """
+
+    def __init__(self, *, field_tags: bool = True, style: FieldStyle | None = None) -> None:
+        self.style = style if style is not None else FieldStyle(field_tags=field_tags)
+        self._plans: dict[tuple[str, bytes, bytes], EventPlan | None] = {}
+        self._bytes = 0
+
+    def _compile(self, tracepoint_name: str, head: bytes, metadata: bytes, order: str) -> EventPlan | None:
+        try:
+            provider, level, keyword, _options = parse_tracepoint_name(tracepoint_name)
+            raw_name, metas = parse_metadata(metadata, order)
+        except EventHeaderDecodeError:
+            return None
+        version = head[1]
+        eid, tag, opcode, hlevel = struct.unpack_from(order + "HHBB", head, 2)
+        if hlevel != level:
+            return None
+        name, attrs = split_event_name(raw_name)
+        n = _q(
+            _json_utf8(provider.encode("utf-8", "surrogateescape"))
+            + b":"
+            + _json_utf8(raw_name.split(b";", 1)[0])
+        )
+        numbers = (
+            (b"id", eid, b"%d"),
+            (b"version", version, b"%d"),
+            (b"level", level, b"%d"),
+            (b"keyword", keyword, b'"0x%X"'),
+            (b"opcode", opcode, b"%d"),
+            (b"tag", tag, b'"0x%X"'),
+        )
+        header_meta = b",".join(_q(key) + b":" + text % value for key, value, text in numbers if value)
+        return EventPlan(
+            provider,
+            name,
+            level,
+            keyword,
+            opcode,
+            tag,
+            eid,
+            version,
+            attrs,
+            n,
+            header_meta,
+            _fields(metas, order, self.style, True),
+            bool(metas),
+        )
+
+    def plan(
+        self, tracepoint_name: str, data: bytes
+    ) -> tuple[EventPlan, int, bytes | None, bytes | None] | None:
+        """``(plan, payload position, activity id, related id)`` of the event ``data``, or None
+        when the event is not well-formed (decode it the ordinary way to learn why)."""
+        if len(data) < 8:
+            return None
+        flags = data[0]
+        if flags & ~KNOWN_FLAGS or not flags & _EXTENSION:
+            return None
+        order = "<" if flags & _LITTLE else ">"
+        pos = 8
+        metadata: bytes | None = None
+        activity: bytes | None = None
+        related: bytes | None = None
+        n = len(data)
+        while True:
+            if n - pos < 4:
+                return None
+            size, kind = struct.unpack_from(order + "HH", data, pos)
+            pos += 4
+            k = kind & EXTENSION_KIND_MASK
+            if n - pos < size or k == 0:
+                return None
+            if k == EXT_METADATA:
+                if metadata is not None:
+                    return None
+                metadata = data[pos : pos + size]
+            elif k == EXT_ACTIVITY_ID:
+                if activity is not None or size not in (16, 32):
+                    return None
+                activity = data[pos : pos + 16]
+                if size == 32:
+                    related = data[pos + 16 : pos + 32]
+            pos += size
+            if not kind & EXTENSION_CHAIN:
+                break
+        if metadata is None:
+            return None
+        key = (tracepoint_name, data[:8], metadata)
+        plan = self._plans.get(key, self)
+        if plan is self:
+            plan = self._compile(tracepoint_name, data[:8], metadata, order)
+            cost = len(tracepoint_name) + len(metadata) + 200
+            if self._bytes + cost > _CACHE_BYTES:
+                self._plans.clear()
+                self._bytes = 0
+            self._plans[key] = plan
+            self._bytes += cost
+        if plan is None:
+            return None
+        assert isinstance(plan, EventPlan)
+        return plan, pos, activity, related
+
+    @staticmethod
+    def fields(plan: EventPlan, data: bytes, pos: int) -> bytes | None:
+        """The event's fields as perf-decode's text (``"name":value,...``), or None when the payload
+        is not what the metadata says (decode it the ordinary way to learn why)."""
+        try:
+            return plan.read_fields(data, pos)[0]
+        except (_Bad, struct.error, ValueError, OverflowError, IndexError):
+            return None
+
+
+def activity_text(raw: bytes) -> bytes:
+    """An activity id's text as perf-decode writes it (quoted)."""
+    return b'"' + str(uuid.UUID(bytes=raw)).encode() + b'"'

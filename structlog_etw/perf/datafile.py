@@ -5,18 +5,21 @@ attrs and their sample ids, the feature sections (HEADER_TRACING_DATA: the
 tracefs ``format`` of every recorded tracepoint; HEADER_EVENT_DESC: the event
 names; HEADER_CLOCK_DATA: the wall-clock offset), then the data section's
 records.  Pipe-mode files (``perf record -o -``) carry the same information in
-records and are read too.
+records and are read too, from a file or live from a pipe.
 
-Damaged or truncated files never raise from iteration: what can be read is
-returned, and every problem is appended to :attr:`PerfDataFile.problems`.
+The input is read with ``pread`` (a file) or ``read`` (a pipe), a window at a time: never
+mapped, so a file that shrinks while it is read is a reported truncation, not a SIGBUS, and a
+pipe is decoded as perf writes it.  Damaged or truncated files never raise from iteration: what
+can be read is returned, and every problem is appended to :attr:`PerfDataFile.problems`.
 """
 
 from __future__ import annotations
 
 import heapq
-import mmap
+import os
+import stat
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -35,7 +38,7 @@ from .abi import (
 from .records import parse_lost, parse_lost_samples, parse_sample, record_header, sample_id_offset
 from .tracefs_format import TracepointFormat, parse_format
 
-__all__ = ["PerfDataError", "PerfDataFile", "Sample", "read_samples"]
+__all__ = ["REORDER_WINDOW_BYTES", "PerfDataError", "PerfDataFile", "Sample", "read_samples"]
 
 #: The attr flag saying that non-sample records carry the sample id fields too.
 _SAMPLE_ID_ALL: Final = int(AttrFlag.SAMPLE_ID_ALL)
@@ -51,6 +54,51 @@ _R_HEADER_FEATURE: Final = int(RecordType.HEADER_FEATURE)
 _R_AUXTRACE: Final = int(RecordType.AUXTRACE)
 _R_COMPRESSED: Final = int(RecordType.COMPRESSED)
 _R_COMPRESSED2: Final = int(RecordType.COMPRESSED2)
+
+#: Bytes read at a time (a ``pread`` of a file, at most this much per ``read`` of a pipe).
+_CHUNK: Final = 1 << 20
+#: Bytes asked of one read of a pipe (its buffer: a larger request only makes a larger buffer to shrink).
+_PIPE_CHUNK: Final = 1 << 16
+#: How much :meth:`PerfDataFile.samples_by_time` holds back to put samples in time order: about
+#: this many bytes of samples (each counted as its data twice plus the objects around it).  perf
+#: flushes its buffers in rounds and the reorder needs two of them; a file without
+#: FINISHED_ROUND records, or with rounds larger than this, is ordered within this window and
+#: what comes out older than an event already written is written at once and counted as late.
+REORDER_WINDOW_BYTES: Final = 32 << 20
+#: What one held sample costs besides its bytes (the Sample, its ints, the heap entry).
+_HELD_OVERHEAD: Final = 400
+
+#: Names of the non-tracepoint event types (``perf_event_attr.type``).
+_TYPE_NAMES: Final = {0: "hardware", 1: "software", 3: "hw-cache", 4: "raw", 5: "breakpoint"}
+
+
+#: (fixed fields up to the raw size, where raw data starts, index of id, pid (tid next), time, cpu
+#: in the unpacked values, -1: not sampled); ``()``: a layout read by :func:`parse_sample`.
+_SamplePlan = tuple[struct.Struct, int, int, int, int, int] | tuple[()]
+
+#: PERF_SAMPLE_* bits of the fixed u64 words before READ, in the kernel's order.
+_FIXED_BITS: Final = (0x10000, 0x1, 0x2, 0x4, 0x8, 0x40, 0x200, 0x80, 0x100)
+_READ_OR_CALLCHAIN: Final = 0x10 | 0x20
+_RAW: Final = 0x400
+
+
+def _sample_plan(sample_type: int, order: str) -> _SamplePlan:
+    """How to read a sample of ``sample_type`` in one unpack: the common tracepoint layouts (no
+    READ, no CALLCHAIN, RAW); ``()`` for the others (:func:`parse_sample` reads them)."""
+    if sample_type & _READ_OR_CALLCHAIN or not sample_type & _RAW:
+        return ()
+    codes = ""
+    index = {}
+    n = 0
+    for bit in _FIXED_BITS:
+        if sample_type & bit:
+            index[bit] = n
+            two = bit in (0x2, 0x80)  # TID: pid, tid; CPU: cpu, reserved
+            codes += "II" if two else "Q"
+            n += 2 if two else 1
+    fixed = struct.Struct(order + codes + "I")
+    ident = index.get(0x10000, index.get(0x40, -1))
+    return fixed, fixed.size, ident, index.get(0x2, -1), index.get(0x4, -1), index.get(0x80, -1)
 
 
 class PerfDataError(ValueError):
@@ -69,9 +117,19 @@ class _Attr:
     format: TracepointFormat | None = None
     #: Where its samples hold their event id (None: they do not).
     id_at: int | None = field(init=False, default=None)
+    #: How its samples are read (:func:`_sample_plan`; None: not decided yet).
+    plan: _SamplePlan | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.id_at = sample_id_offset(self.sample_type)
+
+    @property
+    def label(self) -> str:
+        """The event's name for a report (perf's event name, else its type and config)."""
+        if self.name:
+            return self.name
+        kind = _TYPE_NAMES.get(self.type, f"type {self.type}")
+        return f"{kind} event (config 0x{self.config:x})"
 
 
 @dataclass(slots=True)
@@ -79,11 +137,13 @@ class Sample:
     """One PERF_RECORD_SAMPLE.
 
     ``name`` is ``system:event`` (e.g. ``user_events:MyProvider_L4K1``, ``""``
-    when the file does not say); ``raw`` is the whole PERF_SAMPLE_RAW data
-    (common fields first), ``data`` the bytes after the common fields (for an
-    EventHeader tracepoint: the EventHeader event).  ``time`` is perf's
-    timestamp in ns (``-k monotonic``: CLOCK_MONOTONIC), ``realtime_ns`` the
-    wall-clock time when the file records the clock offset.
+    when the file does not say; for other events perf's name, e.g. ``cpu-clock``);
+    ``raw`` is the whole PERF_SAMPLE_RAW data (common fields first), ``data`` the bytes
+    after the common fields (for an EventHeader tracepoint: the EventHeader event).
+    ``time`` is perf's timestamp in ns (``-k monotonic``: CLOCK_MONOTONIC),
+    ``realtime_ns`` the wall-clock time when the file records the clock offset.
+    ``is_tracepoint`` is false for samples of hardware, software, breakpoint, ... events
+    (``perf record -e cpu-clock``): they have no tracepoint format and no event to decode.
     """
 
     name: str
@@ -98,6 +158,7 @@ class Sample:
     realtime_ns: int | None = None
     id: int | None = None
     round: int = 0
+    is_tracepoint: bool = True
 
     @property
     def is_eventheader(self) -> bool:
@@ -111,15 +172,133 @@ class _Feature:
     size: int
 
 
+class _Source:
+    """The input's bytes by offset.  ``read`` returns up to ``most`` bytes at ``pos``, at least
+    ``least`` unless the input ends first (a short result: the end)."""
+
+    #: The input's size when it was opened (None: a pipe).
+    size: int | None = None
+
+    def read(self, pos: int, least: int, most: int) -> bytes:
+        raise NotImplementedError
+
+    def shrunk(self, pos: int) -> int | None:
+        """The input's current size when it ended at ``pos`` before :attr:`size` (it shrank), else None."""
+        return None
+
+    def close(self) -> None:
+        """Release the file (idempotent)."""
+
+
+class _BytesSource(_Source):
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.size = len(data)
+
+    def read(self, pos: int, least: int, most: int) -> bytes:
+        return self.data[pos : pos + most]
+
+    def close(self) -> None:
+        self.data = b""
+
+
+class _FileSource(_Source):
+    """A regular file, read with ``pread``: what it holds now, whatever it held when opened."""
+
+    def __init__(self, fd: int, size: int, owned: bool) -> None:
+        self.fd = fd
+        self.size = size
+        self.owned = owned
+
+    def read(self, pos: int, least: int, most: int) -> bytes:
+        if self.fd < 0:
+            return b""
+        if most > _CHUNK:  # never a buffer larger than what the file holds
+            most = max(0, min(most, os.fstat(self.fd).st_size - pos))
+        data = os.pread(self.fd, most, pos)
+        while len(data) < least:
+            more = os.pread(self.fd, min(most - len(data), _CHUNK), pos + len(data))
+            if not more:
+                break
+            data += more
+        return data
+
+    def shrunk(self, pos: int) -> int | None:
+        if self.fd < 0 or self.size is None or pos >= self.size:
+            return None
+        try:
+            now = os.fstat(self.fd).st_size
+        except OSError:
+            return None
+        return now if now < self.size else None
+
+    def close(self) -> None:
+        if self.fd >= 0 and self.owned:
+            os.close(self.fd)
+        self.fd = -1
+
+
+class _StreamSource(_Source):
+    """A pipe, read forward as its writer writes it; ``wait`` runs before every read that may block."""
+
+    def __init__(self, fd: int, owned: bool, head: bytes = b"") -> None:
+        self.fd = fd
+        self.owned = owned
+        self.head = head  # bytes already read (the file header)
+        self.pos = 0  # offset of the next byte os.read returns (after head)
+        self.wait: Callable[[], None] | None = None
+
+    def _os_read(self, n: int) -> bytes:
+        if self.fd < 0:
+            return b""
+        if self.wait is not None:
+            self.wait()
+        data = os.read(self.fd, min(n, _PIPE_CHUNK))
+        self.pos += len(data)
+        return data
+
+    def read(self, pos: int, least: int, most: int) -> bytes:
+        parts: list[bytes] = []
+        head = self.head
+        if head:
+            if pos + least <= len(head):
+                return head[pos : pos + most]
+            if pos < len(head):
+                parts.append(head[pos:])
+                pos = len(head)
+            self.pos, self.head = len(head), b""
+        while self.pos < pos:  # skip forward (AUXTRACE data, padding)
+            if not self._os_read(min(pos - self.pos, _CHUNK)):
+                return b""
+        got = sum(map(len, parts))
+        while True:
+            data = self._os_read(max(most - got, 1))
+            if not data:
+                break
+            parts.append(data)
+            got += len(data)
+            if got >= least:
+                break
+        return b"".join(parts)
+
+    def close(self) -> None:
+        if self.fd >= 0 and self.owned:
+            os.close(self.fd)
+        self.fd = -1
+
+
 @dataclass
 class PerfDataFile:
     """A parsed perf.data file (see the module docstring).
 
-    Build with :meth:`open` (the file is memory-mapped, not read into memory) or
-    :meth:`from_bytes`; iterate :meth:`samples`; :meth:`close` (or ``with``) releases the map.
+    Build with :meth:`open` (a path: read with ``pread``, a FIFO or ``-`` as a stream),
+    :meth:`from_fd` (an open file or pipe, e.g. stdin) or :meth:`from_bytes`; iterate
+    :meth:`samples` or :meth:`samples_by_time`; :meth:`close` (or ``with``) releases the file.
+    While a pipe is read, :attr:`on_wait` (when set) runs before every read that may block:
+    a consumer flushes its output there, so that what was decoded is shown while perf
+    records on.
     """
 
-    buf: bytes | mmap.mmap
     path: str = ""
     order: str = "<"
     pipe: bool = False
@@ -133,22 +312,66 @@ class PerfDataFile:
     clock_offset_ns: int | None = None
     clockid: int | None = None
     data_offset: int = 0
-    data_end: int = 0
+    #: Where the data section ends (None: at the end of the input, pipe mode).
+    data_end: int | None = 0
+    #: Runs before every read of a pipe that may block (see the class docstring).
+    on_wait: Callable[[], None] | None = field(default=None, init=False)
+    _source: _Source = field(default_factory=lambda: _BytesSource(b""), init=False, repr=False)
     _by_id: dict[int, _Attr] = field(default_factory=dict)
+    #: Tracepoint attrs still waiting for their format, by tracepoint id: each resolved once.
+    _pending: dict[int, list[_Attr]] = field(default_factory=dict, init=False, repr=False)
     _long64: bool = True
+    #: The file ends before its data section does (reported once, at the header).
+    _cut: bool = field(default=False, init=False, repr=False)
 
     # --- construction ---------------------------------------------------------------------------
 
     @classmethod
     def open(cls, path: str | Path) -> PerfDataFile:
-        """Map and parse the file at ``path``. Raises OSError, or :class:`PerfDataError` if it is not one."""
-        data: bytes | mmap.mmap
-        with Path(path).open("rb") as fh:
-            try:
-                data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-            except (OSError, ValueError):  # empty file, or a pipe/FIFO: read it
-                data = fh.read()
-        self = cls(data, str(path))
+        """Open and parse the file at ``path``. Raises OSError, or :class:`PerfDataError` if it is not one."""
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        try:
+            return cls.from_fd(fd, str(path), owned=True)
+        except PerfDataError:
+            raise  # from_fd closed it
+        except BaseException:
+            os.close(fd)
+            raise
+
+    @classmethod
+    def from_fd(cls, fd: int, path: str = "", *, owned: bool = False) -> PerfDataFile:
+        """Parse the perf.data file or pipe open as ``fd`` (``owned``: :meth:`close` closes it).
+
+        A regular file is read with ``pread``; anything else (a pipe, ``perf record -o - |``) as a
+        stream: pipe-mode data is decoded as it arrives, a file-mode image is read whole first
+        (its tracepoint formats come after its data).  Raises OSError, or :class:`PerfDataError`.
+        """
+        st = os.fstat(fd)
+        source: _Source
+        if stat.S_ISREG(st.st_mode):
+            source = _FileSource(fd, st.st_size, owned)
+        else:
+            head = b""
+            while len(head) < 16:
+                more = os.read(fd, 16 - len(head))
+                if not more:
+                    break
+                head += more
+            if len(head) == 16 and head[:8] in (b"PERFILE2", b"2ELIFREP"):
+                order = "<" if head[:8] == b"PERFILE2" else ">"
+                if struct.unpack_from(order + "Q", head, 8)[0] != 16:  # a file-mode image: all of it
+                    chunks = [head]
+                    while chunk := os.read(fd, _CHUNK):
+                        chunks.append(chunk)
+                    if owned:
+                        os.close(fd)
+                    source = _BytesSource(b"".join(chunks))
+                else:
+                    source = _StreamSource(fd, owned, head)
+            else:
+                source = _BytesSource(head)
+        self = cls(path)
+        self._source = source
         try:
             self._parse_header()
         except PerfDataError:
@@ -156,11 +379,17 @@ class PerfDataFile:
             raise
         return self
 
+    @classmethod
+    def from_bytes(cls, data: bytes, path: str = "") -> PerfDataFile:
+        """Parse a perf.data image held in memory. Raises :class:`PerfDataError` if it is not one."""
+        self = cls(path)
+        self._source = _BytesSource(bytes(data))
+        self._parse_header()
+        return self
+
     def close(self) -> None:
-        """Release the file mapping (samples already returned stay valid)."""
-        if isinstance(self.buf, mmap.mmap):
-            self.buf.close()
-        self.buf = b""
+        """Release the file (samples already returned stay valid)."""
+        self._source.close()
 
     def __enter__(self) -> PerfDataFile:
         return self
@@ -168,113 +397,104 @@ class PerfDataFile:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @classmethod
-    def from_bytes(cls, data: bytes, path: str = "") -> PerfDataFile:
-        """Parse a perf.data image held in memory. Raises :class:`PerfDataError` if it is not one."""
-        self = cls(bytes(data), path)
-        self._parse_header()
-        return self
-
-    def _u32(self, pos: int) -> int:
-        return int(struct.unpack_from(self.order + "I", self.buf, pos)[0])
-
-    def _u64(self, pos: int) -> int:
-        return int(struct.unpack_from(self.order + "Q", self.buf, pos)[0])
+    def _read(self, pos: int, n: int) -> bytes:
+        """``n`` bytes at ``pos`` (fewer when the input ends first)."""
+        return self._source.read(pos, n, n)
 
     def _parse_header(self) -> None:
-        buf = self.buf
-        if len(buf) < 16:
-            raise PerfDataError(
-                f"{self.path or 'input'}: too short for a perf.data header ({len(buf)} bytes)"
-            )
-        magic = buf[:8]
+        head = self._read(0, 16)  # a pipe gives no more than that before its records
+        name = self.path or "input"
+        if len(head) < 16:
+            raise PerfDataError(f"{name}: too short for a perf.data header ({len(head)} bytes)")
+        magic = head[:8]
         if magic == b"PERFILE2":
             self.order = "<"
         elif magic == b"2ELIFREP":
             self.order = ">"
         else:
-            raise PerfDataError(f"{self.path or 'input'}: not a perf.data file (magic {magic!r})")
-        header_size = self._u64(8)
+            raise PerfDataError(f"{name}: not a perf.data file (magic {magic!r})")
+        o = self.order
+        (header_size,) = struct.unpack_from(o + "Q", head, 8)
         if header_size == 16:  # pipe mode: everything is in records
             self.pipe = True
             self.data_offset = 16
-            self.data_end = len(buf)
+            self.data_end = None
             return
-        if len(buf) < 104 or header_size < 104:
-            raise PerfDataError(f"{self.path or 'input'}: perf.data header truncated")
-        attr_size = self._u64(16)
-        attrs_off, attrs_size = self._u64(24), self._u64(32)
-        data_off, data_size = self._u64(40), self._u64(48)
-        features = int.from_bytes(buf[72:104], "little" if self.order == "<" else "big")
-        if self.order == ">":  # the bitmap is an array of u64 in file byte order
-            words = struct.unpack_from(">4Q", buf, 72)
-            features = sum(w << (64 * i) for i, w in enumerate(words))
+        head = self._read(0, 104)
+        if len(head) < 104 or header_size < 104:
+            raise PerfDataError(f"{name}: perf.data header truncated")
+        size = self._source.size or 0
+        attr_size, attrs_off, attrs_size, data_off, data_size = struct.unpack_from(o + "5Q", head, 16)
+        words = struct.unpack_from(o + "4Q", head, 72)  # the feature bitmap: u64 words in file order
+        features = sum(w << (64 * i) for i, w in enumerate(words))
         self.data_offset = data_off
         self.data_end = data_off + data_size
-        if self.data_end > len(buf):
-            missing = self.data_end - len(buf)
+        if self.data_end > size:
             self.problems.append(
-                f"file truncated: data section ends at {self.data_end}, file has {len(buf)} bytes"
-                f" ({missing} bytes missing)"
+                f"file truncated: data section ends at {self.data_end}, file has {size} bytes"
+                f" ({self.data_end - size} bytes missing)"
             )
-            self.data_end = len(buf)
-        feats = self._feature_sections(features, data_off + data_size)
+            self.data_end = max(size, data_off)
+            self._cut = True
+        feats = self._feature_sections(features, data_off + data_size, size)
         # Tracing data first: attrs refer to formats by id.
         tracing = feats.get(Feature.TRACING_DATA)
         if tracing is not None:
-            self._parse_tracing_data(buf[tracing.offset : tracing.offset + tracing.size])
+            self._parse_tracing_data(self._read(tracing.offset, tracing.size))
         elif features >> Feature.TRACING_DATA & 1:
             self.problems.append("tracing data (tracepoint formats) missing: file truncated or damaged")
-        self._parse_attrs(attrs_off, attrs_size, attr_size)
+        self._parse_attrs(attrs_off, attrs_size, attr_size, size)
         desc = feats.get(Feature.EVENT_DESC)
         if desc is not None:
-            self._parse_event_desc(buf[desc.offset : desc.offset + desc.size])
+            self._parse_event_desc(self._read(desc.offset, desc.size))
         clock = feats.get(Feature.CLOCK_DATA)
         if clock is not None:
-            self._parse_clock_data(buf[clock.offset : clock.offset + clock.size])
+            self._parse_clock_data(self._read(clock.offset, clock.size))
 
-    def _feature_sections(self, features: int, table: int) -> dict[int, _Feature]:
+    def _feature_sections(self, features: int, table: int, size: int) -> dict[int, _Feature]:
         out: dict[int, _Feature] = {}
-        pos = table
+        n = bin(features).count("1")
+        entries = self._read(table, 16 * n) if table < size else b""
+        pos = 0
         for bit in range(256):
             if not features >> bit & 1:
                 continue
-            if pos + 16 > len(self.buf):
+            if pos + 16 > len(entries):
                 self.problems.append("feature section table truncated: file cut after the data section")
                 break
-            off, size = self._u64(pos), self._u64(pos + 8)
+            off, fsize = struct.unpack_from(self.order + "QQ", entries, pos)
             pos += 16
-            if off + size > len(self.buf):
+            if off + fsize > size:
                 feature = FEATURE_NAMES.get(bit, str(bit))
                 self.problems.append(
-                    f"feature section {feature} truncated (needs {off + size} bytes,"
-                    f" file has {len(self.buf)})"
+                    f"feature section {feature} truncated (needs {off + fsize} bytes, file has {size})"
                 )
                 continue
-            out[bit] = _Feature(off, size)
+            out[bit] = _Feature(off, fsize)
         return out
 
-    def _parse_attrs(self, off: int, size: int, entry: int) -> None:
+    def _parse_attrs(self, off: int, size: int, entry: int, file_size: int) -> None:
         # Each entry is a perf_event_attr followed by a (offset, size) section of its ids;
         # the header's attr_size is the size of the whole entry.
         attr_size = entry - 16
         if attr_size < ATTR_SIZE_VER0:
             self.problems.append(f"bad attr entry size {entry}")
             return
-        end = min(off + size, len(self.buf))
-        if off + size > len(self.buf):
+        if off + size > file_size:
             self.problems.append("attrs section truncated")
-        pos = off
+        table = self._read(off, max(0, min(off + size, file_size) - off)) if off < file_size else b""
+        o = self.order
         # perf writes one id section per attr, side by side: together they fit in the file.  A
         # crafted file can point every attr at the same (large) section; each id is read once
         # against a budget of the file's size, so the work stays linear in the file's size.
-        budget = len(self.buf) // 8
+        budget = file_size // 8
         seen: set[tuple[int, int]] = set()
         shared = overlapping = 0
-        while pos + entry <= end:
-            ids_off, ids_size = self._u64(pos + attr_size), self._u64(pos + attr_size + 8)
+        pos = 0
+        while pos + entry <= len(table):
+            ids_off, ids_size = struct.unpack_from(o + "QQ", table, pos + attr_size)
             ids: list[int] = []
-            if ids_off + ids_size > len(self.buf):
+            if ids_off + ids_size > file_size:
                 self.problems.append("attr id section truncated")
             elif ids_size and (ids_off, ids_size) in seen:
                 shared += 1  # its samples cannot be told from the first one's: no ids
@@ -283,9 +503,11 @@ class PerfDataFile:
             else:
                 n = ids_size // 8
                 budget -= n
-                ids = list(struct.unpack_from(f"{self.order}{n}Q", self.buf, ids_off))
+                raw_ids = self._read(ids_off, 8 * n)
+                n = len(raw_ids) // 8
+                ids = list(struct.unpack_from(f"{o}{n}Q", raw_ids, 0))
                 seen.add((ids_off, ids_size))
-            self._add_attr(self.buf[pos : pos + attr_size], ids)
+            self._add_attr(table[pos : pos + attr_size], ids)
             pos += entry
         if shared:
             self.problems.append(f"{shared} attrs share an id section with another attr (ids ignored)")
@@ -298,9 +520,12 @@ class PerfDataFile:
         )
         attr = _Attr(typ, config, sample_type, read_format, bool(flags & _SAMPLE_ID_ALL), ids)
         if typ == _TRACEPOINT:
-            attr.format = self.formats.get(config & 0xFFFFFFFF)
+            tp_id = config & 0xFFFFFFFF
+            attr.format = self.formats.get(tp_id)
             if attr.format is not None:
                 attr.name = attr.format.full_name
+            else:  # its format may come later (pipe mode): resolved when it does, once
+                self._pending.setdefault(tp_id, []).append(attr)
         self.attrs.append(attr)
         for i in ids:
             self._by_id[i] = attr
@@ -310,6 +535,15 @@ class PerfDataFile:
             self._parse_tracing_data_unchecked(data)
         except (struct.error, IndexError, ValueError) as exc:
             self.problems.append(f"tracing data damaged: {exc}")
+
+    def _add_format(self, fmt: TracepointFormat) -> None:
+        if fmt.id in self.formats:
+            return
+        self.formats[fmt.id] = fmt
+        for attr in self._pending.pop(fmt.id, ()):
+            attr.format = fmt
+            if not attr.name:
+                attr.name = fmt.full_name
 
     def _parse_tracing_data_unchecked(self, data: bytes) -> None:
         sig = b"\x17\x08\x44tracing"
@@ -356,12 +590,7 @@ class PerfDataFile:
                 text = section64().decode("utf-8", "replace")
                 fmt = parse_format(system, text, self._long64)
                 if fmt is not None:
-                    self.formats.setdefault(fmt.id, fmt)
-        for attr in self.attrs:
-            if attr.type == _TRACEPOINT and attr.format is None:
-                attr.format = self.formats.get(attr.config & 0xFFFFFFFF)
-                if attr.format is not None and not attr.name:
-                    attr.name = attr.format.full_name
+                    self._add_format(fmt)
 
     def _parse_event_desc(self, data: bytes) -> None:
         try:
@@ -413,69 +642,175 @@ class PerfDataFile:
         attr, sid = self._attr_for(body)
         if attr is None:
             return f"sample at offset {offset}: no attr for sample id {sid}"
-        try:
-            f = parse_sample(body, attr.sample_type, attr.read_format, self.order)
-        except ValueError as exc:
-            return f"sample at offset {offset}: {exc}"
+        plan = attr.plan
+        if plan is None:
+            plan = attr.plan = _sample_plan(attr.sample_type, self.order)
         fmt = attr.format
-        raw, time = f.raw, f.time
+        if plan:  # the fixed fields and the raw data's size in one unpack
+            fixed, raw_at, i_id, i_pid, i_time, i_cpu = plan
+            try:
+                values = fixed.unpack_from(body, 0)
+            except struct.error:
+                return f"sample at offset {offset}: record too short for its sample_type"
+            end = raw_at + values[-1]
+            if end > len(body):
+                return f"sample at offset {offset}: raw data runs past the record"
+            raw = body[raw_at:end]
+            time = values[i_time] if i_time >= 0 else None
+            pid = values[i_pid] if i_pid >= 0 else None
+            tid = values[i_pid + 1] if i_pid >= 0 else None
+            cpu = values[i_cpu] if i_cpu >= 0 else None
+            sid = values[i_id] if i_id >= 0 else None
+        else:
+            try:
+                f = parse_sample(body, attr.sample_type, attr.read_format, self.order)
+            except ValueError as exc:
+                return f"sample at offset {offset}: {exc}"
+            raw, time, pid, tid, cpu, sid = f.raw, f.time, f.pid, f.tid, f.cpu, f.id
         data = raw[fmt.payload_offset :] if fmt is not None else raw
         real = time + self.clock_offset_ns if time is not None and self.clock_offset_ns is not None else None
-        return Sample(attr.name, time, f.cpu, f.pid, f.tid, raw, data, fmt, offset, real, sid, round_no)
+        tracepoint = attr.type == _TRACEPOINT
+        name = attr.name if tracepoint else attr.label
+        return Sample(name, time, cpu, pid, tid, raw, data, fmt, offset, real, sid, round_no, tracepoint)
 
     def _count(self, typ: int) -> None:
         key = RECORD_NAMES.get(typ) or record_name(typ)  # the lookup inline: once per record
         self.record_counts[key] = self.record_counts.get(key, 0) + 1
 
+    def _overrun(self, pos: int, typ: int, size: int, left: int) -> None:
+        """Report a record at ``pos`` of ``size`` bytes (with the data it announces) that does not fit."""
+        name = RECORD_NAMES.get(typ) or record_name(typ)
+        end = self.data_end
+        shrunk = self._source.shrunk(pos + left)
+        if shrunk is not None:
+            self.problems.append(
+                f"truncated at offset {pos + left}: the file shrank to {shrunk} bytes while being read"
+                f" (record {name} at offset {pos} needs {size} bytes)"
+            )
+        elif end is None or self._cut:
+            self.problems.append(
+                f"truncated at offset {pos + left}: record {name} at offset {pos} needs {size} bytes,"
+                f" the input ends after {left}"
+            )
+        else:
+            self.problems.append(
+                f"record {name} at offset {pos} runs past the end of the data section"
+                f" ({size} bytes, {left} left before offset {end})"
+            )
+
     def records(self) -> Iterator[tuple[int, int, bytes]]:
         """Yield ``(type, file offset, body)`` for every record of the data section, in file order.
 
-        Stops at the first record that cannot be framed (size < 8 or past the
-        end) and records the reason in :attr:`problems`.
+        Stops at the first record that cannot be framed (size < 8, or it or the data it
+        announces - HEADER_TRACING_DATA, AUXTRACE - runs past the data section or the input)
+        and records the reason, with its offset, in :attr:`problems`.
         """
-        buf = self.buf
+        source = self._source
         pos = self.data_offset
-        end = self.data_end
+        end = self.data_end  # None: the end of the input
         o = self.order
         header = record_header(o)
-        while pos < end:
-            if end - pos < RECORD_HEADER_SIZE:
-                self.problems.append(f"truncated record header at offset {pos} ({end - pos} bytes left)")
-                return
-            typ, _misc, size = header.unpack_from(buf, pos)
+        u32 = struct.Struct(o + "I").unpack_from
+        u64 = struct.Struct(o + "Q").unpack_from
+        buf = b""
+        i = 0  # pos's index in buf: buf holds the input from pos - i on
+
+        def refill(need: int) -> bytes:
+            """``buf`` from ``pos`` on with at least ``need`` bytes, unless the input ends first."""
+            keep = buf[i:]
+            at = pos + len(keep)
+            most = max(_CHUNK, need) - len(keep)
+            if end is not None:
+                most = min(most, end - at)
+            if most <= 0:
+                return keep
+            return keep + source.read(at, need - len(keep), most)
+
+        while end is None or pos < end:
+            if len(buf) - i < RECORD_HEADER_SIZE:
+                buf = refill(RECORD_HEADER_SIZE)
+                i = 0
+                if not buf and end is None:
+                    shrunk = source.shrunk(pos)
+                    if shrunk is not None:
+                        self.problems.append(
+                            f"truncated at offset {pos}: the file shrank to {shrunk} bytes while being read"
+                        )
+                    return  # the end of a pipe-mode input, between records
+                if len(buf) < RECORD_HEADER_SIZE:
+                    left = len(buf)
+                    shrunk = source.shrunk(pos + left)
+                    why = (
+                        f": the file shrank to {shrunk} bytes while being read" if shrunk is not None else ""
+                    )
+                    self.problems.append(f"truncated record header at offset {pos} ({left} bytes left){why}")
+                    return
+            typ, _misc, size = header.unpack_from(buf, i)
             if size < RECORD_HEADER_SIZE:
                 self.problems.append(f"damaged record at offset {pos} (size {size}); the rest is unreadable")
                 return
-            if pos + size > end:
-                self.problems.append(
-                    f"truncated record at offset {pos} (type {RECORD_NAMES.get(typ, typ)}, size {size},"
-                    f" {end - pos} bytes left)"
-                )
-                return
-            body = buf[pos + RECORD_HEADER_SIZE : pos + size]
-            next_pos = pos + size
-            if typ == _R_HEADER_TRACING_DATA and len(body) >= 4:
-                (tsize,) = struct.unpack_from(o + "I", body, 0)
-                padded = (tsize + 7) & ~7
-                body = body[:4] + buf[next_pos : next_pos + tsize]  # u32 size, then the data
-                next_pos += padded
-            elif typ == _R_AUXTRACE and len(body) >= 8:
-                (asize,) = struct.unpack_from(o + "Q", body, 0)
-                next_pos += asize
+            extra = 0  # bytes after the record that belong to it
+            if typ in (_R_HEADER_TRACING_DATA, _R_AUXTRACE):
+                if len(buf) - i < size:
+                    buf = refill(size)
+                    i = 0
+                if len(buf) - i >= size >= RECORD_HEADER_SIZE + (4 if typ == _R_HEADER_TRACING_DATA else 8):
+                    if typ == _R_HEADER_TRACING_DATA:
+                        extra = u32(buf, i + RECORD_HEADER_SIZE)[0]
+                    else:
+                        extra = u64(buf, i + RECORD_HEADER_SIZE)[0]
+                if end is not None and pos + size + extra > end:
+                    self._overrun(pos, typ, size + extra, end - pos)
+                    return
+            total = size if typ == _R_AUXTRACE else size + extra
+            if len(buf) - i < total:
+                buf = refill(total)
+                i = 0
+                if len(buf) < total:
+                    self._overrun(pos, typ, size + extra, len(buf))
+                    return
+            if extra and typ == _R_HEADER_TRACING_DATA:  # u32 size, then the data
+                body = buf[i + RECORD_HEADER_SIZE : i + RECORD_HEADER_SIZE + 4] + buf[i + size : i + total]
+                skip = total + (-extra % 8)
+            elif typ == _R_AUXTRACE:
+                body = buf[i + RECORD_HEADER_SIZE : i + size]
+                skip = size + extra
+            else:
+                body = buf[i + RECORD_HEADER_SIZE : i + size]
+                skip = size
             yield typ, pos, body
-            pos = next_pos
+            if len(buf) - i >= skip:
+                i += skip
+            else:  # past the window (AUXTRACE data, padding): drop it, read on from there
+                jump = pos + skip
+                if typ == _R_AUXTRACE and end is None and not source.read(jump - 1, 1, 1):
+                    left = source.size - pos if source.size is not None else len(buf) - i
+                    self._overrun(pos, typ, skip, max(left, 0))
+                    return
+                buf, i = b"", 0
+                pos = jump
+                continue
+            pos += skip
 
     def samples(self) -> Iterator[Sample]:
-        """Yield every sample in file order (see :meth:`samples_in_time_order` for perf's order).
+        """Yield every sample in file order (see :meth:`samples_by_time` for perf's order).
 
         Non-sample records are counted in :attr:`record_counts`; lost events
         (PERF_RECORD_LOST / LOST_SAMPLES) are added up in :attr:`lost`.
         Samples that cannot be parsed are reported in :attr:`problems`.
         """
+        for s in self._samples():
+            if s is not None:
+                yield s
+
+    def _samples(self) -> Iterator[Sample | None]:
+        """:meth:`samples`, with a None at every FINISHED_ROUND."""
         self.record_counts.clear()
         self.lost = 0
         round_no = 0
         o = self.order
+        if isinstance(self._source, _StreamSource):
+            self._source.wait = self.on_wait
         for typ, pos, body in self.records():
             self._count(typ)
             if typ == _R_SAMPLE:
@@ -486,6 +821,7 @@ class PerfDataFile:
                     yield s
             elif typ == _R_FINISHED_ROUND:
                 round_no += 1
+                yield None
             elif typ == _R_LOST and len(body) >= 16:
                 self.lost += parse_lost(body, o)[1]
             elif typ == _R_LOST_SAMPLES and len(body) >= 8:
@@ -493,7 +829,8 @@ class PerfDataFile:
             elif typ == _R_HEADER_ATTR and len(body) >= ATTR_SIZE_VER0:
                 (asize,) = struct.unpack_from(o + "I", body, 4)
                 asize = max(asize, ATTR_SIZE_VER0)
-                ids = [struct.unpack_from(o + "Q", body, p)[0] for p in range(asize, len(body) - 7, 8)]
+                n = max(0, (len(body) - asize) // 8)
+                ids = list(struct.unpack_from(f"{o}{n}Q", body, asize)) if n else []
                 self._add_attr(body[:asize], ids)
             elif typ == _R_HEADER_TRACING_DATA and len(body) >= 4:
                 self._parse_tracing_data(body[4:])
@@ -508,43 +845,54 @@ class PerfDataFile:
             elif typ in (_R_COMPRESSED, _R_COMPRESSED2):
                 self.problems.append(f"compressed records (perf record -z) are not supported (offset {pos})")
 
-    def samples_by_time(self) -> Iterator[Sample]:
+    def samples_by_time(self, window: int = REORDER_WINDOW_BYTES) -> Iterator[Sample]:
         """Every sample in time order, as ``perf script`` orders them, streaming round by round.
 
         perf writes each CPU's buffer in turn and a FINISHED_ROUND record after every pass over
         the buffers.  An event read after round *k* ended cannot be older than the newest event
         read before round *k-1* ended, so at each FINISHED_ROUND the samples up to that time are
         released in timestamp order (equal times in file order) and the rest wait for the next
-        round; everything left is released at the end.  Memory holds at most two rounds.  A
-        sample older than one already released (a file not written by perf's rules) comes out
-        late, right away, and is counted in :attr:`late`.  Samples without a time count as 0.
+        round; everything left is released at the end.  What is held is bounded by ``window``
+        bytes (:data:`REORDER_WINDOW_BYTES`): past it (a file without rounds, or with larger
+        rounds) the oldest held samples are released.  A sample older than one already released
+        (a file not written by perf's rules, or disorder wider than the window) comes out late,
+        right away, and is counted in :attr:`late`.  Samples without a time count as 0.
         """
         self.late = 0
         heap: list[tuple[int, int, Sample]] = []
+        push, pop = heapq.heappush, heapq.heappop
         seq = 0
-        current_round = 0
+        held = 0
         horizon: int | None = None  # newest time seen when the previous round ended
         newest: int | None = None
         released: int | None = None  # newest time released so far
-        for s in self.samples():
-            while current_round < s.round:
-                current_round += 1
+        for s in self._samples():
+            if s is None:  # a round ended: what is older than the previous round's end goes out
                 if horizon is not None:
                     while heap and heap[0][0] <= horizon:
-                        t, _, out = heapq.heappop(heap)
+                        t, _, out = pop(heap)
+                        held -= len(out.raw) * 2 + _HELD_OVERHEAD
                         released = t
                         yield out
                 horizon = newest
+                continue
             t = s.time or 0
             if released is not None and t < released:
                 self.late += 1
                 yield s
                 continue
-            heapq.heappush(heap, (t, seq, s))
+            push(heap, (t, seq, s))
             seq += 1
-            newest = t if newest is None else max(newest, t)
+            held += len(s.raw) * 2 + _HELD_OVERHEAD
+            if newest is None or t > newest:
+                newest = t
+            while held > window and heap:
+                t, _, out = pop(heap)
+                held -= len(out.raw) * 2 + _HELD_OVERHEAD
+                released = t
+                yield out
         while heap:
-            yield heapq.heappop(heap)[2]
+            yield pop(heap)[2]
 
     def samples_in_time_order(self) -> list[Sample]:
         """All samples in time order (:meth:`samples_by_time`), as a list."""

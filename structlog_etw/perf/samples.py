@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..decoded import DecodedEvent, DecodedField, plain_fields
 from ..eventheader.decoder import EventHeaderDecodeError, decode_event
-from ..eventheader.perf_decode import json_string, perf_json, wallclock_text
+from ..eventheader.perf_decode import perf_json, wallclock_text
 from .datafile import Sample
 
 __all__ = ["SampleDecodeError", "decode_sample", "sample_perf_json", "sample_time_text"]
@@ -95,8 +95,6 @@ def sample_perf_json(sample: Sample, *, field_tags: bool = True, decoded: Decode
         event = decoded if decoded is not None else decode_sample(sample)
         return perf_json(event, field_tags=field_tags, extra_meta=meta)
     # Names come from the file's tracing data: escaped like every other string, so that each line
-    # is one JSON object whatever the file holds.
-    parts = ['"n":' + json_string(f"{fmt.system}:{fmt.name}")]
-    parts.extend(f"{json_string(f.name)}:{f.perf_json(sample.raw, '<')}" for f in fmt.own_fields)
-    parts.append('"meta":{' + ",".join(f'"{k}":{v}' for k, v in meta.items()) + "}")
-    return "{" + ",".join(parts) + "}"
+    # is one JSON object whatever the file holds (the format's writer is made once per format).
+    meta_text = '"meta":{' + ",".join(f'"{k}":{v}' for k, v in meta.items()) + "}"
+    return "{" + fmt.perf_json_head(sample.raw) + "," + meta_text + "}"

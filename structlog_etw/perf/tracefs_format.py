@@ -18,8 +18,10 @@ event: its EventHeader starts at that field's offset.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -65,6 +67,13 @@ _SIZED_TYPES: Final[dict[str, tuple[int, int]]] = {
     "__s64": (FMT_SIGNED, 8),
     "int64_t": (FMT_SIGNED, 8),
 }
+
+
+def _json_text(text: str) -> str:
+    """``json.dumps(text, ensure_ascii=False)``, without its machinery for the plain case."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return '"' + text + '"'
+    return json.dumps(text, ensure_ascii=False)
 
 
 def _byteorder(order: str) -> Literal["little", "big"]:
@@ -130,6 +139,61 @@ class FormatField:
         if self.array == ARRAY_NONE:
             return values[0] if values else None
         return values
+
+    def perf_json_reader(self, order: str) -> Callable[[bytes], str]:
+        """:meth:`perf_json` with every decision the field's layout allows made once: ``raw -> text``."""
+        if self.array in (ARRAY_DYNAMIC, ARRAY_REL) or self.size == 0:
+            return lambda raw: self.perf_json(raw, order)
+        start, end = self.offset, self.offset + self.size
+        if self.format == FMT_STRING:
+
+            def string(raw: bytes) -> str:
+                data = raw[start:end] if end <= len(raw) else b""
+                return _json_text(data.split(b"\0", 1)[0].decode("latin-1"))
+
+            return string
+        es = self.element_size
+        if self.format == FMT_NONE and (self.array == ARRAY_NONE or es == 1):
+            return lambda raw: '"' + (raw[start:end] if end <= len(raw) else b"").hex(" ") + '"'
+        if self.array != ARRAY_NONE or es > self.size:
+            return lambda raw: self.perf_json(raw, order)
+        byteorder = _byteorder(order)
+        stop = start + es
+        if self.format in (FMT_HEX, FMT_NONE):
+            return lambda raw: (
+                f'"0x{int.from_bytes(raw[start:stop], byteorder):X}"' if end <= len(raw) else "null"
+            )
+        if self.format == FMT_SIGNED and es >= 4:
+            return lambda raw: (
+                str(int.from_bytes(raw[start:stop], byteorder, signed=True)) if end <= len(raw) else "null"
+            )
+        return lambda raw: str(int.from_bytes(raw[start:stop], byteorder)) if end <= len(raw) else "null"
+
+    def json_reader(self, order: str) -> Callable[[bytes], str] | None:
+        """The JSON text of :meth:`value` (bytes as spaced hex, ints, Latin-1 text, null), decided
+        once: ``raw -> text``; None for layouts it does not cover (arrays of numbers, dynamic data)."""
+        if self.array in (ARRAY_DYNAMIC, ARRAY_REL) or self.size == 0:
+            return None
+        start, end = self.offset, self.offset + self.size
+        if self.format == FMT_STRING:
+
+            def string(raw: bytes) -> str:
+                if end > len(raw):
+                    return "null"
+                return _json_text(raw[start:end].split(b"\0", 1)[0].decode("latin-1"))
+
+            return string
+        es = self.element_size
+        if self.format == FMT_NONE and (self.array == ARRAY_NONE or es == 1):
+            return lambda raw: '"' + raw[start:end].hex(" ") + '"' if end <= len(raw) else "null"
+        if self.array != ARRAY_NONE or es > self.size or es == 0:
+            return None
+        byteorder = _byteorder(order)
+        signed = self.format == FMT_SIGNED
+        stop = start + es
+        return lambda raw: (
+            str(int.from_bytes(raw[start:stop], byteorder, signed=signed)) if end <= len(raw) else "null"
+        )
 
     def perf_json(self, raw: bytes, order: str) -> str:
         """This field's value as perf-decode writes it (JSON text)."""
@@ -276,12 +340,12 @@ class TracepointFormat:
     print_fmt: str = ""
     text: str = field(default="", repr=False)
 
-    @property
+    @functools.cached_property
     def full_name(self) -> str:
         """``system:name``."""
         return f"{self.system}:{self.name}"
 
-    @property
+    @functools.cached_property
     def common_size(self) -> int:
         """Bytes taken by the common fields (``common_type`` ... ``common_pid``)."""
         if not self.common_count:
@@ -289,7 +353,7 @@ class TracepointFormat:
         last = self.fields[self.common_count - 1]
         return last.offset + last.size
 
-    @property
+    @functools.cached_property
     def is_eventheader(self) -> bool:
         """True when the first own field is ``eventheader_flags`` (a user_events EventHeader event)."""
         return (
@@ -297,17 +361,31 @@ class TracepointFormat:
             and self.fields[self.common_count].name == "eventheader_flags"
         )
 
-    @property
+    @functools.cached_property
     def payload_offset(self) -> int:
         """Where the event's own data starts: the EventHeader for EventHeader events, else common size."""
         if len(self.fields) > self.common_count:
             return self.fields[self.common_count].offset
         return self.common_size
 
-    @property
+    @functools.cached_property
     def own_fields(self) -> tuple[FormatField, ...]:
         """The event's fields after the common ones."""
         return self.fields[self.common_count :]
+
+    @functools.cached_property
+    def perf_json_head(self) -> Callable[[bytes], str]:
+        """perf-decode's text of a sample of this plain tracepoint, up to its ``meta``: ``raw ->
+        '"n":"system:name","field":value,...'`` (names escaped as perf-decode escapes them)."""
+        from ..eventheader.perf_decode import json_string  # noqa: PLC0415 - only perf-json needs it
+
+        n = '"n":' + json_string(f"{self.system}:{self.name}")
+        readers = [(json_string(f.name) + ":", f.perf_json_reader("<")) for f in self.own_fields]
+
+        def head(raw: bytes) -> str:
+            return ",".join([n, *[name + read(raw) for name, read in readers]])
+
+        return head
 
 
 def parse_format(system: str, text: str, long64: bool = True) -> TracepointFormat | None:

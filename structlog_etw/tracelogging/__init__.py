@@ -61,7 +61,7 @@ __all__ = [
 
 #: Names loaded on first use, and the module that has them.
 _LAZY: dict[str, str] = {
-    "TraceLoggingEncoder": ".encoder",
+    "TraceLoggingEncoder": ".encoder",  # the read side (decode of an .etl, listen) never loads it
     "decode": ".decoder",
     "decode_traits": ".decoder",
 }

@@ -170,3 +170,39 @@ def test_undecodable_event_is_shown_with_its_bytes_not_dropped() -> None:
         "07",
         "user_events:MyProv_L4K1",
     )
+
+
+class TestListenNames:
+    """``listen`` checks provider and group names as ``tracepoints`` does, before tracefs is touched."""
+
+    @pytest.mark.parametrize(
+        "argv",
+        [
+            ["../x"],
+            ["P" * 300],
+            ["ünï"],
+            ["a b"],
+            ["MyProv", "--group", "../g"],
+            ["MyProv", "--group", "G"],
+        ],
+    )
+    def test_bad_names_exit_2_without_opening_tracefs(
+        self, argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A name no tracepoint can have is reported with exit 2, and no Listener (tracefs) is made."""
+        import structlog_etw.cli.listen as listen_cli  # noqa: PLC0415 - the module under test
+        from structlog_etw.cli import main  # noqa: PLC0415
+
+        made: list[object] = []
+
+        def listener(*args: object, **kwargs: object) -> None:
+            made.append(args)
+            raise AssertionError("tracefs touched")
+
+        monkeypatch.setattr(listen_cli, "Listener", listener)
+        monkeypatch.setattr(listen_cli, "_PLATFORM", "linux")
+        assert main(["listen", *argv, "--count", "1"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("structlog-etw listen: ")
+        assert "provider" in err
+        assert made == []

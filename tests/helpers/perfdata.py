@@ -120,3 +120,76 @@ def perf_data(events: list[Event | None]) -> bytes:
         body += struct.pack("<I", len(raw)) + raw
         out += _record(9, body)
     return bytes(out)
+
+
+# --- pieces for hand-made files (mixed events, overruns, many attrs) ------------------------------
+
+#: ``perf_event_attr.type`` of software events (``cpu-clock`` is config 0).
+SOFTWARE = 1
+
+
+def header_pipe() -> bytes:
+    """The 16-byte header of a pipe-mode file."""
+    return b"PERFILE2" + struct.pack("<Q", 16)
+
+
+def record(rtype: int, body: bytes, misc: int = 0) -> bytes:
+    """One record: ``perf_event_header`` then ``body``."""
+    return _record(rtype, body, misc)
+
+
+def attr_record(etype: int, config: int, ident: int) -> bytes:
+    """A HEADER_ATTR record: an attr of ``etype``/``config`` sampling :data:`SAMPLE_TYPE`, id ``ident``."""
+    attr = struct.pack("<IIQQQQQ", etype, _ATTR_SIZE, config, 1, SAMPLE_TYPE, 0, 1 << 18)
+    return _record(64, attr.ljust(_ATTR_SIZE, b"\0") + struct.pack("<Q", ident))
+
+
+def tracing_data_record(tracepoints: list[Tracepoint]) -> bytes:
+    """A HEADER_TRACING_DATA record holding the formats of ``tracepoints``."""
+    tracing = _tracing_data(tracepoints)
+    padded = tracing + b"\0" * (-len(tracing) % 8)
+    return struct.pack("<IHHI", 66, 0, 12, len(padded)) + padded
+
+
+def event_desc_record(names: dict[int, str]) -> bytes:
+    """A HEADER_FEATURE record of HEADER_EVENT_DESC naming the events of the ids in ``names``."""
+    body = struct.pack("<II", len(names), _ATTR_SIZE)
+    for ident, name in names.items():
+        text = name.encode() + b"\0"
+        text += b"\0" * (-len(text) % 8)
+        body += b"\0" * _ATTR_SIZE + struct.pack("<II", 1, len(text)) + text + struct.pack("<Q", ident)
+    return _record(80, struct.pack("<Q", 12) + body)
+
+
+def sample_record(ident: int, raw: bytes, time: int, pid: int = 100, cpu: int = 0) -> bytes:
+    """A SAMPLE record of :data:`SAMPLE_TYPE` for the attr with id ``ident`` (``raw``: the RAW data)."""
+    raw += b"\0" * (-(len(raw) + 4) % 8)
+    body = struct.pack("<QIIQII", ident, pid, pid, time, cpu, 0) + struct.pack("<I", len(raw)) + raw
+    return _record(9, body)
+
+
+def tracepoint_raw(tp: Tracepoint, data: bytes, pid: int = 100) -> bytes:
+    """A tracepoint sample's RAW data: the common fields, then ``data``."""
+    return struct.pack("<HBBi", tp.id & 0xFFFF, 0, 0, pid) + data
+
+
+def file_mode(records: bytes, tracepoints: list[Tracepoint], attrs: list[tuple[int, int, int]]) -> bytes:
+    """A file-mode perf.data: ``attrs`` (type, config, id) in the attrs section, ``records`` as the
+    data section, the formats of ``tracepoints`` in the HEADER_TRACING_DATA feature section."""
+    entry = _ATTR_SIZE + 16
+    attrs_off = 104
+    ids_off = attrs_off + entry * len(attrs)
+    data_off = ids_off + 8 * len(attrs)
+    table_off = data_off + len(records)
+    tracing = _tracing_data(tracepoints)
+    tracing_off = table_off + 16
+    head = b"PERFILE2" + struct.pack("<QQ", 104, entry)
+    head += struct.pack("<QQQQQQ", attrs_off, entry * len(attrs), data_off, len(records), 0, 0)
+    head += struct.pack("<4Q", 1 << 1, 0, 0, 0)  # features: HEADER_TRACING_DATA
+    section = b""
+    for index, (etype, config, _ident) in enumerate(attrs):
+        attr = struct.pack("<IIQQQQQ", etype, _ATTR_SIZE, config, 1, SAMPLE_TYPE, 0, 1 << 18)
+        section += attr.ljust(_ATTR_SIZE, b"\0") + struct.pack("<QQ", ids_off + 8 * index, 8)
+    ids = b"".join(struct.pack("<Q", ident) for _, _, ident in attrs)
+    table = struct.pack("<QQ", tracing_off, len(tracing))
+    return head + section + ids + records + table + tracing

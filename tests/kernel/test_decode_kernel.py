@@ -9,16 +9,22 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kernel_harness import PERF_TIMEOUT, perf_path
 
 from structlog_etw.backends.user_events import UserEventsBackend
+from structlog_etw.eventheader.encoder import EventHeaderEncoder
 from structlog_etw.eventheader.spec import tracepoint_name
+from structlog_etw.fields import to_fields
 from tests.helpers.trace_event import check_trace
 
 pytestmark = pytest.mark.kernel
@@ -133,3 +139,68 @@ def test_decode_draws_a_real_captures_activities_as_a_timeline(
     assert sorted(e["ph"] for e in jobs) == ["B", "b"]  # the interleaved job is an async slice
     instants = {e["name"] for e in events if e["ph"] == "i"}
     assert {"parse", "rows", "job_step"} <= instants
+
+
+class TestDecodeLivePipe:
+    """``perf record -o - | structlog-etw decode -`` shows events while perf is still recording."""
+
+    def test_first_event_appears_before_perf_ends(
+        self, provider_name: str, user_events_backend: Callable[..., UserEventsBackend], tmp_path: Path
+    ) -> None:
+        """Events written while a live perf pipes into decode: the first line arrives, perf still running."""
+        backend = user_events_backend(provider_name)
+        slot = backend.open_slot(4, 1)
+        tracepoint = tracepoint_name(provider_name, 4, 1)
+        perf = perf_path()
+        assert perf is not None, "perf is not installed"
+        ctl_r, ctl_w = os.pipe()
+        ack_r, ack_w = os.pipe()
+        cmd = [perf, "record", "-a", "-k", "monotonic", "-D", "-1", "--control", f"fd:{ctl_r},{ack_w}"]
+        # --no-buffering: perf drains its ring at every event, not when a watermark fills (docs/cli/decode.md)
+        cmd += ["--no-buffering", "-e", f"user_events:{tracepoint}", "-o", "-"]
+        log = open(tmp_path / "perf.log", "wb")  # noqa: SIM115 - handed to the child
+        recorder = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, pass_fds=(ctl_r, ack_w))
+        os.close(ctl_r)
+        os.close(ack_w)
+        log.close()
+        assert recorder.stdout is not None
+        decoder = subprocess.Popen(
+            [sys.executable, "-m", "structlog_etw", "decode", "--json", "-"],
+            stdin=recorder.stdout,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=ENV,
+            cwd=REPO,
+        )
+        recorder.stdout.close()  # the decoder holds the pipe now
+        assert decoder.stdout is not None
+        encoder = EventHeaderEncoder()
+        try:
+            with os.fdopen(ctl_w, "w") as ctl, os.fdopen(ack_r, "r") as ack:
+                ctl.write("enable\n")
+                ctl.flush()
+                ready, _, _ = select.select([ack], [], [], PERF_TIMEOUT)
+                assert ready and ack.readline().strip() == "ack", (tmp_path / "perf.log").read_text()
+                first = b""
+                deadline = time.monotonic() + PERF_TIMEOUT
+                i = 0
+                while not first and time.monotonic() < deadline:
+                    event = encoder.encode("live", to_fields({"i": i}.items()), 4)
+                    backend.write(slot, event)  # type: ignore[arg-type]
+                    i += 1
+                    ready, _, _ = select.select([decoder.stdout], [], [], 0.2)
+                    if ready:
+                        first = decoder.stdout.readline()
+                assert first, "no event from decode - while perf was recording"
+                assert recorder.poll() is None  # perf is still recording
+                line = json.loads(first)
+                assert (line["provider"], line["name"], line["fields"]["i"]) == (provider_name, "live", 0)
+                recorder.send_signal(signal.SIGINT)
+                recorder.wait(timeout=PERF_TIMEOUT)
+        finally:
+            if recorder.poll() is None:
+                recorder.kill()
+                recorder.wait()
+            rest, err = decoder.communicate(timeout=PERF_TIMEOUT)
+        assert decoder.returncode == 0, err.decode(errors="replace")
+        assert len(rest.splitlines()) <= i - 1  # every later event at most once

@@ -173,7 +173,8 @@ def test_a_real_kernel_capture_of_this_projects_events_decodes_to_what_was_writt
     assert events[5].fields == {"hits": [120, 98, 143], "ratio": 0.913, "raw": b"\x00\x01\xfe"}
 
 
-def test_open_maps_the_file_and_close_releases_it(tmp_path: Path) -> None:
+def test_open_reads_the_file_and_close_releases_it(tmp_path: Path) -> None:
+    """An empty file is not a perf.data file; closing the file leaves the samples read valid."""
     empty = tmp_path / "empty.data"
     empty.write_bytes(b"")
     with pytest.raises(PerfDataError, match="too short"):
@@ -181,8 +182,7 @@ def test_open_maps_the_file_and_close_releases_it(tmp_path: Path) -> None:
     with PerfDataFile.open(CAPTURE) as f:
         samples = list(f.samples())
     assert len(samples) == 6
-    assert f.buf == b""
-    assert decode_sample(samples[0]).name == "service_started"  # samples outlive the mapping
+    assert decode_sample(samples[0]).name == "service_started"  # samples outlive the file
 
 
 def test_read_samples_is_the_file_order_of_perfdatafile() -> None:

@@ -1,0 +1,142 @@
+"""``structlog-etw decode FILE.etl``: an .etl file's TraceLogging events, in the outputs of ``decode``.
+
+:mod:`structlog_etw.cli.decode` hands a file over here when its content is an .etl file
+(:func:`structlog_etw.etw.etl.is_etl`, whatever the name).  The TraceLogging events are written
+as ``decode`` writes perf.data events (``text``, ``json``, ``chrome-trace``; the same filters);
+every other record (the session header, kernel, manifest-based, classic and WPP events) is
+counted and listed on stderr as "not TraceLogging", which is no problem.
+
+Exit codes as for perf.data: 0 every TraceLogging event decoded; 1 the file is damaged or
+truncated, or some TraceLogging events could not be decoded (what could be is still written);
+2 the file cannot be read or is not an .etl file, or ``--perf-json`` was asked for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from collections.abc import Iterable
+from typing import TextIO
+
+from ..etw.etl import EtlError, EtlEvent, EtlFile
+from .output import EventFilter, EventWriter, event_filter, make_writer, use_color
+from .render import EventMeta, printable
+
+__all__ = ["decode_etl", "run"]
+
+_MAX_REPORTED = 20  # problems printed
+_MAX_KEPT = 100  # problem texts kept
+_MAX_KINDS = 1000  # distinct (kind, source) pairs counted one by one; the rest together
+
+
+def _meta(event: EtlEvent) -> EventMeta:
+    return EventMeta(event.time_ns, event.realtime_ns, event.cpu, event.pid, event.tid, None)
+
+
+def decode_etl(
+    f: EtlFile,
+    out: TextIO,
+    *,
+    mode: str = "text",
+    colors: bool = False,
+    providers: Iterable[str] | None = None,
+    events: Iterable[str] | None = None,
+    time_order: bool = True,
+    level: int | None = None,
+    keyword: int | None = None,
+) -> tuple[int, list[str], int, Counter[tuple[str, str]]]:
+    """Write the file's TraceLogging events to ``out``; return ``(written, problems, count, others)``.
+
+    ``problems``: the texts of the first 100 problems (the file's, then undecodable events');
+    ``count``: how many there were in all.  ``others`` counts the records that are not
+    TraceLogging by ``(kind, source)``
+    (:attr:`~structlog_etw.etw.etl.EtlEvent.kind`, :attr:`~structlog_etw.etw.etl.EtlEvent.source`).
+    Never raises for what the file holds.
+    """
+    wanted = EventFilter(
+        level=level,
+        keyword=keyword,
+        providers=frozenset(providers) if providers else None,
+        names=frozenset(events) if events else None,
+    )
+    writer: EventWriter = make_writer(mode, out, colors=colors)
+    problems: list[str] = []
+    undecodable = 0
+    others: Counter[tuple[str, str]] = Counter()
+    written = 0
+    for event in f.events_by_time() if time_order else f.events():
+        if event.kind != "tracelogging":
+            key = (event.kind, event.source)
+            if key not in others and len(others) >= _MAX_KINDS:
+                key = (event.kind, "other sources")
+            others[key] += 1
+            continue
+        decoded = event.decoded
+        if decoded is None:
+            undecodable += 1
+            if len(problems) < _MAX_KEPT:
+                problems.append(f"TraceLogging event at offset {event.offset}: cannot decode: {event.error}")
+            continue
+        if not wanted.accepts(decoded):
+            continue
+        writer.write(decoded, _meta(event))
+        written += 1
+    writer.close()
+    kept = [*f.problems, *problems][:_MAX_KEPT]
+    return written, kept, f.problem_count + undecodable, others
+
+
+def _others_text(others: Counter[tuple[str, str]]) -> str:
+    total = sum(others.values())
+    parts = [f"{n} {kind} {source}" for (kind, source), n in others.most_common(_MAX_REPORTED)]
+    if len(others) > _MAX_REPORTED:
+        parts.append(f"... ({len(others) - _MAX_REPORTED} more sources)")
+    return f"{total} events not TraceLogging (not decoded): " + ", ".join(parts)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Decode the .etl file ``args.file`` to stdout; report problems on stderr."""
+    prog = "structlog-etw decode"
+    name = printable(args.file)
+    if args.format == "perf-json":
+        print(f"{prog}: {name}: --perf-json is for perf.data files; this is an .etl file", file=sys.stderr)
+        return 2
+    try:
+        f = EtlFile.open(args.file)
+    except OSError as exc:
+        print(f"{prog}: {name}: {printable(str(exc.strerror or exc))}", file=sys.stderr)
+        return 2
+    except EtlError as exc:
+        print(f"{prog}: {printable(str(exc))}", file=sys.stderr)
+        return 2
+    wanted = event_filter(args)
+    with f:
+        written, problems, count, others = decode_etl(
+            f,
+            sys.stdout,
+            mode=args.format,
+            colors=use_color(args.color, sys.stdout),
+            providers=wanted.providers,
+            events=wanted.names,
+            time_order=args.order == "time",
+            level=wanted.level,
+            keyword=wanted.keyword,
+        )
+        sys.stdout.flush()
+        lost = f.header.events_lost
+    for p in problems[:_MAX_REPORTED]:
+        print(f"{prog}: {name}: {printable(p)}", file=sys.stderr)
+    if count > _MAX_REPORTED:
+        print(f"{prog}: {name}: ... and {count - _MAX_REPORTED} more problems", file=sys.stderr)
+    if others:
+        print(f"{prog}: {name}: {printable(_others_text(others))}", file=sys.stderr)
+    if lost:
+        print(f"{prog}: {name}: the session lost {lost} events while recording", file=sys.stderr)
+    if count:
+        print(
+            f"{prog}: {name}: {written} events decoded; {count} problems (file damaged or truncated?)",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
