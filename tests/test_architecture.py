@@ -34,7 +34,7 @@ _LAYER_TABLE: list[tuple[int, list[str]]] = [
     # 4: the provider
     (4, ["_provider"]),
     # 5: structlog-free surface helpers
-    (5, ["_resolve", "_activity", "_otel", "_common_schema"]),
+    (5, ["_resolve", "_activity", "_otel", "_common_schema", "otel"]),
     # 6: the structlog surface
     (6, ["_contextvars", "_renderer", "_wrapper", "_stdlib", "testing", "pytest_plugin", ""]),
     # 7: the command line, on top of everything
