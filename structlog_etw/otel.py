@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk._logs import ReadableLogRecord
     from opentelemetry.sdk._logs.export import LogRecordExporter as _LogExporterBase
     from opentelemetry.sdk._logs.export import LogRecordExportResult as _LogResult
-else:  # SDK 1.39+ names the interface LogRecordExporter; before, LogExporter (records as LogData)
+else:  # newer SDKs name the interface LogRecordExporter; older ones LogExporter (records as LogData)
     ReadableLogRecord = getattr(_sdk_logs, "ReadableLogRecord", None) or _sdk_logs.LogData
     _LogExporterBase = getattr(_logs_export, "LogRecordExporter", None) or _logs_export.LogExporter
     _LogResult = getattr(_logs_export, "LogRecordExportResult", None) or _logs_export.LogExportResult
@@ -198,6 +198,31 @@ class _Exporter:
             return slot
         return None
 
+    def _export_one(self, item: Any) -> bool:
+        raise NotImplementedError
+
+    def _export_all(self, batch: Iterable[Any]) -> bool:
+        """Write each item some session wants; False if one failed (counted) or after shutdown."""
+        if self._shut_down:
+            return False
+        ok = True
+        try:
+            for item in batch:
+                try:
+                    if not self._export_one(item):
+                        ok = False
+                except Exception:
+                    ok = False
+                    self._count_internal_error()
+        except Exception:  # the batch itself cannot be iterated
+            self._count_internal_error()
+            return False
+        return ok
+
+    def _count_internal_error(self) -> None:
+        with contextlib.suppress(Exception):  # a counter; nothing reaches the SDK
+            self.provider.count_dropped("internal_error")
+
     def _shutdown(self) -> None:
         self._shut_down = True
 
@@ -245,18 +270,7 @@ class EtwLogExporter(_Exporter, _LogExporterBase):
 
     def export(self, batch: Sequence[ReadableLogRecord]) -> _LogResult:
         """Write every record some session wants; ``FAILURE`` if one could not be written.  Never raises."""
-        if self._shut_down:
-            return _LogResult.FAILURE
-        ok = True
-        for data in batch:
-            try:
-                if not self._export_one(data):
-                    ok = False
-            except Exception:
-                ok = False
-                with contextlib.suppress(Exception):  # a counter; never into the SDK
-                    self.provider.count_dropped("internal_error")
-        return _LogResult.SUCCESS if ok else _LogResult.FAILURE
+        return _LogResult.SUCCESS if self._export_all(batch) else _LogResult.FAILURE
 
     def _export_one(self, data: Any) -> bool:
         record = data.log_record
@@ -267,7 +281,7 @@ class EtwLogExporter(_Exporter, _LogExporterBase):
         if slot is None:
             return True  # no session wants it: nothing built
         provider = self.provider
-        # ReadableLogRecord (SDK 1.39+) holds the resource; the older LogData's record does
+        # ReadableLogRecord (newer SDKs) holds the resource; the older LogData's record does
         resource = getattr(data, "resource", None) or getattr(record, "resource", None)
         cloud, res_fields = self._from_resource(resource)
         attributes = record.attributes
@@ -349,18 +363,7 @@ class EtwSpanExporter(_Exporter, SpanExporter):
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         """Write every span some session wants; ``FAILURE`` if one could not be written.  Never raises."""
-        if self._shut_down:
-            return SpanExportResult.FAILURE
-        ok = True
-        for span in spans:
-            try:
-                if not self._export_one(span):
-                    ok = False
-            except Exception:
-                ok = False
-                with contextlib.suppress(Exception):  # a counter; never into the SDK
-                    self.provider.count_dropped("internal_error")
-        return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
+        return SpanExportResult.SUCCESS if self._export_all(spans) else SpanExportResult.FAILURE
 
     def _export_one(self, span: Any) -> bool:
         kind = int(span.kind.value)

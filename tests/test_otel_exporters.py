@@ -303,6 +303,13 @@ class TestOnlyWhatASessionWants:
             assert exporter.export([object()]) is SpanExportResult.FAILURE  # type: ignore[list-item]
         assert exporter.provider.stats()["dropped"] == {"internal_error": 1}
 
+    def test_a_batch_that_is_no_sequence_is_counted_not_raised(self) -> None:
+        """``export`` of something that cannot be iterated: FAILURE and one internal_error, no raise."""
+        exporter = EtwLogExporter(_name())
+        with capture_etw_events():
+            assert exporter.export(None) is _result(exporter, "FAILURE")  # type: ignore[arg-type]
+        assert exporter.provider.stats()["dropped"] == {"internal_error": 1}
+
     def test_the_enabled_level_decides_per_record(self, app: App) -> None:
         """A session at warning and above gets the warning and the error, not the info record."""
         log = app.logger("shop.web")
@@ -430,3 +437,4 @@ class TestShutdownAndFlush:
         with capture_etw_events() as capture:
             app.logger("late").warning("after shutdown")
         assert capture.events == []
+

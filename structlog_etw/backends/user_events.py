@@ -398,7 +398,7 @@ def delete_tracepoint(name: str, tracefs: str | None = None) -> None:
         raise OSError(errno.ENODEV, "no tracefs with user_events_data on this kernel")
     fd = os.open(os.path.join(where, "user_events_data"), os.O_WRONLY | os.O_CLOEXEC)
     try:
-        buf = ctypes.create_string_buffer(name.encode("utf-8") + b"\0")
-        fcntl.ioctl(fd, DIAG_IOCSDEL, ctypes.addressof(buf))
+        # the argument is the name's address: a mutable buffer is passed by pointer
+        fcntl.ioctl(fd, DIAG_IOCSDEL, bytearray(name.encode("utf-8") + b"\0"), True)
     finally:
         os.close(fd)
