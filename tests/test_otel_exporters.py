@@ -437,4 +437,3 @@ class TestShutdownAndFlush:
         with capture_etw_events() as capture:
             app.logger("late").warning("after shutdown")
         assert capture.events == []
-
