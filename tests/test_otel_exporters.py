@@ -9,8 +9,10 @@ byte with the model of the Rust user_events exporters (tests/helpers/cs_exporter
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -437,3 +439,30 @@ class TestShutdownAndFlush:
         with capture_etw_events() as capture:
             app.logger("late").warning("after shutdown")
         assert capture.events == []
+
+
+RESULTS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks" / "otel_exporters.json"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "otel-exporters.md"
+
+
+def speed_rows(results: dict[str, Any]) -> list[str]:
+    """The rows of docs/otel-exporters.md's speed table, from the benchmark's results file."""
+    rows = []
+    for key, r in results["results"].items():
+        kind, size = key.split("_batch")
+        what = f"{kind}, {size} per export"
+        ratios = f"{r['ours_vs_console']:.2f} | {r['ours_vs_otlp']:.2f} | {r['disabled_vs_console']:.3f}"
+        rows.append(f"| {what} | {ratios} |")
+    return rows
+
+
+class TestTheSpeedFigures:
+    """The figures docs/otel-exporters.md shows are the benchmark's results file, one for one."""
+
+    def test_the_page_shows_every_row_of_the_results_file(self) -> None:
+        """Each comparison of benchmarks/otel_exporters.py's last full run is a row of the page's table."""
+        results = json.loads(RESULTS.read_text())
+        assert not results["quick"]
+        page = PAGE.read_text()
+        for row in speed_rows(results):
+            assert row in page, row

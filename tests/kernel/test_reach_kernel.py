@@ -155,16 +155,10 @@ class TestTracingBeforeTheApp:
 
     def test_register_holds_them_for_the_life_of_a_command(self, provider_name: str) -> None:
         """``--register -- COMMAND``: the tracepoints exist while COMMAND runs; its exit status is ours."""
-        probe = (
-            "import sys; from pathlib import Path\n"
-            "t = Path(sys.argv[1], 'user_events_status').read_text()\n"
-            "sys.exit(7 if sys.argv[2] + '\\n' in t or sys.argv[2] + ' ' in t else 1)\n"
-        )
         name = f"{provider_name}_L4K4"
-        done = _cli(
-            provider_name, "-k", "0x4", "-l", "4", "--register", "--", sys.executable, "-c", probe,
-            str(find_tracefs()), name,
-        )  # fmt: skip
+        status = Path(str(find_tracefs()), "user_events_status")
+        probe = ["sh", "-c", 'grep -q "^$1\\( \\|$\\)" "$2" && exit 7; exit 1', "probe", name, str(status)]
+        done = _cli(provider_name, "-k", "0x4", "-l", "4", "--register", "--", *probe)
         assert done.returncode == 7, done.stderr
         wait_until(lambda: name not in _status_names(), what="the tracepoint to go")
 
