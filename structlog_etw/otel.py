@@ -223,8 +223,13 @@ class _Exporter:
         with contextlib.suppress(Exception):  # a counter; nothing reaches the SDK
             self.provider.count_dropped("internal_error")
 
-    def _shutdown(self) -> None:
+    def shutdown(self) -> None:
+        """Stop exporting: later exports write nothing and return ``FAILURE`` (the SDK's contract)."""
         self._shut_down = True
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Always ``True``: every event is handed to the OS inside ``export``, nothing is buffered."""
+        return True
 
 
 class EtwLogExporter(_Exporter, _LogExporterBase):
@@ -310,14 +315,6 @@ class EtwLogExporter(_Exporter, _LogExporterBase):
             resource=res_fields,
         )
         return provider.write(slot, self.event_name, out)
-
-    def shutdown(self) -> None:
-        """Stop exporting: later exports write nothing and return ``FAILURE`` (the SDK's contract)."""
-        self._shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Always ``True``: every event is handed to the OS inside ``export``, nothing is buffered."""
-        return True
 
 
 class EtwSpanExporter(_Exporter, SpanExporter):
@@ -412,14 +409,6 @@ class EtwSpanExporter(_Exporter, SpanExporter):
             resource=res_fields,
         )
         return provider.write(slot, self.event_name, out)
-
-    def shutdown(self) -> None:
-        """Stop exporting: later exports write nothing and return ``FAILURE`` (the SDK's contract)."""
-        self._shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Always ``True``: every event is handed to the OS inside ``export``, nothing is buffered."""
-        return True
 
 
 def _links_json(links: Sequence[Any]) -> str:

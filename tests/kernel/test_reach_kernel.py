@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import structlog
 from kernel_harness import PerfSession, wait_until
 from opentelemetry import trace
 from opentelemetry.sdk._logs import LoggerProvider, LoggingHandler
@@ -22,7 +23,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from structlog_etw import Provider
+from structlog_etw import EtwRenderer, Provider
 from structlog_etw.backends.user_events import find_tracefs
 from structlog_etw.otel import EtwLogExporter, EtwSpanExporter
 from tests.helpers.cs_readers import otel_arrow_attributes, read_like_geneva
@@ -34,13 +35,19 @@ pytestmark = [
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
-#: The app of the --register / --persist tests: it logs at keyword 0x4 as its very first act.
-APP = (
-    "import structlog, sys\n"
-    "from structlog_etw import EtwRenderer\n"
-    "log = structlog.wrap_logger(None, processors=[EtwRenderer(sys.argv[1], default_keyword=0x4)])\n"
-    "log.info('first_event', n=1)\n"
-)
+
+
+def _app_logs_its_first_event(provider: str) -> None:
+    """The application starting: its own provider registers the tracepoints (the kernel reuses the
+    held ones) and it logs at keyword 0x4 as its very first act."""
+    prov = Provider(provider, default_keyword=0x4)
+    try:
+        renderer = EtwRenderer(provider, provider=prov, default_keyword=0x4)
+        log = structlog.wrap_logger(None, processors=[renderer])
+        log.info("first_event", n=1)
+        assert prov.stats()["written"] == 1, prov.stats()
+    finally:
+        prov.close()
 
 
 def _status_names() -> set[str]:
@@ -59,10 +66,6 @@ def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         timeout=timeout,
         check=False,
     )
-
-
-def _run_app(provider: str) -> None:
-    subprocess.run([sys.executable, "-c", APP, provider], env=ENV, check=True, timeout=120)
 
 
 class TestExportersInPerf:
@@ -145,7 +148,7 @@ class TestTracingBeforeTheApp:
                     break
             assert f"{provider_name}_L4K4\n" in lines, (lines, holder.stderr.read() if holder.stderr else "")
             with perf_session([f"{provider_name}_L4K4"]) as session:
-                _run_app(provider_name)
+                _app_logs_its_first_event(provider_name)
         finally:
             holder.send_signal(signal.SIGINT)
             assert holder.wait(timeout=60) == 0
@@ -175,7 +178,7 @@ class TestTracingBeforeTheApp:
             time.sleep(1.0)  # a non-persistent tracepoint would be deleted by now (delayed work)
             assert name in _status_names()
             with perf_session([name]) as session:
-                _run_app(provider_name)
+                _app_logs_its_first_event(provider_name)
             (first,) = [e for e in session.events() if e.provider == provider_name]
             assert first.name == "first_event"
         finally:
