@@ -7,18 +7,25 @@ from __future__ import annotations
 import argparse
 import errno
 import sys
+from typing import Any
 
 import pytest
 
-from structlog_etw.backends import user_events
 from structlog_etw.cli import main
 from structlog_etw.cli.tracepoints import run
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="user_events: Linux only")
 
 
+def _user_events() -> Any:
+    """The Linux backend module, imported here: it needs fcntl, which Windows has not."""
+    from structlog_etw.backends import user_events  # noqa: PLC0415
+
+    return user_events
+
+
 def _no_tracefs(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(user_events, "find_tracefs", lambda *a, **k: None)
+    monkeypatch.setattr(_user_events(), "find_tracefs", lambda *a, **k: None)
 
 
 class TestTheCommandLine:
@@ -98,7 +105,7 @@ class TestMessages:
             def close(self) -> None:
                 pass
 
-        monkeypatch.setattr(user_events, "UserEventsBackend", Refusing)
+        monkeypatch.setattr(_user_events(), "UserEventsBackend", Refusing)
         args = argparse.Namespace(
             provider="P", group=None, keyword=None, level=[4], output="perf.data",
             register=not persist, persist=persist, delete=False, run_command=None,
