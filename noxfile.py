@@ -121,8 +121,10 @@ def bench(session: nox.Session) -> None:
     """Run the benchmarks; results in docs/benchmarks/ (linked from docs/performance.md), plot in docs/."""
     # Benchmark-only: the peer encoder, the plot, the guest, and the baselines' serialisers.
     session.install(
-        "-e", ".", "traceloggingdynamic", "matplotlib", "virtme-ng", "orjson", "python-json-logger"
-    )
+        "-e", ".", "traceloggingdynamic", "matplotlib", "virtme-ng", "orjson", "python-json-logger",
+        # benchmarks/otel_exporters.py: the SDK's exporters and the OTLP serialisation as baselines
+        "opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-common",
+    )  # fmt: skip
     session.run(
         "python",
         "benchmarks/run.py",
@@ -132,3 +134,4 @@ def bench(session: nox.Session) -> None:
         "docs/performance.png",
         *session.posargs,
     )
+    session.run("python", "benchmarks/otel_exporters.py", "--out", "docs/benchmarks/otel_exporters.json")

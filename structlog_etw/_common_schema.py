@@ -56,6 +56,7 @@ __all__ = [
     "SEVERITY",
     "log_fields",
     "otel_log_fields",
+    "otel_record_fields",
     "otel_span_fields",
     "rfc3339",
     "rfc3339_autosi",
@@ -288,21 +289,64 @@ def otel_log_fields(
     ``trace_id`` (32 hex digits) / ``span_id`` (16) go into PartA.
     """
     moved_body: Field | None = None
+    if body is None:
+        for f in fields:
+            if f[0] == "message" and f[1] == STR:
+                moved_body = f
+                body = f[2]
+                break
+    own = fields if moved_body is None else [f for f in fields if f is not moved_body]
+    number, text = SEVERITY.get(level, (0, ""))
+    return otel_record_fields(
+        own,
+        fmt=fmt,
+        time_ns=time_ns,
+        severity_number=number,
+        severity_text=text or None,
+        body=None if body is None else ("body", STR, body),
+        name=name,
+        trace_id=trace_id,
+        span_id=span_id,
+        cloud=cloud,
+    )
+
+
+def otel_record_fields(
+    fields: list[Field],
+    *,
+    fmt: str,
+    time_ns: int,
+    severity_number: int,
+    severity_text: str | None,
+    body: Field | None,
+    name: str | None = None,
+    trace_id: str | None = None,
+    span_id: str | None = None,
+    cloud: tuple[str | None, str | None] = (None, None),
+    resource: list[Field] | None = None,
+) -> list[Field]:
+    """The fields of one OpenTelemetry log record as the log exporter for ``fmt`` writes them.
+
+    ``fields`` are the record's attributes (an int64 ``event_id`` moves to ``PartB.eventId``);
+    ``body`` is PartB's ``body`` field with its own kind (a string, or any kind of the type table);
+    ``resource`` are resource attributes written into PartC too (ETW: before the record's
+    attributes, user_events: after them, as each exporter does).  Shared by the renderer
+    (:func:`otel_log_fields`) and :mod:`structlog_etw.otel`.
+    """
     moved_id: Field | None = None
     for f in fields:
-        if body is None and moved_body is None and f[0] == "message" and f[1] == STR:
-            moved_body = f
-            body = f[2]
-        elif moved_id is None and f[0] == EVENT_ID_KEY and f[1] == I64:
+        if f[0] == EVENT_ID_KEY and f[1] == I64:
             moved_id = f
-    own = [f for f in fields if f is not moved_body and f is not moved_id]
+            break
+    own = fields if moved_id is None else [f for f in fields if f is not moved_id]
+    if resource:
+        own = [*resource, *own] if fmt == TRACELOGGING else [*own, *resource]
     part_b: list[Field] = [("_typeName", STR, "Log")]
     if body is not None:
-        part_b.append(("body", STR, body))
-    number, text = SEVERITY.get(level, (0, ""))
-    part_b.append(("severityNumber", I16, number))
-    if text:
-        part_b.append(("severityText", STR, text))
+        part_b.append(("body", body[1], body[2]))
+    part_b.append(("severityNumber", I16, severity_number))
+    if severity_text:
+        part_b.append(("severityText", STR, severity_text))
     if moved_id is not None:
         part_b.append(("eventId", I64, moved_id[2]))
     if name:
@@ -329,29 +373,40 @@ def otel_span_fields(
     status_message: str | None = None,
     kind: int = SPAN_KIND_INTERNAL,
     cloud: tuple[str | None, str | None] = (None, None),
+    links: str | None = None,
+    well_known: list[Field] | None = None,
+    resource: list[Field] | None = None,
 ) -> list[Field]:
     """The fields of a Span event as OpenTelemetry's span exporter for ``fmt`` writes them.
 
     user_events: ``__csver__``, PartA, PartB (``_typeName`` ``"Span"``, ``name``, ``startTime``,
-    ``success``, ``kind`` (uint32), [``parentId``], [``statusMessage``]), PartC.  ETW:
-    ``__csver__``, PartA, PartC, PartB (``_typeName``, ``name``, ``kind`` (uint8),
-    ``startTime``, [``parentId``], [``statusMessage``], ``success``).  PartA ``time`` is the end.
+    ``success``, ``kind`` (uint32), [``parentId``], [``links``], [well-known], [``statusMessage``]),
+    PartC.  ETW: ``__csver__``, PartA, PartC, PartB (``_typeName``, ``name``, ``kind`` (uint8),
+    ``startTime``, [``parentId``], [``links``], [``statusMessage``], [well-known], ``success``).
+    PartA ``time`` is the end.  ``links`` is the exporters' JSON text of the span's links;
+    ``well_known`` the PartB fields made of well-known attributes (``httpMethod``, ...);
+    ``resource`` resource attributes for PartC (ETW: first; user_events: after the fields).
     """
     start = rfc3339_autosi(start_ns)
     part_a = _otel_part_a(fmt, rfc3339_autosi(stop_ns), trace_id, span_id, cloud, span=True)
+    if resource:
+        fields = [*resource, *fields] if fmt == TRACELOGGING else [*fields, *resource]
     part_c = _otel_part_c(fields)
-    tail: list[Field] = []
+    head: list[Field] = []
     if parent_id:
-        tail.append(("parentId", STR, parent_id))
-    if status_message:
-        tail.append(("statusMessage", STR, status_message))
+        head.append(("parentId", STR, parent_id))
+    if links:
+        head.append(("links", STR, links))
+    status: list[Field] = [("statusMessage", STR, status_message)] if status_message else []
     if fmt == TRACELOGGING:
         part_b: list[Field] = [
             ("_typeName", STR, "Span"),
             ("name", STR, name),
             ("kind", U8, kind),
             ("startTime", STR, start),
-            *tail,
+            *head,
+            *status,
+            *(well_known or ()),
             ("success", BOOL, success),
         ]
         return [_csver(fmt), part_a, *part_c, ("PartB", STRUCT, part_b)]
@@ -361,7 +416,9 @@ def otel_span_fields(
         ("startTime", STR, start),
         ("success", BOOL, success),
         ("kind", U32, kind),
-        *tail,
+        *head,
+        *(well_known or ()),
+        *status,
     ]
     return [_csver(fmt), part_a, ("PartB", STRUCT, part_b), *part_c]
 

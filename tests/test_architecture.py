@@ -48,7 +48,7 @@ _LAYER_TABLE: list[tuple[int, list[str]]] = [
     # 4: the provider, the OS backend choice and status it reports, the process registry
     (4, ["_platform", "_registry", "_provider"]),
     # 5: structlog-free surface helpers
-    (5, ["_resolve", "_activity", "_otel", "_common_schema"]),
+    (5, ["_resolve", "_activity", "_otel", "_common_schema", "otel"]),
     # 6: the structlog surface
     (6, ["_contextvars", "_renderer", "_wrapper", "_stdlib", "testing", "pytest_plugin", ""]),
     # 7: the command line, on top of everything

@@ -48,10 +48,25 @@ except ImportError:  # Windows: the module still imports; UserEventsBackend() sa
 from ..eventheader.spec import register_command, tracepoint_name, validate_provider_name
 from .base import BackendUnavailable, Slot
 
-__all__ = ["DIAG_IOCSREG", "DIAG_IOCSUNREG", "UserEventsBackend", "find_tracefs"]
+__all__ = [
+    "DIAG_IOCSDEL",
+    "DIAG_IOCSREG",
+    "DIAG_IOCSUNREG",
+    "USER_EVENT_REG_PERSIST",
+    "UserEventsBackend",
+    "delete_tracepoint",
+    "find_tracefs",
+]
 
 #: ``_IOWR('*', 0, struct user_reg *)`` on 64-bit Linux.
 DIAG_IOCSREG: Final = 0xC0082A00
+#: ``_IOW('*', 1, char *)`` on 64-bit Linux: delete a tracepoint nobody uses (argument: its name).
+DIAG_IOCSDEL: Final = 0x40082A01
+#: ``struct user_reg`` flag: the tracepoint is not deleted when its last registration goes away
+#: (kernel 6.7+; needs CAP_PERFMON or CAP_SYS_ADMIN, else ``EPERM``; older kernels: ``EINVAL``).
+#: The kernel reuses an existing tracepoint of that name as it is: the flag only counts when the
+#: registration creates it.
+USER_EVENT_REG_PERSIST: Final = 1
 #: ``_IOW('*', 2, struct user_unreg *)`` on 64-bit Linux.
 DIAG_IOCSUNREG: Final = 0x40082A02
 
@@ -150,17 +165,30 @@ class UserEventsBackend:
     :meth:`open_slot` registers ``<provider>_L<level>K<keyword>[G<group>]`` and
     returns a :class:`~structlog_etw.backends.base.Slot` whose ``word[0]`` is the enable word
     the kernel updates; it raises :class:`OSError` when the kernel refuses the
-    registration.  :meth:`write` never raises.  :meth:`close` unregisters every
-    enable word and closes the descriptor; it is idempotent.
+    registration.  ``persist=True`` registers with :data:`USER_EVENT_REG_PERSIST`: tracepoints
+    it creates outlive the backend (``structlog-etw tracepoints --persist``).  :meth:`write`
+    never raises.  :meth:`close` unregisters every enable word and closes the descriptor; it is
+    idempotent.
     """
 
     format: Final = "eventheader"
 
-    __slots__ = ("__weakref__", "_fd", "_lock", "_regs", "_slots", "group", "provider_name", "tracefs")
+    __slots__ = (
+        "__weakref__",
+        "_fd",
+        "_flags",
+        "_lock",
+        "_regs",
+        "_slots",
+        "group",
+        "provider_name",
+        "tracefs",
+    )
 
-    def __init__(self, provider_name: str, group: str | None = None) -> None:
+    def __init__(self, provider_name: str, group: str | None = None, *, persist: bool = False) -> None:
         self.provider_name = provider_name
         self.group = group
+        self._flags = USER_EVENT_REG_PERSIST if persist else 0
         self._fd = -1
         self._lock = threading.Lock()
         self._slots: dict[tuple[int, int], Slot] = {}
@@ -231,7 +259,7 @@ class UserEventsBackend:
                     _USER_REG.size,
                     _ENABLE_BIT,
                     _ENABLE_SIZE,
-                    0,
+                    self._flags,
                     ctypes.addressof(array),
                     ctypes.addressof(cmd_buf),
                     0,
@@ -360,3 +388,21 @@ class UserEventsBackend:
     def __repr__(self) -> str:
         state = "closed" if self._fd < 0 else f"fd={self._fd}"
         return f"UserEventsBackend({self.provider_name!r}, group={self.group!r}, {state})"
+
+
+def delete_tracepoint(name: str, tracefs: str | None = None) -> None:
+    """Delete the user_events tracepoint ``name`` (``DIAG_IOCSDEL``), e.g. a persistent one.
+
+    Raises :class:`OSError` with the kernel's errno: ``EBUSY`` while a process has it registered
+    or a session records it, ``ENOENT`` when there is none of that name, ``EPERM`` for a
+    persistent one without CAP_PERFMON; ``ENODEV`` when this kernel has no user_events.
+    """
+    where = find_tracefs() if tracefs is None else tracefs
+    if where is None:
+        raise OSError(errno.ENODEV, "no tracefs with user_events_data on this kernel")
+    fd = os.open(os.path.join(where, "user_events_data"), os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        # the argument is the name's address: a mutable buffer is passed by pointer
+        fcntl.ioctl(fd, DIAG_IOCSDEL, bytearray(name.encode("utf-8") + b"\0"), True)
+    finally:
+        os.close(fd)

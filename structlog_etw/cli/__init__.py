@@ -56,11 +56,28 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     return parser
 
 
+def _split_command(args: list[str]) -> tuple[list[str], list[str] | None]:
+    """``(args before "--", the command after it)`` for a subcommand whose module sets
+    ``TAKES_COMMAND`` (``tracepoints NAME --register -- COMMAND``); argparse alone cannot take
+    options between a positional and ``--``.  Other subcommands keep ``--`` as argparse reads it."""
+    if "--" not in args:
+        return args, None
+    chosen = next((a for a in args if not a.startswith("-")), None)
+    module = next((m for name, m, _ in COMMANDS if name == chosen), None)
+    if module is None or not getattr(importlib.import_module(module), "TAKES_COMMAND", False):
+        return args, None
+    cut = args.index("--")
+    return args[:cut], args[cut + 1 :]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code (0 ok, 1 problems found, 2 usage error)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
+    args_list, after = _split_command(args_list)
     parser = build_parser(args_list)
     args = parser.parse_args(args_list)
+    if after is not None:
+        args.run_command = after
     run: Callable[[argparse.Namespace], int] | None = getattr(args, "_run", None)
     if run is None:
         parser.print_help(sys.stderr)

@@ -164,7 +164,11 @@ def log_event(rec: LogRecord) -> bytes:
 
 @dataclass
 class SpanRecord:
-    """The parts of an OpenTelemetry span ``export_span`` reads (no links, no well-known attributes)."""
+    """The parts of an OpenTelemetry span ``export_span`` reads.
+
+    ``links`` are ``(trace id, span id)`` hex pairs (written as the exporter's ``links_to_json``
+    text); ``well_known`` the PartB fields of well-known attributes, already renamed
+    (``("httpMethod", "GET")``), in the span's attribute order."""
 
     name: str
     start_time: str
@@ -176,6 +180,10 @@ class SpanRecord:
     kind: int = 0
     status_message: str | None = None
     attributes: tuple[tuple[str, object], ...] = ()
+    links: tuple[tuple[str, str], ...] = ()
+    well_known: tuple[tuple[str, object], ...] = ()
+    cloud_role: str | None = None
+    cloud_role_instance: str | None = None
 
 
 def span_event(span: SpanRecord) -> bytes:
@@ -187,7 +195,14 @@ def span_event(span: SpanRecord) -> bytes:
     eb.add_str("time", span.end_time)
     eb.add_str("ext_dt_traceId", span.trace_id)
     eb.add_str("ext_dt_spanId", span.span_id)
-    eb.set_struct_field_count(mark, 3)
+    count = 3
+    if span.cloud_role is not None:
+        count += 1
+        eb.add_str("ext_cloud_role", span.cloud_role)
+    if span.cloud_role_instance is not None:
+        count += 1
+        eb.add_str("ext_cloud_roleInstance", span.cloud_role_instance)
+    eb.set_struct_field_count(mark, count)
     b_mark = eb.add_struct_with_bookmark("PartB", 5)
     eb.add_str("_typeName", "Span")
     eb.add_str("name", span.name)
@@ -198,7 +213,14 @@ def span_event(span: SpanRecord) -> bytes:
     if span.parent_id is not None:
         eb.add_str("parentId", span.parent_id)
         count += 1
-    if span.status_message:
+    if span.links:
+        text = ",".join(f'{{"toTraceId":"{t}","toSpanId":"{s}"}}' for t, s in span.links)
+        eb.add_str("links", f"[{text}]")
+        count += 1
+    for key, value in span.well_known:
+        _add_attribute(eb, key, value)
+        count += 1
+    if span.status_message and not any(k == "httpStatusCode" for k, _ in span.well_known):
         eb.add_str("statusMessage", span.status_message)
         count += 1
     eb.set_struct_field_count(b_mark, count)
