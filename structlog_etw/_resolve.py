@@ -43,6 +43,7 @@ __all__ = [
     "Invalid",
     "KeywordsByLogger",
     "Resolver",
+    "as_keywords_by_logger",
     "event_header",
     "event_name",
     "keyword_or",
@@ -238,9 +239,37 @@ class KeywordsByLogger:
                 return keyword
         return best
 
+    def _items(self) -> dict[str, int]:
+        return {**self._exact, **{p + "*": k for p, k in self._prefixes}}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (KeywordsByLogger, (self._items(),))  # the mapping, not the cache
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, KeywordsByLogger):
+            return NotImplemented
+        return self._items() == other._items()
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __repr__(self) -> str:
-        items = {**self._exact, **{p + "*": k for p, k in self._prefixes}}
-        return f"KeywordsByLogger({items!r})"
+        return f"KeywordsByLogger({self._items()!r})"
+
+
+def as_keywords_by_logger(value: object) -> KeywordsByLogger:
+    """A ``keywords_by_logger`` argument as a :class:`KeywordsByLogger`: ``None`` (none), a
+    ``KeywordsByLogger`` (itself) or a mapping of logger names to keywords; anything else raises
+    ``TypeError`` (a bad name or keyword in a mapping: ``TypeError``/``ValueError``)."""
+    if value is None:
+        return KeywordsByLogger()
+    if isinstance(value, KeywordsByLogger):
+        return value
+    if isinstance(value, Mapping):
+        return KeywordsByLogger(value)
+    raise TypeError(
+        "keywords_by_logger must be a mapping of logger names to keywords or a KeywordsByLogger, "
+        f"got {type(value).__name__}: {safe_str(value)[:80]}"
+    )
 
 
 # --- one configuration's resolution ------------------------------------------------------------
