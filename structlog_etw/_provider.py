@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
 
 from ._levels import LEVEL_NAMES, check_keyword
-from .backends.base import UNWRITABLE_WORD, Backend, BackendUnavailable, Slot
+from .backends.base import UNKNOWN_WORD, UNWRITABLE_WORD, Backend, BackendUnavailable, Slot
 from .backends.null import DISABLED_WORD, NullBackend
 from .eventheader.spec import error_name as eventheader_error_name
 from .eventheader.spec import validate_provider_name as validate_eventheader_name
@@ -360,6 +360,8 @@ class Provider:
         self.default_keyword = default_keyword
         self._lock = threading.Lock()  # counters and slot table; never held across a write
         self._slots: dict[tuple[int, int], Slot] = {}
+        # The provider word's holder (level 0, keyword 0): re-pointed, never replaced.
+        self._any = Slot(0, 0, UNKNOWN_WORD)
         # Events written: counted without the lock (see _count_written); read by stats().
         self._written = itertools.count()
         self._count_written = self._written.__next__
@@ -475,6 +477,30 @@ class Provider:
                 slot.word, slot.handle = DISABLED_WORD, None
             else:
                 slot.word, slot.handle = fresh.word, fresh.handle
+        self._refresh_any()
+
+    def _refresh_any(self) -> None:
+        """Point :attr:`any_slot` at the backend's provider word (``UNKNOWN_WORD`` when the
+        backend has none, or when the provider is closed or full: then calls must reach a slot)."""
+        word = getattr(self._path.backend, "any_word", UNKNOWN_WORD)
+        if self._closed or len(self._slots) >= self.max_slots:
+            word = UNKNOWN_WORD
+        self._any.word = word
+
+    @property
+    def any_slot(self) -> Slot:
+        """The provider word's holder: ``any_slot.word[0]`` is non-zero whenever a session wants
+        events at any (level, keyword) of this provider, zero when the backend knows none does.
+
+        The same object for the provider's lifetime (its ``word`` is re-pointed when the backend
+        changes), so a hot path may hold it; read ``any_slot.word[0]``, nothing else.  It reads
+        non-zero (``UNKNOWN_WORD``) for a backend without ``any_word``, and once the provider is
+        closed or holds :attr:`max_slots` slots (their events must reach :meth:`write` to be
+        counted).  A pair this process never used has no tracepoint of its own on Linux: a
+        session recording another process's tracepoint of that name is not seen until the first
+        event of the pair here registers it (see docs/performance.md).
+        """
+        return self._any
 
     def _use_factory(self, factory: BackendFactory | None) -> None:
         if self._closed:
@@ -555,6 +581,7 @@ class Provider:
                 # re-points it without touching the objects a backend keeps.
                 slot = Slot(level, keyword, fresh.word, fresh.handle)
             self._slots[(level, keyword)] = slot
+            self._refresh_any()  # the backend may have replaced its provider word; or now full
             return slot
 
     def _count_register_error(self, exc: Exception, locked: bool = False) -> None:
@@ -733,6 +760,7 @@ class Provider:
             backends = {id(b): b for b in (self._path.backend, self._base_backend) if b is not None}
             for slot in self._slots.values():
                 slot.word = UNWRITABLE_WORD
+            self._any.word = UNKNOWN_WORD
         for backend in backends.values():
             try:
                 backend.close()
