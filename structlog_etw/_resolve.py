@@ -24,7 +24,7 @@ merged event dict, so it could not tell which place a value came from).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from ._levels import LEVEL_NAMES, METHOD_LEVELS, check_keyword, valid_keyword, valid_level
@@ -170,8 +170,12 @@ def logger_name(logger: object, event: Mapping[str, Any]) -> object:
     return getattr(record if record is not None else logger, "name", None)
 
 
-class KeywordsByLogger:
+class KeywordsByLogger(Mapping[str, int]):
     """Map logger names to keywords: ``{"db": 0x2, "http": 0x4}``.
+
+    It is itself a read-only mapping of the keys it was given (``dict(names)``, ``names["db"]``,
+    ``==`` with a ``dict``), so it goes wherever a ``keywords_by_logger`` mapping goes; resolving a
+    logger name is :meth:`lookup`.
 
     A key matches the logger of that exact name and every logger below it in the dotted
     hierarchy (``"db"`` matches ``db`` and ``db.pool`` but not ``dbx``), the way stdlib
@@ -242,15 +246,18 @@ class KeywordsByLogger:
     def _items(self) -> dict[str, int]:
         return {**self._exact, **{p + "*": k for p, k in self._prefixes}}
 
+    def __getitem__(self, name: str) -> int:
+        """The keyword given for exactly the key *name* (``"db"``, ``"app_*"``)."""
+        return self._items()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items())
+
+    def __len__(self) -> int:
+        return len(self._exact) + len(self._prefixes)
+
     def __reduce__(self) -> tuple[Any, ...]:
         return (KeywordsByLogger, (self._items(),))  # the mapping, not the cache
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, KeywordsByLogger):
-            return NotImplemented
-        return self._items() == other._items()
-
-    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"KeywordsByLogger({self._items()!r})"

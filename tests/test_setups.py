@@ -266,20 +266,24 @@ class TestQueueHandler:
         assert (event.name, event.fields["message"]) == ("user %s", "user ann")
 
 
-def _worker_logger(name: str) -> Any:
+def _worker_logger(name: str, wrapper: str = "filtering") -> Any:
     renderer = EtwRenderer(name, keywords_by_logger={"db": 0x2}, event_key="msg")
+    if wrapper == "etw":
+        wrapper_class = make_etw_bound_logger(renderer, min_level=logging.INFO)
+    else:
+        wrapper_class = structlog.make_filtering_bound_logger(logging.INFO)
     return structlog.wrap_logger(
         structlog.PrintLogger(),
         processors=[structlog.processors.EventRenamer("msg"), renderer],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        wrapper_class=wrapper_class,
     ).bind(logger="db")
 
 
 class Worker:
     """An object holding a logger, as applications send to a process pool."""
 
-    def __init__(self, name: str) -> None:
-        self.log = _worker_logger(name)
+    def __init__(self, name: str, wrapper: str) -> None:
+        self.log = _worker_logger(name, wrapper)
 
     def run(self) -> list[tuple[str, int, str]]:
         """Log one event in the worker under a capture; what was written."""
@@ -291,21 +295,23 @@ class Worker:
 class TestPickling:
     """Loggers with an ``EtwRenderer`` in their chain pickle and copy as structlog's do."""
 
+    @pytest.mark.parametrize("wrapper", ["filtering", "etw"])
     @pytest.mark.parametrize("method", ["fork", "spawn"])
-    def test_process_pool_worker_holding_a_logger(self, method: str) -> None:
+    def test_process_pool_worker_holding_a_logger(self, method: str, wrapper: str) -> None:
         """``ProcessPoolExecutor.submit(worker.run)`` runs and writes with the renderer's options."""
         if method not in multiprocessing.get_all_start_methods():
             pytest.skip(f"no {method} start method on this platform")
         name = unique_provider()
-        worker = Worker(name)
+        worker = Worker(name, wrapper)
         context = multiprocessing.get_context(method)
         with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
             assert pool.submit(worker.run).result(timeout=120) == [("worked", 0x2, name)]
 
-    def test_pickle_copy_and_deepcopy_keep_every_option(self, etw_capture: EtwCapture) -> None:
+    @pytest.mark.parametrize("wrapper", ["filtering", "etw"])
+    def test_pickle_copy_and_deepcopy_keep_every_option(self, etw_capture: EtwCapture, wrapper: str) -> None:
         """Each copy writes the same event as the original (keyword map, event key, pass-through)."""
         name = unique_provider()
-        log = _worker_logger(name)
+        log = _worker_logger(name, wrapper)
         copies = [log, pickle.loads(pickle.dumps(log)), copy.deepcopy(log), copy.copy(log)]
         for each in copies:
             each.info("same", n=2)
@@ -349,6 +355,12 @@ class TestKeywordsByLoggerArgument:
             ("from_renderer", 0x2),
             ("from_handler", 0x2),
         ]
+
+    def test_it_is_a_mapping_itself(self) -> None:
+        """``dict()``, ``==`` and item access see the keys given, so it goes where a dict goes."""
+        names = KeywordsByLogger({"db": 0x2, "app_*": 0x4})
+        assert dict(names) == {"db": 0x2, "app_*": 0x4} == names
+        assert (names["db"], len(names), names.lookup("db.pool")) == (0x2, 2, 0x2)
 
     def test_the_property_takes_a_mapping(self) -> None:
         """``renderer.keywords_by_logger = {...}`` is normalised to a ``KeywordsByLogger``."""
