@@ -76,6 +76,25 @@ def _format(self: Any, event: Any, args: tuple[Any, ...], kw: dict[str, Any]) ->
         return event
 
 
+#: The field that holds the formatted text of a call whose ``%``-template names the trace event.
+MESSAGE_KEY: Final = "message"
+
+
+def _template(self: Any, event: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """``%``-args of a call whose only output is the trace event: the template stays the event
+    (the trace event's name: one name, one shape per call site, as ``EtwHandler`` names records)
+    and the formatted text goes into the ``message`` field.  A call that passes ``message``
+    itself gets structlog's formatted event; one whose args do not fit, :func:`_format`'s rule."""
+    if MESSAGE_KEY in kw:
+        return _format(self, event, args, kw)
+    try:
+        text = _maybe_interpolate(event, args)
+    except Exception:
+        return _format(self, event, args, kw)  # counted, the args kept as a field
+    kw[MESSAGE_KEY] = text
+    return event
+
+
 def _nop(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
     return None
 
@@ -231,7 +250,7 @@ def _listening_call(
     if event is _CHECK_ONLY:  # asked by the async method
         return True
     if args:
-        event = _format(self, event, args, kw)
+        event = _format(self, event, args, kw) if decision is RUN else _template(self, event, args, kw)
     if decision is DIRECT:
         return _write_direct(self, plan, name, event, kw)
     return self._proxy_to_logger(name, event, **kw)
@@ -312,7 +331,7 @@ def _method(plan: _Plan, level: int, name: str) -> tuple[Callable[..., Any], Cal
         if _listening_call(self, plan, RUN, level, name, _CHECK_ONLY, (), kw) is None:
             return None
         if args:
-            event = _format(self, event, args, kw)
+            event = _template(self, event, args, kw)
         return await _in_executor(self, name, event, kw)
 
     return _named(skip_meth, skip_ameth, name)
