@@ -76,6 +76,25 @@ def _format(self: Any, event: Any, args: tuple[Any, ...], kw: dict[str, Any]) ->
         return event
 
 
+#: The field that holds the formatted text of a call whose ``%``-template names the trace event.
+MESSAGE_KEY: Final = "message"
+
+
+def _template(self: Any, event: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """``%``-args of a call whose only output is the trace event: the template stays the event
+    (the trace event's name: one name, one shape per call site, as ``EtwHandler`` names records)
+    and the formatted text goes into the ``message`` field.  A call that passes ``message``
+    itself gets structlog's formatted event; one whose args do not fit, :func:`_format`'s rule."""
+    if MESSAGE_KEY in kw:
+        return _format(self, event, args, kw)
+    try:
+        text = _maybe_interpolate(event, args)
+    except Exception:
+        return _format(self, event, args, kw)  # counted, the args kept as a field
+    kw[MESSAGE_KEY] = text
+    return event
+
+
 def _nop(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
     return None
 
@@ -231,7 +250,7 @@ def _listening_call(
     if event is _CHECK_ONLY:  # asked by the async method
         return True
     if args:
-        event = _format(self, event, args, kw)
+        event = _format(self, event, args, kw) if decision is RUN else _template(self, event, args, kw)
     if decision is DIRECT:
         return _write_direct(self, plan, name, event, kw)
     return self._proxy_to_logger(name, event, **kw)
@@ -312,7 +331,7 @@ def _method(plan: _Plan, level: int, name: str) -> tuple[Callable[..., Any], Cal
         if _listening_call(self, plan, RUN, level, name, _CHECK_ONLY, (), kw) is None:
             return None
         if args:
-            event = _format(self, event, args, kw)
+            event = _template(self, event, args, kw)
         return await _in_executor(self, name, event, kw)
 
     return _named(skip_meth, skip_ameth, name)
@@ -359,16 +378,15 @@ async def _aexception(self: Any, event: Any = None, *args: Any, **kw: Any) -> An
 
 
 class _Config:
-    """One ``make_etw_bound_logger`` configuration: its resolver, minimum level, the arguments it
-    is pickled as, and its classes (one per chain plan, built once, at most :data:`_CLASSES_MAX`)."""
+    """One ``make_etw_bound_logger`` configuration: its resolver and minimum level (what it is
+    pickled as), and its classes (one per chain plan, built once, at most :data:`_CLASSES_MAX`)."""
 
-    __slots__ = ("classes", "last", "min_level", "name", "resolver", "root", "spec")
+    __slots__ = ("classes", "last", "min_level", "name", "resolver", "root")
 
-    def __init__(self, resolver: Resolver, min_level: int, name: str, spec: dict[str, Any]) -> None:
+    def __init__(self, resolver: Resolver, min_level: int, name: str) -> None:
         self.resolver = resolver
         self.min_level = min_level
         self.name = name
-        self.spec = spec
         self.classes: dict[tuple[Any, ...], type[Any]] = {}
         #: The last chain seen and its plan: (processors, length, last processor, plan).
         self.last: tuple[Any, int, Any, _Plan] | None = None
@@ -413,20 +431,31 @@ class _EtwLoggerType(type):
 
 
 def _class_from_spec(spec: dict[str, Any]) -> type[Any]:
-    """The class ``make_etw_bound_logger(**spec)`` returns (what a pickled class becomes)."""
-    names = spec.get("names")
-    args = {k: v for k, v in spec.items() if k != "names"}
-    cls = make_etw_bound_logger(**args)
-    if names is not None:
-        config: _Config = cls._etw_config  # type: ignore[attr-defined]
-        if config.resolver.names is not names:
-            config.resolver.set_names(names)
-    return cls
+    """The class a pickled class stands for: its configuration, rebuilt from names and values."""
+    resolver = resolver_for(
+        spec["provider"], spec["default_keyword"], None, spec["group"], spec["provider_id"]
+    )
+    if spec["names"] is not None:
+        resolver.set_names(spec["names"])
+    return _configured(resolver, spec["min_level"])
 
 
 def _reduce_class(cls: type[Any]) -> tuple[Any, ...]:
+    """A class pickles as its configuration's names and values (a provider by its name, group
+    and GUID; the keyword map): never a provider or renderer object, so that it pickles whether
+    or not they do."""
     config: _Config = cls._etw_config
-    return (_class_from_spec, (config.spec,))
+    resolver = config.resolver
+    provider = resolver.provider
+    spec = {
+        "provider": provider.name,
+        "group": provider.group,
+        "provider_id": provider.provider_id if provider.format == "tracelogging" else None,
+        "default_keyword": resolver.default_keyword,
+        "names": resolver.names if resolver.by_name else None,
+        "min_level": config.min_level,
+    }
+    return (_class_from_spec, (spec,))
 
 
 copyreg.pickle(_EtwLoggerType, _reduce_class)
@@ -532,61 +561,8 @@ def _build(name: str, base: type[Any], namespace: dict[str, Any]) -> type[_EtwBo
     return cast("type[_EtwBoundLoggerBase]", _EtwLoggerType(name, (base,), namespace))
 
 
-def _spec(
-    target: str | Provider | EtwRenderer,
-    resolver: Resolver,
-    min_level: int,
-    keywords_by_logger: Mapping[str, int] | None,
-    group: str | None,
-    provider_id: uuid.UUID | str | None,
-) -> dict[str, Any]:
-    """The ``make_etw_bound_logger`` arguments a class is pickled as: names and values only (a
-    provider by its name and options, a renderer by its provider and keyword map), never the
-    objects, so that the class pickles whether or not they do."""
-    provider = resolver.provider
-    if isinstance(target, str):
-        spec: dict[str, Any] = {"provider_or_name": target, "group": group, "provider_id": provider_id}
-        spec["keywords_by_logger"] = dict(keywords_by_logger) if keywords_by_logger else None
-    else:
-        spec = {"provider_or_name": provider.name, "group": provider.group, "provider_id": None}
-        spec["keywords_by_logger"] = None
-        spec["names"] = resolver.names if resolver.by_name else None
-    spec["min_level"] = min_level
-    spec["default_keyword"] = resolver.default_keyword
-    return spec
-
-
-#: make_etw_bound_logger's classes by their arguments: the same configuration, the same class.
-_CLASSES: dict[tuple[Any, ...], tuple[object, type[Any]]] = {}
-
-
-def _config_key(
-    target: object,
-    min_level: int,
-    default_keyword: int | None,
-    keywords_by_logger: object,
-    group: object,
-    provider_id: object,
-) -> tuple[Any, ...] | None:
-    """The cache key of a configuration, or ``None`` when its arguments do not hash."""
-    try:
-        names = (
-            None
-            if keywords_by_logger is None
-            else tuple(sorted(cast("Mapping[str, int]", keywords_by_logger).items()))
-        )
-        key = (
-            target if isinstance(target, str) else id(target),
-            min_level,
-            default_keyword,
-            names,
-            group,
-            str(provider_id) if provider_id is not None else None,
-        )
-        hash(key)
-    except Exception:
-        return None
-    return key
+#: make_etw_bound_logger's classes by configuration: the same configuration, the same class.
+_CLASSES: dict[tuple[Any, ...], type[Any]] = {}
 
 
 _CACHE_MAX: Final = 256
@@ -650,19 +626,19 @@ def make_etw_bound_logger(
     """
     min_level = stdlib_level(min_level)
     resolver = resolver_for(provider_or_name, default_keyword, keywords_by_logger, group, provider_id)
-    key = _config_key(provider_or_name, min_level, default_keyword, keywords_by_logger, group, provider_id)
-    if key is not None:
-        cached = _CLASSES.get(key)
-        if cached is not None:
-            target, cls = cached
-            if (target is provider_or_name or isinstance(target, str)) and (
-                cls._etw_config.resolver.provider is resolver.provider
-            ):
-                return cast("type[FilteringBoundLogger]", cls)
+    return cast("type[FilteringBoundLogger]", _configured(resolver, min_level))
+
+
+def _configured(resolver: Resolver, min_level: int) -> type[Any]:
+    """The class of a configuration (provider, minimum level, default keyword, keyword map):
+    built once, then the same class for the same configuration (at most ``_CACHE_MAX`` kept)."""
+    key = (resolver.provider, min_level, resolver.default_keyword, repr(resolver.names))
+    cached = _CLASSES.get(key)
+    if cached is not None:
+        return cached
     level_name = logging.getLevelName(min_level).capitalize().replace(" ", "")
     cls_name = f"EtwBoundLoggerAt{level_name}"
-    spec = _spec(provider_or_name, resolver, min_level, keywords_by_logger, group, provider_id)
-    config = _Config(resolver, min_level, cls_name, spec)
+    config = _Config(resolver, min_level, cls_name)
     root = _build(
         cls_name,
         _EtwBoundLoggerBase,
@@ -674,11 +650,9 @@ def make_etw_bound_logger(
         },
     )
     config.root = root
-    if key is not None:
-        if len(_CLASSES) >= _CACHE_MAX:
-            _CLASSES.clear()
-        _CLASSES[key] = (provider_or_name, root)
-    return cast("type[FilteringBoundLogger]", root)
+    if len(_CLASSES) >= _CACHE_MAX:
+        _CLASSES.clear()
+    return _CLASSES.setdefault(key, root)
 
 
 _CONTROL_SET: Final = frozenset(CONTROL_KEYS)

@@ -54,12 +54,18 @@ def test_enabled_call_runs_processors_and_writes_event(etw_capture: EtwCapture) 
     renderer, spy, cls = _setup(etw_capture)
     log = bound(cls, [spy, renderer], request="r1")
     assert log.warning("user %s logged in", "ann", attempts=3) is None
-    assert spy.calls == [("warning", {"request": "r1", "attempts": 3, "event": "user ann logged in"})]
+    # The template names the trace event, the formatted text is the message field (issue 26, 8).
+    assert spy.calls == [
+        (
+            "warning",
+            {"request": "r1", "attempts": 3, "message": "user ann logged in", "event": "user %s logged in"},
+        )
+    ]
     (event,) = etw_capture.events
-    assert event.name == "user ann logged in"
+    assert event.name == "user %s logged in"
     assert event.level == 3
     assert event.keyword == 1
-    assert event.fields == {"request": "r1", "attempts": 3}
+    assert event.fields == {"request": "r1", "attempts": 3, "message": "user ann logged in"}
 
 
 def test_each_method_writes_at_its_level(etw_capture: EtwCapture) -> None:
