@@ -262,6 +262,9 @@ class Provider:
         self._close_pending = False  # close() re-entered a registration: the holder closes
         self._base_backend: Backend[Any] | None = None  # the OS backend (or null), created lazily
         self._path: _WritePath[bytes] | _WritePath[TraceLoggingEvent]
+        # Events the encoders of earlier write paths cut (each backend switch brings a new
+        # encoder): stats()["truncated"] counts across switches, as every other count does.
+        self._truncated_before = 0
         self.format = "eventheader"
         factory = REGISTRY.factory
         routed = backend is None
@@ -359,6 +362,9 @@ class Provider:
             path = _write_path("eventheader", backend, self.name, self.group)
         owned = self._guard.enter()
         try:
+            previous = getattr(self, "_path", None)
+            if previous is not None:
+                self._truncated_before += previous.encoder.truncated
             self._path = path
             self.format = path.format
             for slot in list(self._slots.values()):  # our own Slot objects: re-pointed in place
@@ -634,8 +640,10 @@ class Provider:
         """A snapshot: ``written``, ``dropped`` {reason: n}, ``errors`` {code name: n},
         ``invalid`` {control key: n}, ``truncated``, ``format``, ``backend``, ``closed``,
         ``slots`` (registered (level, keyword) pairs) and ``max_slots``.  Takes no lock (each
-        count is read as it stands; a signal handler may call it).
+        count is read as it stands; a signal handler may call it).  The counts cover the
+        provider's lifetime, across backend switches (a capture and back) too.
         """
+        before = self._truncated_before  # before the path: a switch in between never counts twice
         path = self._path
         return {
             "provider": self.name,
@@ -643,7 +651,7 @@ class Provider:
             "dropped": self._dropped.snapshot(),
             "errors": self._errors.snapshot(),
             "invalid": self._invalid.snapshot(),
-            "truncated": path.encoder.truncated,
+            "truncated": before + path.encoder.truncated,
             "format": self.format,
             "backend": repr(path.backend),
             "closed": self._closed,

@@ -27,6 +27,7 @@ from structlog_etw import (
     EtwRenderer,
     KeywordsByLogger,
     etw_activity,
+    get_provider,
     make_etw_bound_logger,
 )
 from structlog_etw.testing import CapturedEvent, EtwCapture, capture_etw_events
@@ -552,3 +553,24 @@ class TestOpenTelemetryInstrumentation:
         assert got["otel"] == [["first", trace_id], ["second", trace_id]]
         expected = [["first", trace_id, span_id], ["second", trace_id, span_id]] if listening == "on" else []
         assert got["etw"] == expected
+
+
+class TestCountersAcrossBackendSwitches:
+    """``stats()`` counts are cumulative across backend switches (a capture and back)."""
+
+    def test_truncated_stays_counted_after_a_capture(self) -> None:
+        """Inside a capture and after it ``truncated`` reads what ``written`` reads: 1, then 2."""
+        renderer = EtwRenderer(unique_provider())
+        log = structlog.wrap_logger(structlog.PrintLogger(), processors=[renderer])
+        provider = get_provider(renderer.provider.name)
+        assert provider is renderer.provider
+        with capture_etw_events():
+            log.info("long", text="x" * 100_000)
+            inside = provider.stats()
+        after = provider.stats()
+        with capture_etw_events("tracelogging"):
+            log.info("long", text="x" * 100_000)
+        again = provider.stats()
+        assert (inside["written"], inside["truncated"]) == (1, 1)
+        assert (after["written"], after["truncated"]) == (1, 1)
+        assert (again["written"], again["truncated"]) == (2, 2)
