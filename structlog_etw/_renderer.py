@@ -364,7 +364,7 @@ class EtwRenderer:
 
     def _copy(self, provider: Provider | None) -> EtwRenderer:
         names = self._resolver.names
-        return EtwRenderer(
+        return type(self)(
             self.provider.name,
             provider=provider,
             keywords_by_logger=names if names else None,
@@ -377,7 +377,7 @@ class EtwRenderer:
         that name in its process)."""
         names = self._resolver.names
         options = {**self._options, **self._created, "keywords_by_logger": names if names else None}
-        return (restore_renderer, (self.provider.name, options))
+        return (restore_renderer, (self.provider.name, options, type(self)))
 
     def __copy__(self) -> EtwRenderer:
         """A renderer of the same options writing to the same provider."""
@@ -580,6 +580,9 @@ class EtwRenderer:
             provider.write(slot, name, fields, opcode, tags, current[0], current[1])
 
 
-def restore_renderer(provider_name: str, options: dict[str, Any]) -> EtwRenderer:
-    """An unpickled :class:`EtwRenderer`: the process's provider *provider_name*, these options."""
-    return EtwRenderer(provider_name, **options)
+def restore_renderer(
+    provider_name: str, options: dict[str, Any], cls: type[EtwRenderer] = EtwRenderer
+) -> EtwRenderer:
+    """An unpickled :class:`EtwRenderer` (or subclass *cls*, built with the same arguments): the
+    process's provider *provider_name*, these options."""
+    return cls(provider_name, **options)

@@ -293,6 +293,10 @@ class Worker:
         return [(e.name, e.keyword, e.provider) for e in capture.events]
 
 
+class CountingRenderer(EtwRenderer):
+    """A subclass of the renderer, as applications write them."""
+
+
 class TestPickling:
     """Loggers with an ``EtwRenderer`` in their chain pickle and copy as structlog's do."""
 
@@ -327,6 +331,12 @@ class TestPickling:
         clone = copy.deepcopy(renderer)
         assert clone.provider is renderer.provider
         assert (clone.passthrough_level, clone.default_keyword) == (logging.WARNING, 0x8)
+
+    def test_a_subclass_stays_its_class(self) -> None:
+        """A renderer subclass pickles and copies as its own class."""
+        renderer = CountingRenderer(unique_provider(), event_key="msg")
+        for clone in (pickle.loads(pickle.dumps(renderer)), copy.deepcopy(renderer), copy.copy(renderer)):
+            assert type(clone) is CountingRenderer and clone.event_key == "msg"
 
     def test_a_replaced_keyword_map_is_what_pickles(self) -> None:
         """The current ``keywords_by_logger`` travels, not the one given at construction."""
