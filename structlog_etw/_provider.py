@@ -1,9 +1,16 @@
-"""Providers: a backend, an encoder and counters, shared process-wide by name.
+"""Providers: a backend, an encoder and counters; the process registry's members.
 
-A :class:`Provider` is what a renderer or handler writes to.  It picks the OS backend
-(Linux user_events with EventHeader, Windows ETW with TraceLogging, else nothing), keeps one
-cached :class:`~structlog_etw.backends.base.Slot` per (level, keyword), and never raises from
-:meth:`Provider.write`: what cannot be written is counted in :meth:`Provider.stats`.
+A :class:`Provider` is what a renderer or handler writes to.  It pairs the backend (the OS's,
+chosen by :mod:`structlog_etw._platform`, a capture's, or one the program gives) with the
+encoder of that backend's format, keeps one cached :class:`~structlog_etw.backends.base.Slot`
+per (level, keyword), and never raises from :meth:`Provider.write`: what cannot be written is
+counted in :meth:`Provider.stats`.  Every provider is a member of the process registry
+(:mod:`structlog_etw._registry`), however it was made.
+
+Nothing a signal handler or a ``__del__`` can re-enter waits on a lock: the counts are
+:class:`~structlog_etw._counters.Tally` counts, ``stats()`` reads snapshots, and slot
+registration holds a :class:`~structlog_etw._counters.Guard` that tells a re-entry (the event is
+then counted as ``dropped["reentrant"]``) instead of waiting for it.
 
 This module knows nothing about structlog.
 """
@@ -12,27 +19,32 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import enum
 import errno as _errno
 import itertools
-import os
-import sys
-import threading
 import uuid
-import warnings
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
 
+from . import _platform
+from ._counters import Guard, Tally, count_value
 from ._levels import LEVEL_NAMES, check_keyword
+from ._platform import (
+    EtwUnavailableWarning,
+    ProviderStatus,
+    StatusReason,
+    name_problem,
+    os_format,
+    status_reason,
+    unavailable_code,
+    warn_once,
+)
+from ._registry import REGISTRY, BackendFactory
 from .backends.base import UNKNOWN_WORD, UNWRITABLE_WORD, Backend, BackendUnavailable, Slot
 from .backends.null import DISABLED_WORD, NullBackend
 from .eventheader.spec import error_name as eventheader_error_name
-from .eventheader.spec import validate_provider_name as validate_eventheader_name
 from .fields import Field
 from .tracelogging.spec import TraceLoggingEvent
 from .tracelogging.spec import error_name as tracelogging_error_name
-from .tracelogging.spec import validate_provider_name as validate_tracelogging_name
 
 if TYPE_CHECKING:
     from .eventheader.encoder import EventHeaderEncoder
@@ -47,12 +59,9 @@ __all__ = [
     "StatusReason",
     "close_all",
     "get_provider",
+    "providers",
     "set_backend_factory",
 ]
-
-#: ``f(provider_name, group, provider_id) -> backend``: how :func:`set_backend_factory` builds
-#: backends (``provider_id``: the GUID EventRegister would receive, for TraceLogging backends).
-BackendFactory = Callable[[str, "str | None", uuid.UUID], "Backend[Any]"]
 
 E = TypeVar("E")
 E_co = TypeVar("E_co", covariant=True)
@@ -66,7 +75,8 @@ class _Encoder(Protocol[E_co]):
     its values cut (the size policy); ``truncated`` counts events written with values cut.
     """
 
-    truncated: int
+    @property
+    def truncated(self) -> int: ...
 
     def encode(
         self,
@@ -95,6 +105,10 @@ class _Encoder(Protocol[E_co]):
 #: Results of :meth:`_WritePath.write` that are not backend codes (those are >= 0).
 _TOO_LARGE: Final = -1
 _ENCODE_ERROR: Final = -2
+_INTERNAL_ERROR: Final = -3
+#: The handle of a slot asked for by a signal handler or ``__del__`` while this thread was
+#: registering a slot of the same provider: never cached, its events counted as ``reentrant``.
+_REENTERED: Final[Any] = object()
 
 
 class _WritePath(Generic[E]):
@@ -127,14 +141,18 @@ class _WritePath(Generic[E]):
         activity_id: bytes | None,
         related_id: bytes | None,
     ) -> int:
-        """0 written; else the backend's error code, :data:`_TOO_LARGE` or :data:`_ENCODE_ERROR`."""
+        """0 written; else the backend's error code, :data:`_TOO_LARGE`, :data:`_ENCODE_ERROR` or
+        :data:`_INTERNAL_ERROR` (a backend that raised).  Never raises."""
         try:
             event = self.encoder.encode(name, fields, slot.level, opcode, tag, activity_id, related_id)
         except Exception:
             return _ENCODE_ERROR
         if event is None:
             return _TOO_LARGE
-        return self.backend.write(slot, event, opcode, activity_id, related_id)
+        try:
+            return self.backend.write(slot, event, opcode, activity_id, related_id)
+        except Exception:
+            return _INTERNAL_ERROR
 
 
 #: Levels registered up front for the default keyword (critical .. verbose).
@@ -148,152 +166,12 @@ DEFAULT_LEVELS: Final = tuple(LEVEL_NAMES)
 #: as ``dropped["slot_limit"]`` (docs/reliability.md).
 DEFAULT_MAX_SLOTS: Final = 256
 
-#: The platform whose OS backend providers use (internal: tests set "win32" together with
-#: ``_ETW_LIBRARY`` to run the Windows path against the compiled fake ETW library).
-_PLATFORM: str = sys.platform
-#: Shared library the Windows backend loads instead of the Windows DLLs (internal, tests only).
-_ETW_LIBRARY: str | None = None
-
-
-class EtwUnavailableWarning(RuntimeWarning):
-    """A provider runs disabled: this process cannot write trace events (no user_events, no ETW, ...).
-
-    Warned once per reason, when the provider is created, pointing at the line of your code that
-    created it (an ``EtwRenderer``, ``EtwHandler``, ``get_provider`` call); ``Provider.status``
-    tells the same at any time.  Log calls still return normally; the events are dropped.  A
-    subclass of ``RuntimeWarning``; filter it by class, e.g. in pytest's ini options:
-    ``filterwarnings = ["ignore::structlog_etw.EtwUnavailableWarning"]``.
-    """
-
-
-class StatusReason(str, enum.Enum):
-    """Why a provider writes where it writes, or why it cannot: :attr:`ProviderStatus.reason`."""
-
-    #: The OS backend is open (Linux user_events, Windows ETW): a session may listen.
-    OS = "os"
-    #: Events go to a backend given by the program: ``Provider(backend=...)`` or a capture.
-    CUSTOM_BACKEND = "custom_backend"
-    #: :meth:`Provider.close` (or ``close_all`` at exit) was called.
-    CLOSED = "closed"
-    #: Neither Linux nor Windows.
-    UNSUPPORTED_PLATFORM = "unsupported_platform"
-    #: Linux older than 6.4 (user_events appeared in 6.4).
-    KERNEL_TOO_OLD = "kernel_too_old"
-    #: No tracefs with ``user_events_data`` (no ``CONFIG_USER_EVENTS``, or tracefs not mounted).
-    NO_USER_EVENTS = "no_user_events"
-    #: ``user_events_data`` exists but this process may not open it (docs/linux.md).
-    PERMISSION_DENIED = "permission_denied"
-    #: ``user_events_data`` could not be opened for another reason.
-    OPEN_FAILED = "open_failed"
-    #: Windows: the ETW library does not load, or EventRegister failed.
-    ETW_UNAVAILABLE = "etw_unavailable"
-    #: The provider name (or group) is not valid in the format of this OS's backend.
-    INVALID_NAME = "invalid_name"
-    #: The encoder of the backend's format could not be imported.
-    ENCODER_UNAVAILABLE = "encoder_unavailable"
-    #: A backend (e.g. one of yours) reported itself unavailable without a code.
-    UNAVAILABLE = "unavailable"
-
-
-@dataclass(frozen=True)
-class ProviderStatus:
-    """What :attr:`Provider.status` reports: can events leave this process, and if not, why."""
-
-    #: True when the provider writes to a live backend (OS or yours): events are written
-    #: whenever a session listens.  False when it runs disabled or is closed.
-    available: bool
-    #: The reason as a code: compare with :class:`StatusReason` members.
-    reason: StatusReason
-    #: The reason in words (the text of the one-time :class:`EtwUnavailableWarning`).
-    detail: str
-    #: ``repr`` of the backend events go to.
-    backend: str
-
-
-def _status_reason(code: str) -> StatusReason:
-    try:
-        return StatusReason(code)
-    except ValueError:
-        return StatusReason.UNAVAILABLE
-
-
-_warned: set[str] = set()
-_warn_lock = threading.Lock()
-_PACKAGE_DIR: Final = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_LOGGING_DIR: Final = os.path.dirname(os.path.abspath(warnings.__file__)) + os.sep + "logging" + os.sep
-
-
-def _user_stacklevel() -> int:
-    """The ``stacklevel`` of ``warnings.warn`` called by :func:`_warn_once` that points at the first
-    frame outside structlog-etw, structlog and ``logging`` (``dictConfig``): the user's line."""
-    skip = [_PACKAGE_DIR, _LOGGING_DIR]
-    structlog_module = sys.modules.get("structlog")
-    structlog_file = getattr(structlog_module, "__file__", None)
-    if structlog_file:
-        skip.append(os.path.dirname(os.path.abspath(structlog_file)) + os.sep)
-    prefixes = tuple(skip)
-    level = 2  # 1: _warn_once's own warnings.warn line; 2: its caller
-    frame = sys._getframe(2)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if "importlib" in filename and "_bootstrap" in filename:
-            frame = frame.f_back  # type: ignore[assignment]
-            continue  # warnings.warn does not count these frames either
-        if not filename.startswith(prefixes):
-            return level
-        frame = frame.f_back  # type: ignore[assignment]
-        level += 1
-    return 2
-
-
-def _warn_once(provider: str, reason: str) -> None:
-    with _warn_lock:
-        if reason in _warned:
-            return
-        _warned.add(reason)
-    warnings.warn(
-        f"structlog-etw: provider {provider!r} runs disabled (events are dropped): {reason}",
-        EtwUnavailableWarning,
-        stacklevel=_user_stacklevel(),
-    )
-
-
-def _os_format() -> str:
-    """The event format of this platform's OS backend."""
-    return "tracelogging" if _PLATFORM == "win32" else "eventheader"
-
-
-def _default_backend(name: str, group: str | None, guid: uuid.UUID | None = None) -> Backend[Any]:
-    """The OS backend for this platform; raises BackendUnavailable when there is none.
-
-    ``guid`` is an explicit ETW provider GUID (Windows only; default: the name hash).
-    """
-    if _PLATFORM.startswith("linux"):
-        try:
-            from .backends.user_events import UserEventsBackend  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
-        except ImportError as exc:
-            raise BackendUnavailable(f"user_events backend not importable: {exc}", "unavailable") from exc
-        return UserEventsBackend(name, group)
-    if _PLATFORM == "win32":
-        try:
-            from .backends.etw import EtwBackend  # noqa: PLC0415
-            from .tracelogging.spec import group_guid, provider_id, provider_traits  # noqa: PLC0415
-        except ImportError as exc:
-            raise BackendUnavailable(f"ETW backend not importable: {exc}") from exc
-        # The traits must equal TraceLoggingEncoder(name, group).traits (group: GUID or name hash).
-        return EtwBackend(
-            name,
-            provider_id(name) if guid is None else guid,
-            provider_traits(name, group_guid(group)),
-            library=_ETW_LIBRARY,
-        )
-    raise BackendUnavailable(f"no trace facility on platform {_PLATFORM!r}", "unsupported_platform")
-
 
 def _write_path(
     fmt: str, backend: Backend[Any], name: str, group: str | None
 ) -> _WritePath[bytes] | _WritePath[TraceLoggingEvent]:
-    """The encoder for ``fmt`` paired with ``backend`` (encoders load on first use)."""
+    """The encoder for ``fmt`` paired with ``backend`` (each encoder loads on first use, so a
+    provider of one format never imports the other format's encoder)."""
     if fmt == "eventheader":
         from .eventheader.encoder import EventHeaderEncoder  # noqa: PLC0415
 
@@ -307,6 +185,13 @@ def _write_path(
     raise ValueError(f"backend format {fmt!r} is neither 'eventheader' nor 'tracelogging'")
 
 
+def _validate_name(name: str, group: str | None, fmt: str) -> None:
+    """Raise ValueError unless ``fmt`` (``eventheader`` or ``tracelogging``) can carry the name."""
+    problem = name_problem(name, group, fmt)
+    if problem is not None:
+        raise ValueError(problem)
+
+
 class Provider:
     """One trace provider (e.g. ``MyCompany_MyService``): slots, an encoder, a backend, stats.
 
@@ -314,7 +199,10 @@ class Provider:
     with the same name shares one registration.  At construction the default keyword is
     registered at levels 1-5, plus every keyword in ``keywords``, so that trace tools can name
     the tracepoints before the first event; other (level, keyword) pairs are registered on
-    first use.
+    first use.  A provider made with the constructor is a member of the process registry all
+    the same: :func:`close_all` closes it, a capture (``capture_etw_events()``) routes it unless
+    it was given a ``backend`` of its own, and :func:`get_provider` of its name gives it while it
+    is open.
 
     ``max_slots`` bounds the (level, keyword) pairs the provider registers, the ones registered
     up front included (default 256, ``DEFAULT_MAX_SLOTS``; on Linux each is a kernel tracepoint).
@@ -358,26 +246,30 @@ class Provider:
         self.group = group
         self._explicit_id = explicit_id
         self.default_keyword = default_keyword
-        self._lock = threading.Lock()  # counters and slot table; never held across a write
+        # Slot registration and backend switches; never held across a write, and a re-entry
+        # (a signal handler, a __del__) is told, not waited for.
+        self._guard = Guard()
         self._slots: dict[tuple[int, int], Slot] = {}
         # The provider word's holder (level 0, keyword 0): re-pointed, never replaced.
         self._any = Slot(0, 0, UNKNOWN_WORD)
-        # Events written: counted without the lock (see _count_written); read by stats().
+        # The counts: lock-free (see _counters).  Written: one C call per event.
         self._written = itertools.count()
         self._count_written = self._written.__next__
-        self._written_reads = 0  # values stats() took from _written (under the lock)
-        self._dropped: dict[str, int] = {}
-        self._errors: dict[str, int] = {}
-        self._invalid: dict[str, int] = {}
+        self._dropped = Tally()
+        self._errors = Tally()
+        self._invalid = Tally()
         self._closed = False
+        self._close_pending = False  # close() re-entered a registration: the holder closes
         self._base_backend: Backend[Any] | None = None  # the OS backend (or null), created lazily
         self._path: _WritePath[bytes] | _WritePath[TraceLoggingEvent]
         self.format = "eventheader"
-        if backend is None and _factory is None:
-            _validate_name(name, group, _os_format())  # before anything is registered with the OS
+        factory = REGISTRY.factory
+        routed = backend is None
+        if backend is None and factory is None:
+            _validate_name(name, group, os_format())  # before anything is registered with the OS
             backend = self._os_backend()
         elif backend is None:
-            backend = self._backend_from(_factory, strict=True)
+            backend = self._backend_from(factory, strict=True)
         else:
             _validate_name(name, group, backend.format)
         self._install(backend)
@@ -386,6 +278,9 @@ class Provider:
         for kw in keywords:
             for level in DEFAULT_LEVELS:
                 self.slot(level, kw)
+        REGISTRY.add(self, self.close, self._after_fork, self._use_factory if routed else None)
+        if routed and REGISTRY.factory is not factory:  # the factory changed while we were made
+            self._use_factory(REGISTRY.factory)
 
     # -- backend ---------------------------------------------------------------------------
     @property
@@ -404,24 +299,21 @@ class Provider:
         :attr:`status` tells the reason all the same.
         """
         if self._base_backend is None:
-            fmt = _os_format()
-            problem = _name_problem(self.name, self.group, fmt)
+            fmt = os_format()
+            problem = name_problem(self.name, self.group, fmt)
             if problem is not None:  # e.g. back from a TraceLogging capture with a dotted name
                 reason = f"the {fmt} format cannot use this provider: {problem}"
                 if warn:
-                    _warn_once(self.name, reason)
+                    warn_once(self.name, reason)
                 self._base_backend = NullBackend(reason, fmt, StatusReason.INVALID_NAME.value)
                 return self._base_backend
             try:
-                self._base_backend = _default_backend(self.name, self.group, self._explicit_id)
+                self._base_backend = _platform.default_backend(self.name, self.group, self._explicit_id)
             except BackendUnavailable as exc:
                 reason = str(exc) or type(exc).__name__
-                code = getattr(exc, "reason", "unavailable")
-                if code == "unavailable" and _PLATFORM == "win32":
-                    code = StatusReason.ETW_UNAVAILABLE.value
                 if warn:
-                    _warn_once(self.name, reason)
-                self._base_backend = NullBackend(reason, fmt, code)
+                    warn_once(self.name, reason)
+                self._base_backend = NullBackend(reason, fmt, unavailable_code(exc))
         return self._base_backend
 
     def _backend_from(
@@ -440,10 +332,10 @@ class Provider:
         except BackendUnavailable as exc:
             reason = str(exc) or type(exc).__name__
             if warn:
-                _warn_once(self.name, reason)
+                warn_once(self.name, reason)
             return NullBackend(reason, code=getattr(exc, "reason", "unavailable"))
         fmt = backend.format
-        problem = _name_problem(self.name, self.group, fmt)
+        problem = name_problem(self.name, self.group, fmt)
         if problem is None:
             return backend
         with contextlib.suppress(Exception):
@@ -452,7 +344,7 @@ class Provider:
             raise ValueError(problem)
         reason = f"the {fmt} format cannot use this provider: {problem}"
         if warn:
-            _warn_once(self.name, reason)
+            warn_once(self.name, reason)
         return NullBackend(reason, fmt, StatusReason.INVALID_NAME.value)
 
     def _install(self, backend: Backend[Any]) -> None:
@@ -462,22 +354,25 @@ class Provider:
             path = _write_path(fmt, backend, self.name, self.group)
         except ImportError as exc:
             reason = f"{fmt} encoder not importable: {exc}"
-            _warn_once(self.name, reason)
+            warn_once(self.name, reason)
             backend = NullBackend(reason, "eventheader", StatusReason.ENCODER_UNAVAILABLE.value)
             path = _write_path("eventheader", backend, self.name, self.group)
-        with self._lock:
+        owned = self._guard.enter()
+        try:
             self._path = path
             self.format = path.format
-            slots = list(self._slots.values())
-        for slot in slots:  # the provider's own Slot objects: re-pointed, never the backend's
-            try:
-                fresh = backend.open_slot(slot.level, slot.keyword)
-            except Exception as exc:
-                self._count_register_error(exc)
-                slot.word, slot.handle = DISABLED_WORD, None
-            else:
-                slot.word, slot.handle = fresh.word, fresh.handle
-        self._refresh_any()
+            for slot in list(self._slots.values()):  # our own Slot objects: re-pointed in place
+                try:
+                    fresh = backend.open_slot(slot.level, slot.keyword)
+                except Exception as exc:
+                    self._count_register_error(exc)
+                    slot.word, slot.handle = DISABLED_WORD, None
+                else:
+                    slot.word, slot.handle = fresh.word, fresh.handle
+            self._refresh_any()
+        finally:
+            if owned:
+                self._leave()
 
     def _refresh_any(self) -> None:
         """Point :attr:`any_slot` at the backend's provider word (``UNKNOWN_WORD`` when the
@@ -503,6 +398,7 @@ class Provider:
         return self._any
 
     def _use_factory(self, factory: BackendFactory | None) -> None:
+        """Write to ``factory``'s backend from now on (None: the OS backend); the registry calls it."""
         if self._closed:
             return
         old = self._path.backend
@@ -511,7 +407,18 @@ class Provider:
         new = self._backend_from(factory, warn=False)
         self._install(new)
         if old is not self._base_backend and old is not new:
-            old.close()
+            with contextlib.suppress(Exception):
+                old.close()
+
+    def _after_fork(self) -> None:
+        """In a fork child: fresh locks for the provider and for its encoder and backends."""
+        import threading  # noqa: PLC0415 - only in a fork child
+
+        self._guard.renew()
+        parts: tuple[object, ...] = (self._path.encoder, self._path.backend, self._base_backend)
+        for part in parts:
+            if isinstance(getattr(part, "_lock", None), type(threading.Lock())):
+                part._lock = threading.Lock()  # type: ignore[attr-defined]
 
     @property
     def backend(self) -> Backend[Any]:
@@ -523,16 +430,15 @@ class Provider:
         """Whether events can leave this process, and if not why (a :class:`StatusReason` code).
 
         ``provider.status.reason is StatusReason.NO_USER_EVENTS``, rather than parsing
-        ``stats()["backend"]``.  Reading it never raises and registers nothing.
+        ``stats()["backend"]``.  Reading it never raises, registers nothing and takes no lock.
         """
-        with self._lock:
-            backend = self._path.backend
-            closed = self._closed
+        backend = self._path.backend
+        closed = self._closed
         text = repr(backend)
         if closed:
             return ProviderStatus(False, StatusReason.CLOSED, "the provider was closed", text)
         if isinstance(backend, NullBackend):
-            return ProviderStatus(False, _status_reason(backend.code), backend.reason, text)
+            return ProviderStatus(False, status_reason(backend.code), backend.reason, text)
         if backend is self._base_backend:
             return ProviderStatus(True, StatusReason.OS, "writing to the OS backend", text)
         return ProviderStatus(True, StatusReason.CUSTOM_BACKEND, "writing to a backend of the program", text)
@@ -558,14 +464,18 @@ class Provider:
         Once the provider is closed, or holds :attr:`max_slots` slots, a new pair gets a fresh
         slot that is neither registered nor cached, whose word is
         :data:`~structlog_etw.backends.base.UNWRITABLE_WORD`: the log paths hand its events to
-        :meth:`write`, which counts them (``dropped["closed"]``, ``dropped["slot_limit"]``).
+        :meth:`write`, which counts them (``dropped["closed"]``, ``dropped["slot_limit"]``).  So
+        does a pair asked for by a signal handler or ``__del__`` that interrupted this thread
+        while it registered a slot of this provider (``dropped["reentrant"]``): it never waits.
         """
         slot = self._slots.get((level, keyword))
         if slot is not None:
             return slot
         if self._closed or len(self._slots) >= self.max_slots:  # slots are never removed
             return Slot(level, keyword, UNWRITABLE_WORD, None)
-        with self._lock:
+        if not self._guard.enter():  # re-entered: the registration in progress holds the backend
+            return Slot(level, keyword, UNWRITABLE_WORD, _REENTERED)
+        try:
             slot = self._slots.get((level, keyword))
             if slot is not None:
                 return slot
@@ -574,7 +484,7 @@ class Provider:
             try:
                 fresh = self._path.backend.open_slot(level, keyword)
             except Exception as exc:  # registration failed: this pair stays disabled
-                self._count_register_error(exc, locked=True)
+                self._count_register_error(exc)
                 slot = Slot(level, keyword, DISABLED_WORD, None)
             else:
                 # Our own Slot (sharing the backend's word and handle): switching backends
@@ -583,16 +493,20 @@ class Provider:
             self._slots[(level, keyword)] = slot
             self._refresh_any()  # the backend may have replaced its provider word; or now full
             return slot
+        finally:
+            self._leave()
 
-    def _count_register_error(self, exc: Exception, locked: bool = False) -> None:
+    def _leave(self) -> None:
+        """Release the guard; finish a :meth:`close` that re-entered while it was held."""
+        self._guard.leave()
+        if self._close_pending:
+            self._close_pending = False
+            self._close_backends()
+
+    def _count_register_error(self, exc: Exception) -> None:
         code = getattr(exc, "errno", None)
         name = _errno.errorcode.get(code, type(exc).__name__) if type(code) is int else type(exc).__name__
-        key = "register:" + name
-        if locked:
-            self._errors[key] = self._errors.get(key, 0) + 1
-            return
-        with self._lock:
-            self._errors[key] = self._errors.get(key, 0) + 1
+        self._errors.add("register:" + name)
 
     def enabled(self, level: int, keyword: int) -> bool:
         """Whether a session wants events at (level, keyword) right now."""
@@ -612,9 +526,10 @@ class Provider:
         """Encode and hand one event to the backend.  True if written; never raises.
 
         Dropped events are counted by reason: ``not_enabled`` (nobody listens at the slot),
-        ``closed``, ``slot_limit`` (a pair past :attr:`max_slots`), ``too_large`` (cannot fit
-        even truncated), ``encode_error``; a backend
-        error code is counted in ``errors`` by name (``EBADF``, ``ERROR_MORE_DATA``, ...).
+        ``closed``, ``slot_limit`` (a pair past :attr:`max_slots`), ``reentrant`` (a pair first
+        asked for by a signal handler that interrupted its registration), ``too_large`` (cannot
+        fit even truncated), ``encode_error``, ``internal_error`` (a backend that raised); a
+        backend error code is counted in ``errors`` by name (``EBADF``, ``ERROR_MORE_DATA``, ...).
         ``related_id`` is written only on a Start event (opcode 1); other events carry the
         activity id alone (EventHeader: 16-byte ActivityId extension; ETW: no related id).
         """
@@ -622,14 +537,10 @@ class Provider:
             related_id = None
         word = slot.word
         if not word[0] or word is UNWRITABLE_WORD:
-            self._count_unwritten(word)
+            self._count_unwritten(slot)
             return False
-        try:
-            rc = self._path.write(slot, name, fields, opcode, tag, activity_id, related_id)
-        except Exception:
-            self.count_dropped("internal_error")
-            return False
-        if rc == 0:  # the common case: counted without the lock
+        rc = self._path.write(slot, name, fields, opcode, tag, activity_id, related_id)
+        if rc == 0:  # the common case: one C call
             self._count_written()
             return True
         self._count_failure(rc)
@@ -653,17 +564,17 @@ class Provider:
         same event as ``write(slot, name, to_fields(items))``, byte for byte.  The encoder writes
         the common shapes (``str`` keys; ``str``, ``int``, ``float``, ``bool``, ``None``,
         ``bytes``, UUID and datetime values) straight from the dict with a function built once
-        per shape.  Level and keyword are the slot's.  True if written; never raises; counted
-        like :meth:`write`.
+        per shape's layout, once the layout is seen often.  Level and keyword are the slot's.
+        True if written; never raises; counted like :meth:`write`.
 
-        The hot path takes no lock: the written counter is an :func:`itertools.count`, whose
-        ``next()`` is one C call, atomic under the GIL (and a compare-and-swap on free-threaded
-        builds since CPython 3.13); :meth:`stats` reads it with ``next()`` too, under the lock,
-        and subtracts the values earlier reads took.  One call to the encoder, one to the backend.
+        No lock is taken, whatever happens: the written counter is an
+        :func:`itertools.count` (``next()`` is one C call, atomic under the GIL and a
+        compare-and-swap on free-threaded builds since CPython 3.13), and so is every failure
+        count (:class:`~structlog_etw._counters.Tally`).  One call to the encoder, one to the backend.
         """
         word = slot.word
         if not word[0] or word is UNWRITABLE_WORD:
-            self._count_unwritten(word)
+            self._count_unwritten(slot)
             return False
         if opcode != 1:
             related_id = None
@@ -679,67 +590,66 @@ class Provider:
         try:
             rc = path.backend_write(slot, out, opcode, activity_id, related_id)
         except Exception:
-            self.count_dropped("internal_error")
-            return False
+            rc = _INTERNAL_ERROR
         if rc == 0:
             self._count_written()
             return True
         self._count_failure(rc)
         return False
 
+    # -- counting: the one contract of what is not written ---------------------------------
     def _count_failure(self, rc: int) -> None:
-        """Count a write that failed with ``rc`` (a backend code, ``_TOO_LARGE``, ``_ENCODE_ERROR``)."""
-        with self._lock:
-            if rc == _TOO_LARGE:
-                self._dropped["too_large"] = self._dropped.get("too_large", 0) + 1
-            elif rc == _ENCODE_ERROR:
-                self._dropped["encode_error"] = self._dropped.get("encode_error", 0) + 1
-            elif self._closed:  # a write that raced close(): the backend refused it as closed
-                self._dropped["closed"] = self._dropped.get("closed", 0) + 1
-            else:
-                key = self._path.error_name(rc)
-                self._errors[key] = self._errors.get(key, 0) + 1
-
-    def _count_unwritten(self, word: object) -> None:
-        """Count an event at a slot that is not written: closed, past the bound, nobody listens."""
-        if self._closed:
-            self.count_dropped("closed")
+        """Count a write that failed with ``rc``: a backend code, or one of the path's own codes."""
+        if rc == _TOO_LARGE:
+            self._dropped.add("too_large")
+        elif rc == _ENCODE_ERROR:
+            self._dropped.add("encode_error")
+        elif rc == _INTERNAL_ERROR:
+            self._dropped.add("internal_error")
+        elif self._closed:  # a write that raced close(): the backend refused it as closed
+            self._dropped.add("closed")
         else:
-            self.count_dropped("slot_limit" if word is UNWRITABLE_WORD else "not_enabled")
+            self._errors.add(self._path.error_name(rc))
+
+    def _count_unwritten(self, slot: Slot) -> None:
+        """Count an event at a slot that is not written: closed, past the bound, re-entered, or
+        nobody listens."""
+        if self._closed:
+            self._dropped.add("closed")
+        elif slot.word is not UNWRITABLE_WORD:
+            self._dropped.add("not_enabled")
+        else:
+            self._dropped.add("reentrant" if slot.handle is _REENTERED else "slot_limit")
 
     def count_dropped(self, reason: str) -> None:
         """Count one event dropped before reaching the backend, under ``reason``."""
-        with self._lock:
-            self._dropped[reason] = self._dropped.get(reason, 0) + 1
+        self._dropped.add(reason)
 
     def count_invalid(self, key: str) -> None:
         """Count one invalid control value (e.g. ``etw_keyword``) that fell back to its default."""
-        with self._lock:
-            self._invalid[key] = self._invalid.get(key, 0) + 1
+        self._invalid.add(key)
 
     # -- state -----------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
         """A snapshot: ``written``, ``dropped`` {reason: n}, ``errors`` {code name: n},
         ``invalid`` {control key: n}, ``truncated``, ``format``, ``backend``, ``closed``,
-        ``slots`` (registered (level, keyword) pairs) and ``max_slots``.
+        ``slots`` (registered (level, keyword) pairs) and ``max_slots``.  Takes no lock (each
+        count is read as it stands; a signal handler may call it).
         """
-        with self._lock:
-            # next() hands out the writes so far plus the values earlier snapshots took.
-            written = next(self._written) - self._written_reads
-            self._written_reads += 1
-            return {
-                "provider": self.name,
-                "written": written,
-                "dropped": dict(self._dropped),
-                "errors": dict(self._errors),
-                "invalid": dict(self._invalid),
-                "truncated": self._path.encoder.truncated,
-                "format": self.format,
-                "backend": repr(self._path.backend),
-                "closed": self._closed,
-                "slots": len(self._slots),
-                "max_slots": self.max_slots,
-            }
+        path = self._path
+        return {
+            "provider": self.name,
+            "written": count_value(self._written),
+            "dropped": self._dropped.snapshot(),
+            "errors": self._errors.snapshot(),
+            "invalid": self._invalid.snapshot(),
+            "truncated": path.encoder.truncated,
+            "format": self.format,
+            "backend": repr(path.backend),
+            "closed": self._closed,
+            "slots": len(self._slots),
+            "max_slots": self.max_slots,
+        }
 
     @property
     def closed(self) -> bool:
@@ -751,21 +661,32 @@ class Provider:
 
         Every slot's word becomes :data:`~structlog_etw.backends.base.UNWRITABLE_WORD`, so the
         fast paths (``make_etw_bound_logger``, ``EtwEarlyDrop``) hand later events on to be
-        counted too.
+        counted too.  Called from a signal handler that interrupted a slot registration of this
+        provider, the backends are closed when that registration ends (it holds them).
         """
-        with self._lock:
+        owned = self._guard.enter()
+        try:
             if self._closed:
                 return
             self._closed = True
-            backends = {id(b): b for b in (self._path.backend, self._base_backend) if b is not None}
-            for slot in self._slots.values():
+            for slot in list(self._slots.values()):
                 slot.word = UNWRITABLE_WORD
             self._any.word = UNKNOWN_WORD
+            if not owned:
+                self._close_pending = True
+                return
+        finally:
+            if owned:
+                self._guard.leave()
+        self._close_backends()
+
+    def _close_backends(self) -> None:
+        backends = {id(b): b for b in (self._path.backend, self._base_backend) if b is not None}
         for backend in backends.values():
             try:
                 backend.close()
             except Exception:
-                self.count_dropped("close_error")
+                self._dropped.add("close_error")
 
     def __repr__(self) -> str:
         return f"Provider({self.name!r}, group={self.group!r}, format={self.format!r})"
@@ -795,41 +716,9 @@ def check_provider_id(provider: Provider, provider_id: uuid.UUID | str) -> None:
         )
 
 
-def _name_problem(name: str, group: str | None, fmt: str) -> str | None:
-    """Why ``name``/``group`` cannot be used with format ``fmt`` (None when they can).
+# --- the process registry's functions ------------------------------------------------------------
 
-    Each format owns its rule: :func:`structlog_etw.eventheader.spec.validate_provider_name`
-    (tracepoint names: ``[A-Za-z0-9_]``, no dots) and
-    :func:`structlog_etw.tracelogging.spec.validate_provider_name` (any text without NUL whose
-    traits leave room for events).
-    """
-    try:
-        if fmt == "tracelogging":
-            validate_tracelogging_name(name, group)
-        else:
-            validate_eventheader_name(name, group)
-    except ValueError as exc:
-        if fmt == "tracelogging":
-            return str(exc)
-        return str(exc) + " (EventHeader/user_events provider names have no dots; see docs/linux.md)"
-    return None
-
-
-def _validate_name(name: str, group: str | None, fmt: str) -> None:
-    """Raise ValueError unless ``fmt`` (``eventheader`` or ``tracelogging``) can carry the name."""
-    problem = _name_problem(name, group, fmt)
-    if problem is not None:
-        raise ValueError(problem)
-
-
-# --- process-wide registry ----------------------------------------------------------------------
-
-_registry: dict[str, Provider] = {}
-_registry_lock = threading.Lock()
-_factory: BackendFactory | None = None
 _UNSET: Any = object()
-#: Set by :func:`close_all`, for good: providers looked up afterwards are closed from the start.
-_closed_all = False
 
 
 def get_provider(
@@ -843,7 +732,8 @@ def get_provider(
 ) -> Provider:
     """The process-wide provider called ``name``, created on first use.
 
-    The same name always gives the same :class:`Provider`.  Asking for it again with a
+    The same name always gives the same :class:`Provider` (an open one made with the
+    constructor counts: it is given, and kept by name from then on).  Asking for it again with a
     different ``group`` raises :class:`ValueError` (a group is part of the provider's identity;
     ``group=None`` means "whatever it already has").  ``default_keyword`` and ``keywords`` of
     later calls are registered too (the first caller's ``default_keyword`` stays the provider's
@@ -867,10 +757,10 @@ def get_provider(
     and registers nothing with the OS; its events are counted as ``dropped["closed"]``.
     """
     guid = _parse_provider_id(provider_id)
-    with _registry_lock:
-        prov = _registry.get(name)
-        if prov is not None and prov.closed and not _closed_all:
-            prov = None
+    guard = REGISTRY.guard
+    owned = guard.enter()  # a re-entry (a signal handler) looks up without waiting
+    try:
+        prov = REGISTRY.open_named(name)
         if prov is None:
             options: dict[str, Any] = {
                 "group": None if group is _UNSET else group,
@@ -880,9 +770,12 @@ def get_provider(
             }
             if max_slots is not _UNSET:
                 options["max_slots"] = max_slots
-            prov = _closed_provider(name, options) if _closed_all else Provider(name, **options)
-            _registry[name] = prov
+            prov = _closed_provider(name, options) if REGISTRY.closed_all else Provider(name, **options)
+            REGISTRY.named[name] = prov
             return prov
+    finally:
+        if owned:
+            guard.leave()
     if max_slots is not _UNSET and max_slots != prov.max_slots:
         raise ValueError(
             f"provider {name!r} already exists with max_slots {prov.max_slots}; cannot also use {max_slots!r}"
@@ -900,14 +793,14 @@ def get_provider(
         check_keyword(kw)
         for level in DEFAULT_LEVELS:
             prov.slot(level, kw)
-    return prov
+    return prov  # type: ignore[no-any-return]
 
 
 def _closed_provider(name: str, options: dict[str, Any]) -> Provider:
     """A provider made after :func:`close_all`: the same set-up checks, nothing registered, closed."""
-    fmt = _os_format()
+    fmt = os_format()
     other = "eventheader" if fmt == "tracelogging" else "tracelogging"
-    if _name_problem(name, options["group"], fmt) is not None and _factory is not None:
+    if name_problem(name, options["group"], fmt) is not None and REGISTRY.factory is not None:
         fmt = other  # e.g. a dotted name a TraceLogging capture could carry: checked by that rule
     prov = Provider(name, backend=NullBackend("closed: structlog_etw.close_all() ran", fmt), **options)
     prov.close()
@@ -915,54 +808,30 @@ def _closed_provider(name: str, options: dict[str, Any]) -> Provider:
 
 
 def providers() -> list[Provider]:
-    """Every open provider of the process registry."""
-    with _registry_lock:
-        return [p for p in _registry.values() if not p.closed]
+    """Every open provider of the process, however it was made, in the order they were made."""
+    return [p for p in REGISTRY.members() if not p.closed]
 
 
 def set_backend_factory(factory: BackendFactory | None) -> BackendFactory | None:
-    """Route every provider, existing and future, to ``factory(name, group)``'s backend.
+    """Route every provider, existing and future, to ``factory(name, group, provider_id)``'s backend.
 
+    A provider given a backend of the program's own (``Provider(name, backend=...)``) keeps it.
     ``None`` restores the OS backends.  Returns the previous factory (so callers can nest).
     Used by ``structlog_etw.testing`` to capture events.
     """
-    global _factory
-    with _registry_lock:
-        previous, _factory = _factory, factory
-        current = list(_registry.values())
-    for prov in current:
-        prov._use_factory(factory)
-    return previous
+    return REGISTRY.set_factory(factory)
 
 
 def close_all() -> None:
-    """Close every provider (registered with :mod:`atexit`); later log calls return normally.
+    """Close every provider of the process, however it was made (registered with :mod:`atexit`);
+    later log calls return normally.
 
     Final for the process: events logged afterwards, through existing loggers or loggers made
     later, are counted as ``dropped["closed"]`` and nothing new is registered with the OS.
+    Safe in a signal handler (a SIGTERM handler that shuts down): it waits on no lock the
+    interrupted code may hold.
     """
-    global _closed_all
-    with _registry_lock:
-        _closed_all = True
-        current = list(_registry.values())
-    for prov in current:
-        prov.close()
+    REGISTRY.close_all()
 
 
 atexit.register(close_all)
-
-
-def _after_fork_in_child() -> None:
-    """A fork while another thread held a lock would leave it held forever in the child."""
-    global _registry_lock, _warn_lock
-    _registry_lock = threading.Lock()
-    _warn_lock = threading.Lock()
-    for prov in list(_registry.values()):
-        prov._lock = threading.Lock()
-        for part in (prov._path.encoder, prov._path.backend, prov._base_backend):
-            if part is not None and hasattr(part, "_lock"):
-                part._lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -333,7 +333,10 @@ class Resolver:
         else:
             first = self.slot(1, keyword)
             slots = (first, first, *(self.slot(level, keyword) for level in range(2, 6)))
-        if len(self._tables) < self._TABLES_MAX:
+        # Only tables of the provider's cached slots are kept: a slot handed out uncached (closed,
+        # past max_slots, asked for by a signal handler mid-registration) is asked for again.
+        cached = self._slots
+        if len(self._tables) < self._TABLES_MAX and all(cached.get((s.level, s.keyword)) is s for s in slots):
             self._tables[key] = slots
         return slots
 

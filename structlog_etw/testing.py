@@ -22,7 +22,6 @@ blobs and activity ids) and their decoding by the project's own decoders.  The p
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,7 +32,6 @@ from ._provider import get_provider, set_backend_factory
 from .backends.base import Slot
 from .backends.capture import CaptureBackend, CaptureRecord
 from .decoded import DecodedEvent
-from .tracelogging.spec import TraceLoggingEvent
 
 __all__ = ["CapturedEvent", "EtwCapture", "capture_etw_events", "decode_record"]
 
@@ -117,9 +115,13 @@ def decode_record(record: CaptureRecord) -> CapturedEvent:
 @dataclass
 class _Journal:
     """What a capture shares with its backends: every provider's records in write order, and the
-    tracepoints each provider registered."""
+    tracepoints each provider registered.
 
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    No lock: a record is built before it is appended, and ``list.append``, ``list.copy`` and
+    ``dict.setdefault`` are single C calls, so a log call in a signal handler or a ``__del__``
+    (or in a fork child of a process whose other thread was writing) never waits here.
+    """
+
     records: list[CaptureRecord] = field(default_factory=list)
     registered: dict[str, dict[tuple[int, int], str]] = field(default_factory=dict)
 
@@ -139,23 +141,14 @@ class _SharedCaptureBackend(CaptureBackend):
     ) -> None:
         super().__init__(provider_name, group, format, enabled=enabled, provider_id=provider_id)
         self._journal = journal
+        self._records = journal.records  # write() appends to the journal: one order for every provider
         for (level, keyword), state in rules.items():
             self.set_enabled(state, level, keyword)
 
     def open_slot(self, level: int, keyword: int) -> Slot:
         slot = super().open_slot(level, keyword)
-        journal = self._journal
-        with journal.lock:
-            journal.registered.setdefault(self.provider_name, {})[(level, keyword)] = str(slot.handle)
+        self._journal.registered.setdefault(self.provider_name, {})[(level, keyword)] = str(slot.handle)
         return slot
-
-    def write(self, slot: Slot, event: bytes | TraceLoggingEvent, *args: Any, **kw: Any) -> int:
-        """:meth:`CaptureBackend.write`, the record going to the journal."""
-        journal = self._journal
-        with journal.lock:  # one lock for every provider: the journal keeps the write order
-            rc = super().write(slot, event, *args, **kw)
-            journal.records.extend(self.clear())  # what was just written (nothing on an error)
-        return rc
 
 
 class EtwCapture:
@@ -181,9 +174,7 @@ class EtwCapture:
     @property
     def records(self) -> list[CaptureRecord]:
         """The raw capture records so far (what the OS would have received), in write order."""
-        journal = self._journal
-        with journal.lock:
-            return list(journal.records)
+        return self._journal.records.copy()
 
     @property
     def events(self) -> list[CapturedEvent]:
@@ -196,9 +187,8 @@ class EtwCapture:
 
     def clear(self) -> None:
         """Forget the events captured so far and free them (the capture holds the only list of them)."""
-        journal = self._journal
-        with journal.lock:
-            journal.records.clear()
+        records = self._journal.records
+        del records[: len(records)]
 
     def set_enabled(self, enabled: bool, level: int | None = None, keyword: int | None = None) -> None:
         """Pretend a session does (not) listen at (level, keyword) (``None``: any), for every provider.
@@ -216,18 +206,14 @@ class EtwCapture:
         Registered means what a Linux ``perf record`` could name up front: the provider's
         default keyword and its declared keywords at levels 1-5, then every pair used since.
         """
-        journal = self._journal
-        with journal.lock:
-            return sorted(journal.registered.get(provider_name, {}).values())
+        return sorted(self._journal.registered.get(provider_name, {}).copy().values())
 
     def stats(self, provider_name: str) -> dict[str, Any]:
         """``stats()`` of the provider called *provider_name* (written, dropped, errors, ...)."""
         return get_provider(provider_name).stats()
 
     def __len__(self) -> int:
-        journal = self._journal
-        with journal.lock:
-            return len(journal.records)
+        return len(self._journal.records)
 
     def __iter__(self) -> Iterator[CapturedEvent]:
         return iter(self.events)

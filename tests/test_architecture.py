@@ -24,15 +24,27 @@ PKG = "structlog_etw"
 LAYERS: dict[str, int] = {}
 _LAYER_TABLE: list[tuple[int, list[str]]] = [
     # 1: format-neutral data and the two formats' numbers (standard library only)
-    (1, ["fields", "decoded", "eventheader.spec", "tracelogging.spec", "_size_policy", "_shapes", "_levels"]),
+    (
+        1,
+        [
+            "fields",
+            "decoded",
+            "eventheader.spec",
+            "tracelogging.spec",
+            "_size_policy",
+            "_shapes",
+            "_levels",
+            "_counters",
+        ],
+    ),
     # 2: encoders and decoders
     (2, ["eventheader", "eventheader.*", "tracelogging", "tracelogging.*"]),
     # 3: where events go, and reading what perf and the kernel recorded
     # (etw: the ETW session consumer; it decodes with tracelogging and yields perf.listener's
     # ListenedEvent, so listen prints Windows and Linux events alike)
     (3, ["backends", "backends.*", "perf", "perf.*", "etw", "etw.*"]),
-    # 4: the provider
-    (4, ["_provider"]),
+    # 4: the provider, the OS backend choice and status it reports, the process registry
+    (4, ["_platform", "_registry", "_provider"]),
     # 5: structlog-free surface helpers
     (5, ["_resolve", "_activity", "_otel", "_common_schema"]),
     # 6: the structlog surface

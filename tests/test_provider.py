@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from structlog_etw import _provider
+from structlog_etw import _platform, _provider
 from structlog_etw._provider import Provider, close_all, get_provider, set_backend_factory
+from structlog_etw._registry import REGISTRY
 from structlog_etw.backends.base import BackendUnavailable
 from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.backends.null import NullBackend
@@ -44,18 +45,18 @@ def captures() -> Iterator[dict[str, _Capture]]:
         made[name] = _Capture(name, group)
         return made[name]
 
-    saved = dict(_provider._registry)
-    _provider._registry.clear()
+    saved = dict(REGISTRY.named)
+    REGISTRY.named.clear()
     previous = set_backend_factory(factory)
     try:
         yield made
     finally:
-        for p in _provider._registry.values():
+        for p in REGISTRY.named.values():
             p.close()
         set_backend_factory(previous)
-        _provider._closed_all = False  # a test's close_all() must not close the rest of the session
-        _provider._registry.clear()
-        _provider._registry.update(saved)
+        REGISTRY.closed_all = False  # a test's close_all() must not close the rest of the session
+        REGISTRY.named.clear()
+        REGISTRY.named.update(saved)
 
 
 FIELDS: list[Field] = [("user", STR, "ann"), ("n", I64, 3)]
@@ -191,8 +192,8 @@ def test_close_all_closes_every_provider(captures: dict[str, _Capture]) -> None:
 
 
 def test_backend_factory_switch_keeps_slot_objects_valid() -> None:
-    saved = dict(_provider._registry)
-    _provider._registry.clear()
+    saved = dict(REGISTRY.named)
+    REGISTRY.named.clear()
     first: list[CaptureBackend] = []
 
     def factory(name: str, group: str | None, provider_id: uuid.UUID) -> CaptureBackend:
@@ -214,17 +215,17 @@ def test_backend_factory_switch_keeps_slot_objects_valid() -> None:
     finally:
         p.close()
         set_backend_factory(previous)
-        _provider._registry.clear()
-        _provider._registry.update(saved)
+        REGISTRY.named.clear()
+        REGISTRY.named.update(saved)
 
 
 def test_unavailable_backend_warns_once_and_runs_disabled() -> None:
     def factory(name: str, group: str | None, provider_id: uuid.UUID) -> CaptureBackend:
         raise BackendUnavailable("no tracefs here (test)")
 
-    _provider._warned.discard("no tracefs here (test)")
-    saved = _provider._factory
-    _provider._factory = factory
+    _platform.warned.discard("no tracefs here (test)")
+    saved = REGISTRY.factory
+    REGISTRY.factory = factory
     try:
         with pytest.warns(RuntimeWarning, match="no tracefs here"):
             p = Provider("Co_Unavail")
@@ -238,7 +239,7 @@ def test_unavailable_backend_warns_once_and_runs_disabled() -> None:
         q.close()
         p.close()
     finally:
-        _provider._factory = saved
+        REGISTRY.factory = saved
 
 
 def test_concurrent_writes_are_all_counted_and_recorded(captures: dict[str, _Capture]) -> None:
@@ -276,13 +277,31 @@ def test_stats_is_a_snapshot(captures: dict[str, _Capture]) -> None:
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (POSIX)")
 def test_child_after_fork_logs_even_if_a_lock_was_held_at_fork(captures: dict[str, _Capture]) -> None:
+    """A fork while another thread holds the provider's guard and the backend's lock: the child
+    registers a new slot, writes and reads its stats without waiting for them."""
     p = get_provider("Co_Svc")
     slot = p.slot(4, 1)
-    with p._lock, p.encoder._lock, captures["Co_Svc"]._lock:  # as if another thread held them
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        assert p._guard.enter()
+        with captures["Co_Svc"]._lock:
+            held.set()
+            release.wait(30)
+        p._guard.leave()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    try:
         pid = os.fork()
         if pid == 0:  # child: must not deadlock
-            ok = p.write(slot, "child", FIELDS) and p.stats()["written"] == 1
-            os._exit(0 if ok and len(captures["Co_Svc"].records) == 1 else 1)
+            ok = p.write(slot, "child", FIELDS) and p.write(p.slot(3, 0x40), "new", FIELDS)
+            ok = ok and p.stats()["written"] == 2
+            os._exit(0 if ok and len(captures["Co_Svc"].records) == 2 else 1)
+    finally:
+        release.set()
+        holder.join()
     deadline = time.monotonic() + 20
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
@@ -489,9 +508,11 @@ class TestForkResetsLocks:
             "provider": p,
             "encoder": p.encoder,
             "backend": p.backend,
+            "registry guard": REGISTRY.guard,
+            "provider guard": p._guard,
         }
         held = [(where, name, lock) for where, obj in owners.items() for name, lock in _locks_in(obj).items()]
-        assert {name for _, name, _ in held} >= {"_registry_lock", "_warn_lock", "_lock"}
+        assert {where for where, _, _ in held} >= {"registry guard", "provider guard", "backend"}
         for _, _, lock in held:
             lock.acquire()  # as if other threads held them all at the fork
         try:

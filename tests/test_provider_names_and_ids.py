@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 import structlog
 
-from structlog_etw import EtwRenderer, StatusReason, _provider
+from structlog_etw import EtwRenderer, StatusReason, _platform
 from structlog_etw._provider import Provider, get_provider, set_backend_factory
+from structlog_etw._registry import REGISTRY
 from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.testing import capture_etw_events
 from structlog_etw.tracelogging.decoder import decode_traits
@@ -31,17 +32,17 @@ TRAITS_MAX = DEFAULT_MAX_SIZE - 256
 @pytest.fixture
 def linux(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """An empty provider registry, no backend factory, and the Linux OS path."""
-    saved = dict(_provider._registry)
-    _provider._registry.clear()
+    saved = dict(REGISTRY.named)
+    REGISTRY.named.clear()
     previous = set_backend_factory(None)
-    monkeypatch.setattr(_provider, "_PLATFORM", "linux")
+    monkeypatch.setattr(_platform, "PLATFORM", "linux")
     try:
         yield
     finally:
-        for p in _provider._registry.values():
+        for p in REGISTRY.named.values():
             p.close()
-        _provider._registry.clear()
-        _provider._registry.update(saved)
+        REGISTRY.named.clear()
+        REGISTRY.named.update(saved)
         set_backend_factory(previous)
 
 
@@ -99,7 +100,7 @@ def test_conflicting_provider_id_under_the_capture_raises_at_setup(linux: None) 
 def test_linux_os_path_rejects_names_user_events_cannot_carry(linux: None, name: str) -> None:
     with pytest.raises(ValueError, match=r"\[A-Za-z0-9_\].*docs/linux.md"):
         EtwRenderer(name)
-    assert name not in _provider._registry
+    assert name not in REGISTRY.named
 
 
 @pytest.mark.parametrize("name", ["MyCompany.MyService", "My Service"])

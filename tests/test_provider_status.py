@@ -19,9 +19,9 @@ from structlog_etw import (
     Provider,
     ProviderStatus,
     StatusReason,
+    _platform,
     get_provider,
 )
-from structlog_etw import _provider as provider_module
 from structlog_etw.backends import user_events
 from structlog_etw.backends.base import BackendUnavailable
 from structlog_etw.backends.capture import CaptureBackend
@@ -32,13 +32,13 @@ from tests.helpers.surface import unique_provider
 @pytest.fixture
 def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
     """Forget which reasons were already warned (the warning is once per reason and process)."""
-    monkeypatch.setattr(provider_module, "_warned", set())
+    monkeypatch.setattr(_platform, "warned", set())
 
 
 @pytest.fixture
 def no_platform(monkeypatch: pytest.MonkeyPatch, fresh_warnings: None) -> Iterator[None]:
     """A platform without any trace facility: every new provider runs disabled, on any host."""
-    monkeypatch.setattr(provider_module, "_PLATFORM", "plan9")
+    monkeypatch.setattr(_platform, "PLATFORM", "plan9")
     yield
 
 
@@ -65,7 +65,7 @@ class TestStatus:
         assert (own.status.available, own.status.reason) == (False, StatusReason.CLOSED)
 
     def test_invalid_name_for_the_os_format(self, no_platform: None, monkeypatch: pytest.MonkeyPatch) -> None:
-        monkeypatch.setattr(provider_module, "_PLATFORM", "linux")
+        monkeypatch.setattr(_platform, "PLATFORM", "linux")
         with capture_etw_events("tracelogging"):  # a dotted name is fine in TraceLogging...
             provider = get_provider(f"{unique_provider()}.Dotted")
         # ... and back on Linux's EventHeader it runs disabled, with the reason coded
@@ -94,7 +94,7 @@ class TestStatus:
     def test_provider_carries_the_backend_code(
         self, no_platform: None, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        monkeypatch.setattr(provider_module, "_PLATFORM", "linux")
+        monkeypatch.setattr(_platform, "PLATFORM", "linux")
         monkeypatch.setattr(user_events.platform, "release", lambda: "6.12.0")
         monkeypatch.setattr(user_events, "find_tracefs", lambda: None)
         with pytest.warns(EtwUnavailableWarning):

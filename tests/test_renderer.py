@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 import structlog
 
-from structlog_etw import EtwRenderer, _provider
+from structlog_etw import EtwRenderer
 from structlog_etw._activity import CURRENT_ACTIVITY
 from structlog_etw._provider import get_provider, set_backend_factory
+from structlog_etw._registry import REGISTRY
 from structlog_etw._renderer import MAX_EVENT_NAME, event_name
 from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.testing import capture_etw_events
@@ -32,8 +33,8 @@ def cap() -> Iterator[CaptureBackend]:
         made[name] = CaptureBackend(name, group)
         return made[name]
 
-    saved = dict(_provider._registry)
-    _provider._registry.clear()
+    saved = dict(REGISTRY.named)
+    REGISTRY.named.clear()
     previous = set_backend_factory(factory)
     structlog.reset_defaults()
     structlog.contextvars.clear_contextvars()
@@ -43,11 +44,11 @@ def cap() -> Iterator[CaptureBackend]:
     finally:
         structlog.reset_defaults()
         structlog.contextvars.clear_contextvars()
-        for p in _provider._registry.values():
+        for p in REGISTRY.named.values():
             p.close()
         set_backend_factory(previous)
-        _provider._registry.clear()
-        _provider._registry.update(saved)
+        REGISTRY.named.clear()
+        REGISTRY.named.update(saved)
 
 
 def events(cap: CaptureBackend) -> list[tuple[str, Parsed]]:

@@ -18,9 +18,10 @@ import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from structlog_etw import EtwRenderer, _provider
+from structlog_etw import EtwRenderer
 from structlog_etw._activity import CURRENT_ACTIVITY
 from structlog_etw._provider import get_provider, set_backend_factory
+from structlog_etw._registry import REGISTRY
 from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.fields import TRUNCATED_FIELD, TRUNCATION_MARKER
 from structlog_etw.testing import decode_record
@@ -40,18 +41,18 @@ def cap(request: pytest.FixtureRequest) -> Iterator[CaptureBackend]:
         made[name] = CaptureBackend(name, group, format=request.param)
         return made[name]
 
-    saved = dict(_provider._registry)
-    _provider._registry.clear()
+    saved = dict(REGISTRY.named)
+    REGISTRY.named.clear()
     previous = set_backend_factory(factory)
     try:
         get_provider(PROV)
         yield made[PROV]
     finally:
-        for p in _provider._registry.values():
+        for p in REGISTRY.named.values():
             p.close()
         set_backend_factory(previous)
-        _provider._registry.clear()
-        _provider._registry.update(saved)
+        REGISTRY.named.clear()
+        REGISTRY.named.update(saved)
 
 
 def log_one(**kw: Any) -> Any:

@@ -11,8 +11,9 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from structlog_etw import _provider
+from structlog_etw import _platform, _provider
 from structlog_etw._provider import set_backend_factory
+from structlog_etw._registry import REGISTRY
 from structlog_etw._renderer import EtwRenderer
 from structlog_etw._stdlib import EtwHandler
 from structlog_etw._wrapper import EtwEarlyDrop, make_etw_bound_logger
@@ -27,17 +28,17 @@ NAME = "MyCompany_Service"
 @pytest.fixture
 def etw(fake: Fake) -> Iterator[Fake]:
     """Every provider created in the test is an EtwBackend on the fake library."""
-    saved = dict(_provider._registry)
-    _provider._registry.clear()
+    saved = dict(REGISTRY.named)
+    REGISTRY.named.clear()
     previous = set_backend_factory(lambda name, group, _id: EtwBackend(name, group, library=fake.path))
     try:
         yield fake
     finally:
-        for p in _provider._registry.values():
+        for p in REGISTRY.named.values():
             p.close()
         set_backend_factory(previous)
-        _provider._registry.clear()
-        _provider._registry.update(saved)
+        REGISTRY.named.clear()
+        REGISTRY.named.update(saved)
 
 
 def _logger(renderer: EtwRenderer) -> structlog.typing.FilteringBoundLogger:
@@ -126,18 +127,18 @@ DOTTED = "MyCompany.MyService"
 @pytest.fixture
 def windows(fake: Fake, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fake]:
     """Providers take the Windows default path (name rules, EtwBackend) with the fake library."""
-    saved = dict(_provider._registry)
-    _provider._registry.clear()
+    saved = dict(REGISTRY.named)
+    REGISTRY.named.clear()
     previous = set_backend_factory(None)
-    monkeypatch.setattr(_provider, "_PLATFORM", "win32")
-    monkeypatch.setattr(_provider, "_ETW_LIBRARY", fake.path)
+    monkeypatch.setattr(_platform, "PLATFORM", "win32")
+    monkeypatch.setattr(_platform, "ETW_LIBRARY", fake.path)
     try:
         yield fake
     finally:
-        for p in _provider._registry.values():
+        for p in REGISTRY.named.values():
             p.close()
-        _provider._registry.clear()
-        _provider._registry.update(saved)
+        REGISTRY.named.clear()
+        REGISTRY.named.update(saved)
         monkeypatch.undo()
         set_backend_factory(previous)
 

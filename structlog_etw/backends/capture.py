@@ -5,6 +5,10 @@ follow the write index in ``writev``; for ``format="tracelogging"`` it holds the
 EVENT_DESCRIPTOR fields, the provider traits, the event metadata and data blobs and the
 activity ids that would go to ``EventWriteTransfer``.  Slots are enabled unless a test says
 otherwise (:meth:`CaptureBackend.set_enabled`).
+
+``write`` takes no lock: the record is built first and appended to the list in one C call
+(``list.append`` is atomic), so a signal handler or ``__del__`` that logs in the middle of a
+write records its event too, in order, instead of waiting for the interrupted one.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ class CaptureRecord:
 
 
 class CaptureBackend:
-    """Record events in memory (thread-safe); never raises from ``write``.
+    """Record events in memory (thread-safe, lock-free writes); never raises from ``write``.
 
     ``enabled`` is the initial state of every slot; :meth:`set_enabled` changes one
     (level, keyword) or, with ``level=None``/``keyword=None``, all matching slots, now and
@@ -81,8 +85,9 @@ class CaptureBackend:
         #: (the initial state or a :meth:`set_enabled` rule enables one), 0 while none is.
         self.any_word = [self._default]
         self._slots: dict[tuple[int, int], Slot] = {}
+        #: Where records go (appended to, never replaced: a subclass may hand in a shared list).
         self._records: list[CaptureRecord] = []
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # slots and rules only; never taken by write
         self._closed = False
 
     # -- slots -----------------------------------------------------------------------------
@@ -159,24 +164,23 @@ class CaptureBackend:
                 )
         except Exception:
             return errno.EINVAL if self.format == "eventheader" else Win32Error.ERROR_INVALID_PARAMETER
-        with self._lock:
-            if self._closed:
-                return errno.EBADF if self.format == "eventheader" else Win32Error.ERROR_INVALID_HANDLE
-            self._records.append(rec)
+        if self._closed:
+            return errno.EBADF if self.format == "eventheader" else Win32Error.ERROR_INVALID_HANDLE
+        self._records.append(rec)  # one C call: no lock to re-enter
         return 0
 
     # -- reading ---------------------------------------------------------------------------
     @property
     def records(self) -> list[CaptureRecord]:
         """A snapshot of the records so far, in write order."""
-        with self._lock:
-            return list(self._records)
+        return self._records.copy()
 
     def clear(self) -> list[CaptureRecord]:
-        """Return the records so far and forget them."""
-        with self._lock:
-            out, self._records = self._records, []
-            return out
+        """Return the records so far and forget them (a record appended meanwhile stays)."""
+        records = self._records
+        out = records.copy()
+        del records[: len(out)]
+        return out
 
     def close(self) -> None:
         """Disable every slot; later writes fail with EBADF / ERROR_INVALID_HANDLE."""

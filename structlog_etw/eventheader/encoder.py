@@ -39,14 +39,15 @@ counts the event dropped (``too_large``).
 
 from __future__ import annotations
 
+import itertools
 import re
 import struct
 import sys
-import threading
 from array import array
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from .._counters import count_value
 from .._shapes import NONE, SKIP, Step, compile_packer, layout
 from .._size_policy import Cuttable, Piece, joined, water_level, whole_size
 from ..fields import (
@@ -568,20 +569,24 @@ class EventHeaderEncoder:
     ``truncated`` counts events written with values cut by the size policy.
     """
 
-    __slots__ = ("_by_classes", "_by_keys", "_cache", "_lock", "cache_limit", "max_size", "truncated")
+    __slots__ = ("_by_classes", "_by_keys", "_cache", "_truncated", "cache_limit", "max_size")
 
     def __init__(self, max_size: int = PERF_MAX_EVENT_SIZE, cache_limit: int = 2048) -> None:
         if not 64 <= max_size <= DYN_MAX_EVENT_SIZE:
             raise ValueError(f"max_size must be in 64..{DYN_MAX_EVENT_SIZE}, got {max_size}")
         self.max_size = max_size
         self.cache_limit = cache_limit
-        self.truncated = 0
+        self._truncated = itertools.count()  # next(): one C call, safe under re-entry
         self._cache: dict[Any, _Plan] = {}
         # encode_dict's shape caches: (name, skip, *keys) -> the entry built for the value classes
         # seen first; (name, skip, *keys, *classes) -> the entries of other classes.
         self._by_keys: dict[tuple[Any, ...], _ShapeEntry] = {}
         self._by_classes: dict[tuple[Any, ...], _ShapeEntry] = {}
-        self._lock = threading.Lock()
+
+    @property
+    def truncated(self) -> int:
+        """Events written with values cut by the size policy."""
+        return count_value(self._truncated)
 
     def _plan(self, name: str, fields: list[Field]) -> _Plan:
         key = (name, *_shape(fields))
@@ -734,6 +739,5 @@ class EventHeaderEncoder:
         if cap is None:  # not even the fixed part and the markers of the cut strings fit
             return None
         event = b"".join((head, meta, joined(pieces, cap)))
-        with self._lock:
-            self.truncated += 1
+        next(self._truncated)
         return event

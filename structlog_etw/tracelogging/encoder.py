@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import ipaddress
+import itertools
 import json
 import math
 import struct
@@ -54,6 +55,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from .._counters import count_value
 from .._shapes import NONE, SKIP, Step, compile_packer, layout
 from .._size_policy import Cuttable, Piece, joined, water_level, whole_size
 from ..fields import (
@@ -499,10 +501,10 @@ class TraceLoggingEncoder:
         "_by_classes",
         "_by_keys",
         "_cache",
+        "_truncated",
         "cache_limit",
         "max_size",
         "traits",
-        "truncated",
     )
 
     def __init__(
@@ -519,13 +521,18 @@ class TraceLoggingEncoder:
         self.traits: bytes = provider_traits(provider_name, group)
         self.max_size = max_size
         self.cache_limit = cache_limit
-        self.truncated = 0
+        self._truncated = itertools.count()  # next(): one C call, safe under re-entry
         self._budget = max_size - len(self.traits)
         self._cache: dict[tuple[Any, ...], _Plan] = {}
         # encode_dict's shape caches: (name, tag, skip, *keys) -> the entry built for the value
         # classes seen first; (name, tag, skip, *keys, *classes) -> the entries of other classes.
         self._by_keys: dict[tuple[Any, ...], _ShapeEntry | None] = {}
         self._by_classes: dict[tuple[Any, ...], _ShapeEntry | None] = {}
+
+    @property
+    def truncated(self) -> int:
+        """Events written with values cut or fields left off by the size policy."""
+        return count_value(self._truncated)
 
     def _plan(self, name: str, fields: Sequence[Field], tags: int) -> _Plan:
         key = (name, tags, _shape(fields))
@@ -699,5 +706,5 @@ class TraceLoggingEncoder:
         cut_json = json_as_str(marked, lambda piece: piece.is_cut(cap))
         if cut_json != marked:  # a cut JSON text is no longer JSON: written as a plain string
             plan = self._plan(name, cut_json, tags)
-        self.truncated += 1
+        next(self._truncated)
         return self.traits, plan.metadata, joined(pieces, cap)

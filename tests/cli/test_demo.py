@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from structlog_etw import _provider, get_provider
+from structlog_etw import get_provider
+from structlog_etw._registry import REGISTRY
 from structlog_etw.cli.demo import demo
 from structlog_etw.testing import capture_etw_events
 
@@ -71,7 +72,7 @@ def test_demo_says_why_and_shows_every_event_decoded_from_the_capture(
     assert slow["duration_ms"] == 812.5
     assert "KeyError: 'spring_sale'" in failed["exception"]
     assert finished["status"] == 200
-    assert _provider._factory is None  # the capture is undone: the process is left as it was
+    assert REGISTRY.factory is None  # the capture is undone: the process is left as it was
 
 
 def test_demo_leaves_the_process_providers_alone(capsys: pytest.CaptureFixture[str]) -> None:

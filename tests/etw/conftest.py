@@ -10,8 +10,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from structlog_etw import _provider
+from structlog_etw import _platform
 from structlog_etw._provider import set_backend_factory
+from structlog_etw._registry import REGISTRY
 from tests.helpers.shared import skip_or_fail
 
 
@@ -40,16 +41,16 @@ def etw_os(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
         library = None
     else:
         library = request.getfixturevalue("fake").path
-        monkeypatch.setattr(_provider, "_PLATFORM", "win32")
-        monkeypatch.setattr(_provider, "_ETW_LIBRARY", library)
-    saved = dict(_provider._registry)
-    _provider._registry.clear()
+        monkeypatch.setattr(_platform, "PLATFORM", "win32")
+        monkeypatch.setattr(_platform, "ETW_LIBRARY", library)
+    saved = dict(REGISTRY.named)
+    REGISTRY.named.clear()
     previous = set_backend_factory(None)
     try:
         yield EtwOs(library, f"StructlogEtw_Session_{uuid.uuid4().hex[:10]}")
     finally:
-        for p in _provider._registry.values():
+        for p in REGISTRY.named.values():
             p.close()
         set_backend_factory(previous)
-        _provider._registry.clear()
-        _provider._registry.update(saved)
+        REGISTRY.named.clear()
+        REGISTRY.named.update(saved)
