@@ -132,5 +132,9 @@ def bench(session: nox.Session) -> None:
         "docs/benchmarks",
         "--plot",
         "docs/performance.png",
+        "--repeat-disabled",
+        "5",
+        "--update-docs",
+        "docs/performance.md",
         *session.posargs,
     )

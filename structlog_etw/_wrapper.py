@@ -314,13 +314,17 @@ def _method(plan: _Plan, level: int, name: str) -> tuple[Callable[..., Any], Cal
     at = plan.at
     renderer = plan.renderer
 
+    def rest(self: Any, event: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        return _listening_call(self, plan, decision, level, name, event, args, kw)
+
+    # The disabled path reads four closure cells (each one a copy per call): keep it at that.
     def skip_meth(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
         try:
             if not provider_word.word[0] and self._etw_chain[at] is renderer:
                 return None
         except Exception:
             pass  # the chain is shorter now: the rest decides
-        return _listening_call(self, plan, decision, level, name, event, args, kw)
+        return rest(self, event, args, kw)
 
     async def skip_ameth(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
         try:
