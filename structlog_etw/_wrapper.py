@@ -26,6 +26,7 @@ import copyreg
 import logging
 import sys
 import uuid
+import weakref
 from collections import ChainMap
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, cast
@@ -566,10 +567,9 @@ def _build(name: str, base: type[Any], namespace: dict[str, Any]) -> type[_EtwBo
 
 
 #: make_etw_bound_logger's classes by configuration: the same configuration, the same class.
-_CLASSES: dict[tuple[Any, ...], type[Any]] = {}
-
-
-_CACHE_MAX: Final = 256
+#: Weak values: the cache keeps no class (and so no provider) alive; the key's provider is
+#: checked by identity (an ``id`` may be reused once a provider is gone).
+_CLASSES: weakref.WeakValueDictionary[tuple[Any, ...], type[Any]] = weakref.WeakValueDictionary()
 
 
 def make_etw_bound_logger(
@@ -635,10 +635,10 @@ def make_etw_bound_logger(
 
 def _configured(resolver: Resolver, min_level: int) -> type[Any]:
     """The class of a configuration (provider, minimum level, default keyword, keyword map):
-    built once, then the same class for the same configuration (at most ``_CACHE_MAX`` kept)."""
-    key = (resolver.provider, min_level, resolver.default_keyword, repr(resolver.names))
+    built once, then the same class for the same configuration while that class is alive."""
+    key = (id(resolver.provider), min_level, resolver.default_keyword, repr(resolver.names))
     cached = _CLASSES.get(key)
-    if cached is not None:
+    if cached is not None and cached._etw_config.resolver.provider is resolver.provider:
         return cached
     level_name = logging.getLevelName(min_level).capitalize().replace(" ", "")
     cls_name = f"EtwBoundLoggerAt{level_name}"
@@ -654,9 +654,8 @@ def _configured(resolver: Resolver, min_level: int) -> type[Any]:
         },
     )
     config.root = root
-    if len(_CLASSES) >= _CACHE_MAX:
-        _CLASSES.clear()
-    return _CLASSES.setdefault(key, root)
+    _CLASSES[key] = root
+    return root
 
 
 _CONTROL_SET: Final = frozenset(CONTROL_KEYS)
