@@ -35,11 +35,13 @@ nox.options.error_on_missing_interpreters = True
 # The OpenTelemetry SDK: the otel integration is tested (and documented) against the real one.
 # traceloggingdynamic: Microsoft's TraceLogging builder, the differential encoder tests' reference.
 # django, uvicorn, gunicorn: the stdlib logging recipes of docs/stdlib.md run against the real ones.
+# opentelemetry-instrumentation-structlog: its processor beside EtwRenderer (tests/test_setups.py).
 TEST_DEPS = [
     "pytest>=7",
     "hypothesis>=6",
     "opentelemetry-api>=1.20",
     "opentelemetry-sdk>=1.20",
+    "opentelemetry-instrumentation-structlog",
     "traceloggingdynamic",
     "django>=4.2",
     "uvicorn>=0.20",
@@ -132,6 +134,10 @@ def bench(session: nox.Session) -> None:
         "docs/benchmarks",
         "--plot",
         "docs/performance.png",
+        "--repeat-disabled",
+        "5",
+        "--update-docs",
+        "docs/performance.md",
         *session.posargs,
     )
     session.run("python", "benchmarks/otel_exporters.py", "--out", "docs/benchmarks/otel_exporters.json")

@@ -49,6 +49,13 @@ def _enable_word(enabled: bool) -> memoryview:
     return memoryview(array).cast("B").cast("I")
 
 
+def _provider_word(enabled: bool) -> memoryview:
+    """The provider word as the user_events backend makes it: a memoryview over a ctypes uint64
+    (one bit per tracepoint; here all of them follow *enabled*)."""
+    array = (ctypes.c_uint64 * 1)(1 if enabled else 0)
+    return memoryview(array).cast("B").cast("Q")
+
+
 class WritevBackend:
     """``os.writev(fd, (write_index, event...))`` into /dev/null per event, as user_events does."""
 
@@ -56,6 +63,7 @@ class WritevBackend:
         self.format = fmt
         self.name = name
         self._word = _enable_word(enabled)
+        self.any_word = _provider_word(enabled)
         self._fd = os.open(os.devnull, os.O_WRONLY)
         self._next = itertools.count(1)
 
@@ -81,6 +89,7 @@ class WritevBackend:
 
     def close(self) -> None:
         self._word[0] = 0
+        self.any_word[0] = 0
 
 
 class SinkBackend:
@@ -90,6 +99,7 @@ class SinkBackend:
         self.format = fmt
         self.name = name
         self._word = _enable_word(enabled)
+        self.any_word = _provider_word(enabled)
 
     def open_slot(self, level: int, keyword: int) -> Slot:
         return Slot(level, keyword, self._word, tracepoint_name(self.name, level, keyword))
@@ -106,6 +116,7 @@ class SinkBackend:
 
     def close(self) -> None:
         self._word[0] = 0
+        self.any_word[0] = 0
 
 
 _BACKENDS = {"writev": WritevBackend, "sink": SinkBackend}
@@ -192,3 +203,36 @@ def console_beside_tracing_logger(enabled: bool, stream: Any) -> Any:
             structlog.processors.JSONRenderer(),
         ],
     ).bind()
+
+
+#: The steps of the disabled path measured one by one (docs/performance.md's attribution table).
+DISABLED_STEPS = ("method", "provider_word", "chain_check")
+
+
+def disabled_step_logger(step: str) -> Any:
+    """The fast-path logger of :func:`fast_path_logger` (nobody listening) whose ``info`` stops
+    after *step* of the disabled path: ``method`` returns at once (our class and signature),
+    ``provider_word`` after reading the provider word, ``chain_check`` after the chain's identity
+    test too (the real method's disabled path, without its ``try``)."""
+    log = fast_path_logger(enabled=False)
+    plan = type(log)._etw_plan
+    provider_word, at, renderer = plan.any, plan.at, plan.renderer
+
+    def method(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
+        return None
+
+    def word(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
+        if not provider_word.word[0]:
+            return None
+        return True
+
+    def chain(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
+        if not provider_word.word[0] and self._etw_chain[at] is renderer:
+            return None
+        return True
+
+    body = {"method": method, "provider_word": word, "chain_check": chain}[step]
+    cls = type(type(log).__name__, (type(log),), {"info": body})
+    stepped = object.__new__(cls)
+    stepped.__dict__.update(log.__dict__)
+    return stepped

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     )
     from ._renderer import EtwRenderer
     from ._resolve import KeywordsByLogger
-    from ._stdlib import EtwHandler
+    from ._stdlib import EtwHandler, EtwQueueHandler
     from ._wrapper import EtwEarlyDrop, make_etw_bound_logger
 
 __version__ = "0.1.0"
@@ -52,6 +52,7 @@ _EXPORTS: dict[str, str] = {
     "EtwRenderer": "._renderer",
     "KeywordsByLogger": "._resolve",
     "EtwHandler": "._stdlib",
+    "EtwQueueHandler": "._stdlib",
     "EtwEarlyDrop": "._wrapper",
     "make_etw_bound_logger": "._wrapper",
 }
@@ -60,6 +61,7 @@ __all__ = [
     "Activity",
     "EtwEarlyDrop",
     "EtwHandler",
+    "EtwQueueHandler",
     "EtwRenderer",
     "EtwUnavailableWarning",
     "KeywordsByLogger",

@@ -39,7 +39,7 @@ from ._platform import (
     warn_once,
 )
 from ._registry import REGISTRY, BackendFactory
-from .backends.base import UNWRITABLE_WORD, Backend, BackendUnavailable, Slot
+from .backends.base import UNKNOWN_WORD, UNWRITABLE_WORD, Backend, BackendUnavailable, Slot
 from .backends.null import DISABLED_WORD, NullBackend
 from .eventheader.spec import error_name as eventheader_error_name
 from .fields import Field
@@ -250,6 +250,8 @@ class Provider:
         # (a signal handler, a __del__) is told, not waited for.
         self._guard = Guard()
         self._slots: dict[tuple[int, int], Slot] = {}
+        # The provider word's holder (level 0, keyword 0): re-pointed, never replaced.
+        self._any = Slot(0, 0, UNKNOWN_WORD)
         # The counts: lock-free (see _counters).  Written: one C call per event.
         self._written = itertools.count()
         self._count_written = self._written.__next__
@@ -260,6 +262,9 @@ class Provider:
         self._close_pending = False  # close() re-entered a registration: the holder closes
         self._base_backend: Backend[Any] | None = None  # the OS backend (or null), created lazily
         self._path: _WritePath[bytes] | _WritePath[TraceLoggingEvent]
+        # Events the encoders of earlier write paths cut (each backend switch brings a new
+        # encoder): stats()["truncated"] counts across switches, as every other count does.
+        self._truncated_before = 0
         self.format = "eventheader"
         factory = REGISTRY.factory
         routed = backend is None
@@ -357,6 +362,9 @@ class Provider:
             path = _write_path("eventheader", backend, self.name, self.group)
         owned = self._guard.enter()
         try:
+            previous = getattr(self, "_path", None)
+            if previous is not None:
+                self._truncated_before += previous.encoder.truncated
             self._path = path
             self.format = path.format
             for slot in list(self._slots.values()):  # our own Slot objects: re-pointed in place
@@ -367,9 +375,33 @@ class Provider:
                     slot.word, slot.handle = DISABLED_WORD, None
                 else:
                     slot.word, slot.handle = fresh.word, fresh.handle
+            self._refresh_any()
         finally:
             if owned:
                 self._leave()
+
+    def _refresh_any(self) -> None:
+        """Point :attr:`any_slot` at the backend's provider word (``UNKNOWN_WORD`` when the
+        backend has none, or when the provider is closed or full: then calls must reach a slot)."""
+        word = getattr(self._path.backend, "any_word", UNKNOWN_WORD)
+        if self._closed or len(self._slots) >= self.max_slots:
+            word = UNKNOWN_WORD
+        self._any.word = word
+
+    @property
+    def any_slot(self) -> Slot:
+        """The provider word's holder: ``any_slot.word[0]`` is non-zero whenever a session wants
+        events at any (level, keyword) of this provider, zero when the backend knows none does.
+
+        The same object for the provider's lifetime (its ``word`` is re-pointed when the backend
+        changes), so a hot path may hold it; read ``any_slot.word[0]``, nothing else.  It reads
+        non-zero (``UNKNOWN_WORD``) for a backend without ``any_word``, and once the provider is
+        closed or holds :attr:`max_slots` slots (their events must reach :meth:`write` to be
+        counted).  A pair this process never used has no tracepoint of its own on Linux: a
+        session recording another process's tracepoint of that name is not seen until the first
+        event of the pair here registers it (see docs/performance.md).
+        """
+        return self._any
 
     def _use_factory(self, factory: BackendFactory | None) -> None:
         """Write to ``factory``'s backend from now on (None: the OS backend); the registry calls it."""
@@ -465,6 +497,7 @@ class Provider:
                 # re-points it without touching the objects a backend keeps.
                 slot = Slot(level, keyword, fresh.word, fresh.handle)
             self._slots[(level, keyword)] = slot
+            self._refresh_any()  # the backend may have replaced its provider word; or now full
             return slot
         finally:
             self._leave()
@@ -607,8 +640,10 @@ class Provider:
         """A snapshot: ``written``, ``dropped`` {reason: n}, ``errors`` {code name: n},
         ``invalid`` {control key: n}, ``truncated``, ``format``, ``backend``, ``closed``,
         ``slots`` (registered (level, keyword) pairs) and ``max_slots``.  Takes no lock (each
-        count is read as it stands; a signal handler may call it).
+        count is read as it stands; a signal handler may call it).  The counts cover the
+        provider's lifetime, across backend switches (a capture and back) too.
         """
+        before = self._truncated_before  # before the path: a switch in between never counts twice
         path = self._path
         return {
             "provider": self.name,
@@ -616,7 +651,7 @@ class Provider:
             "dropped": self._dropped.snapshot(),
             "errors": self._errors.snapshot(),
             "invalid": self._invalid.snapshot(),
-            "truncated": path.encoder.truncated,
+            "truncated": before + path.encoder.truncated,
             "format": self.format,
             "backend": repr(path.backend),
             "closed": self._closed,
@@ -644,6 +679,7 @@ class Provider:
             self._closed = True
             for slot in list(self._slots.values()):
                 slot.word = UNWRITABLE_WORD
+            self._any.word = UNKNOWN_WORD
             if not owned:
                 self._close_pending = True
                 return

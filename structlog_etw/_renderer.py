@@ -33,6 +33,7 @@ from ._resolve import (
     MAX_EVENT_NAME,
     KeywordsByLogger,
     Resolver,
+    as_keywords_by_logger,
     event_header,
     event_name,
 )
@@ -43,14 +44,21 @@ __all__ = [
     "LEVELS",
     "MAX_EVENT_NAME",
     "EtwRenderer",
+    "WrittenEventDict",
     "event_name",
+    "exc_info_text",
     "in_processor_formatter",
+    "positional_message",
     "resolver_for",
+    "restore_renderer",
+    "written_to",
 ]
 
 #: structlog method name -> trace level (1 critical .. 5 verbose); unknown names -> 5.
 LEVELS: Final = METHOD_LEVELS
 _CONTROL_SET: Final = frozenset(CONTROL_KEYS)
+#: Keys that send an event off the hot path: the control keys and ``positional_args``.
+_SPECIAL_SET: Final = frozenset((*CONTROL_KEYS, "positional_args"))
 #: The keys ``ProcessorFormatter`` adds to an event dict for its processors (never fields).
 FORMATTER_KEYS: Final = ("_record", "_from_structlog")
 _FORMATTER_CODE: Final = ProcessorFormatter.format.__code__
@@ -74,6 +82,51 @@ def in_processor_formatter(event_dict: Mapping[str, Any], depth: int = 1) -> boo
 #: The values of ``EtwRenderer(schema=...)``.
 SCHEMAS: Final = ("etw", "common", "tracing-etw")
 _STR_ONLY: Final = frozenset((str,))
+#: The key ``structlog.stdlib.BoundLogger`` puts a call's ``%`` arguments under.
+POSITIONAL_ARGS: Final = "positional_args"
+
+
+class WrittenEventDict(dict[str, Any]):
+    """An event dict a pass-through :class:`EtwRenderer` returned after writing it.
+
+    The later processors see an ordinary ``dict`` (it is one); what it adds is
+    :attr:`providers`, so that an :class:`~structlog_etw.EtwHandler` of one of those providers,
+    reached through ``ProcessorFormatter.wrap_for_formatter`` (which hands this very object to
+    ``logging`` as ``record.msg``), knows the event is written already and does not write it a
+    second time.  It survives pickling (a ``QueueHandler`` in front of a process queue) and
+    ``copy.copy``; ``dict(d)`` and ``d.copy()`` are plain dicts again.
+    """
+
+    __slots__ = ("providers",)
+
+    def __init__(self, items: Mapping[str, Any], providers: tuple[str, ...]) -> None:
+        super().__init__(items)
+        #: The names of the providers whose renderers wrote the event.
+        self.providers = providers
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (WrittenEventDict, (dict(self), self.providers))
+
+
+def written_to(msg: object, provider_name: str) -> bool:
+    """Whether *msg* (a record's ``msg``) is an event dict a pass-through renderer of the provider
+    *provider_name* returned after writing it (:class:`WrittenEventDict`).  Never raises."""
+    if type(msg) is not WrittenEventDict:
+        return False
+    providers = msg.providers
+    return type(providers) is tuple and provider_name in providers
+
+
+def positional_message(event: str, args: object) -> tuple[str, str | None]:
+    """``event % args`` as ``structlog.stdlib.PositionalArgumentsFormatter`` formats it (one
+    non-empty ``dict`` argument: named placeholders), and the error text when that fails (the
+    message is then *event* itself).  Never raises."""
+    try:
+        if type(args) is tuple and len(args) == 1 and isinstance(args[0], dict) and args[0]:
+            args = args[0]
+        return event % args, None
+    except Exception as exc:
+        return event, f"{type(exc).__name__}: {safe_str(exc)}"
 
 
 class _NotPlain(Exception):
@@ -100,7 +153,7 @@ def _passthrough_level(passthrough: bool | int | str) -> int | None:
 def resolver_for(
     target: str | Provider | EtwRenderer,
     default_keyword: int | None = None,
-    keywords_by_logger: Mapping[str, int] | None = None,
+    keywords_by_logger: Mapping[str, int] | KeywordsByLogger | None = None,
     group: str | None = None,
     provider_id: uuid.UUID | str | None = None,
     keywords: Iterable[int] = (),
@@ -119,11 +172,13 @@ def resolver_for(
     if isinstance(target, EtwRenderer):
         provider = target.provider
         names = (
-            target.keywords_by_logger if keywords_by_logger is None else KeywordsByLogger(keywords_by_logger)
+            target.keywords_by_logger
+            if keywords_by_logger is None
+            else as_keywords_by_logger(keywords_by_logger)
         )
         keyword = target.default_keyword if default_keyword is None else default_keyword
     elif isinstance(target, (Provider, str)):
-        names = KeywordsByLogger(keywords_by_logger)
+        names = as_keywords_by_logger(keywords_by_logger)
         if isinstance(target, Provider):
             provider = target
         else:
@@ -145,7 +200,7 @@ def resolver_for(
     return resolver
 
 
-def _format_exc_info(exc_info: object) -> str | None:
+def exc_info_text(exc_info: object) -> str | None:
     """The traceback text ``exc_info`` stands for (``True``, an exception, a 3-tuple), else ``None``.
 
     Never raises and never asks the value for its truth (``__bool__`` may raise): any other
@@ -222,6 +277,21 @@ class EtwRenderer:
     ``service.instance.id``).  ``schema="tracing-etw"`` keeps the Common Schema layout of the
     tracing-etw crate (``__csver__`` 0x0401).  See docs/common-schema.md.
 
+    ``event_key`` is the key the event name is read from (default ``"event"``), as structlog's
+    renderers take it: with ``structlog.processors.EventRenamer("msg")`` earlier in the chain,
+    ``EtwRenderer(..., event_key="msg")`` names each trace event by its ``msg`` (not a field
+    then).  ``%`` arguments that ``structlog.stdlib.BoundLogger`` keeps in ``positional_args``
+    (no ``PositionalArgumentsFormatter`` before the renderer) give the event its template as the
+    name and the formatted text as a ``message`` field, as ``EtwHandler`` names stdlib records.
+
+    A pass-through renderer hands the later processors a ``WrittenEventDict`` (a ``dict``
+    that remembers the provider): an ``EtwHandler`` of the same provider behind
+    ``ProcessorFormatter.wrap_for_formatter`` then does not write the event a second time.
+
+    A renderer pickles, copies and deep-copies as its provider name and options (a copy shares
+    the provider; an unpickled one uses the process's provider of that name), so a logger
+    holding one can be sent to a ``ProcessPoolExecutor`` worker (docs/usage.md).
+
     ``provider_id`` (a :class:`uuid.UUID` or GUID text) is the ETW provider GUID to register
     instead of the hash of the name (Windows; recorded by the TraceLogging capture); another
     renderer of the same name with a different ``provider_id`` raises :class:`ValueError`.
@@ -239,14 +309,18 @@ class EtwRenderer:
         keywords: Iterable[int] = (),
         passthrough: bool | int | str = False,
         provider: Provider | None = None,
-        keywords_by_logger: Mapping[str, int] | None = None,
+        keywords_by_logger: Mapping[str, int] | KeywordsByLogger | None = None,
         provider_id: uuid.UUID | str | None = None,
         cloud_role: str | None = None,
         cloud_role_instance: str | None = None,
+        event_key: str = "event",
     ) -> None:
         if schema not in SCHEMAS:
             raise ValueError(f"schema must be one of {', '.join(map(repr, SCHEMAS))}, got {schema!r}")
         level = _passthrough_level(passthrough)  # before the provider: a bad argument registers nothing
+        if type(event_key) is not str or not event_key:
+            raise TypeError(f"event_key must be a non-empty str, got {event_key!r}")
+        keywords = tuple(keywords)
         resolver = resolver_for(
             provider_name if provider is None else provider,
             default_keyword=check_keyword(default_keyword, "default_keyword"),
@@ -270,7 +344,48 @@ class EtwRenderer:
         self.schema = schema
         self._common = schema != "etw"
         self._cloud = (cloud_role or None, cloud_role_instance or None)
+        #: The key the event name is read from (``"event"``; ``"msg"`` after ``EventRenamer("msg")``).
+        self.event_key: str = event_key
         self._count_invalid = resolver.provider.count_invalid
+        self._passed_on = (resolver.provider.name,)
+        # what a pickle needs besides the provider name and the current keywords_by_logger
+        self._options: dict[str, Any] = {
+            "default_keyword": self.default_keyword,
+            "schema": schema,
+            "keywords": keywords,
+            "passthrough": False if level is None else (True if level == 0 else level),
+            "cloud_role": cloud_role,
+            "cloud_role_instance": cloud_role_instance,
+            "event_key": event_key,
+        }
+        self._created: dict[str, Any] = (
+            {} if provider is not None else {"group": group, "provider_id": provider_id}
+        )
+
+    def _copy(self, provider: Provider | None) -> EtwRenderer:
+        names = self._resolver.names
+        return type(self)(
+            self.provider.name,
+            provider=provider,
+            keywords_by_logger=names if names else None,
+            **self._options,
+            **({} if provider is not None else self._created),
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle as the provider name and the options (an unpickled renderer uses the provider of
+        that name in its process)."""
+        names = self._resolver.names
+        options = {**self._options, **self._created, "keywords_by_logger": names if names else None}
+        return (restore_renderer, (self.provider.name, options, type(self)))
+
+    def __copy__(self) -> EtwRenderer:
+        """A renderer of the same options writing to the same provider."""
+        return self._copy(self.provider)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> EtwRenderer:
+        """A renderer of the same options writing to the same provider (providers are never copied)."""
+        return self._copy(self.provider)
 
     @property
     def keywords_by_logger(self) -> KeywordsByLogger:
@@ -278,8 +393,8 @@ class EtwRenderer:
         return self._resolver.names
 
     @keywords_by_logger.setter
-    def keywords_by_logger(self, value: KeywordsByLogger) -> None:
-        self._resolver.set_names(value)
+    def keywords_by_logger(self, value: KeywordsByLogger | Mapping[str, int]) -> None:
+        self._resolver.set_names(as_keywords_by_logger(value))
 
     def __call__(self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> Any:
         """Write ``event_dict``; raise ``DropEvent`` (or return the dict with ``passthrough``;
@@ -308,6 +423,10 @@ class EtwRenderer:
             else:
                 event_dict = plain
         if self._passes_on(method_name):
+            if type(event_dict) is dict:
+                return WrittenEventDict(event_dict, self._passed_on)
+            if type(event_dict) is WrittenEventDict and self._passed_on[0] not in event_dict.providers:
+                return WrittenEventDict(event_dict, (*event_dict.providers, *self._passed_on))
             return event_dict
         if sys._getframe(1).f_code is _FORMATTER_CODE:  # after ProcessorFormatter.remove_processors_meta
             return ""
@@ -358,9 +477,25 @@ class EtwRenderer:
             return event_dict
         return ""
 
+    def _with_message(self, event_dict: MutableMapping[str, Any]) -> dict[str, Any]:
+        """What is written for an event with ``positional_args``: the template stays the name, the
+        formatted text is the ``message`` field (unless there is one), the arguments are no field;
+        arguments that do not fit the template are written one by one as text (``args``) with the
+        error (``message_error``).  The event dict itself is left as it is (for later processors)."""
+        out = dict(event_dict)
+        args = out.pop(POSITIONAL_ARGS)
+        event = out.get(self.event_key)
+        if type(event) is str and args:
+            message, error = positional_message(event, args)
+            out.setdefault("message", message)
+            if error is not None:
+                out.setdefault("args", [safe_str(a) for a in args] if type(args) is tuple else safe_str(args))
+                out.setdefault("message_error", error)
+        return out
+
     def _render(self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> None:
         resolver = self._resolver
-        if _CONTROL_SET.isdisjoint(event_dict) and (
+        if _SPECIAL_SET.isdisjoint(event_dict) and (
             len(REGISTRY) == WATCH.clean_size or not WATCH.etw_bound()
         ):
             # the common case: no control key anywhere, nothing to look up
@@ -389,37 +524,40 @@ class EtwRenderer:
             if provider.closed:  # logged after close (e.g. at interpreter exit): counted
                 provider.count_dropped("closed")
             return  # nobody listens: not counted (the normal state of a provider)
+        if header is not None and POSITIONAL_ARGS in event_dict:  # a stdlib BoundLogger's % arguments
+            event_dict = self._with_message(event_dict)
 
         if header is None:
             opcode = tags = 0
             name = None
         else:
             opcode, tags, name = event_header(*header, provider.format, self._count_invalid)
-        named = name is not None  # by etw_name: the event text then stays a field called "event"
+        named = name is not None  # by etw_name: the event text then stays a field (event_key)
+        event_key = self.event_key
         if name is None:
-            event = event_dict.get("event", "")
+            event = event_dict.get(event_key, "")
             name = EVENT_NAMES[event] if type(event) is str else event_name(event)
         exc_info = event_dict.get("exc_info")
         if not self._common and (exc_info is None or exc_info is False):  # never asks exc_info's truth
             # the hot path: the event dict's items are the fields (Provider.write_dict)
             current = CURRENT_ACTIVITY.get()
             if current is None:
-                provider.write_dict(slot, name, event_dict, None if named else "event", opcode, tags)
+                provider.write_dict(slot, name, event_dict, None if named else event_key, opcode, tags)
             else:
                 provider.write_dict(
-                    slot, name, event_dict, None if named else "event", opcode, tags, current[0], current[1]
+                    slot, name, event_dict, None if named else event_key, opcode, tags, current[0], current[1]
                 )
             return
-        fields = dict_fields(event_dict.items(), None if named else "event")
+        fields = dict_fields(event_dict.items(), None if named else event_key)
         if exc_info is not None and exc_info is not False and "exception" not in event_dict:
-            text = _format_exc_info(exc_info)
+            text = exc_info_text(exc_info)
             if text is not None:
                 fields.append(("exception", STR, text))
 
         if self._common:
-            event = event_dict.get("event")
+            event = event_dict.get(event_key)
             if named:  # the event text goes to Body, not PartC
-                fields = [f for f in fields if f[0] != "event"]
+                fields = [f for f in fields if f[0] != event_key]
             body = event if type(event) is str else None
             write_common(
                 provider,
@@ -440,3 +578,11 @@ class EtwRenderer:
             provider.write(slot, name, fields, opcode, tags)
         else:
             provider.write(slot, name, fields, opcode, tags, current[0], current[1])
+
+
+def restore_renderer(
+    provider_name: str, options: dict[str, Any], cls: type[EtwRenderer] = EtwRenderer
+) -> EtwRenderer:
+    """An unpickled :class:`EtwRenderer` (or subclass *cls*, built with the same arguments): the
+    process's provider *provider_name*, these options."""
+    return cls(provider_name, **options)

@@ -24,7 +24,7 @@ merged event dict, so it could not tell which place a value came from).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from ._levels import LEVEL_NAMES, METHOD_LEVELS, check_keyword, valid_keyword, valid_level
@@ -43,6 +43,7 @@ __all__ = [
     "Invalid",
     "KeywordsByLogger",
     "Resolver",
+    "as_keywords_by_logger",
     "event_header",
     "event_name",
     "keyword_or",
@@ -169,8 +170,12 @@ def logger_name(logger: object, event: Mapping[str, Any]) -> object:
     return getattr(record if record is not None else logger, "name", None)
 
 
-class KeywordsByLogger:
+class KeywordsByLogger(Mapping[str, int]):
     """Map logger names to keywords: ``{"db": 0x2, "http": 0x4}``.
+
+    It is itself a read-only mapping of the keys it was given (``dict(names)``, ``names["db"]``,
+    ``==`` with a ``dict``), so it goes wherever a ``keywords_by_logger`` mapping goes; resolving a
+    logger name is :meth:`lookup`.
 
     A key matches the logger of that exact name and every logger below it in the dotted
     hierarchy (``"db"`` matches ``db`` and ``db.pool`` but not ``dbx``), the way stdlib
@@ -255,9 +260,40 @@ class KeywordsByLogger:
                 return keyword
         return best
 
+    def _items(self) -> dict[str, int]:
+        return {**self._exact, **{p + "*": k for p, k in self._prefixes}}
+
+    def __getitem__(self, name: str) -> int:
+        """The keyword given for exactly the key *name* (``"db"``, ``"app_*"``)."""
+        return self._items()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items())
+
+    def __len__(self) -> int:
+        return len(self._exact) + len(self._prefixes)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (KeywordsByLogger, (self._items(),))  # the mapping, not the cache
+
     def __repr__(self) -> str:
-        items = {**self._exact, **{p + "*": k for p, k in self._prefixes}}
-        return f"KeywordsByLogger({items!r})"
+        return f"KeywordsByLogger({self._items()!r})"
+
+
+def as_keywords_by_logger(value: object) -> KeywordsByLogger:
+    """A ``keywords_by_logger`` argument as a :class:`KeywordsByLogger`: ``None`` (none), a
+    ``KeywordsByLogger`` (itself) or a mapping of logger names to keywords; anything else raises
+    ``TypeError`` (a bad name or keyword in a mapping: ``TypeError``/``ValueError``)."""
+    if value is None:
+        return KeywordsByLogger()
+    if isinstance(value, KeywordsByLogger):
+        return value
+    if isinstance(value, Mapping):
+        return KeywordsByLogger(value)
+    raise TypeError(
+        "keywords_by_logger must be a mapping of logger names to keywords or a KeywordsByLogger, "
+        f"got {type(value).__name__}: {safe_str(value)[:80]}"
+    )
 
 
 # --- one configuration's resolution ------------------------------------------------------------

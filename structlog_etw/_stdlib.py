@@ -25,6 +25,17 @@ Two kinds of records arrive at a handler:
   decides everything itself: the handler runs ``format(record)`` and the renderer writes the
   event (structlog's usual stdlib recipe, docs/stdlib.md).
 
+**Written once**: a structlog event dict that a pass-through ``EtwRenderer`` of the same
+provider wrote already (``EtwRenderer(..., passthrough=True)`` before ``wrap_for_formatter``,
+with this handler on the root logger for the other libraries) is not written again
+(a ``WrittenEventDict``).
+
+**Queues**: :class:`EtwQueueHandler` is the ``logging.handlers.QueueHandler`` whose records give
+an ``EtwHandler`` behind the ``QueueListener`` the same events as the handler attached directly:
+it keeps the template (formatting the text in the logging thread), the exception as text, and
+the logging thread's context (structlog's contextvars, the current activity), in which the
+handler writes the record.
+
 The level comes from ``record.levelno`` (:func:`~structlog_etw._levels.level_from_stdlib`);
 ``etw_keyword``, ``etw_level``, ``etw_name``, ``etw_tags``, ``etw_opcode`` given in
 ``extra=`` (or in a structlog event dict) are control keys, as with the renderer.
@@ -33,7 +44,10 @@ The level comes from ``record.levelno`` (:func:`~structlog_etw._levels.level_fro
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import copy
 import logging
+import logging.handlers
 import threading
 import uuid
 from collections import ChainMap
@@ -41,16 +55,24 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 import structlog
-from structlog.contextvars import merge_contextvars
+from structlog.contextvars import bind_contextvars, get_contextvars, merge_contextvars
 from structlog.stdlib import ProcessorFormatter
 from structlog.typing import Processor
 
 from ._levels import LEVEL_NAMES, level_from_stdlib
 from ._provider import Provider
-from ._renderer import FORMATTER_KEYS, EtwRenderer, resolver_for
+from ._renderer import (
+    FORMATTER_KEYS,
+    EtwRenderer,
+    WrittenEventDict,
+    exc_info_text,
+    resolver_for,
+    written_to,
+)
+from ._resolve import KeywordsByLogger
 from .fields import safe_str
 
-__all__ = ["EtwHandler"]
+__all__ = ["EtwHandler", "EtwQueueHandler"]
 
 #: Attributes every LogRecord has; anything else on a record came from ``extra=``.
 _RECORD_ATTRS: Final = frozenset(
@@ -63,6 +85,11 @@ _RECORD_ATTRS: Final = frozenset(
         "_logger",
         "_name",
         "_from_structlog",
+        # set by EtwQueueHandler.prepare
+        "_etw_message",
+        "_etw_message_error",
+        "_etw_context",
+        "_etw_contextvars",
     }
 )
 _FALLBACK_FORMATTER: Final = logging.Formatter()
@@ -95,6 +122,9 @@ class EtwHandler(logging.Handler):
             it is written, as ``ProcessorFormatter``'s argument of that name (default:
             ``(structlog.contextvars.merge_contextvars,)``; ``()`` for none).  A processor
             raising ``DropEvent`` drops the record.
+        event_key: the key of the event name in structlog event dicts
+            (``structlog.processors.EventRenamer("msg")`` in the structlog chain:
+            ``event_key="msg"``); a foreign record's template goes under it too.
     """
 
     def __init__(
@@ -103,10 +133,11 @@ class EtwHandler(logging.Handler):
         level: int | str = logging.NOTSET,
         *,
         default_keyword: int | None = None,
-        keywords_by_logger: Mapping[str, int] | None = None,
+        keywords_by_logger: Mapping[str, int] | KeywordsByLogger | None = None,
         group: str | None = None,
         provider_id: uuid.UUID | str | None = None,
         foreign_pre_chain: Iterable[Processor] | None = None,
+        event_key: str = "event",
     ) -> None:
         super().__init__(level)
         #: Processors run on foreign records' event dicts (see the class docstring).
@@ -116,7 +147,9 @@ class EtwHandler(logging.Handler):
         resolver = resolver_for(provider_or_name, default_keyword, keywords_by_logger, group, provider_id)
         self._resolver = resolver
         provider = resolver.provider
-        renderer = EtwRenderer(provider.name, provider=provider, default_keyword=resolver.default_keyword)
+        renderer = EtwRenderer(
+            provider.name, provider=provider, default_keyword=resolver.default_keyword, event_key=event_key
+        )
         renderer.keywords_by_logger = resolver.names
         self._renderer = renderer
         self._local = threading.local()
@@ -145,7 +178,14 @@ class EtwHandler(logging.Handler):
             return
         local.active = True
         try:
-            self._emit(record)
+            queued = record.__dict__
+            context = queued.get("_etw_context")
+            if context is None and "_etw_contextvars" in queued:  # came through a process queue
+                context = _context_with(queued["_etw_contextvars"])
+            if isinstance(context, contextvars.Context):  # EtwQueueHandler: the logging thread's context
+                context.copy().run(self._emit, record)
+            else:
+                self._emit(record)
         except Exception:
             self.handleError(record)
         finally:
@@ -159,6 +199,9 @@ class EtwHandler(logging.Handler):
         return any(isinstance(p, EtwRenderer) for p in formatter.processors)
 
     def _emit(self, record: logging.LogRecord) -> None:
+        msg: Any = record.msg
+        if written_to(msg, self._resolver.provider.name):
+            return  # a pass-through EtwRenderer of this provider wrote it (wrap_for_formatter)
         if self._formatter_renders():
             # structlog's stdlib recipe: the formatter's chain ends in an EtwRenderer, which writes
             # the event and returns "" (DropEvent too, from a processor of the formatter's).
@@ -170,7 +213,6 @@ class EtwHandler(logging.Handler):
                 pass  # written below, with what can be rendered
         levelno = record.levelno
         level = level_from_stdlib(levelno) if type(levelno) is int else 5
-        msg: Any = record.msg
         structlog_dict = isinstance(msg, dict)
         # What the renderer will see: a structlog event dict as it is (logger name: its "logger"
         # key, else the record's), or a foreign record's extras under the record's name; and
@@ -190,6 +232,13 @@ class EtwHandler(logging.Handler):
 
     def _message(self, record: logging.LogRecord) -> tuple[str, str | None]:
         """The ``message`` field, and the error when the record cannot be formatted."""
+        queued = record.__dict__
+        if "_etw_message" in queued:  # formatted in the logging thread (EtwQueueHandler.prepare)
+            error = queued.get("_etw_message_error")
+            if error is None and self.formatter is not None:
+                with contextlib.suppress(Exception):
+                    return self.format(record), None
+            return safe_str(queued["_etw_message"]), None if error is None else safe_str(error)
         try:
             if self.formatter is not None:
                 return self.format(record), None
@@ -217,7 +266,7 @@ class EtwHandler(logging.Handler):
         msg = record.msg
         message, error = self._message(record)
         event_dict: dict[str, Any] = {
-            "event": msg if isinstance(msg, str) else message,
+            self._renderer.event_key: msg if isinstance(msg, str) else message,
             "message": message,
             "logger": record.name,
             "pathname": record.pathname,
@@ -260,3 +309,107 @@ class EtwHandler(logging.Handler):
 
     def __repr__(self) -> str:
         return f"<EtwHandler {self._resolver.provider.name} ({logging.getLevelName(self.level)})>"
+
+
+def _context_with(values: object) -> contextvars.Context | None:
+    """A new context holding *values* as structlog contextvars (a record from a process queue)."""
+    if not isinstance(values, dict) or not values:
+        return None
+    context = contextvars.Context()
+    context.run(bind_contextvars, **{str(k): v for k, v in values.items()})
+    return context
+
+
+class _QueuedRecord(logging.LogRecord):
+    """A record :meth:`EtwQueueHandler.prepare` made: its message was formatted in the logging
+    thread (``getMessage`` returns that text), it holds the logging thread's context; pickled
+    (a process queue), the context becomes the structlog contextvars it held."""
+
+    def getMessage(self) -> str:
+        """The message text formatted in the logging thread."""
+        message = self.__dict__.get("_etw_message")
+        return message if isinstance(message, str) else super().getMessage()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        context = state.pop("_etw_context", None)
+        if isinstance(context, contextvars.Context):
+            try:
+                state["_etw_contextvars"] = context.run(get_contextvars)
+            except Exception:
+                state["_etw_contextvars"] = {}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+
+class EtwQueueHandler(logging.handlers.QueueHandler):
+    """A ``logging.handlers.QueueHandler`` whose records an :class:`EtwHandler` behind the
+    ``QueueListener`` writes exactly as if it were attached directly (docs/stdlib.md).
+
+    ``QueueHandler.prepare`` makes each record a plain string (the formatted text as ``msg``, no
+    ``args``, no ``exc_info``) so it can cross threads and processes; an ``EtwHandler`` would name
+    the event after that text and lose the exception.  This ``prepare`` keeps the template as
+    ``msg`` and formats the text in the logging thread (``getMessage()`` returns it, for every
+    handler behind the listener), keeps the traceback as ``exc_text``, resolves a structlog event
+    dict's ``exc_info`` into its ``exception`` field, and captures the logging thread's context
+    (structlog's contextvars, the current activity), in which ``EtwHandler`` writes the record
+    (through a ``multiprocessing`` queue: the structlog contextvars).  It never raises: a record
+    it cannot prepare goes on as ``QueueHandler.prepare`` makes it.
+
+    Python 3.12's ``dictConfig`` builds the listener too:
+    ``{"class": "structlog_etw.EtwQueueHandler", "handlers": ["etw"]}``.
+    """
+
+    def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
+        """A copy of *record* that crosses a queue with everything ``EtwHandler`` writes."""
+        try:
+            return self._prepare(record)
+        except Exception:
+            plain: logging.LogRecord = super().prepare(record)
+            return plain
+
+    def _prepare(self, record: logging.LogRecord) -> logging.LogRecord:
+        prepared = copy.copy(record)  # other handlers of the logger still see the original
+        prepared.__class__ = _QueuedRecord
+        state = prepared.__dict__
+        msg: Any = record.msg
+        if isinstance(msg, dict):  # a structlog event dict (wrap_for_formatter)
+            in_dict = msg.get("exc_info")
+            if in_dict is not None and in_dict is not False:  # True means "now": resolve it here
+                event = {k: v for k, v in msg.items() if k != "exc_info"}
+                text = exc_info_text(in_dict)
+                if text is not None:
+                    event.setdefault("exception", text)
+                prepared.msg = (
+                    WrittenEventDict(event, msg.providers) if type(msg) is WrittenEventDict else event
+                )
+        else:
+            try:
+                message = self.format(record) if self.formatter is not None else record.getMessage()
+                state["_etw_message"] = message
+            except Exception as exc:
+                state["_etw_message"] = safe_str(msg)
+                state["_etw_message_error"] = f"{type(exc).__name__}: {safe_str(exc)}"
+                args: Any = record.args
+                prepared.args = (
+                    tuple(safe_str(a) for a in args) if isinstance(args, tuple) else (safe_str(args),)
+                )
+            else:
+                prepared.args = None
+            if not isinstance(msg, str):  # an object as the message: its text (what EtwHandler names it)
+                prepared.msg = state["_etw_message"]
+        exc_info = record.exc_info
+        if (
+            exc_info
+            and not record.exc_text
+            and not (isinstance(exc_info, tuple) and len(exc_info) == 3 and exc_info[0] is None)
+        ):
+            try:
+                prepared.exc_text = _FALLBACK_FORMATTER.formatException(exc_info)
+            except Exception:
+                prepared.exc_text = safe_str(exc_info)
+        prepared.exc_info = None  # tracebacks hold frames: never queued
+        state["_etw_context"] = contextvars.copy_context()
+        return prepared

@@ -1,16 +1,18 @@
 """The zero-cost disabled path: a bound-logger class that returns before building an event dict.
 
 ``make_etw_bound_logger`` is to structlog-etw what structlog's ``make_filtering_bound_logger``
-is to structlog: everything that can be decided when the class is built is decided then, and
-what depends on the bound context and the chain is decided when a logger is created (its class is
-chosen in ``__new__``).  A call may be skipped only at a level the logger's chain would give its
-``EtwRenderer`` alone (:func:`_plan`); any other chain runs as with structlog's filtering logger.
-A log call nobody listens to costs one enable-word read, a check that the renderer is still where
-it was in the chain, two dict look-ups (``etw_keyword``/``etw_level`` in the call) and a ``len()``
-of structlog's contextvar registry (see :mod:`structlog_etw._contextvars`).  When it cannot return
-at once, :meth:`~structlog_etw._resolve.Resolver.listening` decides by the rule the renderer
-follows.  An enabled call of an ETW-only chain is written without running it (:func:`_write_direct`),
-and ``%``-arguments that do not fit the event text never raise (:func:`_format`).
+is to structlog: one method template (:func:`_method`), specialised per level by a named
+decision made when the class is built (:data:`RUN` the chain, :data:`SKIP` when nobody listens,
+:data:`DIRECT` write), and one :class:`_Plan` per chain holding what the methods' closures read.
+A call nobody listens to costs one read of the provider word
+(:attr:`~structlog_etw.Provider.any_slot`: non-zero while a session wants anything of the
+provider) and one identity test (the chain's ``EtwRenderer`` still at its index); only past
+that does it look at ``etw_*`` keys, the bound context, contextvars and the call's slot, by the
+rule the renderer follows (:func:`_listening`, with the renderer's current keyword map).  An
+enabled call of an ETW-only chain is written without running it (:func:`_write_direct`), and
+``%``-arguments that do not fit the event text never raise (:func:`_format`).  Classes are
+built once per configuration and chain plan, and pickle as their ``make_etw_bound_logger``
+arguments.
 
 ``EtwEarlyDrop`` is the processor form for users who keep another wrapper class.
 """
@@ -20,13 +22,14 @@ from __future__ import annotations
 import asyncio
 import collections.abc
 import contextvars
+import copyreg
 import logging
 import sys
-import threading
 import uuid
+import weakref
 from collections import ChainMap
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, NamedTuple, cast
+from typing import Any, Final, cast
 
 import structlog
 from structlog.contextvars import merge_contextvars
@@ -35,7 +38,6 @@ from structlog.typing import EventDict, FilteringBoundLogger, WrappedLogger
 from ._contextvars import REGISTRY, WATCH, mark_async_caller, unmark_async_caller
 from ._levels import (
     LEVEL_NAMES,
-    METHOD_LEVELS,
     STDLIB_LEVELS,
     STDLIB_NUMBERS,
     level_from_method,
@@ -70,9 +72,28 @@ def _format(self: Any, event: Any, args: tuple[Any, ...], kw: dict[str, Any]) ->
     try:
         return _maybe_interpolate(event, args)
     except Exception:
-        self._etw.provider.count_invalid(FORMAT_ARGS_KEY)
+        self._etw_config.resolver.provider.count_invalid(FORMAT_ARGS_KEY)
         kw.setdefault(FORMAT_ARGS_KEY, args)
         return event
+
+
+#: The field that holds the formatted text of a call whose ``%``-template names the trace event.
+MESSAGE_KEY: Final = "message"
+
+
+def _template(self: Any, event: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """``%``-args of a call whose only output is the trace event: the template stays the event
+    (the trace event's name: one name, one shape per call site, as ``EtwHandler`` names records)
+    and the formatted text goes into the ``message`` field.  A call that passes ``message``
+    itself gets structlog's formatted event; one whose args do not fit, :func:`_format`'s rule."""
+    if MESSAGE_KEY in kw:
+        return _format(self, event, args, kw)
+    try:
+        text = _maybe_interpolate(event, args)
+    except Exception:
+        return _format(self, event, args, kw)  # counted, the args kept as a field
+    kw[MESSAGE_KEY] = text
+    return event
 
 
 def _nop(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
@@ -95,94 +116,159 @@ async def _in_executor(self: Any, method_name: str, event: Any, kw: dict[str, An
         unmark_async_caller(caller)
 
 
-#: The event the async methods pass to their sync method to run only its "does anyone listen" check.
+#: The event the async methods pass to :func:`_listening_call` to run only its "does anyone listen" check.
 _CHECK_ONLY: Any = object()
 
-# --- what the chain lets the fast path do ------------------------------------------------------
+# --- the decisions: what a chain lets a method do -----------------------------------------------
 
-#: ``skip_below`` of a chain whose ``EtwRenderer`` passes nothing on: every level may be skipped.
-_EVERY_LEVEL: Final = 1 << 30
-
-
-class _Direct(NamedTuple):
-    """A chain the enabled path writes without running it: ``[merge_contextvars?, renderer]``."""
-
-    renderer: EtwRenderer
-    merge: Callable[..., Any] | None
-    length: int
+#: The chain wants every call of this level: run it, as structlog's filtering logger does.
+RUN: Final = "run the chain"
+#: The chain gives this level to its ``EtwRenderer`` alone: return when nobody listens, else run it.
+SKIP: Final = "skip"
+#: Like :data:`SKIP`, and the chain is ``[merge_contextvars?, renderer]``: write without running it.
+DIRECT: Final = "direct write"
 
 
-class _Plan(NamedTuple):
-    """What a logger's chain allows, decided when the logger is bound.
+class _Plan:
+    """What one chain lets the methods of its class do, decided when the class is made.
 
-    ``tier``: how many method levels, from debug up, a call may be skipped at when nobody
-    listens (0: none, the chain wants every call; 5: all).  ``at``, ``renderer``: where the
-    chain's ``EtwRenderer`` is; every skip checks it is still there (``capture_logs()`` and
-    reconfiguration replace the contents of a held logger's list; what comes after the
-    renderer never sees a call it skips, what comes before only feeds it).  ``direct``: the
-    chain, when the enabled path may write without running it.
+    ``decisions[level]`` (ETW levels 1..5; index 0 unused) is :data:`RUN`, :data:`SKIP` or
+    :data:`DIRECT`.  ``renderer``/``at``: the chain's ``EtwRenderer`` and its index, which every
+    skip checks is still there (``capture_logs()`` and reconfiguration replace the contents of a
+    held logger's list; what comes after the renderer never sees a call it skips, what comes
+    before only feeds it).  ``merge``/``length``: the direct-write chain (``merge_contextvars`` or
+    ``None``, its length), re-checked on each direct write.  ``any``: the provider's
+    :attr:`~structlog_etw.Provider.any_slot`, read first.  ``resolver``: the resolution of the
+    renderer's *current* ``keywords_by_logger`` (:meth:`current`), so the wrapper never drops an
+    event its renderer would write, also after that map is replaced.
     """
 
-    tier: int
-    at: int
-    renderer: object
-    direct: _Direct | None
+    __slots__ = ("any", "at", "decisions", "key", "length", "merge", "renderer", "resolver")
+
+    def __init__(
+        self,
+        decisions: tuple[str, ...],
+        resolver: Resolver,
+        renderer: EtwRenderer | None = None,
+        at: int = 0,
+        merge: Callable[..., Any] | None = None,
+        length: int = 0,
+    ) -> None:
+        self.decisions = decisions
+        self.resolver = resolver
+        self.renderer = renderer
+        self.at = at
+        self.merge = merge
+        self.length = length
+        self.any = resolver.provider.any_slot
+        #: What makes two chains' classes the same (the closures hold these values).
+        self.key = (id(renderer), at, decisions, merge, length)
+
+    def current(self) -> Resolver:
+        """The resolver of the renderer's ``keywords_by_logger`` now (replaced when it changed)."""
+        resolver = self.resolver
+        renderer = self.renderer
+        if renderer is not None:
+            names = renderer.keywords_by_logger
+            if names is not resolver.names:
+                resolver = Resolver(resolver.provider, resolver.default_keyword, names, WATCH.value)
+                self.resolver = resolver  # one reference store: readers see the old or the new one
+        return resolver
 
 
-_NO_SKIP: Final = _Plan(0, 0, None, None)
-
-
-def _same_resolution(renderer: EtwRenderer, resolver: Resolver) -> bool:
-    """Whether *renderer* resolves slots as *resolver* does (same provider, keyword and map)."""
-    names = renderer.keywords_by_logger
-    return (
-        renderer.provider is resolver.provider
-        and renderer.default_keyword == resolver.default_keyword
-        and (names is resolver.names or not (names or resolver.names))
-    )
+_ALL_RUN: Final = (RUN,) * (len(LEVEL_NAMES) + 1)
 
 
 def _plan(resolver: Resolver, processors: object) -> _Plan:
-    """The :class:`_Plan` of a chain, for a wrapper class of *resolver*.
+    """The :class:`_Plan` of a chain, for a wrapper of *resolver*.
 
-    Calls may be skipped only when the chain holds exactly one ``EtwRenderer``, of this
-    resolution: then a call whose level that renderer passes on to no later processor
+    Calls may be skipped only when the chain holds exactly one ``EtwRenderer``, of this provider
+    and default keyword: then a call whose level that renderer passes on to no later processor
     (``passthrough_level``) does nothing but a trace event.  Any other chain (``capture_logs``,
     ``LogCapture``, a reconfigured application) is run for every call above the minimum level,
-    as with structlog's ``make_filtering_bound_logger``.
+    as with structlog's ``make_filtering_bound_logger``.  The keyword map is the renderer's.
     """
     if type(processors) not in (list, tuple) or not processors:
-        return _NO_SKIP
+        return _Plan(_ALL_RUN, resolver)
     chain = cast("list[Any]", processors)
     found = [p for p in chain if isinstance(p, EtwRenderer)]
-    if len(found) != 1 or not _same_resolution(found[0], resolver):
-        return _NO_SKIP
+    if (
+        len(found) != 1
+        or found[0].provider is not resolver.provider
+        or found[0].default_keyword != resolver.default_keyword
+    ):
+        return _Plan(_ALL_RUN, resolver)
     renderer = found[0]
     passed_on = renderer.passthrough_level
-    skip_below = _EVERY_LEVEL if passed_on is None else passed_on
-    tier = sum(1 for level in LEVEL_NAMES if STDLIB_NUMBERS[level] < skip_below)
-    direct = None
-    if (
+    direct = (
         type(renderer) is EtwRenderer  # a subclass may do more in __call__
         and passed_on is None
         and chain[-1] is renderer
         and (len(chain) == 1 or (len(chain) == 2 and chain[0] is merge_contextvars))
+    )
+    skipped = DIRECT if direct else SKIP
+    decisions = tuple(
+        RUN if level == 0 or (passed_on is not None and STDLIB_NUMBERS[level] >= passed_on) else skipped
+        for level in range(len(LEVEL_NAMES) + 1)
+    )
+    names = renderer.keywords_by_logger
+    if names is not resolver.names:
+        resolver = Resolver(resolver.provider, resolver.default_keyword, names, WATCH.value)
+    merge = chain[0] if direct and len(chain) == 2 else None
+    return _Plan(decisions, resolver, renderer, chain.index(renderer), merge, len(chain) if direct else 0)
+
+
+def _listening(self: Any, plan: _Plan, level: int, kw: dict[str, Any]) -> bool:
+    """Whether a session listens for this call, by the renderer's rule (the provider word was
+    non-zero): the logger's slot when no ``etw_*`` key can come from the call or contextvars,
+    else the full resolution (call > bound context > contextvars)."""
+    resolver = plan.current()
+    if self._etw_resolver is not resolver:  # the renderer's keyword map was replaced
+        self._etw_bind_slots(resolver)
+    if (
+        "etw_keyword" not in kw
+        and "etw_level" not in kw
+        and not (resolver.by_name and "logger" in kw)
+        and (len(REGISTRY) == WATCH.clean_size or self._etw_fixed or not WATCH.etw_bound())
     ):
-        direct = _Direct(renderer, chain[0] if len(chain) == 2 else None, len(chain))
-    return _Plan(tier, chain.index(renderer), renderer, direct)
+        return bool(self._etw_slots[level].word[0])
+    return resolver.listening(level, self._logger, ChainMap(kw, self._context))
 
 
-def _write_direct(self: Any, name: str, event: Any, kw: dict[str, Any], direct: _Direct) -> Any:
+def _listening_call(
+    self: Any, plan: _Plan, decision: str, level: int, name: str, event: Any, args: tuple[Any, ...], kw: Any
+) -> Any:
+    """The rest of a :data:`SKIP`/:data:`DIRECT` call once the provider word is non-zero (or the
+    chain changed): return when nobody listens at the call's slot, else write or run the chain."""
+    chain = self._etw_chain
+    try:
+        if chain[plan.at] is not plan.renderer:  # capture_logs(), a reconfigured chain: run it
+            decision = RUN
+        elif not _listening(self, plan, level, kw):
+            return None
+    except Exception:
+        decision = RUN  # cannot tell (e.g. the chain was emptied): run it
+    if event is _CHECK_ONLY:  # asked by the async method
+        return True
+    if args:
+        event = _format(self, event, args, kw) if decision is RUN else _template(self, event, args, kw)
+    if decision is DIRECT:
+        return _write_direct(self, plan, name, event, kw)
+    return self._proxy_to_logger(name, event, **kw)
+
+
+def _write_direct(self: Any, plan: _Plan, name: str, event: Any, kw: dict[str, Any]) -> Any:
     """The enabled call of an ETW-only chain: the event dict structlog would build, written
     without running the chain (no ``DropEvent`` raised and caught).  The chain is checked to be
     the same list contents first; otherwise it runs as usual."""
     chain = self._etw_chain
-    renderer = direct.renderer
-    merge = direct.merge
+    renderer = cast("EtwRenderer", plan.renderer)
+    merge = plan.merge
     if (
-        len(chain) != direct.length
+        len(chain) != plan.length
         or chain[-1] is not renderer
         or (merge is not None and chain[0] is not merge)
+        or type(self._context) is not dict
     ):
         return self._proxy_to_logger(name, event, **kw)
     # What BoundLoggerBase._process_event builds: context, then the call's keys, then "event".
@@ -200,109 +286,60 @@ def _write_direct(self: Any, name: str, event: Any, kw: dict[str, Any], direct: 
     return None
 
 
-def _make_methods(
-    name: str, etw_level: int, by_name: bool, class_slots: tuple[Slot, ...] | None, skip: bool
-) -> tuple[Callable[..., Any], Callable[..., Any]]:
-    """The sync and async log methods for one level.
+def _method(plan: _Plan, level: int, name: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """The sync and async log methods of one level: the one template, specialised by the decision.
 
-    With *skip* false the chain wants every call of this level: the methods run it (structlog's
-    filtering behaviour, with ``%``-args that cannot be formatted kept as a field).
-
-    With *skip*, the disabled check comes first.  A call returns at once when the slot for this
-    level is not enabled, the chain's ``EtwRenderer`` is still where it was at bind time
-    (``_etw_at``: a non-negative list index, which the interpreter specialises, unlike ``[-1]``), the
-    call passes neither ``etw_keyword`` nor ``etw_level`` (nor ``logger`` when *by_name*: the
-    name may select another keyword) and no ``etw_*`` key can come from contextvars: none was
-    ever bound through them (``len(REGISTRY) == WATCH.clean_size``), the logger has both keys
-    bound, or none holds a value in this context.  Otherwise the exact resolution
-    (:meth:`~structlog_etw._resolve.Resolver.listening`, the renderer's rule) decides.  An
-    enabled call of an ETW-only chain is written directly (:func:`_write_direct`).
-
-    The slot is the class's own (*class_slots*, held by the closure: no attribute look-up)
-    for loggers that bind no ``etw_*`` key, else the one resolved when the logger was bound.
+    :data:`RUN`: the chain runs (structlog's filtering behaviour, ``%``-args that cannot be
+    formatted kept as a field).  :data:`SKIP`/:data:`DIRECT`: first the provider word, then the
+    chain check, both on values held by the closure: a call returns at once when no session
+    listens to anything of the provider and the renderer is still at its index of the logger's
+    chain.  Everything else - ``etw_*`` keys of the call, the bound context and contextvars, the
+    slot, formatting, writing - happens only past that line (:func:`_listening_call`).
     """
-    if not skip:
+    decision = plan.decisions[level]
+    if decision is RUN:
 
-        def run(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
+        def meth(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
             if args:
                 event = _format(self, event, args, kw)
             return self._proxy_to_logger(name, event, **kw)
 
-        async def arun(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
+        async def ameth(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
             if args:
                 event = _format(self, event, args, kw)
             return await _in_executor(self, name, event, kw)
 
-        return _named(run, arun, name)
+        return _named(meth, ameth, name)
 
-    if class_slots is not None:  # loggers that bind no etw_* key: the class's slot, no logger name
-        class_slot = class_slots[etw_level]
+    provider_word = plan.any
+    at = plan.at
+    renderer = plan.renderer
 
-        def meth(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
-            try:
-                if (
-                    not class_slot.word[0]
-                    and self._etw_chain[self._etw_at] is self._etw_renderer
-                    and (
-                        (
-                            "etw_keyword" not in kw
-                            and "etw_level" not in kw
-                            and (len(REGISTRY) == WATCH.clean_size or not WATCH.etw_bound())
-                        )
-                        or not self._etw.listening(etw_level, self._logger, ChainMap(kw, self._context))
-                    )
-                ):
-                    return None
-            except Exception:
-                pass  # cannot tell (e.g. the chain was emptied): run it
-            if event is _CHECK_ONLY:  # asked by the async method
-                return True
-            if args:
-                event = _format(self, event, args, kw)
-            direct = self._etw_direct
-            if direct is not None:
-                return _write_direct(self, name, event, kw, direct)
-            return self._proxy_to_logger(name, event, **kw)
+    def rest(self: Any, event: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        return _listening_call(self, plan, decision, level, name, event, args, kw)
 
-    else:  # loggers with etw_* keys bound, or a keywords_by_logger class: the logger's own slots
+    # The disabled path reads four closure cells (each one a copy per call): keep it at that.
+    def skip_meth(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
+        try:
+            if not provider_word.word[0] and self._etw_chain[at] is renderer:
+                return None
+        except Exception:
+            pass  # the chain is shorter now: the rest decides
+        return rest(self, event, args, kw)
 
-        def meth(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
-            try:
-                if (
-                    not self._etw_slots[etw_level].word[0]
-                    and self._etw_chain[self._etw_at] is self._etw_renderer
-                    and (
-                        (
-                            "etw_keyword" not in kw
-                            and "etw_level" not in kw
-                            and not (by_name and "logger" in kw)
-                            and (
-                                len(REGISTRY) == WATCH.clean_size or self._etw_fixed or not WATCH.etw_bound()
-                            )
-                        )
-                        or not self._etw.listening(etw_level, self._logger, ChainMap(kw, self._context))
-                    )
-                ):
-                    return None
-            except Exception:
-                pass  # cannot tell (e.g. the chain was emptied): run it
-            if event is _CHECK_ONLY:  # asked by the async method
-                return True
-            if args:
-                event = _format(self, event, args, kw)
-            direct = self._etw_direct
-            if direct is not None:
-                return _write_direct(self, name, event, kw, direct)
-            return self._proxy_to_logger(name, event, **kw)
-
-    async def ameth(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
-        if meth(self, _CHECK_ONLY, **kw) is None:  # the same check; nobody listens
+    async def skip_ameth(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
+        try:
+            if not provider_word.word[0] and self._etw_chain[at] is renderer:
+                return None
+        except Exception:
+            pass
+        if _listening_call(self, plan, RUN, level, name, _CHECK_ONLY, (), kw) is None:
             return None
         if args:
-            event = _format(self, event, args, kw)
+            event = _template(self, event, args, kw)
         return await _in_executor(self, name, event, kw)
 
-    return _named(meth, ameth, name)
+    return _named(skip_meth, skip_ameth, name)
 
 
 def _named(
@@ -315,26 +352,16 @@ def _named(
     return meth, ameth
 
 
-def _method_table(
-    min_level: int, by_name: bool, class_slots: tuple[Slot, ...] | None, tier: int
-) -> dict[str, Any]:
-    """The log methods of a class built with *min_level* (*by_name*: it has ``keywords_by_logger``;
-    *class_slots*: the slots of loggers that bind no ``etw_*`` key, ``None``: each logger's own;
-    *tier*: how many levels from debug up may be skipped, see :class:`_Plan`)."""
+def _method_table(min_level: int, plan: _Plan) -> dict[str, Any]:
+    """The log methods of a class built with *min_level* for *plan*."""
     # log()/alog() take any level number >= min_level, also one that maps down to a
     # standard level below min_level (25 with min_level 25 -> info): they use "_etw_methods".
-    full = {
-        name: _make_methods(name, level, by_name, class_slots, level > len(LEVEL_NAMES) - tier)
-        for level, name in LEVEL_NAMES.items()
-    }
-    meths: dict[str, Any] = {"_etw_methods": full}
+    full = {name: _method(plan, level, name) for level, name in LEVEL_NAMES.items()}
+    meths: dict[str, Any] = {"_etw_methods": full, "_etw_plan": plan}
     for level, name in LEVEL_NAMES.items():
-        if STDLIB_NUMBERS[level] < min_level:
-            meths[name], meths[f"a{name}"] = _nop, _anop
-        else:
-            meths[name], meths[f"a{name}"] = full[name]
-    for alias in ("fatal", "warn", "msg"):  # structlog's aliases of critical, warning, info
-        target = LEVEL_NAMES[METHOD_LEVELS[alias]]
+        meth, ameth = full[name] if STDLIB_NUMBERS[level] >= min_level else (_nop, _anop)
+        meths[name], meths[f"a{name}"] = meth, ameth
+    for alias, target in (("warn", "warning"), ("msg", "info"), ("fatal", "critical")):
         meths[alias], meths[f"a{alias}"] = meths[target], meths[f"a{target}"]
     return meths
 
@@ -352,81 +379,27 @@ async def _aexception(self: Any, event: Any = None, *args: Any, **kw: Any) -> An
     return await self.aerror(event, *args, **kw)
 
 
-class _EtwBoundLoggerBase(structlog.BoundLoggerBase):
-    """Base of the classes ``make_etw_bound_logger`` builds: bound slots and the chain's plan
-    are resolved at bind time."""
+# --- configurations: one class per chain, pickled as their make_etw_bound_logger arguments -------
 
-    _etw: Resolver
-    _etw_min_level: int
-    _etw_slots: tuple[Slot, ...]
-    _etw_fixed: bool = False
-    _etw_chain: Iterable[Any]
-    _etw_renderer: object = None
-    _etw_at: int = 0
-    _etw_direct: _Direct | None = None
-    #: Whether every logger resolves its own slots (the class has ``keywords_by_logger``).
-    _etw_by_name: bool
-    #: (own slots?, tier) -> the class of loggers of that kind; built on first use.
-    _etw_family: dict[tuple[bool, int], type[Any]]
-    #: One cached (processors, length, last processor, plan): loggers share their chain.
-    _etw_cache: list[tuple[Any, int, Any, _Plan] | None]
-    _etw_build: Callable[[tuple[bool, int]], type[Any]]
-    #: Whether loggers of this class read the class's own slots (they bind no ``etw_*`` key).
-    _etw_own: bool
-    #: The class ``make_etw_bound_logger`` returned (every logger of the family is an instance).
-    _etw_root: type[Any]
-    _etw_methods: dict[str, tuple[Callable[..., Any], Callable[..., Any]]]
 
-    def __new__(
-        cls, logger: WrappedLogger = None, processors: Iterable[Any] = (), context: Any = None
-    ) -> Any:
-        """A logger of the family class its chain and bound keys call for (see :meth:`_etw_kind`).
+class _Config:
+    """One ``make_etw_bound_logger`` configuration: its resolver and minimum level (what it is
+    pickled as), and its classes (one per chain plan, built once, at most :data:`_CLASSES_MAX`)."""
 
-        Chosen here rather than by assigning ``__class__`` later: an object whose class was
-        reassigned loses CPython's inline attribute values, and every call would pay for it.
-        Without a context (``copy``/``pickle`` re-creating an object whose state they restore)
-        it is a plain instance of *cls*.
-        """
-        if context is None:
-            return object.__new__(cls)
-        kind, plan = cls._etw_kind(processors, context)
-        self = object.__new__(kind)
-        self._etw_renderer = plan.renderer
-        self._etw_at = plan.at
-        self._etw_direct = plan.direct if type(context) is dict else None
-        if not issubclass(kind, cls):  # Python runs __init__ only for instances of the class called
-            self.__init__(logger, processors, context)
-        return self
+    __slots__ = ("classes", "last", "min_level", "name", "resolver", "root")
 
-    def __init__(self, logger: WrappedLogger, processors: Iterable[Any], context: Any) -> None:
-        super().__init__(logger, processors, context)
-        self._etw_chain = processors  # the list structlog runs (capture_logs changes its contents)
-        if not self._etw_own:
-            keyword, level = context.get("etw_keyword"), context.get("etw_level")
-            self._etw_slots = self._etw.bound_slots(logger, context)
-            # With both keys bound, contextvars cannot change the slot (the first place decides).
-            self._etw_fixed = keyword is not None and level is not None
+    def __init__(self, resolver: Resolver, min_level: int, name: str) -> None:
+        self.resolver = resolver
+        self.min_level = min_level
+        self.name = name
+        self.classes: dict[tuple[Any, ...], type[Any]] = {}
+        #: The last chain seen and its plan: (processors, length, last processor, plan).
+        self.last: tuple[Any, int, Any, _Plan] | None = None
+        self.root: type[Any] = object
 
-    @classmethod
-    def _etw_kind(cls, processors: Iterable[Any], context: Any) -> tuple[type[Any], _Plan]:
-        """The class of a logger with this chain and context, and the chain's plan.
-
-        The chain decides which levels may be skipped when nobody listens (:func:`_plan`).  A
-        logger that binds no ``etw_*`` key (and whose class has no ``keywords_by_logger``) reads
-        the class's own slots; one that does reads the slots resolved when it is bound.  All are
-        instances of the class ``make_etw_bound_logger`` returned.
-        """
-        own = not cls._etw_by_name and context.get("etw_keyword") is None and context.get("etw_level") is None
-        plan = cls._etw_plan(processors)
-        key = (own, plan.tier)
-        kind = cls._etw_family.get(key) or cls._etw_build(key)
-        return kind, plan
-
-    @classmethod
-    def _etw_plan(cls, processors: Any) -> _Plan:
+    def plan(self, processors: Any) -> _Plan:
         """:func:`_plan`, cached for the last chain seen (loggers of a configuration share it)."""
-        cache = cls._etw_cache
-        entry = cache[0]
+        entry = self.last
         try:
             if (
                 entry is not None
@@ -435,55 +408,168 @@ class _EtwBoundLoggerBase(structlog.BoundLoggerBase):
                 and entry[2] is processors[-1]
             ):
                 return entry[3]
-            plan = _plan(cls._etw, processors)
-            cache[0] = (processors, len(processors), processors[-1], plan)
+            plan = _plan(self.resolver, processors)
+            self.last = (processors, len(processors), processors[-1], plan)
         except Exception:
-            return _NO_SKIP
+            return _Plan(_ALL_RUN, self.resolver)
         return plan
 
-    def _etw_rebound(self) -> Any:
-        """This logger's chain and context in a logger of the class they now call for."""
-        return self._etw_root(self._logger, self._etw_chain, self._context)
+    def class_for(self, plan: _Plan) -> type[Any]:
+        """The class of loggers with *plan* (built on first use; a subclass of the root class)."""
+        cls = self.classes.get(plan.key)
+        if cls is not None:
+            return cls
+        # No lock (nothing may wait on one in a fork child): two threads may build the class,
+        # setdefault keeps the first.
+        if len(self.classes) >= _CLASSES_MAX:
+            self.classes.clear()  # loggers keep their classes; new ones rebuild them
+        built = _build(self.name, self.root, _method_table(self.min_level, plan))
+        return self.classes.setdefault(plan.key, built)
+
+
+#: Classes per configuration (chains with their renderer at another index, other pass-through levels).
+_CLASSES_MAX: Final = 64
+
+
+class _EtwLoggerType(type):
+    """The metaclass of the classes ``make_etw_bound_logger`` builds: pickled as its arguments."""
+
+
+def _class_from_spec(spec: dict[str, Any]) -> type[Any]:
+    """The class a pickled class stands for: its configuration, rebuilt from names and values."""
+    resolver = resolver_for(
+        spec["provider"], spec["default_keyword"], None, spec["group"], spec["provider_id"]
+    )
+    if spec["names"] is not None:
+        resolver.set_names(spec["names"])
+    return _configured(resolver, spec["min_level"])
+
+
+def _reduce_class(cls: type[Any]) -> tuple[Any, ...]:
+    """A class pickles as its configuration's names and values (a provider by its name, group
+    and GUID; the keyword map): never a provider or renderer object, so that it pickles whether
+    or not they do."""
+    config: _Config = cls._etw_config
+    resolver = config.resolver
+    provider = resolver.provider
+    spec = {
+        "provider": provider.name,
+        "group": provider.group,
+        "provider_id": provider.provider_id if provider.format == "tracelogging" else None,
+        "default_keyword": resolver.default_keyword,
+        "names": resolver.names if resolver.by_name else None,
+        "min_level": config.min_level,
+    }
+    return (_class_from_spec, (spec,))
+
+
+copyreg.pickle(_EtwLoggerType, _reduce_class)
+
+
+def _restore(root: type[Any], logger: Any, processors: Any, context: Any) -> Any:
+    """A pickled or copied logger: its configuration's class for its chain, its state."""
+    return root(logger, processors, context)
+
+
+class _EtwBoundLoggerBase(structlog.BoundLoggerBase, metaclass=_EtwLoggerType):
+    """Base of the classes ``make_etw_bound_logger`` builds; the class of a logger follows its
+    chain's plan (chosen in ``__new__``)."""
+
+    _etw_config: _Config
+    _etw_plan: _Plan
+    _etw_methods: dict[str, tuple[Callable[..., Any], Callable[..., Any]]]
+    #: The logger's slots per ETW level (bound ``etw_*`` keys and logger name resolved at bind
+    #: time), the resolver they come from, and whether both keys are bound (contextvars cannot
+    #: change the slot then).
+    _etw_slots: tuple[Slot, ...]
+    _etw_chain: Any
+    _etw_resolver: Resolver | None = None
+    _etw_fixed: bool = False
+
+    def __new__(
+        cls, logger: WrappedLogger = None, processors: Iterable[Any] = (), context: Any = None
+    ) -> Any:
+        """A logger of the class its chain calls for (one per chain plan of the configuration).
+
+        Chosen here rather than by assigning ``__class__`` later: an object whose class was
+        reassigned loses CPython's inline attribute values, and every call would pay for it.
+        """
+        config = cls._etw_config
+        kind = config.class_for(config.plan(processors))
+        self = object.__new__(kind)
+        if not issubclass(kind, cls):  # Python runs __init__ only for instances of the class called
+            self.__init__(logger, processors, context)
+        return self
+
+    def __init__(self, logger: WrappedLogger, processors: Iterable[Any], context: Any) -> None:
+        super().__init__(logger, processors, context)
+        self._etw_chain = processors  # the list structlog runs (capture_logs changes its contents)
+        self._etw_bind_slots(self._etw_plan.resolver)
+
+    def _etw_bind_slots(self, resolver: Resolver) -> None:
+        """Resolve this logger's slots with *resolver* (at bind time, or after the map changed)."""
+        context = self._context
+        try:
+            self._etw_slots = resolver.bound_slots(self._logger, context)
+            self._etw_fixed = context.get("etw_keyword") is not None and context.get("etw_level") is not None
+        except Exception:  # a context without .get(): every call takes the full resolution
+            self._etw_slots = resolver.level_slots(resolver.default_keyword, 0)
+            self._etw_fixed = False
+        self._etw_resolver = resolver
 
     def unbind(self, *keys: str) -> Any:
         """Return a new logger with *keys* removed from the context (``KeyError`` if missing)."""
-        return super().unbind(*keys)._etw_rebound()
+        logger = super().unbind(*keys)
+        logger._etw_bind_slots(logger._etw_plan.resolver)  # structlog removes them after bind()
+        return logger
 
     def try_unbind(self, *keys: str) -> Any:
         """Like :meth:`unbind`, but missing keys are ignored."""
-        return super().try_unbind(*keys)._etw_rebound()
+        logger = super().try_unbind(*keys)
+        logger._etw_bind_slots(logger._etw_plan.resolver)
+        return logger
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled and copied as the configuration's class (its ``make_etw_bound_logger``
+        arguments) with this logger's wrapped logger, chain and context."""
+        return (_restore, (self._etw_config.root, self._logger, self._etw_chain, self._context))
 
     def log(self, level: int, event: Any = None, *args: Any, **kw: Any) -> Any:
         """Log at stdlib level number *level* (custom numbers map to the standard level below)."""
-        if level < self._etw_min_level:
+        if level < self._etw_config.min_level:
             return None
         return self._etw_methods[method_for_stdlib(level)][0](self, event, *args, **kw)
 
     async def alog(self, level: int, event: Any = None, *args: Any, **kw: Any) -> Any:
         """Async :meth:`log`."""
-        if level < self._etw_min_level:
+        if level < self._etw_config.min_level:
             return None
         return await self._etw_methods[method_for_stdlib(level)][1](self, event, *args, **kw)
 
     def is_enabled_for(self, level: int) -> bool:
         """Whether *level* passes the minimum level (listeners are checked per call)."""
-        return level >= self._etw_min_level
+        return level >= self._etw_config.min_level
 
     def get_effective_level(self) -> int:
         """The minimum level this class was built with."""
-        return self._etw_min_level
+        return self._etw_config.min_level
 
     def is_etw_enabled(self, method_name: str = "info") -> bool:
         """Whether a session listens for this logger's events at *method_name*'s level right now."""
-        if STDLIB_LEVELS.get(method_name, 20) < self._etw_min_level:
+        if STDLIB_LEVELS.get(method_name, 20) < self._etw_config.min_level:
             return False
-        return self._etw.listening(level_from_method(method_name), self._logger, self._context)
+        resolver = self._etw_plan.current()
+        return resolver.listening(level_from_method(method_name), self._logger, self._context)
 
 
-def _build(
-    name: str, base: type[_EtwBoundLoggerBase], namespace: dict[str, Any]
-) -> type[_EtwBoundLoggerBase]:
-    return cast("type[_EtwBoundLoggerBase]", type(name, (base,), namespace))
+def _build(name: str, base: type[Any], namespace: dict[str, Any]) -> type[_EtwBoundLoggerBase]:
+    return cast("type[_EtwBoundLoggerBase]", _EtwLoggerType(name, (base,), namespace))
+
+
+#: make_etw_bound_logger's classes by configuration: the same configuration, the same class.
+#: Weak values: the cache keeps no class (and so no provider) alive; the key's provider is
+#: checked by identity (an ``id`` may be reused once a provider is gone).
+_CLASSES: weakref.WeakValueDictionary[tuple[Any, ...], type[Any]] = weakref.WeakValueDictionary()
 
 
 def make_etw_bound_logger(
@@ -502,18 +588,17 @@ def make_etw_bound_logger(
     ``make_filtering_bound_logger`` it has ``debug``/``info``/``warning``/``warn``/``error``/
     ``exception``/``critical``/``fatal``/``msg``/``log`` and ``a``-prefixed async variants, and
     methods below *min_level* are a plain ``return None``.  A method above it first reads the
-    enable word of the provider's slot for the call's level and keyword and returns ``None``
-    before any event dict is built when it is zero.  The keyword is the call's
-    ``etw_keyword``, else the bound one (resolved once at bind time), else one bound with
-    ``structlog.contextvars.bind_contextvars``, else the one *keywords_by_logger* gives the
-    logger's name, else *default_keyword*; ``etw_level`` overrides the level the same way (an
-    invalid value means the default, as in the renderer).  Until an ``etw_*`` key is first
-    bound through contextvars anywhere in the process, checking them costs a ``len()`` of
-    structlog's registry; after that, a few ``ContextVar.get()`` unless the logger has both
-    keys bound.  When someone listens, the call behaves exactly like structlog's bound logger
-    (processors run, ``exception`` adds ``exc_info``); a chain that is exactly
-    ``[merge_contextvars, renderer]`` or ``[renderer]`` is written without running it, with the
-    same events.
+    provider word (:attr:`~structlog_etw.Provider.any_slot`: non-zero while a session listens to
+    anything of the provider) and checks that the chain's renderer is still in place; when
+    nobody listens it returns ``None`` there, before any event dict is built.  Otherwise the
+    call's slot decides, by the renderer's rule: the keyword is the call's ``etw_keyword``, else
+    the bound one (resolved once at bind time), else one bound with
+    ``structlog.contextvars.bind_contextvars``, else the one the renderer's *current*
+    ``keywords_by_logger`` gives the logger's name, else *default_keyword*; ``etw_level``
+    overrides the level the same way (an invalid value means the default, as in the renderer).
+    When someone listens, the call behaves exactly like structlog's bound logger (processors run,
+    ``exception`` adds ``exc_info``); a chain that is exactly ``[merge_contextvars, renderer]``
+    or ``[renderer]`` is written without running it, with the same events.
 
     Calls are skipped only when the logger's chain (read when the logger is created, checked per
     call) holds exactly one ``EtwRenderer`` of this provider and that renderer passes nothing on
@@ -523,6 +608,10 @@ def make_etw_bound_logger(
     written as a ``format_args`` field and counted (``stats()["invalid"]["format_args"]``) instead
     of raising.
 
+    The same arguments give the same class; it pickles (and its loggers pickle and copy) as
+    these arguments, so a logger can go to a ``ProcessPoolExecutor`` worker when its wrapped
+    logger and processors pickle.
+
     Args:
         provider_or_name: a provider name (shared with renderers of that name), a
             ``Provider``, or an ``EtwRenderer`` whose provider, default keyword and
@@ -530,7 +619,8 @@ def make_etw_bound_logger(
         min_level: stdlib level number or name (``"info"``); calls below it are dropped.
         default_keyword: keyword of events without ``etw_keyword`` (default: the provider's, 1).
         keywords_by_logger: logger name (or dotted prefix, or ``"prefix*"``) -> keyword;
-            must match the renderer's.  Its keywords are registered up front.
+            its keywords are registered up front.  A call is skipped by the map of the chain's
+            renderer (the one it writes with).
         group: provider group (only with a provider name).
         provider_id: ETW provider GUID (``uuid.UUID`` or GUID text) instead of the name hash;
             with a ``Provider`` or ``EtwRenderer`` it must equal theirs.
@@ -540,49 +630,32 @@ def make_etw_bound_logger(
     """
     min_level = stdlib_level(min_level)
     resolver = resolver_for(provider_or_name, default_keyword, keywords_by_logger, group, provider_id)
-    by_name = resolver.by_name  # the keyword follows each logger's name: every logger resolves its slots
-    class_slots = None if by_name else resolver.level_slots(resolver.default_keyword, 0)
+    return cast("type[FilteringBoundLogger]", _configured(resolver, min_level))
+
+
+def _configured(resolver: Resolver, min_level: int) -> type[Any]:
+    """The class of a configuration (provider, minimum level, default keyword, keyword map):
+    built once, then the same class for the same configuration while that class is alive."""
+    key = (id(resolver.provider), min_level, resolver.default_keyword, repr(resolver.names))
+    cached = _CLASSES.get(key)
+    if cached is not None and cached._etw_config.resolver.provider is resolver.provider:
+        return cached
     level_name = logging.getLevelName(min_level).capitalize().replace(" ", "")
     cls_name = f"EtwBoundLoggerAt{level_name}"
-    family: dict[tuple[bool, int], type[Any]] = {}
-    lock = threading.Lock()
-
-    def build(key: tuple[bool, int]) -> type[Any]:
-        """The class of loggers of *key* (own slots?, tier); a subclass of ``cls``."""
-        own, tier = key
-        with lock:
-            if key not in family:
-                family[key] = _build(
-                    cls_name,
-                    cls,
-                    {
-                        **_method_table(min_level, by_name, class_slots if own else None, tier),
-                        "_etw_own": own,
-                    },
-                )
-            return family[key]
-
-    full_tier = len(LEVEL_NAMES)
-    cls = _build(
+    config = _Config(resolver, min_level, cls_name)
+    root = _build(
         cls_name,
         _EtwBoundLoggerBase,
         {
-            **_method_table(min_level, by_name, class_slots, full_tier),
-            "_etw": resolver,
-            "_etw_min_level": min_level,
-            "_etw_by_name": by_name,
-            "_etw_family": family,
-            "_etw_cache": [None],
-            "_etw_build": staticmethod(build),
-            "_etw_own": not by_name,
+            **_method_table(min_level, _Plan(_ALL_RUN, resolver)),
+            "_etw_config": config,
             "exception": _exception,
             "aexception": _aexception,
         },
     )
-    # The class itself serves loggers of an ETW-only chain that bind no etw_* key (the usual case).
-    family[(not by_name, full_tier)] = cls
-    cls._etw_root = cls
-    return cast("type[FilteringBoundLogger]", cls)
+    config.root = root
+    _CLASSES[key] = root
+    return root
 
 
 _CONTROL_SET: Final = frozenset(CONTROL_KEYS)

@@ -47,9 +47,9 @@ def test_ainfo_writes_the_event_from_an_executor_thread(etw_capture: EtwCapture)
 
     asyncio.run(main())
     (event,) = etw_capture.events
-    assert event.name == "async_login ok"
+    assert event.name == "async_login %s"  # the template names the event (issue 26, item 8)
     assert event.level == 4
-    assert event.fields == {"user": "ann", "attempts": 2}
+    assert event.fields == {"user": "ann", "attempts": 2, "message": "async_login ok"}
     assert spy.threads != [threading.get_ident()]
 
 

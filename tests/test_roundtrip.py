@@ -143,9 +143,9 @@ def test_oversized_event_arrives_truncated_and_flagged(cap: CaptureBackend) -> N
 
 
 # Not fields by design: control keys, the event text, structlog's exc_info (an ``exception`` field
-# when it holds an exception).
+# when it holds an exception), ProcessorFormatter's meta keys (``_record``, ``_from_structlog``).
 keys = st.text(min_size=1, max_size=10).filter(
-    lambda k: not k.startswith("etw_") and k not in ("event", "exc_info")
+    lambda k: not k.startswith("etw_") and k not in ("event", "exc_info", "_record", "_from_structlog")
 )
 values = st.recursive(
     st.one_of(

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import logging.handlers
+import queue
 import uuid
 
 import structlog
@@ -18,6 +20,7 @@ from structlog_etw import (
     Activity,
     EtwEarlyDrop,
     EtwHandler,
+    EtwQueueHandler,
     EtwRenderer,
     EtwUnavailableWarning,
     KeywordsByLogger,
@@ -83,6 +86,11 @@ stdlib_handler: logging.Handler = EtwHandler(
     "MyCompany_MyService", logging.INFO, keywords_by_logger={"urllib3": 0x8}
 )
 logging.getLogger().addHandler(stdlib_handler)
+# a QueueHandler whose records an EtwHandler behind the QueueListener writes as if attached directly
+log_queue: queue.Queue[logging.LogRecord] = queue.Queue()
+queue_handler: logging.handlers.QueueHandler = EtwQueueHandler(log_queue)
+listener = logging.handlers.QueueListener(log_queue, EtwHandler("MyCompany_MyService", event_key="msg"))
+renamed = EtwRenderer("MyCompany_MyService", event_key="msg", keywords_by_logger=by_name)
 provider: Provider = get_provider("MyCompany_MyService")
 written: int = provider.stats()["written"]
 status: ProviderStatus = provider.status

@@ -8,6 +8,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from ..tracelogging.spec import TraceLoggingEvent
 
 __all__ = [
+    "UNKNOWN_WORD",
     "UNWRITABLE_WORD",
     "Backend",
     "BackendUnavailable",
@@ -24,6 +25,13 @@ __all__ = [
 #: counts it by reason (``dropped["closed"]``, ``dropped["slot_limit"]``) instead of writing it;
 #: :attr:`Slot.enabled` says ``False`` for it.
 UNWRITABLE_WORD: tuple[int] = (1,)
+
+#: The *provider word* (``Backend.any_word``, ``Provider.any_slot``) of a backend that cannot say
+#: whether any of its slots is enabled: a backend without ``any_word`` (one of yours), a
+#: user_events provider with more tracepoints than its shared word has bits, a closed or full
+#: provider.  It reads non-zero, so the fast paths always go on to the slot of the call.  (Built
+#: with ``tuple()``: the compiler must not merge it with :data:`UNWRITABLE_WORD`.)
+UNKNOWN_WORD: tuple[int, ...] = tuple([1])
 
 
 class Slot:
@@ -85,7 +93,14 @@ class Backend(Protocol[EventT_contra]):
     to ``EtwRenderer(name, provider=...)``) to receive every event the renderer writes.
 
     The provider calls ``open_slot`` once per (level, keyword) and checks ``slot.word[0]``
-    before encoding; ``write`` is only called for an enabled slot.  ``write`` and ``close``
+    before encoding; ``write`` is only called for an enabled slot.
+
+    A backend may also offer ``any_word``, the *provider word*: ``any_word[0]`` is non-zero
+    whenever a session wants events at any (level, keyword) of the provider (zero when none
+    does), read before anything else by ``make_etw_bound_logger``'s methods.  The provider reads
+    the attribute again after every ``open_slot`` (a backend may replace it, e.g. with
+    :data:`UNKNOWN_WORD` once it cannot tell any more); a backend without it gets
+    :data:`UNKNOWN_WORD` (correct, only the disabled path is slower).  ``write`` and ``close``
     must never raise: ``write`` returns 0, or an error code the provider counts by name
     (an errno for EventHeader backends, a Win32 code for TraceLogging ones).
     """

@@ -81,6 +81,9 @@ class CaptureBackend:
         self._default = 1 if enabled else 0
         self._rules: dict[tuple[int | None, int | None], int] = {}
         self._words: dict[tuple[int, int], list[int]] = {}
+        #: The provider word: ``any_word[0]`` is 1 while some (level, keyword) pair is enabled
+        #: (the initial state or a :meth:`set_enabled` rule enables one), 0 while none is.
+        self.any_word = [self._default]
         self._slots: dict[tuple[int, int], Slot] = {}
         #: Where records go (appended to, never replaced: a subclass may hand in a shared list).
         self._records: list[CaptureRecord] = []
@@ -113,6 +116,15 @@ class CaptureBackend:
             for (lv, kw), word in self._words.items():
                 if not self._closed:
                     word[0] = self._state(lv, kw)
+            if not self._closed:
+                self.any_word[0] = self._any_state()
+
+    def _any_state(self) -> int:
+        """1 if some (level, keyword) pair, opened or not, is enabled: a rule enables one, or the
+        state of the pairs no specific rule names (the catch-all rule, else the initial state)."""
+        rules = self._rules
+        generic = rules.get((None, None), self._default)
+        return 1 if generic or any(value for key, value in rules.items() if key != (None, None)) else 0
 
     # -- writing ---------------------------------------------------------------------------
     def write(
@@ -176,6 +188,7 @@ class CaptureBackend:
             self._closed = True
             for word in self._words.values():
                 word[0] = 0
+            self.any_word[0] = 0
 
     def __repr__(self) -> str:
         return f"CaptureBackend({self.provider_name!r}, format={self.format!r}, records={len(self._records)})"

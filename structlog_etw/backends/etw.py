@@ -113,6 +113,7 @@ class EtwBackend:
         "_traits_ptr",
         "_unregister",
         "_words",
+        "any_word",
         "provider_id",
         "provider_name",
         "set_traits_result",
@@ -181,6 +182,10 @@ class EtwBackend:
         self._lock = threading.Lock()
         self._slots: dict[tuple[int, int], Slot] = {}
         self._words: dict[tuple[int, int], list[int]] = {}
+        #: The provider word: ``any_word[0]`` is 1 while a session has this provider enabled (at
+        #: any level and keywords: some (level, keyword) pair is then enabled), 0 while none has;
+        #: rewritten by the enable callback with the slots' words.
+        self.any_word = [0]
         self._level_plus1 = 0
         self._match_any = 0
         self._match_all = 0
@@ -253,6 +258,7 @@ class EtwBackend:
                     return
                 for (lv, kw), word in self._words.items():
                     word[0] = self._enabled(lv, kw)
+                self.any_word[0] = 1 if self._level_plus1 else 0
         except Exception:  # never let an exception escape into the OS's thread
             pass
 
@@ -357,6 +363,7 @@ class EtwBackend:
             self._level_plus1 = 0
             for word in self._words.values():
                 word[0] = 0
+            self.any_word[0] = 0
         if handle:
             with contextlib.suppress(Exception):
                 self._unregister(handle)

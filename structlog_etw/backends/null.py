@@ -22,6 +22,9 @@ class NullBackend:
 
     __slots__ = ("code", "format", "reason")
 
+    #: The provider word: nothing ever listens.
+    any_word: tuple[int] = DISABLED_WORD
+
     def __init__(self, reason: str, format: str = "eventheader", code: str = "unavailable") -> None:
         self.reason = reason
         self.format = format

@@ -14,6 +14,14 @@ The kernel ABI (``include/uapi/linux/user_events.h``, Linux 6.4+):
   at any time, so its memory must stay allocated and at the same address for the
   whole registration; a word whose unregistration failed is kept alive for the
   rest of the process (:data:`_RETIRED_WORDS`).
+* Several registrations may share one word, each with its own ``enable_bit``; the same
+  tracepoint may be registered more than once (one enabler per registration, one write index).
+  Each tracepoint is registered twice here: bit 0 of its own word (the slot's ``word[0]``) and
+  one bit of the provider word (:attr:`UserEventsBackend.any_word`, a pointer-sized word), so
+  that ``any_word[0]`` is non-zero iff a consumer has any tracepoint of the provider enabled.
+  A provider with more tracepoints than the word has bits (64; 32 on a 32-bit build) gets
+  :data:`~structlog_etw.backends.base.UNKNOWN_WORD` from then on (reads non-zero: the fast
+  paths look at each call's slot, as without a provider word).
 
 Nothing here imports structlog.  :meth:`UserEventsBackend.write` never raises:
 it returns 0 or the errno (``EBADF`` once closed, or when no consumer listens on
@@ -38,7 +46,7 @@ import struct
 import sys
 import threading
 import weakref
-from typing import Final
+from typing import Any, Final
 
 try:
     import fcntl
@@ -46,7 +54,7 @@ except ImportError:  # Windows: the module still imports; UserEventsBackend() sa
     fcntl = None  # type: ignore[assignment]
 
 from ..eventheader.spec import register_command, tracepoint_name, validate_provider_name
-from .base import BackendUnavailable, Slot
+from .base import UNKNOWN_WORD, BackendUnavailable, Slot
 
 __all__ = [
     "DIAG_IOCSDEL",
@@ -78,6 +86,10 @@ _USER_UNREG: Final = struct.Struct("=IBBHQ")
 _WRITE_INDEX: Final = struct.Struct("=i")
 _ENABLE_BIT: Final = 0  # bit 0 of a 32-bit word: word[0] is 1 while enabled
 _ENABLE_SIZE: Final = 4
+#: The provider word: pointer-sized (the kernel takes enable_size 8 only on 64-bit builds).
+_ANY_TYPE: Final = ctypes.c_uint64 if ctypes.sizeof(ctypes.c_void_p) == 8 else ctypes.c_uint32
+_ANY_SIZE: Final = ctypes.sizeof(_ANY_TYPE)
+_ANY_FORMAT: Final = "Q" if _ANY_SIZE == 8 else "I"
 _MIN_KERNEL: Final = (6, 4)
 _MAX_COMMAND: Final = 512  # bytes, including the terminating NUL
 
@@ -133,14 +145,15 @@ def find_tracefs(
 
 
 class _Registration:
-    """One registered tracepoint: its enable word (kept alive here) and write index."""
+    """One registration: the word the kernel writes (kept alive here), its bit, the write index."""
 
-    __slots__ = ("array", "index", "name")
+    __slots__ = ("array", "bit", "index", "name")
 
-    def __init__(self, name: str, array: ctypes.Array[ctypes.c_uint32], index: int) -> None:
+    def __init__(self, name: str, array: ctypes.Array[Any], index: int, bit: int = _ENABLE_BIT) -> None:
         self.name = name
         self.array = array
         self.index = index
+        self.bit = bit
 
 
 _LIVE: weakref.WeakSet[UserEventsBackend] = weakref.WeakSet()
@@ -175,11 +188,14 @@ class UserEventsBackend:
 
     __slots__ = (
         "__weakref__",
+        "_any_array",
+        "_any_bits",
         "_fd",
         "_flags",
         "_lock",
         "_regs",
         "_slots",
+        "any_word",
         "group",
         "provider_name",
         "tracefs",
@@ -193,6 +209,11 @@ class UserEventsBackend:
         self._lock = threading.Lock()
         self._slots: dict[tuple[int, int], Slot] = {}
         self._regs: list[_Registration] = []
+        self._any_array = (_ANY_TYPE * 1)()
+        self._any_bits = 0  # bits of the provider word given to tracepoints so far
+        #: The provider word: non-zero iff a consumer has any tracepoint of this backend enabled
+        #: (see the module docstring); ``UNKNOWN_WORD`` once it cannot tell.
+        self.any_word: Any = memoryview(self._any_array).cast("B").cast(_ANY_FORMAT)
         if not sys.platform.startswith("linux"):
             raise BackendUnavailable(
                 f"user_events needs Linux (this is {sys.platform})", "unsupported_platform"
@@ -288,10 +309,53 @@ class UserEventsBackend:
                 slot = Slot(level, keyword, word, _WRITE_INDEX.pack(index))
                 self._slots[key] = slot
                 done = True
-                return slot
             finally:
                 if not done:
                     self._abandon(registration)
+            self._register_any_bit(name, cmd_buf)
+            return slot
+
+    def _register_any_bit(self, name: str, cmd_buf: Any) -> None:
+        """Register tracepoint *name* once more, as the next bit of the provider word (lock held).
+
+        When the word has no bit left, or the kernel refuses, the provider word becomes
+        ``UNKNOWN_WORD`` for good: it must never read zero while this tracepoint is enabled.
+        """
+        if self.any_word is UNKNOWN_WORD:
+            return
+        bit = self._any_bits
+        if bit >= _ANY_SIZE * 8:
+            self.any_word = UNKNOWN_WORD
+            return
+        reg = bytearray(
+            _USER_REG.pack(
+                _USER_REG.size,
+                bit,
+                _ANY_SIZE,
+                0,
+                ctypes.addressof(self._any_array),
+                ctypes.addressof(cmd_buf),
+                0,
+            )
+        )
+        registration = _Registration(name, self._any_array, -1, bit)
+        self._regs.append(registration)  # before the kernel has the address (see open_slot)
+        done = False
+        try:
+            try:
+                fcntl.ioctl(self._fd, DIAG_IOCSREG, reg, True)
+            except OSError:
+                self._regs.remove(registration)
+                self.any_word = UNKNOWN_WORD
+                done = True
+                return
+            registration.index = _USER_REG.unpack(reg)[6]
+            self._any_bits = bit + 1
+            done = True
+        finally:
+            if not done:
+                self.any_word = UNKNOWN_WORD
+                self._abandon(registration)
 
     def _abandon(self, registration: _Registration) -> None:
         """Unregister a word whose registration was interrupted (the lock is held).
@@ -300,7 +364,9 @@ class UserEventsBackend:
         unregistration worked) it leaves the bookkeeping; otherwise it stays there, so that
         :meth:`close` tries again and keeps it alive if that fails too.
         """
-        unreg = _USER_UNREG.pack(_USER_UNREG.size, _ENABLE_BIT, 0, 0, ctypes.addressof(registration.array))
+        unreg = _USER_UNREG.pack(
+            _USER_UNREG.size, registration.bit, 0, 0, ctypes.addressof(registration.array)
+        )
         try:
             fcntl.ioctl(self._fd, DIAG_IOCSUNREG, unreg)
         except OSError as e:
@@ -351,14 +417,17 @@ class UserEventsBackend:
             if fd < 0:
                 return
             self._fd = -1
+            retired = set()
             for reg in self._regs:
-                unreg = _USER_UNREG.pack(_USER_UNREG.size, _ENABLE_BIT, 0, 0, ctypes.addressof(reg.array))
+                unreg = _USER_UNREG.pack(_USER_UNREG.size, reg.bit, 0, 0, ctypes.addressof(reg.array))
                 try:
                     fcntl.ioctl(fd, DIAG_IOCSUNREG, unreg)
                 except OSError:
                     _RETIRED_WORDS.append(reg.array)  # the kernel may still write it
-                else:
-                    reg.array[0] = 0  # the slot's word now reads "disabled" for good
+                    retired.add(id(reg.array))
+            for reg in self._regs:
+                if id(reg.array) not in retired:
+                    reg.array[0] = 0  # the word now reads "disabled" for good
             self._regs.clear()
             if collected:
                 os.close(fd)  # nobody can be inside write(): nothing references us

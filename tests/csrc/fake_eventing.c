@@ -56,7 +56,7 @@ typedef void (*ENABLECALLBACK)(const void *source_id, uint32_t is_enabled, uint8
 _Static_assert(sizeof(EVENT_DESCRIPTOR) == 16, "EVENT_DESCRIPTOR is 16 bytes");
 _Static_assert(sizeof(EVENT_DATA_DESCRIPTOR) == 16, "EVENT_DATA_DESCRIPTOR is 16 bytes");
 
-#define MAX_PROVIDERS 64
+#define MAX_PROVIDERS 1024 /* every live provider of the test process is routed to a factory (registry) */
 #define MAX_DESCRIPTORS 8
 #define HANDLE_BASE 0xA5A5000000000000ULL /* needs all 64 bits: catches a truncated REGHANDLE */
 
