@@ -330,13 +330,21 @@ def comparisons() -> list[Comparison]:
 
 
 def _add_enabled_cases(c: Comparison, kw: dict[str, Any]) -> None:
-    """The JSON chain and both enabled formats (writev), each logging *kw* (the scaling comparisons)."""
+    """The JSON chains and both enabled formats (writev), each logging *kw* (the scaling comparisons;
+    the orjson chain gives the per-field cost the enabled path is held to)."""
     _try(
         c,
         "json_chain",
         "structlog JSON chain -> /dev/null",
         'log.info("evt", **kw)',
         lambda: {"log": json_chain_logger(), "kw": kw},
+    )
+    _try(
+        c,
+        "orjson_chain",
+        "structlog JSON chain with orjson + BytesLogger -> /dev/null",
+        'log.info("evt", **kw)',
+        lambda: {"log": orjson_chain_logger(), "kw": kw},
     )
     _try(
         c,

@@ -178,12 +178,16 @@ class KeywordsByLogger:
     name starting with what precedes the star (``"app_*"`` matches ``app_web``).
 
     Invalid mappings raise ``TypeError``/``ValueError`` at construction (set-up time).
-    Lookups never raise; results are cached (logger names are few and fixed in a program).
+    Lookups never raise and cost time linear in the name's length; results are cached, the
+    cache bounded by the characters of the names it holds (logger names can come from data).
     """
 
-    __slots__ = ("_cache", "_exact", "_prefixes")
+    __slots__ = ("_cache", "_cache_chars", "_exact", "_lengths", "_prefixes")
 
-    _CACHE_MAX: Final = 4096
+    #: Names longer than this are never cached (a look-up of one is linear in its length anyway).
+    _CACHED_NAME_MAX: Final = 512
+    #: The cache holds names of at most this many characters in all (then it starts over).
+    _CACHE_CHARS_MAX: Final = 256 * 1024
 
     def __init__(self, mapping: Mapping[str, int] | None = None) -> None:
         exact: dict[str, int] = {}
@@ -198,8 +202,12 @@ class KeywordsByLogger:
                 exact[name] = keyword
         prefixes.sort(key=lambda item: len(item[0]), reverse=True)
         self._exact = exact
+        # The lengths of the exact keys, longest first: a name is matched by trying only these
+        # (a slice and a look-up each), so a look-up is linear in the name, whatever its dots.
+        self._lengths = tuple(sorted({len(k) for k in exact}, reverse=True))
         self._prefixes = tuple(prefixes)
         self._cache: dict[str, int | None] = {}
+        self._cache_chars = 0
 
     def __bool__(self) -> bool:
         return bool(self._exact or self._prefixes)
@@ -209,7 +217,11 @@ class KeywordsByLogger:
         return tuple(sorted({*self._exact.values(), *(kw for _, kw in self._prefixes)}))
 
     def lookup(self, name: object) -> int | None:
-        """The keyword for logger *name*, or ``None`` when no key matches (or *name* is no ``str``)."""
+        """The keyword for logger *name*, or ``None`` when no key matches (or *name* is no ``str``).
+
+        Linear in the length of *name*; names up to 512 characters are cached, 256 K characters
+        of names at most (then the cache starts over).
+        """
         if type(name) is not str:
             return None
         try:
@@ -217,22 +229,27 @@ class KeywordsByLogger:
         except KeyError:
             pass
         result = self._resolve(name)
-        if len(self._cache) < self._CACHE_MAX:
+        size = len(name)
+        if size <= self._CACHED_NAME_MAX:
+            if self._cache_chars + size > self._CACHE_CHARS_MAX:
+                self._cache.clear()
+                self._cache_chars = 0
             self._cache[name] = result
+            self._cache_chars += size
         return result
 
     def _resolve(self, name: str) -> int | None:
         best: int | None = None
         best_len = -1
-        probe = name
-        while probe:
-            if probe in self._exact:
-                best, best_len = self._exact[probe], len(probe)
+        size = len(name)
+        exact = self._exact
+        for length in self._lengths:  # longest first: the first hit is the longest match
+            if length > size or (length < size and name[length] != "."):
+                continue
+            keyword = exact.get(name if length == size else name[:length])
+            if keyword is not None:
+                best, best_len = keyword, length
                 break
-            cut = probe.rfind(".")
-            if cut < 0:
-                break
-            probe = probe[:cut]
         for prefix, keyword in self._prefixes:
             if len(prefix) > best_len and name.startswith(prefix):
                 return keyword

@@ -14,7 +14,25 @@ writes.  This module holds the parts both formats share:
   skipped key), or ``None`` when the shape has no shape function;
 * :func:`compile_packer`: the generated function for a layout, given how a format writes each
   kind (:class:`Step`).  Its source is built only from the format's step table and positions,
-  never from keys or values.
+  never from keys or values.  The one code generator of the package;
+* :class:`LayoutFunctions`: a format's generated functions, one per layout, compiled only once
+  the layout is hot and a compile budget allows it, bounded by count and by bytes;
+* :class:`ShapeCache`: an encoder's shape entries (shape key -> what its shape function needs),
+  made only for shapes written :data:`SHAPE_HOT` times, bounded by count and by bytes, never
+  for a key longer than :data:`MAX_KEY_CHARS`;
+* :func:`walk`: the interpreted shape function (a loop, no code compiled) both formats run for
+  a layout that has no generated function yet;
+* :func:`header_problem`: the one range check of the header arguments both formats take.
+
+**Tiers.**  An event dict whose shape has no entry is written by :func:`walk` when its values
+are of the classes above, else by the general route (typed fields, the encoder's non-generated
+packers): neither compiles anything.  When that route wrote the event, the
+shape is *seen*; at its :data:`SHAPE_HOT`-th written event it gets an entry, if its layout has a
+function.  A layout gets its function after :data:`LAYOUT_HOT` such promotions were asked for
+it, and only if the compile budget has the credit: every general-route event earns one credit
+(up to :data:`CREDIT_CAP`), a compile spends :data:`COMPILE_COST`.  A stream of new layouts thus
+spends at most about one compile per :data:`COMPILE_COST` general-route events, a bounded share
+of its time; a fixed shape is compiled within its first few dozen events and runs at full speed.
 
 Shapes are found by the event's keys compared by equality, as a dict compares them: a key of a
 ``str`` subclass that equals a ``str`` key shares that key's shape and is written under that name
@@ -39,7 +57,42 @@ from typing import Any, Final, NamedTuple
 
 from .fields import BOOL, BYTES, F64, I64, STR, TIME, UUID
 
-__all__ = ["NONE", "SHAPE_KINDS", "SKIP", "Step", "compile_packer", "layout"]
+__all__ = [
+    "COMPILE_COST",
+    "CREDIT_CAP",
+    "LAYOUT_HOT",
+    "MAX_KEY_CHARS",
+    "NONE",
+    "SHAPE_HOT",
+    "SHAPE_KINDS",
+    "SKIP",
+    "LayoutFunctions",
+    "ShapeCache",
+    "Step",
+    "compile_packer",
+    "header_problem",
+    "key_chars",
+    "layout",
+    "walk",
+]
+
+#: Written events of a shape before it gets an entry (the general route serves the first ones).
+SHAPE_HOT: Final = 4
+#: Promotions asked for a layout before its function is compiled.
+LAYOUT_HOT: Final = 4
+#: Credits a compile spends; every general-route event earns one.
+COMPILE_COST: Final = 64
+#: Most credits the budget saves up (a long quiet stretch does not pay for a later storm).
+CREDIT_CAP: Final = 16 * COMPILE_COST
+#: Shape keys with more characters than this (event name and field names together) are never
+#: cached, nor is anything built for them kept: such events always take the general route.
+MAX_KEY_CHARS: Final = 8192
+#: Bytes one cached entry or count is reckoned at besides its names and metadata (dict slot,
+#: tuple, entry object).
+_ENTRY_OVERHEAD: Final = 200
+#: Bytes a generated function is reckoned at per value it writes, and at the least.
+_FUNCTION_BYTES_PER_VALUE: Final = 400
+_FUNCTION_BYTES_MIN: Final = 2000
 
 #: The kind of a ``None`` value in a layout: the type table writes it as the string ``"None"``.
 NONE: Final = -2
@@ -153,3 +206,222 @@ def compile_packer(
     exec(compile(src, "<structlog_etw shape function>", "exec"), ns)
     fn: Callable[..., bytes | None] = ns["pack"]
     return fn
+
+
+def key_chars(name: object, keys: Iterable[object]) -> int:
+    """Characters of a shape key's name and field names; ``MAX_KEY_CHARS + 1`` when a key has no
+    length (such a key has no shape function anyway)."""
+    try:
+        return len(name) + sum(map(len, keys))  # type: ignore[arg-type]
+    except Exception:
+        return MAX_KEY_CHARS + 1
+
+
+def header_problem(
+    level: object, opcode: object, tag: object, tag_bits: int, activity_id: object, related_id: object
+) -> str | None:
+    """Why the header arguments are out of range (None when they are fine): the one check of both
+    formats.  ``level`` and ``opcode`` are 0..255, ``tag`` 0..2**tag_bits-1 (EventHeader 16,
+    TraceLogging 28), activity and related ids 16 bytes (``related_id`` only with an activity)."""
+    try:
+        bad = bool((level | opcode) >> 8 or tag >> tag_bits)  # type: ignore[operator]  # negative: -1
+    except TypeError:
+        bad = True
+    if bad:
+        return (
+            f"level and opcode must be in 0..255 and tag in 0..{(1 << tag_bits) - 1:#x}, "
+            f"got {level!r}, {opcode!r}, {tag!r}"
+        )
+    if activity_id is not None:
+        try:
+            ok = len(activity_id) == 16 and (related_id is None or len(related_id) == 16)  # type: ignore[arg-type]
+        except TypeError:
+            ok = False
+        if not ok:
+            return "activity ids must be 16 bytes"
+    return None
+
+
+class LayoutFunctions:
+    """A format's generated shape functions, one per layout, compiled when hot and paid for.
+
+    ``build(kinds)`` compiles the function of a layout (with the format's steps).  :meth:`get`
+    gives the function if compiled, else counts the request and compiles it once the layout was
+    asked for :data:`LAYOUT_HOT` times and the budget holds :data:`COMPILE_COST` credits
+    (:meth:`earn` adds one per general-route event).  At most ``max_entries`` functions and
+    ``max_bytes`` (reckoned per value written) are kept; past either the table starts over.
+    """
+
+    __slots__ = ("_asked", "_build", "_bytes", "_credit", "_fns", "max_bytes", "max_entries")
+
+    def __init__(
+        self,
+        build: Callable[[tuple[int, ...]], Callable[..., bytes | None]],
+        max_entries: int = 1024,
+        max_bytes: int = 8 << 20,
+    ) -> None:
+        self._build = build
+        self._fns: dict[tuple[int, ...], Callable[..., bytes | None]] = {}
+        self._asked: dict[tuple[int, ...], int] = {}
+        self._bytes = 0
+        self._credit = COMPILE_COST  # the first hot layout compiles at once
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+
+    def earn(self) -> None:
+        """One general-route event: one credit towards a compile."""
+        if self._credit < CREDIT_CAP:
+            self._credit += 1
+
+    def get(self, kinds: tuple[int, ...]) -> Callable[..., bytes | None] | None:
+        """The function of ``kinds`` (compiled now if hot and paid for), or None for now."""
+        fn = self._fns.get(kinds)
+        if fn is not None:
+            return fn
+        asked = self._asked
+        n = asked.get(kinds, 0) + 1
+        if n < LAYOUT_HOT or self._credit < COMPILE_COST:
+            if len(asked) >= self.max_entries:
+                asked.clear()
+            asked[kinds] = n
+            return None
+        asked.pop(kinds, None)
+        self._credit -= COMPILE_COST
+        fn = self._build(kinds)
+        size = max(_FUNCTION_BYTES_MIN, _FUNCTION_BYTES_PER_VALUE * len(kinds))
+        if len(self._fns) >= self.max_entries or self._bytes + size > self.max_bytes:
+            self._fns.clear()
+            self._bytes = 0
+        self._fns[kinds] = fn
+        self._bytes += size
+        return fn
+
+    def compiled(self) -> int:
+        """How many functions are held."""
+        return len(self._fns)
+
+
+class ShapeCache:
+    """An encoder's shape entries, bounded by count and bytes, made only for hot, written shapes.
+
+    ``first`` maps a shape key (the event's name, options and keys) to the entry built for the
+    value classes seen first; ``by_class`` maps the key with the classes appended to the entries
+    of other classes.  Both dicts live as long as the cache (cleared, never replaced), so an
+    encoder reads them directly on its hot path.  An entry is whatever the encoder stores (its
+    metadata and shape function), or ``None``: the shape has no shape function (general route).
+
+    :meth:`seen` is called after the general route wrote an event of a shape without an entry: it
+    counts the shape, and at the :data:`SHAPE_HOT`-th time it returns True (the encoder then
+    builds the entry and :meth:`put` s it).  A key longer than :data:`MAX_KEY_CHARS` is never
+    counted nor stored.  The counts and the entries share one byte budget (``max_bytes``,
+    reckoned from the names, the metadata and an overhead per item) and ``max_entries`` each;
+    past a bound the cache starts over.
+    """
+
+    __slots__ = ("_bytes", "by_class", "first", "max_bytes", "max_entries", "seen_counts")
+
+    def __init__(self, max_entries: int, max_bytes: int = 4 << 20) -> None:
+        self.first: dict[tuple[Any, ...], Any] = {}
+        self.by_class: dict[tuple[Any, ...], Any] = {}
+        self.seen_counts: dict[tuple[Any, ...], int] = {}
+        self._bytes = 0
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+
+    def seen(self, key: tuple[Any, ...], chars: int) -> bool:
+        """Count one written event of ``key``'s shape; True when it is now hot (build its entry).
+        ``chars``: :func:`key_chars` of the key (past :data:`MAX_KEY_CHARS`: never counted)."""
+        if chars > MAX_KEY_CHARS:
+            return False
+        counts = self.seen_counts
+        n = counts.get(key, 0) + 1
+        if n >= SHAPE_HOT:
+            counts.pop(key, None)
+            return True
+        if n == 1:
+            self._charge(counts, chars)
+        counts[key] = n
+        return False
+
+    def put(self, key: tuple[Any, ...], entry: Any, first: bool, chars: int, meta_bytes: int = 0) -> None:
+        """Store ``entry`` under ``key`` (in :attr:`first` or :attr:`by_class`)."""
+        if chars > MAX_KEY_CHARS:
+            return
+        table = self.first if first else self.by_class
+        self._charge(table, chars + meta_bytes)
+        table[key] = entry
+
+    def _charge(self, table: dict[tuple[Any, ...], Any], chars: int) -> None:
+        size = _ENTRY_OVERHEAD + chars
+        if len(table) >= self.max_entries or self._bytes + size > self.max_bytes:
+            self.clear()
+        self._bytes += size
+
+    def clear(self) -> None:
+        """Forget every entry and count."""
+        self.first.clear()
+        self.by_class.clear()
+        self.seen_counts.clear()
+        self._bytes = 0
+
+    @property
+    def bytes(self) -> int:
+        """The bytes the cache reckons it holds."""
+        return self._bytes
+
+
+#: How the interpreted route writes a value of one class (``str`` aside: written inline): its
+#: kind (the type table's), the function that packs it (u16 prefix included for counted values)
+#: and its logical field count.
+Walker = Mapping[type, tuple[int, Callable[[Any], bytes], int]]
+_U16: Final = struct.Struct("<H")
+_U16_MAX: Final = 0xFFFF
+
+
+def walk(
+    event: Mapping[Any, Any],
+    skip: str | None,
+    classes: Walker,
+    known: Mapping[tuple[str, int], bytes],
+    field_meta: Callable[[str, int], bytes],
+    fresh: list[tuple[tuple[str, int], bytes]],
+) -> tuple[list[bytes], list[bytes], int]:
+    """The interpreted shape function: an event dict of ``str`` keys and values of ``classes``
+    -> (field metadata, packed values, logical field count), no code compiled.
+
+    It writes what a generated shape function writes (and so what the general route writes) for
+    a layout that has no function yet: a new layout costs a loop over the values, not a compile.
+    ``known`` maps (name, kind) to field metadata; ``field_meta`` builds a missing one (added to
+    ``fresh``).  Raises (``KeyError`` for another class, ``TypeError`` for a key that is no
+    ``str``, or what a packer raises) when the event needs the general route.
+    """
+    metas: list[bytes] = []
+    values: list[bytes] = []
+    add_meta, add_value, get_meta = metas.append, values.append, known.get
+    u16 = _U16.pack
+    count = 0
+    skipped = ("exc_info", skip)
+    for key, value in event.items():
+        if type(key) is not str:
+            raise TypeError("a key that is no str")
+        if key in skipped:
+            continue
+        cls = type(value)
+        if cls is str:  # the common case inline: both formats write a u16 length and UTF-8
+            if len(value) > _U16_MAX:
+                raise OverflowError("text past u16")  # never whole: the general route cuts it
+            body = value.encode()  # lone surrogates raise: the general route replaces them
+            add_value(u16(len(body)))
+            add_value(body)
+            kind = STR
+            count += 1
+        else:
+            kind, pack, n = classes[cls]
+            add_value(pack(value))
+            count += n
+        meta = get_meta((key, kind))
+        if meta is None:
+            meta = field_meta(key, kind)
+            fresh.append(((key, kind), meta))
+        add_meta(meta)
+    return metas, values, count

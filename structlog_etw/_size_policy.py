@@ -21,11 +21,23 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import accumulate
-from typing import Final
+from typing import Any, Final
 
-__all__ = ["U16_MAX", "Cuttable", "Piece", "joined", "water_level", "whole_size"]
+__all__ = [
+    "NO_LIMIT",
+    "U16_MAX",
+    "Cuttable",
+    "Piece",
+    "joined",
+    "leading_pieces",
+    "water_level",
+    "whole_size",
+]
+
+#: The ``limit`` of a piece built without an event budget (a value's pieces built whole).
+NO_LIMIT: Final = 1 << 62
 
 #: Largest length or element count a u16 prefix can hold.
 U16_MAX: Final = 0xFFFF
@@ -107,6 +119,25 @@ class Cuttable:
 
 #: A value as the general path of an encoder writes it: fixed bytes, or a cuttable value.
 Piece = bytes | Cuttable
+
+
+def leading_pieces(items: Iterable[Any], piece: Callable[[Any], Piece], limit: int) -> list[Piece]:
+    """``piece(item)`` of the leading ``items`` until their whole size passes ``limit`` bytes.
+
+    The elements past that point can never be written (an event holds at most ``limit`` bytes,
+    and a cut array keeps its leading elements), so they are never built: the cost of a huge
+    container follows what fits, not its length.
+    """
+    out: list[Piece] = []
+    append = out.append
+    total = 0
+    for item in items:
+        p = piece(item)
+        append(p)
+        total += 2 + len(p.body) if isinstance(p, Cuttable) else len(p)
+        if total > limit:
+            break
+    return out
 
 
 def whole_size(pieces: Sequence[Piece]) -> int:

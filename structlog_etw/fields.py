@@ -328,7 +328,9 @@ def dict_fields(items: Iterable[tuple[object, object]], skip: str | None) -> lis
     """Like :func:`to_fields`, leaving out ``exc_info`` and the key ``skip`` (may be ``None``).
 
     The exact ``str``/``int`` (int64)/``float``/``bool`` values of ``str`` keys - nearly every
-    field of a log call - are converted inline, without a :func:`to_field` call each.
+    field of a log call - are converted inline, without a :func:`to_field` call each.  Never
+    raises, whatever the keys do (a key whose ``__eq__``, ``__hash__`` or ``__class__`` raises is
+    written under its :func:`safe_str`, as :func:`to_field` writes it).
     """
     out: list[Field] = []
     append = out.append
@@ -350,8 +352,12 @@ def dict_fields(items: Iterable[tuple[object, object]], skip: str | None) -> lis
             elif t is bool:
                 append((k, BOOL, v))
                 continue
-        elif isinstance(k, str) and (str.__eq__(k, "exc_info") or (skip is not None and str.__eq__(k, skip))):
-            continue  # a str subclass: compared as a str, never through a key's own __eq__ (may raise)
+        elif issubclass(type(k), str) and (
+            str.__eq__(k, "exc_info") or (skip is not None and str.__eq__(k, skip))  # type: ignore[operator]
+        ):
+            # a str subclass: compared as a str, never through a key's own __eq__ (may raise);
+            # type(k), not isinstance: isinstance reads k.__class__, which a key may make raise
+            continue
         append(to_field(k, v))
     return out
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import structlog
 
+from structlog_etw import _shapes
 from structlog_etw._provider import Provider
 from structlog_etw._renderer import EtwRenderer
 from structlog_etw.backends.capture import CaptureBackend
@@ -189,16 +190,24 @@ class TestRendererWritesThroughWriteDict:
     """EtwRenderer writes the event dict through write_dict: same events, datetimes that fail as text."""
 
     @pytest.mark.parametrize("fmt", FORMATS)
-    def test_renderer_event_equals_the_typed_field_route(self, fmt: str, configured: None) -> None:
+    def test_renderer_event_equals_the_typed_field_route(
+        self, fmt: str, configured: None, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The renderer's events, by the general route and then by the shape function, are the
+        typed-field route's bytes."""
+        monkeypatch.setattr(_shapes, "SHAPE_HOT", 1)  # hot at once: the second event is the shape's
+        monkeypatch.setattr(_shapes, "LAYOUT_HOT", 1)
+        monkeypatch.setattr(_shapes, "COMPILE_COST", 0)
         p, backend = _provider(fmt, "Co_Rend")
         ref, ref_backend = _provider(fmt, "Co_Rend")
         structlog.configure(processors=[EtwRenderer("Co_Rend", provider=p)])
-        structlog.get_logger().info("login", user="ann", attempts=3, latency_ms=12.5, ok=True)
-        ref.write(
-            ref.slot(4, 1),
-            "login",
-            to_fields({"user": "ann", "attempts": 3, "latency_ms": 12.5, "ok": True}.items()),
-        )
+        for _ in range(2):
+            structlog.get_logger().info("login", user="ann", attempts=3, latency_ms=12.5, ok=True)
+            ref.write(
+                ref.slot(4, 1),
+                "login",
+                to_fields({"user": "ann", "attempts": 3, "latency_ms": 12.5, "ok": True}.items()),
+            )
         assert _wire(backend) == _wire(ref_backend)
         assert p.encoder._by_keys  # written by a shape function
 

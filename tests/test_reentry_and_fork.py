@@ -33,14 +33,25 @@ in_handler = itertools.count()
 in_del = itertools.count()
 
 
+busy = []
+
+
 def handler(signum, frame):
-    next(in_handler)
-    log.info("tick", etw_level="loud", n=1)  # invalid level: counted, written at the method's level
-    provider.stats()
+    if busy:  # a timer signal inside this handler: Python nests handlers; one at a time logs
+        return
+    busy.append(1)
+    try:
+        next(in_handler)
+        log.info("tick", etw_level="loud", n=1)  # invalid level: counted, written at the method's level
+        provider.stats()
+    finally:
+        busy.clear()
 
 
 class LogsWhenCollected:
     def __del__(self):
+        if busy:  # collected inside the handler: not counted twice, not logged
+            return
         next(in_del)
         log.warning("collected", etw_level="loud")
 
@@ -235,3 +246,36 @@ class TestReentryIsCountedNotWaitedFor:
         assert p.stats()["dropped"] == {"reentrant": 1}
         assert (2, 0x20) not in p.slots and (4, 0x10) in p.slots
         assert p.write(p.slot(2, 0x20), "later", []) is True  # registered on the next ask
+
+
+_START_UP = r"""
+import json, sys
+import structlog
+from structlog_etw import EtwRenderer, Provider
+from structlog_etw.backends.capture import CaptureBackend
+
+fmt = sys.argv[1]
+provider = Provider("StartUp", backend=CaptureBackend("StartUp", format=fmt))
+log = structlog.wrap_logger(None, processors=[EtwRenderer("StartUp", provider=provider)])
+log.info("x", a=1, b="text")
+assert provider.stats()["written"] == 1
+print(json.dumps(sorted(m for m in sys.modules if m.endswith(".encoder") and m.startswith("structlog_etw"))))
+"""
+
+
+class TestStartUpLoadsOneEncoder:
+    """A provider loads the encoder of its own format only."""
+
+    @pytest.mark.parametrize(
+        ("fmt", "encoder"),
+        [
+            ("eventheader", "structlog_etw.eventheader.encoder"),
+            ("tracelogging", "structlog_etw.tracelogging.encoder"),
+        ],
+    )
+    def test_a_provider_and_a_log_call_load_only_their_format_s_encoder(self, fmt: str, encoder: str) -> None:
+        """In a fresh interpreter, an EventHeader provider that writes an event has not imported
+        the TraceLogging encoder, and the other way round."""
+        run = run_bounded(_START_UP, fmt)
+        assert run.returncode == 0, run.stderr
+        assert json.loads(run.stdout) == [encoder]

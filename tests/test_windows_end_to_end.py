@@ -30,6 +30,8 @@ def etw(fake: Fake) -> Iterator[Fake]:
     """Every provider created in the test is an EtwBackend on the fake library."""
     saved = dict(REGISTRY.named)
     REGISTRY.named.clear()
+    members = REGISTRY._members.copy()  # providers of earlier tests (of this name too): set aside
+    REGISTRY._members.clear()
     previous = set_backend_factory(lambda name, group, _id: EtwBackend(name, group, library=fake.path))
     try:
         yield fake
@@ -39,6 +41,7 @@ def etw(fake: Fake) -> Iterator[Fake]:
         set_backend_factory(previous)
         REGISTRY.named.clear()
         REGISTRY.named.update(saved)
+        REGISTRY._members.update(members)
 
 
 def _logger(renderer: EtwRenderer) -> structlog.typing.FilteringBoundLogger:
@@ -129,6 +132,8 @@ def windows(fake: Fake, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fake]:
     """Providers take the Windows default path (name rules, EtwBackend) with the fake library."""
     saved = dict(REGISTRY.named)
     REGISTRY.named.clear()
+    members = REGISTRY._members.copy()  # providers of earlier tests (of this name too): set aside
+    REGISTRY._members.clear()
     previous = set_backend_factory(None)
     monkeypatch.setattr(_platform, "PLATFORM", "win32")
     monkeypatch.setattr(_platform, "ETW_LIBRARY", fake.path)
@@ -139,6 +144,7 @@ def windows(fake: Fake, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fake]:
             p.close()
         REGISTRY.named.clear()
         REGISTRY.named.update(saved)
+        REGISTRY._members.update(members)
         monkeypatch.undo()
         set_backend_factory(previous)
 

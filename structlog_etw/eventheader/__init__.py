@@ -9,7 +9,8 @@
   a decoded event as Microsoft's ``perf-decode`` writes it (rendered from the
   :class:`~structlog_etw.decoded.DecodedEvent` alone).
 
-The decoder and the perf-decode writer are loaded on first use (writing events never needs them)::
+The encoder, the decoder and the perf-decode writer are loaded on first use (writing events never
+needs the decoder, and a TraceLogging provider never loads this format's encoder)::
 
     from structlog_etw.eventheader import EventHeaderEncoder, decode_event, tracepoint_name
     from structlog_etw.fields import to_fields
@@ -24,7 +25,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from .encoder import EventHeaderEncoder
 from .spec import (
     COMMAND_FIELDS,
     DYN_MAX_EVENT_SIZE,
@@ -42,6 +42,7 @@ from .spec import (
 
 if TYPE_CHECKING:
     from .decoder import decode_event
+    from .encoder import EventHeaderEncoder
     from .perf_decode import perf_json, perf_json_fields
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
 
 #: Names loaded on first use, and the module that has them.
 _LAZY: dict[str, str] = {
+    "EventHeaderEncoder": ".encoder",
     "decode_event": ".decoder",
     "perf_json": ".perf_decode",
     "perf_json_fields": ".perf_decode",

@@ -39,17 +39,32 @@ counts the event dropped (``too_large``).
 
 from __future__ import annotations
 
+import contextlib
+import datetime as _dt
 import itertools
 import re
 import struct
 import sys
+import uuid
 from array import array
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from .._counters import count_value
-from .._shapes import NONE, SKIP, Step, compile_packer, layout
-from .._size_policy import Cuttable, Piece, joined, water_level, whole_size
+from .._shapes import (
+    NONE,
+    SKIP,
+    LayoutFunctions,
+    ShapeCache,
+    Step,
+    Walker,
+    compile_packer,
+    header_problem,
+    key_chars,
+    layout,
+    walk,
+)
+from .._size_policy import NO_LIMIT, Cuttable, Piece, joined, leading_pieces, water_level, whole_size
 from ..fields import (
     ARRAY,
     BOOL,
@@ -281,18 +296,24 @@ _BODY: Final[dict[int, Callable[[Any], bytes]]] = {
 _TEXT_KINDS: Final = frozenset((STR, JSON, TIME))
 
 
-def _piece(kind: int, value: Any) -> Piece:
+def _piece(kind: int, value: Any, limit: int = NO_LIMIT) -> Piece:
     """One value as the general path writes it: fixed bytes, or a cuttable string, binary or array.
 
-    Raises when ``value`` is not what ``kind`` expects (:func:`~structlog_etw.fields.normalize`
-    then writes the value's text instead).
+    ``limit`` is the event's budget: an array's elements past it are not built, a text or binary
+    longer is taken up to ``limit + 1`` characters or bytes (more than can ever be kept: the value
+    is cut all the same, only the work follows what is written).  Raises when ``value`` is not
+    what ``kind`` expects (:func:`~structlog_etw.fields.normalize` then writes its text instead).
     """
     if kind & ARRAY:
         base = kind & ~ARRAY
         if base not in _BODY:
             raise ValueError(f"not an array kind: {kind!r}")
-        return Cuttable.array([_piece(base, item) for item in value])
+        return Cuttable.array(leading_pieces(value, lambda item: _piece(base, item, limit), limit))
+    if kind in _TEXT_KINDS and type(value) is str and len(value) > limit:
+        value = value[: limit + 1]
     body = _BODY[kind](value)
+    if len(body) > limit and kind == BYTES:
+        body = body[: limit + 1]
     if kind in _TEXT_KINDS:
         return Cuttable(body, marker=_MARKER_BYTES)
     if kind == BYTES:
@@ -300,47 +321,121 @@ def _piece(kind: int, value: Any) -> Piece:
     return body
 
 
-# --- the fast path: metadata and a generated packer per event shape --------------------------------
+# --- the fast path: metadata and per-value packers per event shape (nothing compiled) ------------
+
+
+def _pack_text(value: Any) -> bytes:
+    if len(value) > _U16_MAX:  # can never fit whole: the general path cuts (without encoding it all)
+        raise OverflowError("text past u16")
+    body: bytes = value.encode("utf-8")  # lone surrogates raise: the general path writes U+FFFD
+    return _U16.pack(len(body)) + body  # past u16 raises: the general path cuts
+
+
+def _pack_time(value: Any) -> bytes:
+    return _pack_text(value.isoformat())
+
+
+def _pack_bytes(value: Any) -> bytes:
+    body = value if value.__class__ is bytes else bytes_value(value)
+    return _U16.pack(len(body)) + body
+
+
+def _array_packer(base: int) -> Callable[[Any], bytes]:
+    elements = _ARRAY_BODY[base]
+
+    def pack(value: Any) -> bytes:
+        return _U16.pack(len(value)) + elements(value)  # more than 65535: raises before packing
+
+    return pack
+
+
+def _value_packer(kind: int) -> Callable[[Any], bytes]:
+    """How the fast path writes one leaf value of ``kind`` (u16 prefix included); raises for a
+    value it does not write, and the general path decides."""
+    if kind & ARRAY:
+        return _ARRAY_PACKERS[kind & ~ARRAY]
+    return _VALUE_PACKERS[kind]
 
 
 class _Plan:
-    """Prebuilt metadata extension and generated payload packers for one event shape."""
+    """Prebuilt metadata extension and the per-leaf packers of one event shape."""
 
-    __slots__ = ("meta_block", "pack", "pack_fields")
+    __slots__ = ("meta_block", "packers")
 
     def __init__(self, meta_block: bytes, kinds: list[int]) -> None:
         self.meta_block = meta_block
-        self.pack, self.pack_fields = _packer(tuple(kinds))
+        self.packers = [_value_packer(k) for k in kinds]
+
+    def pack(self, values: Sequence[Any]) -> bytes:
+        """The payload of the leaf values (one per packer)."""
+        return b"".join([p(v) for p, v in zip(self.packers, values)])  # noqa: B905 - same length by the shape key
 
 
-def _field_meta(fields: list[Field], out: list[bytes], kinds: list[int]) -> None:
-    """Append each field's metadata to ``out`` and its leaf kinds (flattened) to ``kinds``."""
+#: (field name, kind) -> the field's metadata: shared by every encoder, filled only from written
+#: events (:func:`_remember`), names up to :data:`_FIELD_NAME_MAX` characters.
+_FIELDS: Final = ShapeCache(8192, 2 << 20)
+_FIELD_NAME_MAX: Final = 256
+FieldParts = list[tuple[tuple[str, int], bytes]]
+
+
+def _field_meta(
+    fields: list[Field], out: list[bytes], kinds: list[int], fresh: FieldParts | None = None
+) -> None:
+    """Append each field's metadata to ``out`` and its leaf kinds (flattened) to ``kinds``; the
+    metadata of scalar and array fields built here (not known yet) is added to ``fresh``."""
+    known = _FIELDS.first
     for name, kind, value in fields:
-        out.append(_name_bytes(name))
         if kind == STRUCT:
             n = len(value)
             if not 1 <= n <= MAX_STRUCT_FIELDS:
                 raise ValueError(f"struct field {name!r} has {n} fields (1..{MAX_STRUCT_FIELDS})")
+            out.append(_name_bytes(name))
             out.append(bytes((ENC_STRUCT | ENCODING_CHAIN, n)))
-            _field_meta(value, out, kinds)
+            _field_meta(value, out, kinds, fresh)
             continue
-        if kind & ARRAY:
-            base = _KIND_META[kind & ~ARRAY]
-            out.append(bytes((base[0] | ENCODING_VARRAY,)) + base[1:])
-        else:
-            out.append(_KIND_META[kind])
+        meta = known.get((name, kind))
+        if meta is None:
+            if kind & ARRAY:
+                base = _KIND_META[kind & ~ARRAY]
+                meta = _name_bytes(name) + bytes((base[0] | ENCODING_VARRAY,)) + base[1:]
+            else:
+                meta = _name_bytes(name) + _KIND_META[kind]
+            if fresh is not None and type(name) is str:
+                fresh.append(((name, kind), meta))
+        out.append(meta)
         kinds.append(kind)
 
 
-def _build_plan(name: str, fields: list[Field]) -> _Plan:
-    """The plan of ``fields``' shape.  Raises OverflowError when the metadata passes 65535 bytes."""
+def _remember(fresh: FieldParts) -> None:
+    """Keep the field metadata of a written event (names up to :data:`_FIELD_NAME_MAX`)."""
+    for key, meta in fresh:
+        if len(key[0]) <= _FIELD_NAME_MAX:
+            _FIELDS.put(key, meta, True, len(key[0]), len(meta))
+
+
+_remember_walked: Final = _remember
+
+
+def _scalar_meta(name: str, kind: int) -> bytes:
+    """The metadata of one scalar field (what :func:`_field_meta` writes for it)."""
+    return _name_bytes(name) + _KIND_META[kind]
+
+
+def _meta_block(name: str, fields: list[Field], kinds: list[int], fresh: FieldParts | None = None) -> bytes:
+    """The Metadata extension of ``fields`` (their leaf kinds appended to ``kinds``).  Raises
+    OverflowError when the metadata passes 65535 bytes."""
     out = [_name_bytes(name)]
-    kinds: list[int] = []
-    _field_meta(fields, out, kinds)
+    _field_meta(fields, out, kinds, fresh)
     meta = b"".join(out)
     if len(meta) > _U16_MAX:
         raise OverflowError("metadata larger than 65535 bytes")
-    return _Plan(_EXT.pack(len(meta), EXT_METADATA) + meta, kinds)
+    return _EXT.pack(len(meta), EXT_METADATA) + meta
+
+
+def _build_plan(name: str, fields: list[Field], fresh: FieldParts | None = None) -> _Plan:
+    """The plan of ``fields``' shape.  Raises OverflowError when the metadata passes 65535 bytes."""
+    kinds: list[int] = []
+    return _Plan(_meta_block(name, fields, kinds, fresh), kinds)
 
 
 def _shape(fields: list[Field]) -> tuple[Any, ...]:
@@ -350,115 +445,6 @@ def _shape(fields: list[Field]) -> tuple[Any, ...]:
         key.append(f[0])
         key.append(_shape(f[2]) if f[1] == STRUCT else f[1])
     return tuple(key)
-
-
-# Payload steps: (op, arg).  Values arrive flattened in field order (structs contribute their
-# children, not themselves).
-_OP_FIXED: Final = 0  # arg: (struct.Struct, count) - consecutive fixed-size scalars
-_OP_TEXT: Final = 1  # arg: "" (a str) or ".isoformat()" (a datetime) -> u16 length + UTF-8
-_OP_BYTES: Final = 2  # bytes -> u16 length + bytes
-_OP_UUID: Final = 3  # uuid.UUID -> 16 bytes
-_OP_RAW: Final = 4  # arg: the address kind - bytes of exactly its size
-_OP_ARRAY: Final = 5  # arg: the element kind -> u16 count + elements
-
-_SCALAR_STEP: Final[dict[int, tuple[int, Any]]] = {
-    STR: (_OP_TEXT, ""),
-    JSON: (_OP_TEXT, ""),
-    TIME: (_OP_TEXT, ".isoformat()"),
-    BYTES: (_OP_BYTES, None),
-    UUID: (_OP_UUID, None),
-    IPV4: (_OP_RAW, IPV4),
-    IPV6: (_OP_RAW, IPV6),
-}
-
-
-def _steps(kinds: list[int]) -> list[tuple[int, Any]]:
-    """Payload steps for flattened leaf kinds, merging runs of fixed-size scalars into one Struct."""
-    steps: list[tuple[int, Any]] = []
-    run = ""
-    for kind in kinds:
-        ch = _FIXED_CHAR.get(kind)
-        if ch is not None:
-            run += ch
-            continue
-        if run:
-            steps.append((_OP_FIXED, (struct.Struct("<" + run), len(run))))
-            run = ""
-        steps.append((_OP_ARRAY, kind & ~ARRAY) if kind & ARRAY else _SCALAR_STEP[kind])
-    if run:
-        steps.append((_OP_FIXED, (struct.Struct("<" + run), len(run))))
-    return steps
-
-
-Packer = Callable[[Sequence[Any]], bytes]
-FieldsPacker = Callable[[Sequence[Any], bytes, bytes], bytes]
-_PACKERS: dict[tuple[int, ...], tuple[Packer, FieldsPacker]] = {}
-_PACKER_LIMIT: Final = 1024
-
-
-def _packer(kinds: tuple[int, ...]) -> tuple[Packer, FieldsPacker]:
-    """Generated payload functions for a sequence of leaf kinds (shared by all shapes with the same
-    kinds, whatever their names, so new event names cost no compilation).
-
-    The first function takes the flat values; the second a flat field list (it reads each
-    field's value in place, so the encoder need not collect the values first), the header and
-    the metadata block, and returns the whole event.
-    """
-    hit = _PACKERS.get(kinds)
-    if hit is None:
-        steps = _steps(list(kinds))
-        hit = (_generate(steps, "v[{}]"), _generate(steps, "v[{}][2]", "h, m, "))
-        if len(_PACKERS) >= _PACKER_LIMIT:
-            _PACKERS.clear()
-        _PACKERS[kinds] = hit
-    return hit
-
-
-def _generate(steps: list[tuple[int, Any]], item: str, lead: str = "") -> Any:
-    """Compile ``values -> payload bytes`` for ``steps``: straight-line code, no per-value dispatch.
-
-    ``item`` is how value ``i`` is read from the argument ``v`` (``"v[{}]"`` for a value list,
-    ``"v[{}][2]"`` for a flat field list).  With ``lead="h, m, "`` the function takes
-    ``(v, h, m)`` and returns ``h + m + payload`` (the header and metadata joined in the same call).
-
-    The source is built only from our own step table (indices and helper names, never from field
-    names or values).  Raises on values the fast path does not write (text that is not valid
-    UTF-8, lengths past u16, wrong types); the encoder then takes the general path.
-    """
-    env: dict[str, Any] = {"_u16": _U16.pack}
-    pre: list[str] = []
-    parts: list[str] = []
-    i = 0
-    for k, (op, arg) in enumerate(steps):
-        vi = item.format(i)
-        if op == _OP_FIXED:
-            st, n = arg
-            env[f"_s{k}"] = st.pack
-            parts.append(f"_s{k}({', '.join(item.format(j) for j in range(i, i + n))})")
-            i += n
-            continue
-        if op == _OP_TEXT:
-            pre.append(f"b{k} = {vi}{arg}.encode('utf-8')")
-            parts += [f"_u16(len(b{k}))", f"b{k}"]
-        elif op == _OP_BYTES:
-            env["_bytes"] = bytes_value
-            pre.append(f"b{k} = {vi}")
-            pre.append(f"if b{k}.__class__ is not bytes: b{k} = _bytes(b{k})")
-            parts += [f"_u16(len(b{k}))", f"b{k}"]
-        elif op == _OP_UUID:
-            parts.append(f"{vi}.bytes")
-        elif op == _OP_RAW:
-            env[f"_r{k}"] = _BODY[arg]
-            parts.append(f"_r{k}({vi})")
-        else:
-            env[f"_a{k}"] = _ARRAY_BODY[arg]
-            parts += [f"_u16(len({vi}))", f"_a{k}({vi})"]
-        i += 1
-    body = "".join(f"    {line}\n" for line in pre)
-    args = f"v, {lead[:-2]}" if lead else "v"
-    src = f"def pack({args}):\n{body}    return b''.join(({lead}{', '.join(parts)}{',' if parts else ''}))\n"
-    exec(compile(src, "<structlog_etw eventheader packer>", "exec"), env)
-    return env["pack"]
 
 
 def _fixed_array(code: str) -> Callable[[list[Any]], bytes]:
@@ -500,6 +486,30 @@ _ARRAY_BODY: Final[dict[int, Callable[[list[Any]], bytes]]] = {
 }
 
 
+_VALUE_PACKERS: Final[dict[int, Callable[[Any], bytes]]] = {
+    **{kind: struct.Struct("<" + ch).pack for kind, ch in _FIXED_CHAR.items()},
+    STR: _pack_text,
+    JSON: _pack_text,
+    TIME: _pack_time,
+    BYTES: _pack_bytes,
+    UUID: _uuid_body,
+    IPV4: _BODY[IPV4],
+    IPV6: _BODY[IPV6],
+}
+_ARRAY_PACKERS: Final[dict[int, Callable[[Any], bytes]]] = {kind: _array_packer(kind) for kind in _ARRAY_BODY}
+_NONE_VALUE: Final = _pack_text("None")
+#: The interpreted route's table (``_shapes.walk``): value class -> kind, packer, field count.
+_WALK: Final[Walker] = {
+    int: (I64, _VALUE_PACKERS[I64], 1),
+    float: (F64, _VALUE_PACKERS[F64], 1),
+    bool: (BOOL, _VALUE_PACKERS[BOOL], 1),
+    type(None): (STR, lambda value: _NONE_VALUE, 1),
+    bytes: (BYTES, _pack_bytes, 1),
+    uuid.UUID: (UUID, _uuid_body, 1),
+    _dt.datetime: (TIME, _pack_time, 1),
+}
+
+
 # --- shape functions: event dict -> event bytes, one generated function per layout ---------------
 
 #: How a shape function writes each kind (the same bytes as the packers above and the general path).
@@ -513,19 +523,8 @@ _SHAPE_STEPS: Final[dict[int, Step]] = {
     UUID: Step("16s", "{v}.bytes"),
     TIME: Step("", "{v}.isoformat().encode()"),
 }
-_SHAPE_FNS: dict[tuple[int, ...], Callable[..., bytes | None]] = {}
-
-
-def _shape_fn(kinds: tuple[int, ...]) -> Callable[..., bytes | None]:
-    """The generated ``f(event, head, meta_block)`` for a layout (shared by every shape with the
-    same layout, whatever its names: a new event name costs no compilation)."""
-    fn = _SHAPE_FNS.get(kinds)
-    if fn is None:
-        fn = compile_packer(kinds, _SHAPE_STEPS, ("h", "m"))
-        if len(_SHAPE_FNS) >= _PACKER_LIMIT:
-            _SHAPE_FNS.clear()
-        _SHAPE_FNS[kinds] = fn
-    return fn
+#: The generated ``f(event, head, meta_block)`` per layout (compiled when hot; see ``_shapes``).
+_FUNCTIONS: Final = LayoutFunctions(lambda kinds: compile_packer(kinds, _SHAPE_STEPS, ("h", "m")))
 
 
 #: Header bytes of an event with opcode 0, tag 0 and no activity, per level.
@@ -534,23 +533,20 @@ _HEADS: Final[dict[int, bytes]] = {lv: _HEADER.pack(HEADER_FLAGS, 0, 0, 0, 0, lv
 
 def _head(level: int, opcode: int, tag: int, activity_id: bytes | None, related_id: bytes | None) -> bytes:
     """The header and the activity extension; ``ValueError`` for arguments outside their ranges."""
-    try:
-        head = _HEADER.pack(HEADER_FLAGS, 0, 0, tag, opcode, level)
-    except struct.error:
-        raise ValueError(
-            f"level and opcode must be in 0..255 and tag in 0..65535, got {level}, {opcode}, {tag}"
-        ) from None
+    problem = header_problem(level, opcode, tag, 16, activity_id, related_id)
+    if problem is not None:
+        raise ValueError(problem)
+    head = _HEADER.pack(HEADER_FLAGS, 0, 0, tag, opcode, level)
     if activity_id is not None:
-        if len(activity_id) != 16 or (related_id is not None and len(related_id) != 16):
-            raise ValueError("activity ids must be 16 bytes")
         ids = activity_id if related_id is None else activity_id + related_id
         head = head + _EXT.pack(len(ids), EXT_ACTIVITY_ID | EXTENSION_CHAIN) + ids
     return head
 
 
-#: A shape cache entry: the metadata block and the shape function, or ``None`` (general route).
-_ShapeEntry = tuple[bytes, Callable[..., bytes | None]] | None
-#: What the shape caches' ``get`` returns for a shape not seen yet.
+#: A shape cache entry: the metadata block and the shape function.
+_ShapeEntry = tuple[bytes, Callable[..., bytes | None]]
+#: The entry of a shape that has no shape function (it always takes the general route).
+_GENERAL: Final[_ShapeEntry] = (b"", lambda event, head, meta: None)
 _MISSING: Final[Any] = object()
 
 
@@ -566,41 +562,44 @@ class EventHeaderEncoder:
 
     ``max_size`` bounds the whole event (header, extensions, payload); it defaults to what perf
     keeps (:data:`PERF_MAX_EVENT_SIZE`) and may not exceed :data:`DYN_MAX_EVENT_SIZE`.
-    ``truncated`` counts events written with values cut by the size policy.
+    ``truncated`` counts events written with values cut by the size policy.  ``cache_limit``
+    bounds the entries of each cache (typed-field plans, event-dict shapes), ``cache_bytes``
+    their bytes; only written events are cached, and no shape whose names pass
+    :data:`structlog_etw._shapes.MAX_KEY_CHARS` characters.
     """
 
-    __slots__ = ("_by_classes", "_by_keys", "_cache", "_truncated", "cache_limit", "max_size")
+    __slots__ = (
+        "_by_classes",
+        "_by_keys",
+        "_cache",
+        "_plans",
+        "_shapes",
+        "_truncated",
+        "cache_limit",
+        "max_size",
+    )
 
-    def __init__(self, max_size: int = PERF_MAX_EVENT_SIZE, cache_limit: int = 2048) -> None:
+    def __init__(
+        self, max_size: int = PERF_MAX_EVENT_SIZE, cache_limit: int = 2048, cache_bytes: int = 4 << 20
+    ) -> None:
         if not 64 <= max_size <= DYN_MAX_EVENT_SIZE:
             raise ValueError(f"max_size must be in 64..{DYN_MAX_EVENT_SIZE}, got {max_size}")
         self.max_size = max_size
         self.cache_limit = cache_limit
         self._truncated = itertools.count()  # next(): one C call, safe under re-entry
-        self._cache: dict[Any, _Plan] = {}
-        # encode_dict's shape caches: (name, skip, *keys) -> the entry built for the value classes
-        # seen first; (name, skip, *keys, *classes) -> the entries of other classes.
-        self._by_keys: dict[tuple[Any, ...], _ShapeEntry] = {}
-        self._by_classes: dict[tuple[Any, ...], _ShapeEntry] = {}
+        # encode's plans per typed-field shape (name and (field name, kind) pairs).
+        self._plans = ShapeCache(cache_limit, cache_bytes)
+        self._cache: dict[tuple[Any, ...], _Plan] = self._plans.first
+        # encode_dict's shapes: (name, skip, *keys) -> the entry built for the value classes seen
+        # first; (name, skip, *keys, *classes) -> the entries of other classes.
+        self._shapes = ShapeCache(cache_limit, cache_bytes)
+        self._by_keys: dict[tuple[Any, ...], _ShapeEntry] = self._shapes.first
+        self._by_classes: dict[tuple[Any, ...], _ShapeEntry] = self._shapes.by_class
 
     @property
     def truncated(self) -> int:
         """Events written with values cut by the size policy."""
         return count_value(self._truncated)
-
-    def _plan(self, name: str, fields: list[Field]) -> _Plan:
-        key = (name, *_shape(fields))
-        plan = self._cache.get(key)
-        if plan is None:
-            plan = self._store(key, _build_plan(name, fields))
-        return plan
-
-    def _store(self, key: Any, plan: _Plan) -> _Plan:
-        cache = self._cache
-        if len(cache) >= self.cache_limit:
-            cache.clear()
-        cache[key] = plan
-        return plan
 
     def encode(
         self,
@@ -622,8 +621,7 @@ class EventHeaderEncoder:
         not in 0..255, ``tag`` not in 0..65535, an activity or related id not 16 bytes.
         """
         head = _head(level, opcode, tag, activity_id, related_id)
-        # The fast path.  The common case first: flat fields (no struct), the shape key built in
-        # one pass and the generated packer reading the values from the fields in place.
+        # The fast path: the shape's plan (metadata and one packer per leaf), nothing compiled.
         try:
             key: list[Any] = [name]
             append = key.append
@@ -634,18 +632,20 @@ class EventHeaderEncoder:
                     break
                 append(fname)
                 append(kind)
-            if flat:
-                shape = tuple(key)
-                plan = self._cache.get(shape)
-                if plan is None:
-                    plan = self._store(shape, _build_plan(name, fields))
-                event = plan.pack_fields(fields, head, plan.meta_block)
-            else:
-                plan = self._plan(name, fields)
-                event = b"".join((head, plan.meta_block, plan.pack(leaf_values(fields))))
+            shape = tuple(key) if flat else (name, *_shape(fields))
+            plan = self._cache.get(shape)
+            new = plan is None
+            if plan is None:
+                plan = _build_plan(name, fields)
+            event = b"".join(
+                (head, plan.meta_block, plan.pack([f[2] for f in fields] if flat else leaf_values(fields)))
+            )
             if len(event) <= self.max_size:
+                if new and type(name) is str:  # written: worth keeping for the next event of its shape
+                    chars = key_chars(name, [f[0] for f in fields]) if flat else len(plan.meta_block)
+                    self._plans.put(shape, plan, True, chars, len(plan.meta_block))
                 return event
-        except Exception:  # a value the generated code does not write: the general path decides
+        except Exception:  # a value the packers do not write: the general path decides
             pass
         return self._encode_general(name, fields, head)
 
@@ -663,75 +663,122 @@ class EventHeaderEncoder:
         """``encode(name, dict_fields(event.items(), skip), level, ...)``, byte for byte, faster.
 
         ``event``'s items are the fields, except ``exc_info`` and the key ``skip`` (``None``: none
-        skipped).  An event whose keys are ``str`` and whose values are of the classes of
-        :data:`structlog_etw._shapes.SHAPE_KINDS` is written by its shape's generated function
-        straight from the dict's values (one ``struct`` call per run of fixed-size values); the
-        shape (event name, ``skip``, keys) and its metadata are cached, bounded by
-        ``cache_limit`` like the plans.  Anything else, or a value the function cannot write (an
-        int past int64, a string with lone surrogates, an event past ``max_size``), takes the
-        route of :meth:`encode`.  Same error contract as :meth:`encode`.
+        skipped).  A hot shape (``str`` keys, values of the classes of
+        :data:`structlog_etw._shapes.SHAPE_KINDS`, written :data:`~structlog_etw._shapes.SHAPE_HOT`
+        times) is written by its layout's generated function straight from the dict's values (one
+        ``struct`` call per run of fixed-size values).  Anything else (a shape not hot yet, a
+        layout not compiled yet, another value class, a value the function cannot write, an
+        event past ``max_size``) takes the route of :meth:`encode`, which compiles nothing.  Same
+        error contract as :meth:`encode`.
         """
-        simple = type(level) is int and opcode == 0 and tag == 0 and activity_id is None
+        simple = opcode == 0 and tag == 0 and activity_id is None and type(level) is int
         head = _HEADS.get(level) if simple else None
         if head is None:
             head = _head(level, opcode, tag, activity_id, related_id)
+        key: tuple[Any, ...] | None = None
+        entry: _ShapeEntry | None = None
         try:
-            entry: _ShapeEntry = self._by_keys.get((name, skip, *event), _MISSING)
-            if entry is _MISSING:
-                entry = self._shape_entry(name, event, skip, True)
-            out = None if entry is None else entry[1](event, head, entry[0])
-            if out is None:  # the values' classes are not the ones of the first entry (or it had none)
-                entry = self._by_classes.get((name, skip, *event, *map(type, event.values())), _MISSING)
-                if entry is _MISSING:
-                    entry = self._shape_entry(name, event, skip, False)
-                if entry is not None:
-                    out = entry[1](event, head, entry[0])
-            if out is not None and len(out) <= self.max_size:
-                return out
+            key = (name, skip, *event)
+            entry = self._by_keys.get(key)
+            if entry is not None:
+                out = entry[1](event, head, entry[0])
+                if out is None:  # the values' classes are not the ones of the first entry
+                    entry = self._by_classes.get((*key, *map(type, event.values())))
+                    if entry is not None:
+                        out = entry[1](event, head, entry[0])
+                if out is not None and len(out) <= self.max_size:
+                    return out
         except Exception:  # a value the shape function does not write: the general route decides
             pass
-        return self.encode(
-            name, dict_fields(event.items(), skip), level, opcode, tag, activity_id, related_id
-        )
+        out = None
+        fresh: list[tuple[tuple[str, int], bytes]] | None = None
+        if entry is not _GENERAL:  # no function for this layout yet: the interpreted route
+            try:
+                out, fresh = self._walk(name, event, skip, head)
+            except Exception:  # a value it does not write: the general route decides
+                out = None
+        if out is None:
+            out = self.encode(
+                name, dict_fields(event.items(), skip), level, opcode, tag, activity_id, related_id
+            )
+        if out is not None and key is not None:  # written: count the shape towards an entry
+            _FUNCTIONS.earn()
+            with contextlib.suppress(Exception):
+                self._seen(key, name, event, skip, fresh)
+        return out
 
-    def _shape_entry(self, name: str, event: Mapping[Any, Any], skip: str | None, first: bool) -> _ShapeEntry:
-        """Build and cache the entry of ``event``'s shape: in ``_by_keys`` when ``first``, else
-        in ``_by_classes``.  ``None`` (cached too) when the shape has no shape function."""
-        keys = tuple(event)
-        classes = tuple(map(type, event.values()))
-        entry: _ShapeEntry = None
-        if type(name) is str:
-            kinds = layout(keys, classes, skip)
-            if kinds is not None:
-                template = [
-                    (k, STR if kind == NONE else kind, None)
-                    for k, kind in zip(keys, kinds, strict=True)
-                    if kind != SKIP
-                ]
-                try:
-                    entry = (_build_plan(name, template).meta_block, _shape_fn(kinds))
-                except OverflowError:  # metadata past u16: the general route drops the event
-                    entry = None
-        cache = self._by_keys if first else self._by_classes
-        if len(cache) >= self.cache_limit:
-            cache.clear()
-        cache[(name, skip, *keys) if first else (name, skip, *keys, *classes)] = entry
-        return entry
+    def _walk(
+        self, name: str, event: Mapping[Any, Any], skip: str | None, head: bytes
+    ) -> tuple[bytes | None, list[tuple[tuple[str, int], bytes]] | None]:
+        """The interpreted shape function (``_shapes.walk``): the event (None for the general
+        route: metadata or event past their limits) and the field metadata it had to build."""
+        if type(name) is not str:
+            return None, None
+        fresh: list[tuple[tuple[str, int], bytes]] = []
+        metas, values, _ = walk(event, skip, _WALK, _FIELDS.first, _scalar_meta, fresh)
+        meta = b"".join((_name_bytes(name), *metas))
+        if len(meta) > _U16_MAX:
+            return None, None
+        out = b"".join((head, _EXT.pack(len(meta), EXT_METADATA), meta, *values))
+        if len(out) > self.max_size:
+            return None, None
+        return out, fresh
+
+    def _seen(
+        self,
+        key: tuple[Any, ...],
+        name: str,
+        event: Mapping[Any, Any],
+        skip: str | None,
+        fresh: list[tuple[tuple[str, int], bytes]] | None,
+    ) -> None:
+        """The general route wrote an event of ``key``'s shape: count it; once hot, build its entry
+        (``_GENERAL`` when the shape has no shape function) if its layout has a function."""
+        shapes = self._shapes
+        first = shapes.first.get(key, _MISSING)
+        if fresh and (first is not _MISSING or key in shapes.seen_counts):
+            # keys written before: their field metadata is worth keeping (one-off keys are not)
+            _remember_walked(fresh)
+        if first is not _MISSING:  # the shape has an entry for other value classes
+            key = (*key, *map(type, event.values()))
+            if shapes.by_class.get(key) is _GENERAL:
+                return
+        chars = key_chars(name, event)
+        if not shapes.seen(key, chars):
+            return
+        entry = _GENERAL
+        kinds = layout(tuple(event), tuple(map(type, event.values())), skip) if type(name) is str else None
+        if kinds is not None:
+            fn = _FUNCTIONS.get(kinds)
+            if fn is None:
+                return  # the layout is not compiled yet: the shape stays on the general route
+            template = [
+                (k, STR if kind == NONE else kind, None)
+                for k, kind in zip(event, kinds, strict=True)
+                if kind != SKIP
+            ]
+            try:
+                entry = (_meta_block(name, template, []), fn)
+            except OverflowError:  # metadata past u16: the general route drops the event
+                entry = _GENERAL
+        shapes.put(key, entry, first is _MISSING, chars, len(entry[0]))
 
     def _encode_general(self, name: str, fields: list[Field], head: bytes) -> bytes | None:
         """The general path: any field list, the pieces built once, then joined whole or cut.
 
         ``head`` is the header and activity extension; a cut event gets the ``_truncated`` field.
+        Nothing is cached here (an event on this path may be one that is never written).
         """
         if type(name) is not str:
             name = safe_str(name)
-        work = normalize(fields, _piece)
+        limit = self.max_size
+        work = normalize(fields, lambda kind, value: _piece(kind, value, limit))
         pieces: list[Piece] = leaf_values(work)
         try:
-            meta = self._plan(name, work).meta_block
+            meta = _meta_block(name, work, [])
             if len(head) + len(meta) + whole_size(pieces) <= self.max_size:
                 return b"".join((head, meta, joined(pieces)))
-            meta = self._plan(name, [*json_as_str(work), _TRUNCATED]).meta_block
+            meta = _meta_block(name, [*json_as_str(work), _TRUNCATED], [])
         except OverflowError:  # the metadata alone is past the u16 extension size: too large
             return None
         pieces.append(_TRUE)

@@ -8,7 +8,8 @@
   :class:`~structlog_etw.decoded.DecodedEvent`; :func:`decode_traits`: a provider traits blob ->
   the provider name and group GUID.
 
-The decoder is loaded on first use::
+The encoder and the decoder are loaded on first use (an EventHeader provider never loads this
+format's encoder)::
 
     from structlog_etw.tracelogging import TraceLoggingEncoder, decode, provider_id
     from structlog_etw.fields import to_fields
@@ -25,7 +26,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from .encoder import TraceLoggingEncoder
 from .spec import (
     CHANNEL_TRACELOGGING,
     DEFAULT_MAX_SIZE,
@@ -41,6 +41,7 @@ from .spec import (
 
 if TYPE_CHECKING:
     from .decoder import decode, decode_traits
+    from .encoder import TraceLoggingEncoder
 
 __all__ = [
     "CHANNEL_TRACELOGGING",
@@ -59,7 +60,11 @@ __all__ = [
 ]
 
 #: Names loaded on first use, and the module that has them.
-_LAZY: dict[str, str] = {"decode": ".decoder", "decode_traits": ".decoder"}
+_LAZY: dict[str, str] = {
+    "TraceLoggingEncoder": ".encoder",
+    "decode": ".decoder",
+    "decode_traits": ".decoder",
+}
 
 
 def __getattr__(name: str) -> object:

@@ -45,6 +45,7 @@ provider counts the event as dropped (``too_large``).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import ipaddress
 import itertools
@@ -56,8 +57,20 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from .._counters import count_value
-from .._shapes import NONE, SKIP, Step, compile_packer, layout
-from .._size_policy import Cuttable, Piece, joined, water_level, whole_size
+from .._shapes import (
+    NONE,
+    SKIP,
+    LayoutFunctions,
+    ShapeCache,
+    Step,
+    Walker,
+    compile_packer,
+    header_problem,
+    key_chars,
+    layout,
+    walk,
+)
+from .._size_policy import NO_LIMIT, Cuttable, Piece, joined, leading_pieces, water_level, whole_size
 from ..fields import (
     ARRAY,
     BOOL,
@@ -196,6 +209,8 @@ def filetime(value: _dt.datetime) -> int:
 
 
 def _pack_str(value: str) -> bytes:
+    if len(value) > 0xFFFF:  # can never fit whole: the general path cuts (without encoding it all)
+        raise OverflowError("text past u16")
     b = value.encode()
     return _U16.pack(len(b)) + b
 
@@ -278,6 +293,9 @@ def _array_packer(kind: int) -> Packer:
     return pack_items
 
 
+_ARRAY_PACKERS: Final[dict[int, Packer]] = {kind: _array_packer(kind) for kind in _SCALARS}
+
+
 def _struct_packer(packers: list[Packer]) -> Packer:
     def pack_struct(value: list[Field]) -> bytes:
         if len(value) != len(packers):
@@ -285,6 +303,22 @@ def _struct_packer(packers: list[Packer]) -> Packer:
         return b"".join([p(f[2]) for p, f in zip(packers, value, strict=False)])
 
     return pack_struct
+
+
+def _scalar_field(name: str, kind: int) -> tuple[bytes, Packer, int]:
+    """The metadata, packer and logical field count of one field of a scalar or array kind."""
+    if kind & ARRAY:
+        base = kind & ~ARRAY
+        in_type, out_type, _, _ = _SCALARS[base]
+        if base == IPV6:
+            in_type = InType.COUNTEDBINARY
+        return field_metadata(name, in_type, out_type, vcount=True), _ARRAY_PACKERS[base], 2
+    in_type, out_type, packer, _ = _SCALARS[kind]
+    return field_metadata(name, in_type, out_type), packer, 2 if in_type in _COUNTED_TWICE else 1
+
+
+_FIELD_NAME_MAX: Final = 256
+_COUNTED_TWICE: Final = frozenset((InType.BINARY, InType.COUNTEDBINARY))
 
 
 def _compile(fields: Sequence[Field]) -> tuple[list[bytes], list[Packer], int]:
@@ -302,20 +336,29 @@ def _compile(fields: Sequence[Field]) -> tuple[list[bytes], list[Packer], int]:
             metas.extend(sub_meta)
             packers.append(_struct_packer(sub_packers))
             count += 1 + sub_count
-        elif kind & ARRAY:
-            base = kind & ~ARRAY
-            in_type, out_type, _, _ = _SCALARS[base]
-            if base == IPV6:
-                in_type = InType.COUNTEDBINARY
-            metas.append(field_metadata(name, in_type, out_type, vcount=True))
-            packers.append(_array_packer(base))
-            count += 2
-        else:
-            in_type, out_type, packer, _ = _SCALARS[kind]
-            metas.append(field_metadata(name, in_type, out_type))
-            packers.append(packer)
-            count += 2 if in_type in (InType.BINARY, InType.COUNTEDBINARY) else 1
+            continue
+        meta, packer, n = _scalar_field(name, kind)
+        metas.append(meta)
+        packers.append(packer)
+        count += n
     return metas, packers, count
+
+
+#: (field name, kind) -> field metadata, for the interpreted route: shared by every encoder, kept
+#: only for keys written before (one-off keys are not), names up to :data:`_FIELD_NAME_MAX`.
+_WALK_META: Final = ShapeCache(8192, 2 << 20)
+
+
+def _remember_walked(fresh: list[tuple[tuple[str, int], bytes]]) -> None:
+    """Keep the field metadata the interpreted route built (names up to :data:`_FIELD_NAME_MAX`)."""
+    for key, meta in fresh:
+        if len(key[0]) <= _FIELD_NAME_MAX:
+            _WALK_META.put(key, meta, True, len(key[0]), len(meta))
+
+
+def _scalar_meta(name: str, kind: int) -> bytes:
+    """The metadata of one scalar field (what :func:`_compile` writes for it)."""
+    return _scalar_field(name, kind)[0]
 
 
 def _shape(fields: Sequence[Field]) -> tuple[Any, ...]:
@@ -346,24 +389,30 @@ class _Plan:
 # The general path: pieces, the field-count and metadata limits
 
 
-def _piece(kind: int, value: Any) -> Piece:
+def _piece(kind: int, value: Any, limit: int = NO_LIMIT) -> Piece:
     """One value as the general path writes it: fixed bytes, or a cuttable string, binary or array.
 
-    Raises when TraceLogging cannot write ``value`` as ``kind`` (a value of another type, a
-    datetime before 1601 as FILETIME, ...): :func:`~structlog_etw.fields.normalize` then writes
-    the value's text instead.
+    ``limit`` is the event's budget: an array's elements past it are not built, a text or binary
+    longer is taken up to ``limit + 1`` characters or bytes before it is cleaned (lone surrogates)
+    and encoded (more than can ever be kept: the value is cut all the same, only the work follows
+    what is written).  Raises when TraceLogging cannot write ``value`` as ``kind`` (a value of
+    another type, a datetime before 1601 as FILETIME, ...): :func:`~structlog_etw.fields.normalize`
+    then writes the value's text instead.
     """
     if kind & ARRAY:
         base = kind & ~ARRAY
         if base not in _SCALARS:
             raise ValueError(f"not an array kind: {kind!r}")
-        return Cuttable.array([_piece(base, item) for item in value])
+        return Cuttable.array(leading_pieces(value, lambda item: _piece(base, item, limit), limit))
     if kind in (STR, JSON):
         if not isinstance(value, str):
             raise TypeError(f"expected str, got {type(value).__name__}")
+        if len(value) > limit:
+            value = value[: limit + 1]
         return Cuttable(valid_text(value).encode(), marker=_MARKER_BYTES)
     if kind == BYTES:
-        return Cuttable(bytes_value(value))
+        body = bytes_value(value)
+        return Cuttable(body if len(body) <= limit else body[: limit + 1])
     return _SCALARS[kind][2](value)
 
 
@@ -425,15 +474,25 @@ def _json_text(fields: list[Field]) -> str:
 
 
 _TRUE: Final = _pack_bool(True)
+_TAG0: Final = encode_tag(0)
 #: The field a cut event ends with (its value is already the piece the general path writes).
 _TRUNCATED: Final[Field] = (TRUNCATED_FIELD, BOOL, _TRUE)
 _TRUNCATED_META: Final = field_metadata(TRUNCATED_FIELD, InType.BOOL32)
 
 
+def _metadata_within(name: str, metas: Sequence[bytes], tags: int) -> bytes:
+    """:func:`event_metadata`, or ``b""`` when it would pass :data:`MAX_METADATA` (never raises
+    for a long name: the u16 size is packed only when it fits)."""
+    body = b"".join((_TAG0 if tags == 0 else encode_tag(tags), name_bytes(name), *metas))
+    if len(body) + 2 > MAX_METADATA:
+        return b""
+    return _U16.pack(len(body) + 2) + body
+
+
 def _metadata_prefix(name: str, work: list[Field], tags: int) -> list[Field] | None:
     """The leading fields of ``work`` whose metadata, with the ``_truncated`` field, stays within
     :data:`MAX_METADATA`; ``None`` if not even the event name and that field fit."""
-    room = MAX_METADATA - len(event_metadata(name, [_TRUNCATED_META], tags))
+    room = MAX_METADATA - (2 + len(encode_tag(tags)) + len(name_bytes(name)) + len(_TRUNCATED_META))
     if room < 0:
         return None
     for i, f in enumerate(work):
@@ -457,21 +516,25 @@ _SHAPE_STEPS: Final[dict[int, Step]] = {
     UUID: Step("16s", "{v}.bytes_le"),
     TIME: Step("Q", "_filetime({v})"),  # before 1601: negative, struct raises
 }
-_SHAPE_FNS: dict[tuple[int, ...], Callable[..., bytes | None]] = {}
-#: What the shape caches' ``get`` returns for a shape not seen yet.
+_NONE_VALUE: Final = _pack_str("None")
+#: The interpreted route's table (``_shapes.walk``): value class -> kind, packer, field count.
+_WALK: Final[Walker] = {
+    int: (I64, _I64S.pack, 1),
+    float: (F64, _F64S.pack, 1),
+    bool: (BOOL, _pack_bool, 1),
+    type(None): (STR, lambda value: _NONE_VALUE, 1),
+    bytes: (BYTES, _pack_bytes, 2),
+    uuid.UUID: (UUID, _pack_uuid, 1),
+    _dt.datetime: (TIME, _pack_time, 1),
+}
+#: The generated ``f(event) -> data`` per layout (compiled when hot; see ``_shapes``).
+_FUNCTIONS: Final = LayoutFunctions(
+    lambda kinds: compile_packer(kinds, _SHAPE_STEPS, env={"_filetime": filetime})
+)
 _MISSING: Final[Any] = object()
-_SHAPE_FN_LIMIT: Final = 1024
-
-
-def _shape_fn(kinds: tuple[int, ...]) -> Callable[..., bytes | None]:
-    """The generated ``f(event) -> data`` for a layout, shared by every shape with that layout."""
-    fn = _SHAPE_FNS.get(kinds)
-    if fn is None:
-        fn = compile_packer(kinds, _SHAPE_STEPS, env={"_filetime": filetime})
-        if len(_SHAPE_FNS) >= _SHAPE_FN_LIMIT:
-            _SHAPE_FNS.clear()
-        _SHAPE_FNS[kinds] = fn
-    return fn
+#: The levels whose header needs no check on the hot path, and the end of the 28-bit tags.
+_LEVELS: Final = frozenset(range(256))
+_TAG_END: Final = 1 << 28
 
 
 class _ShapeEntry:
@@ -488,12 +551,18 @@ class _ShapeEntry:
 # ---------------------------------------------------------------------------------------------
 
 
+#: The entry of a shape that has no shape function (it always takes the general route).
+_GENERAL: Final = _ShapeEntry(b"", lambda event: None, -1)
+
+
 class TraceLoggingEncoder:
     """Encodes events of one provider as TraceLogging metadata + data.
 
     ``traits`` is the provider traits blob (passed once to EventSetInformation and with every
     write).  ``truncated`` counts events written with values cut or fields left off by the size
-    policy.  The per-shape cache is bounded: it is cleared when it reaches ``cache_limit`` shapes.
+    policy.  ``cache_limit`` bounds the entries of each cache (typed-field plans, event-dict
+    shapes), ``cache_bytes`` their bytes; only written events are cached, and no shape whose names
+    pass :data:`structlog_etw._shapes.MAX_KEY_CHARS` characters.
     """
 
     __slots__ = (
@@ -501,6 +570,8 @@ class TraceLoggingEncoder:
         "_by_classes",
         "_by_keys",
         "_cache",
+        "_plans",
+        "_shapes",
         "_truncated",
         "cache_limit",
         "max_size",
@@ -513,6 +584,7 @@ class TraceLoggingEncoder:
         group_id: uuid.UUID | str | None = None,
         max_size: int = DEFAULT_MAX_SIZE,
         cache_limit: int = 1024,
+        cache_bytes: int = 4 << 20,
     ) -> None:
         if not isinstance(max_size, int) or not _MIN_MAX_SIZE <= max_size <= _MAX_MAX_SIZE:
             raise ValueError(f"max_size must be an int in [{_MIN_MAX_SIZE}, {_MAX_MAX_SIZE}]")
@@ -523,29 +595,26 @@ class TraceLoggingEncoder:
         self.cache_limit = cache_limit
         self._truncated = itertools.count()  # next(): one C call, safe under re-entry
         self._budget = max_size - len(self.traits)
-        self._cache: dict[tuple[Any, ...], _Plan] = {}
-        # encode_dict's shape caches: (name, tag, skip, *keys) -> the entry built for the value
-        # classes seen first; (name, tag, skip, *keys, *classes) -> the entries of other classes.
-        self._by_keys: dict[tuple[Any, ...], _ShapeEntry | None] = {}
-        self._by_classes: dict[tuple[Any, ...], _ShapeEntry | None] = {}
+        # encode's plans per typed-field shape (name, tags, (field name, kind) pairs).
+        self._plans = ShapeCache(cache_limit, cache_bytes)
+        self._cache: dict[tuple[Any, ...], _Plan] = self._plans.first
+        # encode_dict's shapes: (name, tag, skip, *keys) -> the entry built for the value classes
+        # seen first; (name, tag, skip, *keys, *classes) -> the entries of other classes.
+        self._shapes = ShapeCache(cache_limit, cache_bytes)
+        self._by_keys: dict[tuple[Any, ...], _ShapeEntry] = self._shapes.first
+        self._by_classes: dict[tuple[Any, ...], _ShapeEntry] = self._shapes.by_class
 
     @property
     def truncated(self) -> int:
         """Events written with values cut or fields left off by the size policy."""
         return count_value(self._truncated)
 
-    def _plan(self, name: str, fields: Sequence[Field], tags: int) -> _Plan:
-        key = (name, tags, _shape(fields))
-        plan = self._cache.get(key)
-        if plan is None:
-            metas, packers, count = _compile(fields)
-            metadata = event_metadata(name, metas, tags)
-            ok = count <= MAX_FIELDS and len(metadata) <= MAX_METADATA
-            plan = _Plan(metadata, packers, ok, self._budget)
-            if len(self._cache) >= self.cache_limit:
-                self._cache.clear()
-            self._cache[key] = plan
-        return plan
+    def _new_plan(self, name: str, fields: Sequence[Field], tags: int) -> _Plan:
+        """The plan of a shape; its metadata is ``b""`` (and it is not ok) past :data:`MAX_METADATA`."""
+        metas, packers, count = _compile(fields)
+        metadata = _metadata_within(name, metas, tags)
+        ok = count <= MAX_FIELDS and bool(metadata)
+        return _Plan(metadata, packers, ok, self._budget)
 
     def encode(
         self,
@@ -571,27 +640,22 @@ class TraceLoggingEncoder:
         outside the header's ranges: ``level`` or ``opcode`` not in 0..255, ``tag`` not in
         0..0x0FFFFFFF, an activity or related id not 16 bytes.
         """
+        problem = header_problem(level, opcode, tag, 28, activity_id, related_id)
+        if problem is not None:
+            raise ValueError(problem)
+        # The fast path: the plan's packers, one per field.
         try:
-            bad = (level | opcode) >> 8 or tag >> 28  # negative values shift to -1: bad too
-        except TypeError:
-            bad = True
-        if bad:
-            raise ValueError(
-                f"level and opcode must be in 0..255 and tag in 0..0x0FFFFFFF, got {level}, {opcode}, {tag}"
-            )
-        if activity_id is not None and (
-            len(activity_id) != 16 or (related_id is not None and len(related_id) != 16)
-        ):
-            raise ValueError("activity ids must be 16 bytes")
-        # The fast path: the cached plan's packers, one per field.
-        try:
-            plan = self._cache.get((name, tag, _shape(fields)))
+            key = (name, tag, _shape(fields))
+            plan = self._cache.get(key)
+            new = plan is None
             if plan is None:
-                plan = self._plan(name, fields, tag)
+                plan = self._new_plan(name, fields, tag)
             # The shape key guarantees one packer per field: zip needs no strict check (and its
             # keyword costs a measurable part of the call).
             data = b"".join([p(f[2]) for p, f in zip(plan.packers, fields)])  # noqa: B905
             if len(data) <= plan.room:
+                if new and type(name) is str:  # written: worth keeping for the next event of its shape
+                    self._plans.put(key, plan, True, len(plan.metadata), len(plan.metadata))
                 return self.traits, plan.metadata, data
         except Exception:  # a value the packers do not write: the general path decides
             pass
@@ -611,67 +675,111 @@ class TraceLoggingEncoder:
         """``encode(name, dict_fields(event.items(), skip), level, ...)``, byte for byte, faster.
 
         ``event``'s items are the fields, except ``exc_info`` and the key ``skip`` (``None``: none
-        skipped).  An event whose keys are ``str`` and whose values are of the classes of
-        :data:`structlog_etw._shapes.SHAPE_KINDS` has its data packed by its shape's generated
-        function straight from the dict's values; the shape (event name, tag, ``skip``, keys),
-        its metadata and its room in the budget are cached, bounded by ``cache_limit``.  Anything
-        else, or a value the function cannot write, takes the route of :meth:`encode`.  Same
-        error contract as :meth:`encode` (the header arguments are checked on that route only
-        when the shape function cannot write the event; the provider passes valid ones).
+        skipped).  A hot shape (``str`` keys, values of the classes of
+        :data:`structlog_etw._shapes.SHAPE_KINDS`, written :data:`~structlog_etw._shapes.SHAPE_HOT`
+        times) has its data packed by its layout's generated function straight from the dict's
+        values; its metadata and its room in the budget are cached with it.  Anything else (a
+        shape not hot yet, a layout not compiled yet, another value class, a value the function
+        cannot write) takes the route of :meth:`encode`, which compiles nothing.  Same error
+        contract as :meth:`encode` (the header arguments are checked on that route).
         """
-        try:
-            fast = (level | opcode) >> 8 == 0 and tag >> 28 == 0
-            if activity_id is not None:  # not in the blobs: only checked
-                fast = fast and len(activity_id) == 16 and (related_id is None or len(related_id) == 16)
-        except TypeError:
-            fast = False
+        key: tuple[Any, ...] | None = None
+        entry: _ShapeEntry | None = None
+        fast = level in _LEVELS and opcode in _LEVELS and type(tag) is int and 0 <= tag < _TAG_END
+        if fast and activity_id is not None:  # not in the blobs: only their sizes matter here
+            try:
+                fast = len(activity_id) == 16 and (related_id is None or len(related_id) == 16)
+            except TypeError:
+                fast = False
         if fast:
             try:
-                entry = self._by_keys.get((name, tag, skip, *event), _MISSING)
-                if entry is _MISSING:
-                    entry = self._shape_entry(name, event, skip, tag, True)
-                data = None if entry is None else entry.fn(event)
-                if data is None:  # the values' classes are not the ones of the first entry (or none)
-                    key = (name, tag, skip, *event, *map(type, event.values()))
-                    entry = self._by_classes.get(key, _MISSING)
-                    if entry is _MISSING:
-                        entry = self._shape_entry(name, event, skip, tag, False)
-                    if entry is not None:
-                        data = entry.fn(event)
-                if data is not None and entry is not None and len(data) <= entry.room:
-                    return self.traits, entry.metadata, data
+                key = (name, tag, skip, *event)
+                entry = self._by_keys.get(key)
+                if entry is not None:
+                    data = entry.fn(event)
+                    if data is None:  # the values' classes are not the ones of the first entry
+                        entry = self._by_classes.get((*key, *map(type, event.values())))
+                        if entry is not None:
+                            data = entry.fn(event)
+                    if data is not None and len(data) <= entry.room:  # type: ignore[union-attr]
+                        return self.traits, entry.metadata, data  # type: ignore[union-attr]
             except Exception:  # a value the shape function does not write: the general route
                 pass
-        return self.encode(
-            name, dict_fields(event.items(), skip), level, opcode, tag, activity_id, related_id
-        )
+        out = None
+        fresh: list[tuple[tuple[str, int], bytes]] | None = None
+        if fast and entry is not _GENERAL:  # no function for this layout yet: the interpreted route
+            try:
+                out, fresh = self._walk(name, event, skip, tag)
+            except Exception:  # a value it does not write: the general route decides
+                out = None
+        if out is None:
+            out = self.encode(
+                name, dict_fields(event.items(), skip), level, opcode, tag, activity_id, related_id
+            )
+        if out is not None and key is not None:  # written: count the shape towards an entry
+            _FUNCTIONS.earn()
+            with contextlib.suppress(Exception):
+                self._seen(key, name, event, skip, tag, fresh)
+        return out
 
-    def _shape_entry(
-        self, name: str, event: Mapping[Any, Any], skip: str | None, tag: int, first: bool
-    ) -> _ShapeEntry | None:
-        """Build and cache the entry of ``event``'s shape: in ``_by_keys`` when ``first``, else
-        in ``_by_classes``.  ``None`` (cached too) when the shape has no shape function or breaks
-        TraceLogging's field-count or metadata limits (the general route applies them)."""
-        keys = tuple(event)
-        classes = tuple(map(type, event.values()))
-        entry: _ShapeEntry | None = None
-        if type(name) is str:
-            kinds = layout(keys, classes, skip)
-            if kinds is not None:
-                template = [
-                    (k, STR if kind == NONE else kind, None)
-                    for k, kind in zip(keys, kinds, strict=True)
-                    if kind != SKIP
-                ]
-                metas, _, count = _compile(template)
-                metadata = event_metadata(name, metas, tag)
-                if count <= MAX_FIELDS and len(metadata) <= MAX_METADATA:
-                    entry = _ShapeEntry(metadata, _shape_fn(kinds), self._budget - len(metadata))
-        cache = self._by_keys if first else self._by_classes
-        if len(cache) >= self.cache_limit:
-            cache.clear()
-        cache[(name, tag, skip, *keys) if first else (name, tag, skip, *keys, *classes)] = entry
-        return entry
+    def _walk(
+        self, name: str, event: Mapping[Any, Any], skip: str | None, tag: int
+    ) -> tuple[TraceLoggingEvent | None, list[tuple[tuple[str, int], bytes]] | None]:
+        """The interpreted shape function (``_shapes.walk``): the event (None for the general
+        route: field count, metadata or data past their limits) and the field metadata it had to
+        build."""
+        if type(name) is not str:
+            return None, None
+        fresh: list[tuple[tuple[str, int], bytes]] = []
+        metas, values, count = walk(event, skip, _WALK, _WALK_META.first, _scalar_meta, fresh)
+        metadata = _metadata_within(name, metas, tag)
+        if not metadata or count > MAX_FIELDS:
+            return None, None
+        data = b"".join(values)
+        if len(data) > self._budget - len(metadata):
+            return None, None
+        return (self.traits, metadata, data), fresh
+
+    def _seen(
+        self,
+        key: tuple[Any, ...],
+        name: str,
+        event: Mapping[Any, Any],
+        skip: str | None,
+        tag: int,
+        fresh: list[tuple[tuple[str, int], bytes]] | None,
+    ) -> None:
+        """The general route wrote an event of ``key``'s shape: count it; once hot, build its entry
+        (``_GENERAL`` when the shape has no shape function or breaks TraceLogging's field-count or
+        metadata limits) if its layout has a function."""
+        shapes = self._shapes
+        first = shapes.first.get(key, _MISSING)
+        if fresh and (first is not _MISSING or key in shapes.seen_counts):
+            # keys written before: their field metadata is worth keeping (one-off keys are not)
+            _remember_walked(fresh)
+        if first is not _MISSING:  # the shape has an entry for other value classes
+            key = (*key, *map(type, event.values()))
+            if shapes.by_class.get(key) is _GENERAL:
+                return
+        chars = key_chars(name, event)
+        if not shapes.seen(key, chars):
+            return
+        entry = _GENERAL
+        kinds = layout(tuple(event), tuple(map(type, event.values())), skip) if type(name) is str else None
+        if kinds is not None:
+            fn = _FUNCTIONS.get(kinds)
+            if fn is None:
+                return  # the layout is not compiled yet: the shape stays on the interpreted route
+            template = [
+                (k, STR if kind == NONE else kind, None)
+                for k, kind in zip(event, kinds, strict=True)
+                if kind != SKIP
+            ]
+            metas, _, count = _compile(template)
+            metadata = _metadata_within(name, metas, tag)
+            if count <= MAX_FIELDS and metadata:
+                entry = _ShapeEntry(metadata, fn, self._budget - len(metadata))
+        shapes.put(key, entry, first is _MISSING, chars, len(entry.metadata))
 
     def _encode_general(self, name: str, fields: list[Field], tags: int) -> TraceLoggingEvent | None:
         """The general path: any field list, the pieces built once, then joined whole or cut.
@@ -679,32 +787,31 @@ class TraceLoggingEncoder:
         Applies TraceLogging's limits (module docstring): at most 128 logical fields (leading
         fields kept), metadata within :data:`MAX_METADATA` (leading fields kept), then the shared
         size policy; a cut event gets the ``_truncated`` field and is counted in :attr:`truncated`.
+        Nothing is cached here (an event on this path may be one that is never written).
         """
         if type(name) is not str:
             name = safe_str(name)
-        work = normalize(fields, _piece)
+        limit = self._budget
+        work = normalize(fields, lambda kind, value: _piece(kind, value, limit))
         count = sum([_field_count(f) for f in work])
         if count <= MAX_FIELDS:
-            plan = self._plan(name, work, tags)
+            plan = self._new_plan(name, work, tags)
             pieces: list[Piece] = leaf_values(work)
             if plan.ok and len(plan.metadata) + whole_size(pieces) <= self._budget:
                 return self.traits, plan.metadata, joined(pieces)
         if count > MAX_FIELDS - 1:  # the _truncated field takes one of the 128 logical fields
             work = _limit_count(work, fields, MAX_FIELDS - 1)
-        marked = [*work, _TRUNCATED]
-        plan = self._plan(name, marked, tags)
-        if len(plan.metadata) > MAX_METADATA:  # names too long: keep the leading fields that fit
-            prefix = _metadata_prefix(name, work, tags)
-            if prefix is None:
-                return None
-            marked = [*prefix, _TRUNCATED]
-            plan = self._plan(name, marked, tags)
+        prefix = _metadata_prefix(name, work, tags)  # names too long: keep the leading fields that fit
+        if prefix is None:
+            return None
+        marked = [*prefix, _TRUNCATED]
+        plan = self._new_plan(name, marked, tags)
         pieces = leaf_values(marked)
         cap = water_level(pieces, self._budget - len(plan.metadata))
         if cap is None:  # not even the fixed part and the markers of the cut strings fit
             return None
         cut_json = json_as_str(marked, lambda piece: piece.is_cut(cap))
         if cut_json != marked:  # a cut JSON text is no longer JSON: written as a plain string
-            plan = self._plan(name, cut_json, tags)
+            plan = self._new_plan(name, cut_json, tags)
         next(self._truncated)
         return self.traits, plan.metadata, joined(pieces, cap)

@@ -6,9 +6,11 @@ import datetime as dt
 import uuid
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from structlog_etw import _shapes
 from structlog_etw.eventheader import encoder as eh
 from structlog_etw.eventheader import spec
 from structlog_etw.fields import dict_fields
@@ -16,6 +18,16 @@ from tests.helpers.ehparse import parse
 from tests.helpers.strategies import event_dicts, shape_edge_values, typed_values
 
 FIVE = {"event": "hello", "user": "ann", "attempts": 3, "latency_ms": 12.5, "ok": True, "region": "eu-west-1"}
+
+
+@pytest.fixture(autouse=True)
+def eager_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shapes get their entry at the first written event and layouts compile at once (the tiers'
+    thresholds and budget are tested in tests/test_shape_tiers.py): these tests are about what the
+    shape functions write."""
+    monkeypatch.setattr(_shapes, "SHAPE_HOT", 1)
+    monkeypatch.setattr(_shapes, "LAYOUT_HOT", 1)
+    monkeypatch.setattr(_shapes, "COMPILE_COST", 0)
 
 
 def _general(enc: eh.EventHeaderEncoder, name: str, d: dict[Any, Any], skip: str | None, **kw: Any) -> Any:
@@ -67,11 +79,13 @@ class TestShapeFunctionIsUsed:
 
     def test_the_five_field_call_is_written_by_its_shape_function(self) -> None:
         enc = eh.EventHeaderEncoder()
+        enc.encode_dict("hello", FIVE, "event", 4)  # the first: general route; the shape is hot
+        enc._cache.clear()
         got = enc.encode_dict("hello", FIVE, "event", 4)
         assert got is not None
         meta, fn = enc._by_keys[("hello", "event", *FIVE)]  # type: ignore[misc]
-        assert fn(FIVE, eh._HEADS[4], meta) == got
-        assert enc._cache == {}  # the typed-field plans were never needed
+        assert fn is not None and fn(FIVE, eh._HEADS[4], meta) == got
+        assert enc._cache == {}  # the typed-field plans were not needed
         assert parse(got).values() == {k: v for k, v in FIVE.items() if k != "event"}
 
     def test_scalar_classes_none_bytes_uuid_and_datetime_are_written_by_the_shape_function(self) -> None:
@@ -83,24 +97,26 @@ class TestShapeFunctionIsUsed:
             "x": -1,
         }
         enc = eh.EventHeaderEncoder()
+        enc.encode_dict("E", d, None, 4)
+        enc._cache.clear()
         got = enc.encode_dict("E", d, None, 4)
-        assert enc._by_keys[("E", None, *d)] is not None
+        assert enc._by_keys[("E", None, *d)] is not eh._GENERAL
         assert enc._cache == {}
         assert got == _general(eh.EventHeaderEncoder(), "E", d, None, level=4)
 
     def test_a_new_event_name_with_a_known_layout_compiles_nothing(self) -> None:
         enc = eh.EventHeaderEncoder()
         enc.encode_dict("first", FIVE, "event", 4)
-        compiled = dict(eh._SHAPE_FNS)
+        compiled = dict(eh._FUNCTIONS._fns)
         enc.encode_dict("second", FIVE, "event", 4)
-        assert compiled == eh._SHAPE_FNS
+        assert compiled == eh._FUNCTIONS._fns
         assert enc._by_keys[("first", "event", *FIVE)][1] is enc._by_keys[("second", "event", *FIVE)][1]  # type: ignore[index]
 
     def test_a_shape_first_seen_with_a_container_gets_a_shape_function_for_scalars(self) -> None:
         enc = eh.EventHeaderEncoder()
         for v in ({"nested": 1}, 5):
             enc.encode_dict("E", {"a": v}, None, 4)
-        assert enc._by_keys[("E", None, "a")] is None
+        assert enc._by_keys[("E", None, "a")] is eh._GENERAL
         assert enc._by_classes[("E", None, "a", int)] is not None
 
     def test_values_of_other_classes_get_their_own_entry_and_keep_the_first(self) -> None:
@@ -112,13 +128,15 @@ class TestShapeFunctionIsUsed:
         )
         assert enc._by_keys[("E", None, "a")] is first
         assert enc._by_classes[("E", None, "a", str)] is not None
+        enc._cache.clear()
+        enc.encode_dict("E", {"a": "y"}, None, 4)
         assert enc._cache == {}
 
     def test_shapes_it_cannot_write_are_remembered_as_general(self) -> None:
         enc = eh.EventHeaderEncoder()
         d = {"nested": {"a": 1}, "k": 1}
         assert enc.encode_dict("E", d, None, 4) == _general(eh.EventHeaderEncoder(), "E", d, None, level=4)
-        assert enc._by_keys[("E", None, *d)] is None
+        assert enc._by_keys[("E", None, *d)] is eh._GENERAL
 
 
 class TestShapeCachesAreBounded:

@@ -6,14 +6,26 @@ import datetime as dt
 import uuid
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from structlog_etw import _shapes
 from structlog_etw.fields import dict_fields
 from structlog_etw.tracelogging import encoder as tl
 from tests.helpers.strategies import event_dicts, shape_edge_values, typed_values
 
 FIVE = {"event": "hello", "user": "ann", "attempts": 3, "latency_ms": 12.5, "ok": True, "region": "eu-west-1"}
+
+
+@pytest.fixture(autouse=True)
+def eager_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shapes get their entry at the first written event and layouts compile at once (the tiers'
+    thresholds and budget are tested in tests/test_shape_tiers.py): these tests are about what the
+    shape functions write."""
+    monkeypatch.setattr(_shapes, "SHAPE_HOT", 1)
+    monkeypatch.setattr(_shapes, "LAYOUT_HOT", 1)
+    monkeypatch.setattr(_shapes, "COMPILE_COST", 0)
 
 
 def _general(enc: tl.TraceLoggingEncoder, name: str, d: dict[Any, Any], skip: str | None, **kw: Any) -> Any:
@@ -65,7 +77,7 @@ class TestSameBlobsAsTheGeneralRoute:
         d = {f"f{i}": i for i in range(200)}
         enc = tl.TraceLoggingEncoder("P")
         assert enc.encode_dict("E", d, None) == _general(tl.TraceLoggingEncoder("P"), "E", d, None)
-        assert enc._by_keys[("E", 0, None, *d)] is None
+        assert enc._by_keys[("E", 0, None, *d)] is tl._GENERAL
         assert enc.truncated == 1
 
 
@@ -74,16 +86,20 @@ class TestShapeFunctionIsUsed:
 
     def test_the_five_field_call_is_written_by_its_shape_function(self) -> None:
         enc = tl.TraceLoggingEncoder("P")
+        enc.encode_dict("hello", FIVE, "event")  # the first: general route; the shape is hot
+        enc._cache.clear()
         got = enc.encode_dict("hello", FIVE, "event")
         entry = enc._by_keys[("hello", 0, "event", *FIVE)]
-        assert entry is not None and got == (enc.traits, entry.metadata, entry.fn(FIVE))
+        assert entry is not tl._GENERAL and got == (enc.traits, entry.metadata, entry.fn(FIVE))
         assert enc._cache == {}
 
     def test_scalar_classes_none_bytes_uuid_and_datetime_are_written_by_the_shape_function(self) -> None:
         d = {"n": None, "b": b"\x00\x01", "u": uuid.UUID(int=5), "t": dt.datetime(2024, 1, 2, tzinfo=dt.UTC)}
         enc = tl.TraceLoggingEncoder("P")
+        enc.encode_dict("E", d, None)
+        enc._cache.clear()
         got = enc.encode_dict("E", d, None)
-        assert enc._by_keys[("E", 0, None, *d)] is not None
+        assert enc._by_keys[("E", 0, None, *d)] is not tl._GENERAL
         assert enc._cache == {}
         assert got == _general(tl.TraceLoggingEncoder("P"), "E", d, None)
 
@@ -91,7 +107,7 @@ class TestShapeFunctionIsUsed:
         enc = tl.TraceLoggingEncoder("P")
         for v in ({"nested": 1}, 5):
             enc.encode_dict("E", {"a": v}, None)
-        assert enc._by_keys[("E", 0, None, "a")] is None
+        assert enc._by_keys[("E", 0, None, "a")] is tl._GENERAL
         assert enc._by_classes[("E", 0, None, "a", int)] is not None
 
     def test_values_of_other_classes_get_their_own_entry_and_keep_the_first(self) -> None:
@@ -103,13 +119,15 @@ class TestShapeFunctionIsUsed:
         )
         assert enc._by_keys[("E", 0, None, "a")] is first
         assert enc._by_classes[("E", 0, None, "a", str)] is not None
+        enc._cache.clear()
+        enc.encode_dict("E", {"a": "y"}, None)
         assert enc._cache == {}
 
     def test_a_datetime_before_1601_is_written_as_text_by_the_general_route(self) -> None:
         d = {"t": dt.datetime(1500, 1, 1, tzinfo=dt.UTC)}
         enc = tl.TraceLoggingEncoder("P")
-        assert enc.encode_dict("E", d, None) == _general(tl.TraceLoggingEncoder("P"), "E", d, None)
-        assert enc._cache != {}  # it went through typed fields
+        for _ in range(2):  # the general route first, then the shape function (which cannot write it)
+            assert enc.encode_dict("E", d, None) == _general(tl.TraceLoggingEncoder("P"), "E", d, None)
 
 
 class TestShapeCachesAreBounded:
