@@ -41,6 +41,7 @@ def ids(rec: Record) -> tuple[uuid.UUID | None, uuid.UUID | None]:
 
 
 def test_event_write_transfer_receives_activity_and_related_ids(win: tuple[Fake, Provider, Any]) -> None:
+    """EventWriteTransfer receives each event's activity id, and the related id on nested Starts only."""
     lib, _provider, log = win
     with etw_activity(log, "Outer", n=1) as outer:
         log.info("in_outer")
@@ -68,6 +69,7 @@ def test_event_write_transfer_receives_activity_and_related_ids(win: tuple[Fake,
 def test_provider_target_and_async_tasks_reach_event_write_transfer_with_their_ids(
     win: tuple[Fake, Provider, Any],
 ) -> None:
+    """Activities on a provider and in async tasks reach EventWriteTransfer with their own ids."""
     lib, provider, log = win
 
     async def task(i: int) -> uuid.UUID | None:
