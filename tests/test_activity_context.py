@@ -24,6 +24,7 @@ Seen = list[tuple[dict[str, Any], tuple[bytes, bytes | None] | None]]
 
 @pytest.fixture
 def seen() -> Iterator[Seen]:
+    """Every event dict the chain is handed, with the activity current then; each event dropped."""
     got: Seen = []
 
     def record(_logger: Any, _name: str, event_dict: dict[str, Any]) -> Any:

@@ -51,6 +51,7 @@ class Setup:
 
 @pytest.fixture(params=FORMATS)
 def setup(request: Any) -> Setup:
+    """A renderer on a capture backend of each format, default keyword 0x10."""
     return Setup(request.param, f"ActTest_{request.param}")
 
 
@@ -177,7 +178,7 @@ def test_activity_on_a_provider_checks_control_keys_like_the_renderer(setup: Set
 
 
 def test_nothing_is_written_while_disabled_but_events_inside_still_get_the_id_when_enabled() -> None:
-    """A Start written while disabled is lost, but events after enabling still carry the activity id."""
+    """A Start while disabled is not written, but events after enabling still carry the activity id."""
     s = Setup("eventheader", "ActTest_Disabled")
     s.backend.set_enabled(False)
     with etw_activity(s.log, "Quiet") as act:

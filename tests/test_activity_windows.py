@@ -23,6 +23,7 @@ NAME = "StructlogEtw_ActivityTest"
 
 @pytest.fixture
 def win(fake: Fake) -> Iterator[tuple[Fake, Provider, Any]]:
+    """A provider on the real ctypes backend over the fake ETW library, a session at level 5."""
     fake.enable(5, 0xFFFF)
     backend = EtwBackend(NAME, provider_id(NAME), TraceLoggingEncoder(NAME).traits, library=fake.path)
     provider = Provider(NAME, default_keyword=0x8, backend=backend)

@@ -20,11 +20,13 @@ MISSING = "structlog_etw_no_such_module_for_tests"
 
 @pytest.fixture(params=["true", "TRUE", "1", "yes"])
 def ci(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CI set to each value that counts as true."""
     monkeypatch.setenv("CI", request.param)
 
 
 @pytest.fixture
 def local(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CI unset: a developer's machine."""
     monkeypatch.delenv("CI", raising=False)
 
 

@@ -34,6 +34,7 @@ class CS:
 
 @pytest.fixture(params=["eventheader", "tracelogging"])
 def cs(request: Any) -> CS:
+    """A tracing-etw schema renderer on a capture backend of each format."""
     return CS(request.param)
 
 

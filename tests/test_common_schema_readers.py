@@ -41,6 +41,7 @@ class Linux:
 
 @pytest.fixture
 def linux() -> Linux:
+    """A Common Schema renderer on a capture of the bytes handed to user_events."""
     return Linux()
 
 

@@ -27,6 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.fixture(params=["registry", "public_api"])
 def mode(request: Any) -> Iterator[str]:
+    """The contextvars watch reading structlog's registry, or only its public API; cleared around."""
     structlog.contextvars.clear_contextvars()
     WATCH.use_public_api(request.param == "public_api")
     try:

@@ -37,6 +37,7 @@ def _pipeline(fmt: str, name: str) -> tuple[Any, Provider, CaptureBackend]:
 
 @pytest.fixture
 def traced() -> Iterator[None]:
+    """tracemalloc running for the test."""
     tracemalloc.start(1)
     try:
         yield

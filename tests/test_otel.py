@@ -21,6 +21,7 @@ TRACER = TracerProvider().get_tracer("structlog-etw-tests")
 
 @pytest.fixture
 def seen() -> Iterator[list[tuple[dict[str, Any], Any]]]:
+    """Every event dict after add_otel_ids, with the activity current then; OTel activity ids off after."""
     got: list[tuple[dict[str, Any], Any]] = []
 
     def record(_logger: Any, _name: str, event_dict: dict[str, Any]) -> Any:

@@ -18,6 +18,7 @@ from structlog_etw.eventheader.decoder import decode_event
 
 @pytest.fixture
 def captured() -> Iterator[tuple[Any, CaptureBackend]]:
+    """A logger merging contextvars into a renderer on an EventHeader capture, and its backend."""
     structlog.contextvars.clear_contextvars()
     backend = CaptureBackend("PerfPaths", format="eventheader")
     prov = Provider("PerfPaths", backend=backend)

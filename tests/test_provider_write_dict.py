@@ -171,6 +171,7 @@ class TestWrittenCounterWithoutLock:
 
 @pytest.fixture
 def configured() -> Iterator[None]:
+    """structlog's global configuration, reset before and after the test."""
     structlog.reset_defaults()
     try:
         yield

@@ -213,7 +213,7 @@ def test_tags_limit_follows_the_format_the_provider_writes_now() -> None:
 
 
 def test_event_names_are_made_valid() -> None:
-    """event_name strips ';' and NUL, names empty "event", caps the length and survives unprintables."""
+    """event_name turns ';' into '_', drops NUL, names empty "event", caps length, survives unprintables."""
     assert event_name("a;b\0c") == "a_bc"
     assert event_name("") == "event"
     assert event_name("\0") == "event"

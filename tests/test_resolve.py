@@ -87,7 +87,7 @@ def test_absent_values_mean_the_default_and_are_not_counted() -> None:
 
 
 def test_keyword_range_is_checked_once_for_everyone() -> None:
-    """Keywords in [0, 2**64) pass; 2**64 falls back counted; -1 and bool raise with the argument name."""
+    """Keywords in [0, 2**64) pass, 2**64 falls back counted; check_keyword refuses -1 (named) and bool."""
     count = _Counter()
     assert keyword_or(2**64 - 1, 1, count) == 2**64 - 1
     assert keyword_or(2**64, 1, count) == 1

@@ -18,6 +18,7 @@ from tests.helpers.surface import unique_provider
 
 @pytest.fixture
 def stdlib_logger() -> logging.Logger:
+    """A stdlib logger outside logging's manager, at level 1, not propagating."""
     # A logger outside logging's manager: only the handlers the test adds (pytest's etw_capture
     # handlers would otherwise re-raise the errors the handler under test must swallow).
     logger = logging.Logger(f"surface.test.{uuid.uuid4().hex[:8]}", level=1)
