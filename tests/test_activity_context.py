@@ -24,6 +24,7 @@ Seen = list[tuple[dict[str, Any], tuple[bytes, bytes | None] | None]]
 
 @pytest.fixture
 def seen() -> Iterator[Seen]:
+    """Every event dict the chain is handed, with the activity current then; each event dropped."""
     got: Seen = []
 
     def record(_logger: Any, _name: str, event_dict: dict[str, Any]) -> Any:
@@ -38,6 +39,7 @@ def seen() -> Iterator[Seen]:
 
 
 def test_with_block_logs_start_and_stop_with_opcode_fields_duration_and_outcome(seen: Seen) -> None:
+    """A with block logs Start (opcode 1) and Stop (opcode 2, fields, duration, outcome "ok") in its id."""
     log = structlog.get_logger()
     with etw_activity(log, "DownloadFile", url="http://x/") as act:
         assert act.id is not None
@@ -62,6 +64,7 @@ def test_with_block_logs_start_and_stop_with_opcode_fields_duration_and_outcome(
 
 
 def test_exception_in_body_propagates_unchanged_and_stop_outcome_is_its_type_name(seen: Seen) -> None:
+    """An exception in the body propagates as is, the Stop's outcome is its type name, the id is reset."""
     log = structlog.get_logger()
     err = KeyError("missing")
     with pytest.raises(KeyError) as info, etw_activity(log, "Lookup"):
@@ -74,6 +77,7 @@ def test_exception_in_body_propagates_unchanged_and_stop_outcome_is_its_type_nam
 
 
 def test_nested_activity_has_parent_id_as_related_id_and_restores_parent_on_exit(seen: Seen) -> None:
+    """A nested activity has the outer id as related id, and the outer one is current again after it."""
     log = structlog.get_logger()
     with etw_activity(log, "Outer") as outer:
         with etw_activity(log, "Inner") as inner:
@@ -90,6 +94,7 @@ def test_nested_activity_has_parent_id_as_related_id_and_restores_parent_on_exit
 
 
 def test_control_keys_given_to_the_activity_pass_to_the_chain_and_are_not_fields(seen: Seen) -> None:
+    """etw_* keys given to the activity reach the chain as control keys next to the Start's opcode."""
     log = structlog.get_logger()
     with etw_activity(log, "Job", etw_keyword=0x4, etw_tags=7, job=1):
         pass
@@ -98,6 +103,8 @@ def test_control_keys_given_to_the_activity_pass_to_the_chain_and_are_not_fields
 
 
 def test_a_failing_processor_chain_never_raises_out_of_the_activity() -> None:
+    """A processor that raises never makes the activity raise, and the current id is reset after it."""
+
     def boom(_l: Any, _n: str, _e: dict[str, Any]) -> Any:
         raise RuntimeError("broken processor")
 
@@ -111,6 +118,7 @@ def test_a_failing_processor_chain_never_raises_out_of_the_activity() -> None:
 
 
 def test_activity_follows_copy_context_into_a_thread_and_does_not_leak_back(seen: Seen) -> None:
+    """A copied context carries the activity into a thread; its sub-activity does not leak back."""
     log = structlog.get_logger()
     in_thread: list[Any] = []
     with etw_activity(log, "Request") as act:
@@ -132,6 +140,7 @@ def test_activity_follows_copy_context_into_a_thread_and_does_not_leak_back(seen
 
 
 def test_concurrent_asyncio_tasks_each_see_only_their_own_activity(seen: Seen) -> None:
+    """Five gathered asyncio tasks each see and log only their own activity id, under the batch's."""
     log = structlog.get_logger()
 
     async def task(i: int) -> tuple[Any, list[Any]]:
@@ -162,6 +171,7 @@ def test_concurrent_asyncio_tasks_each_see_only_their_own_activity(seen: Seen) -
 
 
 def test_decorator_gives_each_call_its_own_activity_sync_and_async(seen: Seen) -> None:
+    """As a decorator, each sync or async call runs its own activity, and the name is kept."""
     log = structlog.get_logger()
 
     @etw_activity(log, "Handle", kind="sync")
@@ -193,6 +203,7 @@ async def _gather(*aws: Any) -> list[Any]:
 
 
 def test_decorated_function_exception_propagates_and_stop_records_it(seen: Seen) -> None:
+    """A decorated function's exception propagates and its type name is the Stop's outcome."""
     log = structlog.get_logger()
 
     @etw_activity(log, "Fails")
@@ -205,6 +216,7 @@ def test_decorated_function_exception_propagates_and_stop_records_it(seen: Seen)
 
 
 def test_record_before_enter_sets_start_fields_and_record_inside_updates_stop_only(seen: Seen) -> None:
+    """record() before entry adds Start fields; record() inside changes only the Stop's fields."""
     log = structlog.get_logger()
     act = etw_activity(log, "Rec", a=1)
     act.record(b=2)
@@ -217,6 +229,7 @@ def test_record_before_enter_sets_start_fields_and_record_inside_updates_stop_on
 
 
 def test_exit_in_another_context_does_not_raise_and_leaves_that_context_clean(seen: Seen) -> None:
+    """Exiting in another context than the one entered does not raise and still logs the Stop."""
     log = structlog.get_logger()
     act = etw_activity(log, "Handed")
     ctx = contextvars.copy_context()
@@ -227,12 +240,14 @@ def test_exit_in_another_context_does_not_raise_and_leaves_that_context_clean(se
 
 
 def test_exit_without_enter_is_a_no_op(seen: Seen) -> None:
+    """__exit__ without __enter__ logs nothing."""
     act = etw_activity(structlog.get_logger(), "Never")
     act.__exit__(None, None, None)
     assert seen == []
 
 
 def test_event_key_in_fields_does_not_break_the_start_event(seen: Seen) -> None:
+    """An "event" keyword among the fields is ignored: the Start is named by the activity."""
     with etw_activity(structlog.get_logger(), "Evt", event="dropped", x=1):
         pass
     assert seen[0][0] == {"event": "Evt", "x": 1, "etw_opcode": 1}
@@ -243,6 +258,7 @@ class TestSharedInstanceAcrossTasks:
     activity per task: each Stop carries its own task's id and the fields its own task recorded."""
 
     def test_two_overlapping_tasks_keep_their_own_ids_and_fields(self, seen: Seen) -> None:
+        """Two overlapping tasks in one instance each see their own id and Stop with their own fields."""
         log = structlog.get_logger()
         shared = etw_activity(log, "Shared")
 
@@ -282,6 +298,7 @@ class TestSharedInstanceAcrossTasks:
         assert current_activity_id() is None
 
     def test_two_threads_in_one_instance_stop_their_own_activities(self, seen: Seen) -> None:
+        """Two overlapping threads in one instance each Stop their own activity with their own fields."""
         log = structlog.get_logger()
         shared = etw_activity(log, "Shared")
         first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
@@ -319,6 +336,7 @@ class TestEtwOtelFromData:
     ``__bool__`` raises) means the default, counted on a provider; ``etw_activity`` never raises."""
 
     def test_a_hostile_etw_otel_is_counted_and_the_activity_runs(self) -> None:
+        """An etw_otel whose bool() raises is counted invalid, and Start and Stop are still written."""
         from structlog_etw import Provider  # noqa: PLC0415
         from structlog_etw.backends.capture import CaptureBackend  # noqa: PLC0415
 

@@ -51,10 +51,12 @@ class Setup:
 
 @pytest.fixture(params=FORMATS)
 def setup(request: Any) -> Setup:
+    """A renderer on a capture backend of each format, default keyword 0x10."""
     return Setup(request.param, f"ActTest_{request.param}")
 
 
 def test_nested_activities_decode_with_start_stop_opcodes_and_chained_ids(setup: Setup) -> None:
+    """In both formats nested activities decode with Start/Stop opcodes, chained ids and Stop fields."""
     log = setup.log
     log.info("before")
     with etw_activity(log, "Outer", job=7) as outer:
@@ -91,6 +93,7 @@ def test_nested_activities_decode_with_start_stop_opcodes_and_chained_ids(setup:
 
 
 def test_eventheader_activity_extension_is_32_bytes_only_on_a_start_with_a_parent() -> None:
+    """EventHeader's activity extension is 32 bytes (with related id) only on a nested Start, else 16."""
     s = Setup("eventheader", "ActTest_ExtSize")
     with etw_activity(s.log, "Outer"):
         s.log.info("inside")
@@ -107,6 +110,7 @@ def test_eventheader_activity_extension_is_32_bytes_only_on_a_start_with_a_paren
 
 
 def test_tracelogging_related_id_goes_to_event_write_transfer_only_on_start() -> None:
+    """TraceLogging passes the related id to EventWriteTransfer on a nested Start only; opcodes match."""
     s = Setup("tracelogging", "ActTest_Transfer")
     with etw_activity(s.log, "Outer") as outer, etw_activity(s.log, "Inner") as inner:
         s.log.info("inside")
@@ -122,6 +126,7 @@ def test_tracelogging_related_id_goes_to_event_write_transfer_only_on_start() ->
 
 
 def test_exception_outcome_is_encoded_on_the_stop_event(setup: Setup) -> None:
+    """In both formats an exception's type name is encoded as the Stop event's outcome."""
     with pytest.raises(ZeroDivisionError), etw_activity(setup.log, "Divide"):
         _ = 1 // 0
     stop = setup.events()[-1][1]
@@ -130,6 +135,7 @@ def test_exception_outcome_is_encoded_on_the_stop_event(setup: Setup) -> None:
 
 
 def test_activity_on_a_provider_writes_level_4_default_keyword_and_ids(setup: Setup) -> None:
+    """In both formats an activity on a provider writes level 4, the default keyword, or its etw_* values."""
     with etw_activity(setup.provider, "Direct", n=1) as outer:
         with etw_activity(setup.provider, "Nested", etw_keyword=0x20, etw_level=3) as inner:
             setup.log.info("inside")
@@ -172,6 +178,7 @@ def test_activity_on_a_provider_checks_control_keys_like_the_renderer(setup: Set
 
 
 def test_nothing_is_written_while_disabled_but_events_inside_still_get_the_id_when_enabled() -> None:
+    """A Start while disabled is not written, but events after enabling still carry the activity id."""
     s = Setup("eventheader", "ActTest_Disabled")
     s.backend.set_enabled(False)
     with etw_activity(s.log, "Quiet") as act:
@@ -185,6 +192,7 @@ def test_nothing_is_written_while_disabled_but_events_inside_still_get_the_id_wh
 
 
 def test_concurrent_tasks_events_carry_their_own_task_activity(setup: Setup) -> None:
+    """In both formats each of 4 gathered tasks' events carries its own task's activity id."""
     log = setup.log
 
     async def task(i: int) -> uuid.UUID | None:
@@ -203,6 +211,7 @@ def test_concurrent_tasks_events_carry_their_own_task_activity(setup: Setup) -> 
 
 
 def test_activity_through_a_stdlib_logger_and_etw_handler_writes_start_stop_with_ids() -> None:
+    """An activity on a stdlib logger with EtwHandler writes Start/Stop with chained ids and fields."""
     import logging  # noqa: PLC0415
 
     from structlog_etw import EtwHandler  # noqa: PLC0415

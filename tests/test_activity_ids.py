@@ -14,6 +14,7 @@ from structlog_etw import _activity
 
 
 def test_activity_id_is_16_bytes_with_rfc4122_version_4_and_variant_bits() -> None:
+    """An activity id is 16 bytes with RFC 4122 version-4 and variant bits."""
     raw = _activity.new_activity_id()
     assert type(raw) is bytes
     assert len(raw) == 16
@@ -23,6 +24,7 @@ def test_activity_id_is_16_bytes_with_rfc4122_version_4_and_variant_bits() -> No
 
 
 def test_activity_ids_share_the_process_seed_and_differ_by_the_counter() -> None:
+    """Two ids of a process share the random first half and differ in the counter half."""
     a = _activity.new_activity_id()
     b = _activity.new_activity_id()
     assert a[:8] == b[:8]  # per-process random half
@@ -34,6 +36,7 @@ def test_activity_ids_share_the_process_seed_and_differ_by_the_counter() -> None
 
 
 def test_many_activity_ids_from_many_threads_are_all_distinct() -> None:
+    """40,000 ids made by 8 threads are all distinct."""
     results: list[list[bytes]] = [[] for _ in range(8)]
 
     def make(out: list[bytes]) -> None:
@@ -51,6 +54,7 @@ def test_many_activity_ids_from_many_threads_are_all_distinct() -> None:
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (POSIX)")
 def test_fork_child_gets_a_new_seed_and_never_repeats_parent_ids() -> None:
+    """A fork child's ids have a new seed and none equals an id the parent makes after the fork."""
     parent_before = _activity.new_activity_id()
     r, w = os.pipe()
     pid = os.fork()
@@ -74,6 +78,7 @@ def test_fork_child_gets_a_new_seed_and_never_repeats_parent_ids() -> None:
 
 
 def test_activity_ids_differ_between_two_processes() -> None:
+    """Two processes make different 32-hex-digit first ids."""
     code = "from structlog_etw import _activity; print(_activity.new_activity_id().hex())"
     outs = {
         subprocess.run(

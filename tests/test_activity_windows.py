@@ -23,6 +23,7 @@ NAME = "StructlogEtw_ActivityTest"
 
 @pytest.fixture
 def win(fake: Fake) -> Iterator[tuple[Fake, Provider, Any]]:
+    """A provider on the real ctypes backend over the fake ETW library, a session at level 5."""
     fake.enable(5, 0xFFFF)
     backend = EtwBackend(NAME, provider_id(NAME), TraceLoggingEncoder(NAME).traits, library=fake.path)
     provider = Provider(NAME, default_keyword=0x8, backend=backend)
@@ -41,6 +42,7 @@ def ids(rec: Record) -> tuple[uuid.UUID | None, uuid.UUID | None]:
 
 
 def test_event_write_transfer_receives_activity_and_related_ids(win: tuple[Fake, Provider, Any]) -> None:
+    """EventWriteTransfer receives each event's activity id, and the related id on nested Starts only."""
     lib, _provider, log = win
     with etw_activity(log, "Outer", n=1) as outer:
         log.info("in_outer")
@@ -68,6 +70,7 @@ def test_event_write_transfer_receives_activity_and_related_ids(win: tuple[Fake,
 def test_provider_target_and_async_tasks_reach_event_write_transfer_with_their_ids(
     win: tuple[Fake, Provider, Any],
 ) -> None:
+    """Activities on a provider and in async tasks reach EventWriteTransfer with their own ids."""
     lib, provider, log = win
 
     async def task(i: int) -> uuid.UUID | None:

@@ -160,10 +160,12 @@ class TestLayers:
     """Data flows one way: event dict -> typed fields -> encoder -> backend; imports only go down."""
 
     def test_every_module_has_a_layer(self) -> None:
+        """Every module of the package is in a layer of the layer table."""
         for module in MODULES:
             _layer(module)
 
     def test_no_module_imports_a_higher_layer(self) -> None:
+        """No package import, lazy ones included, goes to a module of a higher layer."""
         upward = []
         for imp in IMPORTS:
             if not imp.internal:
@@ -174,6 +176,7 @@ class TestLayers:
         assert upward == []
 
     def test_the_import_graph_has_no_cycle(self) -> None:
+        """The run-time import graph between modules (package-to-submodule edges aside) has no cycle."""
         graph: dict[str, set[str]] = {m: set() for m in MODULES}
         for imp in IMPORTS:
             if imp.internal and not imp.type_only:  # a type-only import is no dependency at run time
@@ -210,6 +213,7 @@ class TestStructlogBoundary:
     """Nothing below the structlog surface imports structlog; the CLI sits on top and nothing imports it."""
 
     def test_only_the_structlog_surface_and_the_cli_import_structlog(self) -> None:
+        """Only the structlog surface modules and the CLI import structlog."""
         offenders = [
             f"{imp.module}:{imp.line}"
             for imp in IMPORTS
@@ -221,6 +225,7 @@ class TestStructlogBoundary:
         assert offenders == []
 
     def test_nothing_imports_the_cli(self) -> None:
+        """No module outside the CLI and __main__ imports the CLI."""
         offenders = [
             f"{imp.module}:{imp.line}"
             for imp in IMPORTS
@@ -231,6 +236,7 @@ class TestStructlogBoundary:
         assert offenders == []
 
     def test_the_console_script_is_the_cli(self) -> None:
+        """pyproject's structlog-etw console script is structlog_etw.cli:main."""
         text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
         assert 'structlog-etw = "structlog_etw.cli:main"' in text
 
@@ -272,6 +278,7 @@ class TestPrivacy:
     """No module reads another module's (or another module's objects') private names."""
 
     def test_no_private_name_is_imported_from_another_module(self) -> None:
+        """No module imports another module's private name (private modules as modules aside)."""
         offenders = []
         for imp in IMPORTS:
             for name in imp.names:
@@ -283,6 +290,7 @@ class TestPrivacy:
         assert offenders == []
 
     def test_no_private_attribute_of_another_module_is_read(self) -> None:
+        """No module reads a private attribute it does not define, documented underscore API aside."""
         offenders = []
         for module, tree in MODULES.items():
             own = _own_private_attributes(tree)
@@ -311,6 +319,7 @@ class TestDocs:
     """Docs and the README show only public modules."""
 
     def test_no_doc_example_imports_a_private_module(self) -> None:
+        """No Python example in the README or docs/ names a private structlog_etw module."""
         offenders = []
         for path in _doc_files():
             for block in _PY_BLOCK.findall(path.read_text(encoding="utf-8")):
@@ -336,6 +345,7 @@ class TestPublicModules:
 
     @pytest.mark.parametrize("name", _public_modules())
     def test_module_docstring_all_and_a_docstring_on_every_public_name(self, name: str) -> None:
+        """Every public module has a docstring, an __all__, and a docstring on every public name in it."""
         import importlib  # noqa: PLC0415
         import inspect  # noqa: PLC0415
         import sys  # noqa: PLC0415

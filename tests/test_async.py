@@ -40,6 +40,7 @@ def _logger(**context: Any) -> tuple[ThreadSpy, Any]:
 
 
 def test_ainfo_writes_the_event_from_an_executor_thread(etw_capture: EtwCapture) -> None:
+    """ainfo runs the chain in an executor thread and writes the event, named by its template."""
     spy, log = _logger(user="ann")
 
     async def main() -> None:
@@ -54,6 +55,7 @@ def test_ainfo_writes_the_event_from_an_executor_thread(etw_capture: EtwCapture)
 
 
 def test_every_async_method_exists_and_maps_its_level(etw_capture: EtwCapture) -> None:
+    """Every async method (acritical .. adebug, alog) exists and writes at its level."""
     _, log = _logger()
 
     async def main() -> None:
@@ -82,6 +84,7 @@ def test_every_async_method_exists_and_maps_its_level(etw_capture: EtwCapture) -
 
 
 def test_contextvars_and_etw_keyword_follow_into_the_executor(etw_capture: EtwCapture) -> None:
+    """A task's contextvars and etw_keyword follow into the executor and do not leak out of the task."""
     spy, log = _logger()
     etw_capture.set_enabled(False)
     etw_capture.set_enabled(True, keyword=0x4)
@@ -102,6 +105,7 @@ def test_contextvars_and_etw_keyword_follow_into_the_executor(etw_capture: EtwCa
 
 
 def test_current_activity_follows_into_the_executor(etw_capture: EtwCapture) -> None:
+    """The current activity follows into the executor (related id on Start only), not as a field."""
     _, log = _logger()
     activity, related = uuid.uuid4(), uuid.uuid4()
 
@@ -124,6 +128,7 @@ def test_current_activity_follows_into_the_executor(etw_capture: EtwCapture) -> 
 
 
 def test_aexception_captures_the_exception_before_leaving_the_thread(etw_capture: EtwCapture) -> None:
+    """aexception writes level 2 with the exception caught in the caller's thread."""
     _, log = _logger()
 
     async def main() -> None:
@@ -139,6 +144,7 @@ def test_aexception_captures_the_exception_before_leaving_the_thread(etw_capture
 
 
 def test_disabled_async_call_returns_without_running_the_chain(etw_capture: EtwCapture) -> None:
+    """Unlistened async calls return None without running the chain or writing."""
     spy, log = _logger()
     etw_capture.set_enabled(False)
 

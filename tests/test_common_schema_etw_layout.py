@@ -79,6 +79,7 @@ def _tree(fields: tuple[DecodedField, ...] | list[DecodedField]) -> list[Any]:
 
 
 def test_log_event_has_the_etw_log_exporters_layout(clock: Callable[[int], None]) -> None:
+    """A Log event has the OTel ETW log exporter's field names, nesting, order, in-types and values."""
     clock(T_END)
     win = Windows(cloud_role="checkout", cloud_role_instance="pod-7")
     with trace.use_span(NonRecordingSpan(SpanContext(TRACE, SPAN, is_remote=False))):
@@ -123,6 +124,7 @@ def test_log_event_has_the_etw_log_exporters_layout(clock: Callable[[int], None]
 
 
 def test_span_event_has_the_etw_trace_exporters_layout(clock: Callable[[int], None]) -> None:
+    """A nested activity's Span event has the OTel ETW trace exporter's layout, parent included."""
     clock(T_END - 2 * DURATION)  # Outer, Download start; Download, Outer stop
     win = Windows()
     with etw_activity(win.log, "Outer"), etw_activity(win.log, "Download", url="u") as act:
@@ -161,6 +163,7 @@ def test_span_event_has_the_etw_trace_exporters_layout(clock: Callable[[int], No
 
 
 def test_a_failed_root_activity_has_status_and_no_parent(clock: Callable[[int], None]) -> None:
+    """A failed root activity's Span has statusMessage, success False, no parentId and no PartC."""
     clock(T_END - DURATION)
     win = Windows()
     with pytest.raises(ValueError), etw_activity(win.log, "Job"):

@@ -48,6 +48,7 @@ def capture(schema: str = "common") -> tuple[CaptureBackend, structlog.stdlib.Bo
 
 
 def test_log_event_is_byte_identical_to_the_exporters(clock: Callable[[int], None]) -> None:
+    """A Log event in an OTel span is byte-identical to what OTel's user_events exporter writes."""
     clock(T_END)
     backend, log = capture()
     span = NonRecordingSpan(SpanContext(TRACE, SPAN, is_remote=False))
@@ -72,6 +73,7 @@ def test_log_event_is_byte_identical_to_the_exporters(clock: Callable[[int], Non
 
 
 def test_span_event_is_byte_identical_to_the_exporters(clock: Callable[[int], None]) -> None:
+    """A nested activity's Span event is byte-identical to the exporter's, trace id the root's id."""
     clock(T_END - 2 * DURATION)  # Outer, Download start; Download, Outer stop
     backend, log = capture()
     with etw_activity(log, "Outer"), etw_activity(log, "Download", url="https://example.com/a") as act:
@@ -94,6 +96,7 @@ def test_span_event_is_byte_identical_to_the_exporters(clock: Callable[[int], No
 
 
 def test_a_failed_activity_is_an_unsuccessful_span_with_a_status(clock: Callable[[int], None]) -> None:
+    """A failed activity is byte-identical to the exporter's unsuccessful span with its status message."""
     clock(T_END - DURATION)  # Job start, Job stop
     backend, log = capture()
     with pytest.raises(KeyError), etw_activity(log, "Job") as act:
@@ -115,6 +118,7 @@ def test_a_failed_activity_is_an_unsuccessful_span_with_a_status(clock: Callable
 
 
 def test_the_old_layout_differs_from_the_exporters(clock: Callable[[int], None]) -> None:
+    """The tracing-etw layout's bytes differ from the exporter's (the comparison can fail)."""
     clock(T_END)
     # the comparison can fail: tracing-etw's layout is not what the exporter writes
     backend, log = capture("tracing-etw")
@@ -128,6 +132,7 @@ def test_the_old_layout_differs_from_the_exporters(clock: Callable[[int], None])
 def test_the_start_time_is_when_the_start_passed_not_the_end_minus_the_duration(
     clock: Callable[[int], None], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A Span's startTime is the Start's own wall time, not the end time minus the duration."""
     # the Stop is rendered DURATION after the activity measured its (zero) duration: the start is
     # still the Start's own time, not the end minus the duration
     clock(T_END - DURATION)

@@ -34,6 +34,7 @@ class CS:
 
 @pytest.fixture(params=["eventheader", "tracelogging"])
 def cs(request: Any) -> CS:
+    """A tracing-etw schema renderer on a capture backend of each format."""
     return CS(request.param)
 
 
@@ -54,6 +55,7 @@ def parse_time(text: str) -> dt.datetime:
 
 
 def test_log_event_has_csver_part_a_b_c_with_body(cs: CS) -> None:
+    """In both formats a Log event decodes to __csver__, PartA time, PartB and PartC with Body."""
     before = dt.datetime.now(dt.timezone.utc)
     cs.log.info("user_login", user="ann", attempts=3)
     (ev,) = cs.events()
@@ -78,6 +80,7 @@ def test_log_event_has_csver_part_a_b_c_with_body(cs: CS) -> None:
 
 
 def test_etw_name_names_the_event_and_the_event_text_is_the_body(cs: CS) -> None:
+    """In both formats etw_name names the event and PartB, and the event text is PartC's Body."""
     cs.log.warning("Disk almost full on /var", etw_name="DiskFull", pct=97.5)
     (ev,) = cs.events()
     assert ev.name == "DiskFull"
@@ -87,6 +90,7 @@ def test_etw_name_names_the_event_and_the_event_text_is_the_body(cs: CS) -> None
 
 
 def test_log_event_in_an_otel_span_carries_trace_and_span_ids_in_ext_dt(cs: CS) -> None:
+    """In both formats a log in an OTel span carries its trace and span ids in PartA ext_dt."""
     with TRACER.start_as_current_span("req") as span:
         cs.log.info("in_span")
         ctx = span.get_span_context()
@@ -99,6 +103,7 @@ def test_log_event_in_an_otel_span_carries_trace_and_span_ids_in_ext_dt(cs: CS) 
 
 
 def test_activity_is_one_span_event_at_stop_and_inner_logs_point_at_it(cs: CS) -> None:
+    """In both formats an activity is one Span event at its Stop, parented, and its logs carry its id."""
     with etw_activity(cs.log, "Outer", job=1) as outer, etw_activity(cs.log, "Inner") as inner:
         cs.log.info("work", n=2)
         inner.record(bytes=10)
@@ -127,6 +132,7 @@ def test_activity_is_one_span_event_at_stop_and_inner_logs_point_at_it(cs: CS) -
 
 
 def test_activity_in_an_otel_span_carries_the_trace_id_and_its_logs_join_its_span(cs: CS) -> None:
+    """In both formats an activity in an OTel span carries its trace id, its logs the activity's span."""
     with TRACER.start_as_current_span("req") as span, etw_activity(cs.log, "Job") as act:
         cs.log.info("inside")
     inside, ev = cs.events()
@@ -138,12 +144,14 @@ def test_activity_in_an_otel_span_carries_the_trace_id_and_its_logs_join_its_spa
 
 
 def test_event_without_fields_has_body_only_part_c(cs: CS) -> None:
+    """In both formats an event without fields has a PartC of Body alone."""
     cs.log.info("ping")
     (ev,) = cs.events()
     assert shape(ev.field_list)[3] == ("PartC", ["Body"])
 
 
 def test_span_without_any_fields_still_declares_matching_counts(cs: CS) -> None:
+    """In both formats a bare span's PartC holds duration_ns and outcome, its counts matching."""
     # duration_ns and outcome are always there, so PartC is never empty for a span
     with etw_activity(cs.log, "Bare"):
         pass
@@ -152,5 +160,6 @@ def test_span_without_any_fields_still_declares_matching_counts(cs: CS) -> None:
 
 
 def test_unknown_schema_is_a_setup_error() -> None:
+    """An unknown schema name raises ValueError naming schema."""
     with pytest.raises(ValueError, match="schema"):
         EtwRenderer("CsTest_bad", schema="cs4", provider=Provider("CsTest_bad", backend=CaptureBackend("x")))

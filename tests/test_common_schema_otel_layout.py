@@ -54,10 +54,12 @@ def part(fields: list[Field], name: str) -> list[Field]:
     ],
 )
 def test_time_has_the_fewest_exact_fraction_digits_like_chrono_autosi(ns: int, text: str) -> None:
+    """Every timestamp is RFC 3339 with 0, 3, 6 or 9 fraction digits, the fewest exact, as chrono's AutoSi."""
     assert cs.rfc3339_autosi(ns) == text
 
 
 def test_log_layout_on_user_events() -> None:
+    """A user_events Log event has __csver__ u32, PartA time/ids, PartC attributes, then PartB in order."""
     fields = to_fields({"user": "ann", "event_id": 20, "attempts": 3}.items())
     out = cs.otel_log_fields(
         fields,
@@ -88,6 +90,7 @@ def test_log_layout_on_user_events() -> None:
 
 
 def test_log_layout_on_etw_nests_ext_dt_and_ext_cloud_before_time() -> None:
+    """On ETW __csver__ is u16 and PartA nests ext_dt and ext_cloud structs before the time."""
     out = cs.otel_log_fields(
         [], fmt=TL, time_ns=T0, level=4, body="m", trace_id="a" * 32, span_id="b" * 16, cloud=("r", "i")
     )
@@ -101,6 +104,7 @@ def test_log_layout_on_etw_nests_ext_dt_and_ext_cloud_before_time() -> None:
 
 
 def test_a_message_field_is_the_body_when_there_is_no_event_text_and_an_explicit_body_wins() -> None:
+    """A message field becomes the body only when there is no body; otherwise it stays in PartC."""
     moved = cs.otel_log_fields(
         to_fields({"message": "m", "x": 1}.items()), fmt=EH, time_ns=T0, level=4, body=None
     )
@@ -112,17 +116,20 @@ def test_a_message_field_is_the_body_when_there_is_no_event_text_and_an_explicit
 
 
 def test_a_non_integer_event_id_stays_in_part_c() -> None:
+    """A non-integer event_id stays in PartC and no eventId is written in PartB."""
     out = cs.otel_log_fields(to_fields({"event_id": "abc"}.items()), fmt=EH, time_ns=T0, level=4, body=None)
     assert part(out, "PartC") == [("event_id", STR, "abc")]
     assert "eventId" not in names(part(out, "PartB"))
 
 
 def test_an_unknown_level_has_severity_zero_and_no_text() -> None:
+    """An unknown level gives severityNumber 0 and no severityText."""
     out = cs.otel_log_fields([], fmt=EH, time_ns=T0, level=0, body=None)
     assert part(out, "PartB") == [("_typeName", STR, "Log"), ("severityNumber", I16, 0)]
 
 
 def test_span_layout_per_format() -> None:
+    """A Span event has the exporters' PartB field order and types per format (EventHeader vs ETW)."""
     kw: dict[str, Any] = {
         "start_ns": T0 - 1_000_000,
         "stop_ns": T0,
@@ -158,6 +165,7 @@ def test_span_layout_per_format() -> None:
 
 
 def test_more_than_127_attributes_spill_into_more_instead_of_wrapping_the_count() -> None:
+    """Past 127 attributes PartC holds 126 and a _more JSON of the rest, the count never wrapping."""
     many = to_fields((f"f{i}", i) for i in range(300))
     part_c = part(cs.otel_log_fields(many, fmt=EH, time_ns=T0, level=4, body=None), "PartC")
     assert len(part_c) == MAX_STRUCT_FIELDS
@@ -182,6 +190,7 @@ def _check_structs(fields: list[Field]) -> None:
 def test_every_struct_holds_between_1_and_127_fields(
     d: dict[str, Any], body: str | None, fmt: str, level: int
 ) -> None:
+    """For any attributes, body, format and level every Log and Span struct holds 1 to 127 fields."""
     _check_structs(cs.otel_log_fields(to_fields(d.items()), fmt=fmt, time_ns=T0, level=level, body=body))
     span = cs.otel_span_fields(
         "s", to_fields(d.items()), fmt=fmt, start_ns=T0, stop_ns=T0, trace_id="t" * 32, span_id="s" * 16
@@ -202,6 +211,7 @@ class _Linux:
 
 
 def test_an_activity_whose_start_nobody_saw_still_gets_w3c_sized_ids() -> None:
+    """An activity whose Start nobody saw is its own trace with 32/16-hex ids, parented to the outer span."""
     linux = _Linux()
     slot = linux.provider.slot(4, 1)
     slot.word[0] = 0  # nobody listens when the activity starts
@@ -218,6 +228,7 @@ def test_an_activity_whose_start_nobody_saw_still_gets_w3c_sized_ids() -> None:
 
 
 def test_deep_nesting_keeps_a_bounded_record_and_every_level_its_own_span() -> None:
+    """100 nested activities keep at most 64 traces recorded; the log gets the innermost span id."""
     linux = _Linux()
     acts = []
     stack = []

@@ -41,10 +41,12 @@ class Linux:
 
 @pytest.fixture
 def linux() -> Linux:
+    """A Common Schema renderer on a capture of the bytes handed to user_events."""
     return Linux()
 
 
 def test_a_plain_log_event_is_recognised_with_time_severity_and_body(linux: Linux) -> None:
+    """Geneva's rules read a plain event as Common Schema with its time, severity, body and columns."""
     before = time.time_ns()
     linux.log.warning("disk almost full", pct=97.5, mount="/var")
     after = time.time_ns()
@@ -69,6 +71,7 @@ def test_a_plain_log_event_is_recognised_with_time_severity_and_body(linux: Linu
     ],
 )
 def test_severity_follows_the_level(linux: Linux, method: str, number: int, text: str) -> None:
+    """Every log method gives the OTel severity number and text Geneva reads (FATAL 21 .. DEBUG 5)."""
     getattr(linux.log, method)("m")
     (event,) = linux.events()
     rec = read_like_geneva(event)
@@ -77,6 +80,7 @@ def test_severity_follows_the_level(linux: Linux, method: str, number: int, text
 
 
 def test_ids_of_the_current_otel_span_are_promoted(linux: Linux) -> None:
+    """The current OTel span's trace and span ids, etw_name and event_id are promoted as Geneva reads."""
     with TRACER.start_as_current_span("req") as span:
         linux.log.info("in span", etw_name="InSpan", event_id=42)
     ctx = span.get_span_context()
@@ -89,6 +93,7 @@ def test_ids_of_the_current_otel_span_are_promoted(linux: Linux) -> None:
 
 
 def test_logs_inside_activities_carry_w3c_sized_ids_of_one_trace(linux: Linux) -> None:
+    """In nested activities trace id is the root's id, span id the innermost's; Span events agree."""
     with etw_activity(linux.log, "Outer") as outer, etw_activity(linux.log, "Inner") as inner:
         linux.log.info("deep")
     with etw_activity(linux.log, "Other") as other:
@@ -114,6 +119,7 @@ def test_logs_inside_activities_carry_w3c_sized_ids_of_one_trace(linux: Linux) -
 
 
 def test_an_activity_in_an_otel_span_is_a_child_span_of_it(linux: Linux) -> None:
+    """An activity inside an OTel span keeps its trace id and has the OTel span as parent."""
     with TRACER.start_as_current_span("req") as span, etw_activity(linux.log, "Job") as job:
         linux.log.info("inside")
     inside, job_span = linux.events()
@@ -128,6 +134,7 @@ def test_an_activity_in_an_otel_span_is_a_child_span_of_it(linux: Linux) -> None
 
 
 def test_an_activity_that_took_the_span_id_is_that_span(linux: Linux) -> None:
+    """With use_otel_activity_ids the activity's span id is the OTel span's, with no parent of its own."""
     use_otel_activity_ids()
     try:
         with TRACER.start_as_current_span("req") as span, etw_activity(linux.log, "Job"):
@@ -144,6 +151,7 @@ def test_an_activity_that_took_the_span_id_is_that_span(linux: Linux) -> None:
 
 
 def test_an_otel_span_inside_an_activity_is_the_innermost(linux: Linux) -> None:
+    """An OTel span opened inside an activity gives the log event's trace and span ids."""
     with etw_activity(linux.log, "Job"), TRACER.start_as_current_span("req") as span:
         linux.log.info("inside")
     rec = read_like_geneva(linux.events()[0])
@@ -153,6 +161,7 @@ def test_an_otel_span_inside_an_activity_is_the_innermost(linux: Linux) -> None:
 
 
 def test_cloud_role_and_instance_are_promoted() -> None:
+    """cloud_role and cloud_role_instance are promoted to Geneva's role and role instance."""
     linux = Linux(cloud_role="checkout", cloud_role_instance="pod-7")
     linux.log.info("m")
     rec = read_like_geneva(linux.events()[0])
@@ -160,6 +169,7 @@ def test_cloud_role_and_instance_are_promoted() -> None:
 
 
 def test_every_kind_of_field_keeps_the_event_recognised(linux: Linux) -> None:
+    """An event with a field of every kind is still recognised, its values and nested columns read."""
     linux.log.error(
         "everything",
         i=-3,
@@ -188,6 +198,7 @@ def test_every_kind_of_field_keeps_the_event_recognised(linux: Linux) -> None:
 
 
 def test_an_event_with_more_fields_than_a_struct_holds_is_still_recognised(linux: Linux) -> None:
+    """300 fields: the event is still recognised, the fields past the struct limit in _more as JSON."""
     linux.log.info("wide", **{f"k{i}": i for i in range(300)})
     rec = read_like_geneva(linux.events()[0])
     assert rec.common_schema
@@ -197,6 +208,7 @@ def test_an_event_with_more_fields_than_a_struct_holds_is_still_recognised(linux
 
 
 def test_tracing_etw_layout_is_not_recognised_which_is_why_it_is_not_the_default() -> None:
+    """The tracing-etw layout is not recognised as Common Schema by Geneva's rules (__csver__ 0x401)."""
     old = Linux(schema="tracing-etw")
     with TRACER.start_as_current_span("req"):
         old.log.info("m")
@@ -206,6 +218,7 @@ def test_tracing_etw_layout_is_not_recognised_which_is_why_it_is_not_the_default
 
 
 def test_span_events_are_not_log_records_for_geneva(linux: Linux) -> None:
+    """A Span event is typed "Span" and not taken by Geneva's reader as a log record."""
     # Geneva's OTLP log encoder recognises only PartB._typeName "Log" (spans reach it as OTLP
     # spans): a Span event read off user_events is kept as columns, as the exporter's would be.
     with etw_activity(linux.log, "Job"):
@@ -216,6 +229,7 @@ def test_span_events_are_not_log_records_for_geneva(linux: Linux) -> None:
 
 
 def test_padding_after_the_event_is_ignored_as_the_receiver_ignores_it(linux: Linux) -> None:
+    """Zero padding after the event (perf's 8-byte alignment) does not change what is read."""
     linux.log.info("padded")
     (event,) = linux.events()
     rec = read_like_geneva(event + b"\0" * 7)  # perf pads a sample's raw data to 8 bytes

@@ -16,6 +16,7 @@ FIELDS: list[Field] = [("a", U8, 255), ("b", I16, -32768), ("c", U16, 65535), ("
 
 
 def test_eventheader_writes_each_width_with_its_encoding_and_format() -> None:
+    """EventHeader writes U8, I16, U16, U32 (in structs too) with their encoding, format and LE bytes."""
     event = EventHeaderEncoder().encode("W", [*FIELDS, ("s", STRUCT, [("e", I16, 7)])], 4)
     assert event is not None
     p = parse(event)
@@ -34,6 +35,7 @@ def test_eventheader_writes_each_width_with_its_encoding_and_format() -> None:
     ("kind", "value"), [(U8, 256), (U8, -1), (I16, 2**15), (U16, -1), (U32, 2**32), (U32, "x")]
 )
 def test_eventheader_writes_a_value_out_of_range_as_its_text(kind: int, value: object) -> None:
+    """EventHeader writes every value out of its width's range, or not an int, as its text."""
     event = EventHeaderEncoder().encode("W", [("v", kind, value)], 4)
     assert event is not None
     assert parse(event).values() == {"v": str(value)}
@@ -49,6 +51,7 @@ def _tracelogging(fields: list[Field]) -> list[tuple[str, int, int, object]]:
 
 
 def test_tracelogging_writes_each_width_with_its_in_type() -> None:
+    """TraceLogging writes U8, I16, U16, U32 with their InType (U16 with the unsigned OutType)."""
     assert _tracelogging(FIELDS) == [
         ("a", InType.UINT8, 0, 255),
         ("b", InType.INT16, 0, -32768),
@@ -58,6 +61,7 @@ def test_tracelogging_writes_each_width_with_its_in_type() -> None:
 
 
 def test_tracelogging_writes_a_value_out_of_range_as_its_text() -> None:
+    """TraceLogging writes a value out of its width's range, or not an int, as counted text."""
     out = _tracelogging([("v", U16, 70000), ("w", I16, "x")])
     assert [(n, v) for n, _i, _o, v in out] == [("v", "70000"), ("w", "x")]
     assert {i for _n, i, _o, _v in out} == {InType.COUNTEDANSISTRING}

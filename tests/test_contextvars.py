@@ -27,6 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.fixture(params=["registry", "public_api"])
 def mode(request: Any) -> Iterator[str]:
+    """The contextvars watch reading structlog's registry, or only its public API; cleared around."""
     structlog.contextvars.clear_contextvars()
     WATCH.use_public_api(request.param == "public_api")
     try:
@@ -37,6 +38,7 @@ def mode(request: Any) -> Iterator[str]:
 
 
 def test_structlog_registry_is_read_not_replaced() -> None:
+    """structlog's contextvars registry is read as the same dict, never replaced, only grown."""
     registry = structlog.contextvars._CONTEXT_VARS  # the test may look: the library only reads it
     assert type(registry) is dict
     assert REGISTRY is registry
@@ -51,6 +53,7 @@ def test_structlog_registry_is_read_not_replaced() -> None:
 
 
 def test_import_probe_leaves_no_value_in_any_context() -> None:
+    """The import-time registry probe leaves no variable in get_contextvars or merge_contextvars."""
     assert "structlog_etw_registry_probe" not in structlog.contextvars.get_contextvars()
     ctx: dict[str, Any] = {}
     structlog.contextvars.merge_contextvars(None, "info", ctx)
@@ -58,6 +61,7 @@ def test_import_probe_leaves_no_value_in_any_context() -> None:
 
 
 def test_clean_size_follows_the_registry_in_a_fresh_process() -> None:
+    """In a fresh process the watch's clean size follows the registry until an etw_* variable exists."""
     script = """
 import structlog
 from structlog_etw._contextvars import REGISTRY, WATCH
@@ -106,6 +110,7 @@ with capture_etw_events() as cap:
 
 
 def test_a_watch_without_registry_uses_the_public_api() -> None:
+    """A watch without a registry stays on the public API and still reads etw_* values."""
     watch = ContextvarsWatch(None)
     assert watch.uses_public_api
     assert watch.clean_size == -1
@@ -187,6 +192,7 @@ SCENARIOS: dict[str, tuple[Callable[[EtwCapture], Seen], Seen]] = {
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_contextvar_control_keys_in_both_modes(etw_capture: EtwCapture, mode: str, scenario: str) -> None:
+    """Every contextvar control-key scenario gives the same events via the registry and the public API."""
     run, expected = SCENARIOS[scenario]
     assert WATCH.uses_public_api == (mode == "public_api")
     assert run(etw_capture) == expected

@@ -41,11 +41,13 @@ def _same(a: list[Any], b: list[Any]) -> bool:
 def test_dict_fields_equals_to_field_per_key_without_exc_info_and_skipped_key(
     d: dict[Any, Any], skip: str | None
 ) -> None:
+    """For any dict, dict_fields gives to_field's field per key, leaving out exc_info and the skipped key."""
     expected = [to_field(k, v) for k, v in d.items() if k != "exc_info" and not (skip and k == skip)]
     assert _same(dict_fields(d.items(), skip), expected)
 
 
 def test_dict_fields_keeps_int_ranges_bool_and_str_subclasses_apart() -> None:
+    """dict_fields keeps I64, U64 and text int ranges, bool and str subclasses apart, None keys as text."""
     d = {
         "a": 2**63 - 1,
         "b": 2**63,

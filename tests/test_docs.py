@@ -39,6 +39,7 @@ BLOCKS = _blocks()
 
 
 def test_the_docs_have_python_examples() -> None:
+    """README.md and docs/ hold at least one runnable python block."""
     msg = "no runnable ```python block found in README.md or docs/"
     assert any(runnable for _, _, runnable in BLOCKS), msg
 
@@ -49,6 +50,7 @@ def test_the_docs_have_python_examples() -> None:
     ids=[where for where, _, runnable in BLOCKS if runnable],
 )
 def test_python_block_runs(where: str, code: str, tmp_path: Path) -> None:
+    """Every runnable python block of README.md and docs/ exits 0 on its own in a fresh interpreter."""
     proc = subprocess.run(
         [sys.executable, "-c", code],
         check=False,

@@ -110,6 +110,7 @@ U = uuid.UUID("12345678-1234-5678-1234-567812345678")
     ],
 )
 def test_scalar_rows_of_the_type_table(value: Any, kind: int, expected: Any) -> None:
+    """Every scalar type maps to its table kind and value, of the exact expected type; others to text."""
     name, got_kind, got = to_field("k", value)
     assert name == "k"
     assert got_kind == kind
@@ -118,12 +119,14 @@ def test_scalar_rows_of_the_type_table(value: Any, kind: int, expected: Any) -> 
 
 
 def test_nan_stays_a_float() -> None:
+    """NaN is an F64 field holding NaN, not text."""
     _, kind, value = to_field("k", float("nan"))
     assert kind == F64
     assert math.isnan(value)
 
 
 def test_huge_int_past_cpython_digit_limit_becomes_hex_text() -> None:
+    """An int past CPython's str() digit limit, positive or negative, becomes its hex text."""
     _, kind, value = to_field("k", 1 << 20000)
     assert kind == STR
     assert value == hex(1 << 20000)
@@ -132,6 +135,7 @@ def test_huge_int_past_cpython_digit_limit_becomes_hex_text() -> None:
 
 
 def test_objects_whose_str_and_repr_raise_get_a_type_marker() -> None:
+    """A value whose str and repr raise becomes "<unprintable TypeName>", also through safe_str."""
     assert to_field("k", Unprintable()) == ("k", STR, "<unprintable Unprintable>")
     assert safe_str(Unprintable()) == "<unprintable Unprintable>"
 
@@ -156,10 +160,12 @@ def test_objects_whose_str_and_repr_raise_get_a_type_marker() -> None:
     ],
 )
 def test_homogeneous_lists_become_arrays(value: Any, kind: int, expected: Any) -> None:
+    """Every list, tuple or empty sequence of one scalar type becomes an array of that kind."""
     assert to_field("k", value) == ("k", kind, expected)
 
 
 def test_sets_become_arrays() -> None:
+    """Sets and frozensets become arrays of their element kind."""
     _name, kind, value = to_field("k", {3, 1, 2})
     assert kind == I64 | ARRAY
     assert sorted(value) == [1, 2, 3]
@@ -180,16 +186,19 @@ def test_sets_become_arrays() -> None:
     ],
 )
 def test_mixed_and_nested_lists_become_json_text(value: Any, text: str) -> None:
+    """Every mixed, nested, out-of-range or non-scalar list becomes a JSON field of its JSON text."""
     assert to_field("k", value) == ("k", JSON, text)
 
 
 def test_lists_with_nan_fall_back_to_text() -> None:
+    """A list holding NaN is written as STR text containing "nan", not as JSON."""
     _, kind, value = to_field("k", [float("nan"), 1])
     assert kind == STR
     assert "nan" in value
 
 
 def test_recursive_list_becomes_its_repr() -> None:
+    """A self-containing list becomes its repr text with "[...]"."""
     loop: list[Any] = [1]
     loop.append(loop)
     _name, kind, text = to_field("k", loop)
@@ -198,6 +207,7 @@ def test_recursive_list_becomes_its_repr() -> None:
 
 
 def test_dict_becomes_struct_with_typed_children() -> None:
+    """A dict becomes a STRUCT of typed children, nested dicts too, keys made str."""
     assert to_field("k", {"a": 1, "b": {"c": "x"}, 3: True}) == (
         "k",
         STRUCT,
@@ -206,10 +216,12 @@ def test_dict_becomes_struct_with_typed_children() -> None:
 
 
 def test_empty_dict_is_json() -> None:
+    """An empty dict becomes the JSON text "{}"."""
     assert to_field("k", {}) == ("k", JSON, "{}")
 
 
 def test_dict_with_too_many_fields_becomes_json() -> None:
+    """A dict past MAX_STRUCT_FIELDS becomes JSON of the same content; one at the limit stays a STRUCT."""
     d = {f"f{i}": i for i in range(MAX_STRUCT_FIELDS + 1)}
     _name, kind, text = to_field("k", d)
     assert kind == JSON
@@ -219,6 +231,7 @@ def test_dict_with_too_many_fields_becomes_json() -> None:
 
 
 def test_deep_dicts_become_json_past_max_nesting() -> None:
+    """Dicts nested past MAX_NESTING are STRUCTs down to that depth, then valid JSON text."""
     d: dict[str, Any] = {"leaf": 1}
     for _ in range(MAX_NESTING + 3):
         d = {"x": d}
@@ -233,6 +246,7 @@ def test_deep_dicts_become_json_past_max_nesting() -> None:
 
 
 def test_recursive_dict_is_bounded_and_ends_in_text() -> None:
+    """A self-containing dict nests MAX_NESTING STRUCTs and ends in its repr text."""
     d: dict[str, Any] = {}
     d["self"] = d
     f = to_field("k", d)
@@ -246,6 +260,7 @@ def test_recursive_dict_is_bounded_and_ends_in_text() -> None:
 
 
 def test_huge_dict_and_thousands_of_fields_convert_in_order() -> None:
+    """5,000 items convert to 5,000 I64 fields in their original order."""
     items = [(f"k{i}", i) for i in range(5000)]
     fields = to_fields(items)
     assert [f[0] for f in fields] == [k for k, _ in items]
@@ -253,6 +268,7 @@ def test_huge_dict_and_thousands_of_fields_convert_in_order() -> None:
 
 
 def test_non_str_keys_become_strings() -> None:
+    """Int, None and unprintable keys become their text (or the unprintable marker) as field names."""
     assert to_fields([(1, "a"), (None, "b"), (Unprintable(), "c")]) == [
         ("1", STR, "a"),
         ("None", STR, "b"),
@@ -300,6 +316,7 @@ def _check(field: Any) -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.dictionaries(st.one_of(st.text(), st.integers(), st.none()), values, max_size=8))
 def test_any_event_dict_converts_to_well_typed_fields(items: dict[Any, Any]) -> None:
+    """Any generated event dict gives one field per key, each of its kind's value type and range."""
     fields = to_fields(items.items())
     assert len(fields) == len(items)
     for f in fields:

@@ -37,18 +37,21 @@ MAP = {"db": 0x2, "http": 0x4, "http.client": 0x8, "job_*": 0x10}
     ],
 )
 def test_name_matching_exact_dotted_children_and_star_prefix(name: object, keyword: int | None) -> None:
+    """Every name matches its exact key, a dotted parent, a star prefix or nothing, the same when repeated."""
     names = KeywordsByLogger(MAP)
     assert names.lookup(name) == keyword
     assert names.lookup(name) == keyword  # cached answer is the same
 
 
 def test_longest_key_wins_between_star_and_dotted() -> None:
+    """Between a star prefix and a dotted parent the longer key decides the keyword."""
     names = KeywordsByLogger({"app": 0x1, "app.web*": 0x2})
     assert names.lookup("app.webhooks") == 0x2
     assert names.lookup("app.worker") == 0x1
 
 
 def test_invalid_mappings_raise_at_setup() -> None:
+    """Empty or non-str names raise TypeError, bool or negative keywords ValueError, at set-up."""
     with pytest.raises(TypeError):
         KeywordsByLogger({"": 1})
     with pytest.raises(TypeError):
@@ -60,6 +63,7 @@ def test_invalid_mappings_raise_at_setup() -> None:
 
 
 def test_keywords_are_registered_when_the_provider_is_created(etw_capture: EtwCapture) -> None:
+    """The map's keywords and the default are registered at levels 1-5 when the provider is made."""
     name = unique_provider()
     EtwRenderer(name, keywords_by_logger={"db": 0x2, "http": 0x4})
     registered = etw_capture.registered(name)
@@ -70,6 +74,7 @@ def test_keywords_are_registered_when_the_provider_is_created(etw_capture: EtwCa
 
 
 def test_renderer_uses_logger_key_from_add_logger_name_or_bind(etw_capture: EtwCapture) -> None:
+    """The renderer keys on a bound or per-call logger name; etw_keyword wins, no name gives the default."""
     renderer = EtwRenderer(unique_provider(), keywords_by_logger=MAP)
     log = structlog.wrap_logger(structlog.ReturnLogger(), processors=[renderer])
     log.bind(logger="db.pool").info("bound_name")
@@ -85,6 +90,7 @@ def test_renderer_uses_logger_key_from_add_logger_name_or_bind(etw_capture: EtwC
 
 
 def test_renderer_uses_stdlib_logger_name(etw_capture: EtwCapture) -> None:
+    """The renderer keys on the logger field add_logger_name adds from a stdlib logger."""
     renderer = EtwRenderer(unique_provider(), keywords_by_logger=MAP)
     log = structlog.wrap_logger(
         logging.getLogger("http.server"),
@@ -97,6 +103,7 @@ def test_renderer_uses_stdlib_logger_name(etw_capture: EtwCapture) -> None:
 
 
 def test_renderer_uses_wrapped_logger_name_without_add_logger_name(etw_capture: EtwCapture) -> None:
+    """Without add_logger_name the renderer keys on the wrapped stdlib logger's name, adding no field."""
     renderer = EtwRenderer(unique_provider(), keywords_by_logger=MAP)
     log = structlog.wrap_logger(logging.getLogger("db.migrations"), processors=[renderer])
     log.info("migrated")
@@ -106,6 +113,7 @@ def test_renderer_uses_wrapped_logger_name_without_add_logger_name(etw_capture: 
 
 
 def test_invalid_etw_keyword_falls_back_to_the_name_keyword(etw_capture: EtwCapture) -> None:
+    """An invalid etw_keyword falls back to the logger name's keyword, not the default."""
     renderer = EtwRenderer(unique_provider(), keywords_by_logger=MAP)
     log = structlog.wrap_logger(structlog.ReturnLogger(), processors=[renderer])
     log.bind(logger="db").info("bad_keyword", etw_keyword="x")
@@ -114,6 +122,7 @@ def test_invalid_etw_keyword_falls_back_to_the_name_keyword(etw_capture: EtwCapt
 
 
 def test_wrapper_fast_path_uses_the_name_keyword(etw_capture: EtwCapture) -> None:
+    """The wrapper skips by the bound or stdlib logger name's keyword slot before running the chain."""
     renderer = EtwRenderer(unique_provider(), keywords_by_logger=MAP)
     spy = Spy()
     cls = make_etw_bound_logger(renderer)
@@ -132,6 +141,7 @@ def test_wrapper_fast_path_uses_the_name_keyword(etw_capture: EtwCapture) -> Non
 
 
 def test_wrapper_rebinding_the_logger_name_changes_the_keyword(etw_capture: EtwCapture) -> None:
+    """Rebinding logger= to another name moves the logger to that name's keyword slot."""
     renderer = EtwRenderer(unique_provider(), keywords_by_logger=MAP)
     cls = make_etw_bound_logger(renderer)
     etw_capture.set_enabled(False)
@@ -143,6 +153,7 @@ def test_wrapper_rebinding_the_logger_name_changes_the_keyword(etw_capture: EtwC
 
 
 def test_handler_uses_record_logger_name(etw_capture: EtwCapture) -> None:
+    """EtwHandler takes the keyword from the record's logger name (a star-prefix match here)."""
     handler = EtwHandler(unique_provider(), keywords_by_logger=MAP)
     logger = logging.Logger("job_nightly", level=logging.INFO)
     logger.addHandler(handler)

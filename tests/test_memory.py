@@ -37,6 +37,7 @@ def _pipeline(fmt: str, name: str) -> tuple[Any, Provider, CaptureBackend]:
 
 @pytest.fixture
 def traced() -> Iterator[None]:
+    """tracemalloc running for the test."""
     tracemalloc.start(1)
     try:
         yield
@@ -55,6 +56,7 @@ def _retained(snapshot_before: tracemalloc.Snapshot) -> int:
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_100k_events_of_repeated_shapes_leave_nothing_allocated(fmt: str, traced: None) -> None:
+    """In both formats 100,000 events of 4 repeated shapes leave under 8 KiB allocated, all written."""
     log, prov, backend = _pipeline(fmt, f"MemRepeat_{fmt}")
     shapes = [
         lambda i: log.info("user_login", user="ann", attempts=i, latency_ms=12.5, ok=True, region="eu"),
@@ -81,6 +83,7 @@ def test_100k_events_of_repeated_shapes_leave_nothing_allocated(fmt: str, traced
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_metadata_cache_is_bounded_with_high_cardinality_names_and_field_sets(fmt: str, traced: None) -> None:
+    """In both formats new names and field sets keep every cache within its limit and memory flat."""
     log, prov, backend = _pipeline(fmt, f"MemCardinality_{fmt}")
     encoder: Any = prov.encoder
     limit = encoder.cache_limit

@@ -21,6 +21,7 @@ TRACER = TracerProvider().get_tracer("structlog-etw-tests")
 
 @pytest.fixture
 def seen() -> Iterator[list[tuple[dict[str, Any], Any]]]:
+    """Every event dict after add_otel_ids, with the activity current then; OTel activity ids off after."""
     got: list[tuple[dict[str, Any], Any]] = []
 
     def record(_logger: Any, _name: str, event_dict: dict[str, Any]) -> Any:
@@ -36,6 +37,7 @@ def seen() -> Iterator[list[tuple[dict[str, Any], Any]]]:
 
 
 def test_processor_adds_trace_id_and_span_id_hex_of_the_current_span(seen: Any) -> None:
+    """add_otel_ids adds the current span's 32/16-hex trace and span ids, and nothing outside a span."""
     log = structlog.get_logger()
     with TRACER.start_as_current_span("request") as span:
         log.info("inside")
@@ -51,6 +53,7 @@ def test_processor_adds_trace_id_and_span_id_hex_of_the_current_span(seen: Any) 
 
 
 def test_processor_follows_the_innermost_span_and_keeps_explicit_keys(seen: Any) -> None:
+    """add_otel_ids takes the innermost span's id and keeps a span_id the call gave."""
     log = structlog.get_logger()
     with TRACER.start_as_current_span("outer") as outer, TRACER.start_as_current_span("inner") as inner:
         log.info("in_inner")
@@ -62,6 +65,7 @@ def test_processor_follows_the_innermost_span_and_keeps_explicit_keys(seen: Any)
 
 
 def test_activity_takes_its_id_from_the_current_span_when_enabled(seen: Any) -> None:
+    """With use_otel_activity_ids the activity id is built from the span's trace and span ids."""
     log = structlog.get_logger()
     _otel.use_otel_activity_ids()
     with TRACER.start_as_current_span("download") as span, etw_activity(log, "Download") as act:
@@ -75,6 +79,7 @@ def test_activity_takes_its_id_from_the_current_span_when_enabled(seen: Any) -> 
 
 
 def test_nested_activities_inside_one_span_get_fresh_unique_ids(seen: Any) -> None:
+    """Only the first activity in a span takes its id; nested ones get fresh ids, a child span its own."""
     log = structlog.get_logger()
     _otel.use_otel_activity_ids()
     with TRACER.start_as_current_span("one_span") as span:
@@ -94,6 +99,7 @@ def test_nested_activities_inside_one_span_get_fresh_unique_ids(seen: Any) -> No
 
 
 def test_per_activity_etw_otel_overrides_the_process_setting(seen: Any) -> None:
+    """etw_otel=True/False overrides the process setting per activity and is not written as a field."""
     log = structlog.get_logger()
     with TRACER.start_as_current_span("s") as span:
         ctx = span.get_span_context()
@@ -109,6 +115,7 @@ def test_per_activity_etw_otel_overrides_the_process_setting(seen: Any) -> None:
 
 
 def test_activity_outside_any_span_gets_a_generated_id_even_when_enabled(seen: Any) -> None:
+    """Outside any span an activity gets a random (version 4) id even with OTel ids enabled."""
     _otel.use_otel_activity_ids()
     with etw_activity(structlog.get_logger(), "NoSpan") as act:
         assert act.id is not None
@@ -116,6 +123,7 @@ def test_activity_outside_any_span_gets_a_generated_id_even_when_enabled(seen: A
 
 
 def test_without_opentelemetry_installed_nothing_is_added_and_nothing_raises() -> None:
+    """Without opentelemetry importable no ids are added, nothing raises, activities get random ids."""
     code = (
         "import sys; sys.modules['opentelemetry'] = None\n"
         "from structlog_etw import _otel\n"

@@ -44,6 +44,7 @@ def api_only_span() -> Iterator[None]:
 
 @pytest.mark.parametrize("fmt", ["eventheader", "tracelogging"])
 def test_api_only_span_ids_are_on_the_decoded_event(api_only_span: None, fmt: str) -> None:
+    """In both formats an API-only span's trace and span ids reach the decoded event as fields."""
     with capture_etw_events(fmt) as capture:
         log = structlog.wrap_logger(None, processors=[add_otel_ids, EtwRenderer("OtelApiOnly_Events")])
         log.info("charge", amount=3)
@@ -57,6 +58,7 @@ def test_api_only_span_ids_are_on_the_decoded_event(api_only_span: None, fmt: st
 
 @pytest.mark.parametrize("fmt", ["eventheader", "tracelogging"])
 def test_api_only_span_gives_the_activity_its_id(api_only_span: None, fmt: str) -> None:
+    """In both formats an API-only span gives the activity its id, carried by Start, log and Stop."""
     use_otel_activity_ids()
     expected = uuid.UUID("4bf92f35-77b3-4da6-00f0-67aa0ba902b7")
     assert expected.bytes == _otel.activity_id_from_span(TRACE_ID, SPAN_ID)

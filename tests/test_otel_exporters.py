@@ -71,6 +71,7 @@ class App:
 
 @pytest.fixture
 def app() -> Iterator[App]:
+    """An OpenTelemetry SDK app exporting to a fresh provider name, shut down after the test."""
     made = App(_name())
     yield made
     made.close()

@@ -21,6 +21,7 @@ URLS = dict(u.split(", ", 1) for u in METADATA.get_all("Project-URL") or [])
 
 
 def test_the_license_file_is_mit_and_declared() -> None:
+    """LICENSE is the MIT text and the metadata declares MIT and that file."""
     text = (ROOT / "LICENSE").read_text(encoding="utf-8")
     assert text.startswith("MIT License\n")
     assert "Permission is hereby granted, free of charge" in text
@@ -29,12 +30,14 @@ def test_the_license_file_is_mit_and_declared() -> None:
 
 
 def test_the_project_urls_are_the_documentation_changelog_source_and_issues() -> None:
+    """The project URLs are Documentation, Changelog, Source and Issues, each under its parent."""
     assert sorted(URLS) == ["Changelog", "Documentation", "Issues", "Source"]
     assert URLS["Issues"].startswith(URLS["Source"])
     assert URLS["Changelog"].startswith(URLS["Documentation"])
 
 
 def test_the_classifiers_name_every_supported_python_from_requires_python() -> None:
+    """The classifiers name every Python minor from Requires-Python on, no gap, plus Pytest and Typed."""
     classifiers = METADATA.get_all("Classifier") or []
     minors = sorted(
         int(m.group(1))
@@ -69,6 +72,7 @@ def test_every_readme_link_is_absolute_and_under_a_project_url() -> None:
 
 @pytest.mark.parametrize("link", [link for link in _readme_links() if link.startswith(URLS["Documentation"])])
 def test_every_readme_docs_link_names_a_page_of_the_site(link: str) -> None:
+    """Every README link into the docs site names an .html page with a docs/*.md source."""
     page = link[len(URLS["Documentation"]) :].split("#", maxsplit=1)[0] or "index.html"
     assert page.endswith(".html"), link
     assert (ROOT / "docs" / page).with_suffix(".md").is_file(), f"{link}: no docs/{page[:-5]}.md"
@@ -76,6 +80,7 @@ def test_every_readme_docs_link_names_a_page_of_the_site(link: str) -> None:
 
 @pytest.mark.parametrize("link", [link for link in _readme_links() if link.startswith(URLS["Source"] + "/")])
 def test_every_readme_source_link_names_a_file_of_the_repository(link: str) -> None:
+    """Every README link into the repository names an existing file on main."""
     m = re.fullmatch(re.escape(URLS["Source"]) + r"/(?:blob|tree)/main/(.+)", link)
     assert m, link
     assert (ROOT / m.group(1)).exists(), link

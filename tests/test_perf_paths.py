@@ -18,6 +18,7 @@ from structlog_etw.eventheader.decoder import decode_event
 
 @pytest.fixture
 def captured() -> Iterator[tuple[Any, CaptureBackend]]:
+    """A logger merging contextvars into a renderer on an EventHeader capture, and its backend."""
     structlog.contextvars.clear_contextvars()
     backend = CaptureBackend("PerfPaths", format="eventheader")
     prov = Provider("PerfPaths", backend=backend)
@@ -40,6 +41,7 @@ def _keywords_levels(backend: CaptureBackend) -> list[tuple[int, int, str]]:
 
 
 def test_contextvar_control_keys_apply_while_bound_and_stop_after_clear(captured: Any) -> None:
+    """Contextvar control keys apply while bound and stop after clear, unbind or the with block."""
     log, backend = captured
     log.info("plain")
     structlog.contextvars.bind_contextvars(etw_keyword=0x8, etw_level=2, etw_name="renamed")
@@ -63,6 +65,7 @@ def test_contextvar_control_keys_apply_while_bound_and_stop_after_clear(captured
 
 
 def test_control_keys_in_the_call_still_win_without_contextvars(captured: Any) -> None:
+    """Control keys given in the call apply when no contextvar is bound, and are not fields."""
     log, backend = captured
     log.info("call", etw_keyword=0x10, etw_level=3, etw_opcode=1, x=1)
     log.info("call2", etw_name="named", y=2)

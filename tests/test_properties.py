@@ -345,22 +345,26 @@ def expected_event_name(fmt: str, event: Any) -> str:
 def test_any_event_dict_is_written_as_documented_or_counted(
     fmt: str, name: str, event_dict: dict[Any, Any]
 ) -> None:
+    """In both formats any hostile event dict decodes as documented, marked truncated, or counts too_large."""
     note_event(log_and_check(fmt, name, event_dict))
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_thousands_of_fields_are_truncated_with_a_marker_or_counted_too_large(fmt: str) -> None:
+    """In both formats 3,000 fields are written truncated with the marker or counted too_large."""
     outcome = log_and_check(fmt, "many", {f"field_{i}": i for i in range(3000)})
     assert outcome in ("truncated with marker", "refused (counted dropped too_large)")
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_a_70k_string_is_cut_with_the_marker_not_dropped(fmt: str) -> None:
+    """In both formats a 70,000-character string is cut with the marker, the event kept."""
     assert log_and_check(fmt, "big", {"big": "a" * 70_000, "after": 7}) == "truncated with marker"
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_real_structlog_calls_with_hostile_values_return_normally(fmt: str) -> None:
+    """In both formats structlog calls with hostile names and values return and decode as documented."""
     p = pipeline(fmt)
     log = structlog.wrap_logger(None, processors=[p.renderer])
     p.backend.clear()
@@ -391,5 +395,6 @@ if __name__ == "__main__":  # pragma: no cover
     ],
 )
 def test_metadata_past_64k_is_counted_too_large_or_cut_never_an_error(fmt: str, outcome: str) -> None:
+    """110 KB of field names: EventHeader counts too_large, TraceLogging truncates; never an error."""
     wide = {f"field_with_a_rather_long_name_{i:05d}": i for i in range(3000)}  # ~110 KB of names
     assert log_and_check(fmt, "wide", wide) == outcome

@@ -63,6 +63,7 @@ FIELDS: list[Field] = [("user", STR, "ann"), ("n", I64, 3)]
 
 
 def test_same_name_gives_the_same_provider(captures: dict[str, _Capture]) -> None:
+    """get_provider returns the same object for the same name, whatever keywords, and another for another."""
     a = get_provider("Co_Svc")
     b = get_provider("Co_Svc", keywords=(0x8,))
     assert a is b
@@ -70,6 +71,7 @@ def test_same_name_gives_the_same_provider(captures: dict[str, _Capture]) -> Non
 
 
 def test_conflicting_group_is_a_clear_value_error(captures: dict[str, _Capture]) -> None:
+    """Asking a provider for a different group raises ValueError; group=None accepts the one it has."""
     get_provider("Co_Svc", group="g1")
     with pytest.raises(ValueError, match="group"):
         get_provider("Co_Svc", group="g2")
@@ -81,6 +83,7 @@ def test_conflicting_group_is_a_clear_value_error(captures: dict[str, _Capture])
 
 
 def test_invalid_provider_name_raises_at_setup(captures: dict[str, _Capture]) -> None:
+    """A name outside A-Za-z0-9_ or a negative keyword raises ValueError when the provider is made."""
     with pytest.raises(ValueError, match="A-Za-z0-9_"):
         get_provider("bad name")
     with pytest.raises(ValueError, match="keyword"):
@@ -90,6 +93,7 @@ def test_invalid_provider_name_raises_at_setup(captures: dict[str, _Capture]) ->
 def test_default_and_declared_keywords_are_registered_at_levels_1_to_5(
     captures: dict[str, _Capture],
 ) -> None:
+    """Default and declared keywords are registered at levels 1-5 up front, also when declared later."""
     get_provider("Co_Svc", default_keyword=0x1, keywords=(0x2, 0x4))
     opened = set(captures["Co_Svc"]._words)
     assert opened == {(lv, kw) for lv in range(1, 6) for kw in (0x1, 0x2, 0x4)}
@@ -100,6 +104,7 @@ def test_default_and_declared_keywords_are_registered_at_levels_1_to_5(
 def test_write_hands_encoded_bytes_to_the_backend_and_counts_written(
     captures: dict[str, _Capture],
 ) -> None:
+    """write() hands the backend the encoded event on its level/keyword tracepoint and counts it written."""
     p = get_provider("Co_Svc")
     assert p.write(p.slot(4, 1), "login", FIELDS) is True
     (rec,) = captures["Co_Svc"].records
@@ -109,6 +114,7 @@ def test_write_hands_encoded_bytes_to_the_backend_and_counts_written(
 
 
 def test_disabled_slot_is_not_written_and_counted_not_enabled(captures: dict[str, _Capture]) -> None:
+    """A write to a disabled level returns False, reaches no backend and is counted not_enabled."""
     p = get_provider("Co_Svc")
     captures["Co_Svc"].set_enabled(False, level=5)
     assert p.enabled(5, 1) is False
@@ -119,6 +125,7 @@ def test_disabled_slot_is_not_written_and_counted_not_enabled(captures: dict[str
 
 
 def test_enablement_change_is_seen_through_the_cached_slot(captures: dict[str, _Capture]) -> None:
+    """A slot taken once sees the backend's later enable and disable through its word."""
     p = get_provider("Co_Svc")
     slot = p.slot(3, 0x40)
     assert slot.word[0]
@@ -131,6 +138,7 @@ def test_enablement_change_is_seen_through_the_cached_slot(captures: dict[str, _
 def test_too_large_and_encode_errors_are_counted_not_raised(
     captures: dict[str, _Capture], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """An oversized event and an encoder exception each return False and are counted, never raised."""
     p = get_provider("Co_Svc")
     many: list[Field] = [(f"f{i:06d}_padding_padding", I64, i) for i in range(600)]
     assert p.write(p.slot(4, 1), "big", many) is False
@@ -148,6 +156,7 @@ def test_too_large_and_encode_errors_are_counted_not_raised(
 def test_a_value_that_does_not_fit_its_kind_is_written_as_its_text(
     captures: dict[str, _Capture],
 ) -> None:
+    """A value that does not fit its field kind is written as its text, not counted as a drop."""
     # The encoders' error contract (docs/limits.md): not an encode_error, the value's text.
     p = get_provider("Co_Svc")
     assert p.write(p.slot(4, 1), "bad", [("x", I64, "not an int"), ("n", I64, 3)]) is True
@@ -157,12 +166,14 @@ def test_a_value_that_does_not_fit_its_kind_is_written_as_its_text(
 
 
 def test_truncated_events_are_counted(captures: dict[str, _Capture]) -> None:
+    """A string too long for the event is written truncated and counted in stats()["truncated"]."""
     p = get_provider("Co_Svc")
     assert p.write(p.slot(4, 1), "long", [("s", STR, "x" * 20000)]) is True
     assert p.stats()["truncated"] == 1
 
 
 def test_backend_error_codes_are_counted_by_name(captures: dict[str, _Capture]) -> None:
+    """A write the backend fails with an OS error returns False and is counted under the errno name."""
     p = get_provider("Co_Svc")
     slot = p.slot(4, 1)
     captures["Co_Svc"].close()  # the session went away after the enable check...
@@ -174,6 +185,7 @@ def test_backend_error_codes_are_counted_by_name(captures: dict[str, _Capture]) 
 def test_closed_provider_counts_writes_as_closed_and_disables_slots(
     captures: dict[str, _Capture],
 ) -> None:
+    """close() disables slots, counts later writes closed, and the next lookup makes a new provider."""
     p = get_provider("Co_Svc")
     slot = p.slot(4, 1)
     p.close()
@@ -185,6 +197,7 @@ def test_closed_provider_counts_writes_as_closed_and_disables_slots(
 
 
 def test_close_all_closes_every_provider(captures: dict[str, _Capture]) -> None:
+    """close_all() closes every registered provider, whose writes then return False."""
     a, b = get_provider("Co_A"), get_provider("Co_B")
     close_all()
     assert a.closed and b.closed
@@ -192,6 +205,7 @@ def test_close_all_closes_every_provider(captures: dict[str, _Capture]) -> None:
 
 
 def test_backend_factory_switch_keeps_slot_objects_valid() -> None:
+    """Switching the backend factory keeps the same slot objects, now following the new backend only."""
     saved = dict(REGISTRY.named)
     REGISTRY.named.clear()
     first: list[CaptureBackend] = []
@@ -220,6 +234,8 @@ def test_backend_factory_switch_keeps_slot_objects_valid() -> None:
 
 
 def test_unavailable_backend_warns_once_and_runs_disabled() -> None:
+    """An unavailable backend warns once per reason, and the provider runs disabled on a NullBackend."""
+
     def factory(name: str, group: str | None, provider_id: uuid.UUID) -> CaptureBackend:
         raise BackendUnavailable("no tracefs here (test)")
 
@@ -243,6 +259,7 @@ def test_unavailable_backend_warns_once_and_runs_disabled() -> None:
 
 
 def test_concurrent_writes_are_all_counted_and_recorded(captures: dict[str, _Capture]) -> None:
+    """Writes from 8 threads are all counted and recorded, each thread's events in its own order."""
     p = get_provider("Co_Svc")
     slot = p.slot(4, 1)
     per_thread = 1000
@@ -267,6 +284,7 @@ def test_concurrent_writes_are_all_counted_and_recorded(captures: dict[str, _Cap
 
 
 def test_stats_is_a_snapshot(captures: dict[str, _Capture]) -> None:
+    """stats() returns a snapshot with all its keys that later writes do not change."""
     p = get_provider("Co_Svc")
     snap = p.stats()
     p.write(p.slot(4, 1), "e", FIELDS)
@@ -319,6 +337,7 @@ def test_child_after_fork_logs_even_if_a_lock_was_held_at_fork(captures: dict[st
 def test_registration_failure_disables_the_pair_and_is_counted_by_errno(
     captures: dict[str, _Capture],
 ) -> None:
+    """A pair the backend refuses to register stays disabled and is counted as register:<errno>."""
     p = get_provider("Co_Svc")
     backend = captures["Co_Svc"]
     original = backend.open_slot
@@ -338,6 +357,7 @@ def test_registration_failure_disables_the_pair_and_is_counted_by_errno(
 def test_switching_back_to_a_backend_finds_its_own_slots_untouched(
     captures: dict[str, _Capture],
 ) -> None:
+    """Reinstalling a backend after another makes the slot follow its word and write to it alone."""
     first = captures.setdefault("direct", CaptureBackend("Co_Direct"))
     p = Provider("Co_Direct", backend=first)
     slot = p.slot(4, 1)
@@ -364,6 +384,7 @@ class _ClosesMidWrite(str):
 def test_write_racing_close_all_is_counted_closed_not_as_an_error(
     captures: dict[str, _Capture],
 ) -> None:
+    """close_all() running mid-write makes the event count closed, not as a backend error."""
     p = get_provider("Co_Race")
     slot = p.slot(4, 1)
     assert slot.word[0]  # enabled: the write passes the check, then close_all runs mid-encode
@@ -396,6 +417,7 @@ class TestSlotLimit:
     def test_data_driven_keywords_register_at_most_max_slots_and_the_rest_is_counted(
         self, captures: dict[str, _Capture], fast_path: bool
     ) -> None:
+        """On both log paths 2,000 data keywords register only max_slots slots; the rest count slot_limit."""
         provider = get_provider("Co_Limit", max_slots=20)
         log = _slot_logger(provider, fast_path=fast_path)
         for i in range(2, 2002):  # 2,000 distinct keywords, as if from request data
@@ -412,6 +434,7 @@ class TestSlotLimit:
     def test_the_default_bound_holds_against_fifty_thousand_keywords(
         self, captures: dict[str, _Capture]
     ) -> None:
+        """50,000 keywords register the default 256 slots; later pairs drop, earlier ones keep writing."""
         provider = get_provider("Co_Fifty")
         assert provider.max_slots == _provider.DEFAULT_MAX_SLOTS == 256
         refused = [provider.slot(4, kw) for kw in range(2, 50_002)]
@@ -424,6 +447,7 @@ class TestSlotLimit:
         assert provider.write(provider.slot(4, 1), "ok", FIELDS) is True
 
     def test_a_refused_pair_after_close_counts_as_closed(self, captures: dict[str, _Capture]) -> None:
+        """A write to a slot refused by the bound counts as closed once the provider is closed."""
         provider = get_provider("Co_Limit", max_slots=5)
         refused = provider.slot(4, 0x40)
         provider.close()
@@ -431,6 +455,7 @@ class TestSlotLimit:
         assert provider.stats()["dropped"] == {"closed": 1}
 
     def test_set_up_errors_raise_value_error(self, captures: dict[str, _Capture]) -> None:
+        """Too small, bool or conflicting max_slots raise ValueError naming max_slots."""
         with pytest.raises(ValueError, match="max_slots"):
             Provider("Co_Small", backend=CaptureBackend("Co_Small"), keywords=(2, 4), max_slots=10)
         with pytest.raises(ValueError, match="max_slots"):
@@ -449,6 +474,7 @@ class TestAfterCloseAll:
     def test_a_logger_made_after_close_all_registers_nothing_and_counts_closed(
         self, captures: dict[str, _Capture], fast_path: bool
     ) -> None:
+        """On both log paths a provider made after close_all registers nothing and counts events closed."""
         get_provider("Co_Early")
         close_all()
         provider = get_provider("Co_Late")
@@ -461,6 +487,7 @@ class TestAfterCloseAll:
         assert get_provider("Co_Late") is provider  # the same closed provider, not a fresh one
 
     def test_existing_loggers_count_closed_on_the_fast_path_too(self, captures: dict[str, _Capture]) -> None:
+        """A fast-path logger made before close_all counts its later events closed."""
         provider = get_provider("Co_Early")
         log = _slot_logger(provider, fast_path=True)
         log.info("before")
@@ -470,6 +497,7 @@ class TestAfterCloseAll:
         assert provider.stats()["dropped"] == {"closed": 1}
 
     def test_bad_names_still_raise_after_close_all(self, captures: dict[str, _Capture]) -> None:
+        """An invalid provider name still raises ValueError after close_all."""
         close_all()
         with pytest.raises(ValueError):
             get_provider("nul\0in name")  # no format can carry it
@@ -492,6 +520,7 @@ class TestForkResetsLocks:
 
     @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (POSIX)")
     def test_every_lock_held_at_fork_is_free_in_the_child(self, captures: dict[str, _Capture]) -> None:
+        """Every package lock held at a fork is free in the child, which can then write an event."""
         import importlib  # noqa: PLC0415
         import pkgutil  # noqa: PLC0415
 

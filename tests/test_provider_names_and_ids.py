@@ -56,6 +56,7 @@ def _log(renderer: EtwRenderer) -> Any:
 
 
 def test_dotted_name_works_with_the_tracelogging_capture(linux: None) -> None:
+    """A dotted Windows name writes under the TraceLogging capture, its traits carrying the name."""
     name = _dotted()
     with capture_etw_events("tracelogging") as capture:
         _log(EtwRenderer(name)).info("user_login", user="ann")
@@ -66,6 +67,7 @@ def test_dotted_name_works_with_the_tracelogging_capture(linux: None) -> None:
 
 
 def test_tracelogging_capture_records_the_explicit_provider_id(linux: None) -> None:
+    """The TraceLogging capture records an explicit provider_id, given as a UUID or as its text."""
     with capture_etw_events("tracelogging") as capture:
         _log(EtwRenderer(_dotted(), provider_id=CUSTOM_ID)).info("a")
         _log(EtwRenderer("MyCompany_Other", provider_id=str(CUSTOM_ID))).info("b")
@@ -74,6 +76,7 @@ def test_tracelogging_capture_records_the_explicit_provider_id(linux: None) -> N
 
 
 def test_tracelogging_capture_records_the_name_hash_without_provider_id(linux: None) -> None:
+    """Without provider_id the TraceLogging capture records the GUID hashed from the name."""
     name = _dotted()
     with capture_etw_events("tracelogging") as capture:
         renderer = EtwRenderer(name)
@@ -83,6 +86,7 @@ def test_tracelogging_capture_records_the_name_hash_without_provider_id(linux: N
 
 
 def test_eventheader_capture_has_no_provider_guid(linux: None) -> None:
+    """EventHeader events carry no provider GUID: the capture's provider_id is None."""
     with capture_etw_events("eventheader") as capture:
         _log(EtwRenderer("MyCompany_MyService", provider_id=CUSTOM_ID)).info("a")
     (event,) = capture.events
@@ -90,6 +94,7 @@ def test_eventheader_capture_has_no_provider_guid(linux: None) -> None:
 
 
 def test_conflicting_provider_id_under_the_capture_raises_at_setup(linux: None) -> None:
+    """Under the capture a second provider_id for the same name raises ValueError at set-up."""
     with capture_etw_events("tracelogging"):
         EtwRenderer("MyCompany.Conflict", provider_id=CUSTOM_ID)
         with pytest.raises(ValueError, match="already exists with provider_id"):
@@ -98,6 +103,7 @@ def test_conflicting_provider_id_under_the_capture_raises_at_setup(linux: None) 
 
 @pytest.mark.parametrize("name", ["MyCompany.MyService", "My Service", "svc-1", "Ünïcode"])
 def test_linux_os_path_rejects_names_user_events_cannot_carry(linux: None, name: str) -> None:
+    """On Linux every name outside [A-Za-z0-9_] raises ValueError citing docs/linux.md, unregistered."""
     with pytest.raises(ValueError, match=r"\[A-Za-z0-9_\].*docs/linux.md"):
         EtwRenderer(name)
     assert name not in REGISTRY.named
@@ -105,11 +111,13 @@ def test_linux_os_path_rejects_names_user_events_cannot_carry(linux: None, name:
 
 @pytest.mark.parametrize("name", ["MyCompany.MyService", "My Service"])
 def test_eventheader_capture_rejects_a_dotted_name_at_setup(linux: None, name: str) -> None:
+    """Under the EventHeader capture every dotted or spaced name raises ValueError at set-up."""
     with capture_etw_events("eventheader"), pytest.raises(ValueError, match=r"\[A-Za-z0-9_\]"):
         EtwRenderer(name)
 
 
 def test_eventheader_names_work_with_both_formats(linux: None) -> None:
+    """A [A-Za-z0-9_] name writes under both the EventHeader and the TraceLogging capture."""
     for fmt in ("eventheader", "tracelogging"):
         with capture_etw_events(fmt) as capture:
             _log(EtwRenderer(f"MyCompany_MyService_{fmt}")).info("x")
@@ -117,6 +125,7 @@ def test_eventheader_names_work_with_both_formats(linux: None) -> None:
 
 
 def test_dotted_provider_runs_disabled_with_a_warning_when_back_on_user_events(linux: None) -> None:
+    """After a TraceLogging capture a dotted provider runs on NullBackend, writes nothing, never raises."""
     name = _dotted()
     with capture_etw_events("tracelogging"):
         renderer = EtwRenderer(name)
@@ -154,6 +163,7 @@ def test_the_switch_back_says_in_the_status_that_the_format_cannot_use_the_name(
     ],
 )
 def test_tracelogging_name_must_fit_the_provider_traits(size: int, group: str | None, ok: bool) -> None:
+    """A name (and group) fits up to the traits budget exactly; one byte more raises ValueError."""
     name = "N" * size
     backend = CaptureBackend(name, group, "tracelogging")
     if ok:
@@ -166,6 +176,7 @@ def test_tracelogging_name_must_fit_the_provider_traits(size: int, group: str | 
 
 
 def test_tracelogging_counts_utf8_bytes_not_characters() -> None:
+    """The traits budget counts a name's UTF-8 bytes, not characters."""
     name = "é" * ((TRAITS_MAX - 3) // 2 + 1)  # 2 bytes each: one byte too many
     with pytest.raises(ValueError, match="too long for TraceLogging"):
         Provider(name, backend=CaptureBackend(name, None, "tracelogging"))
@@ -173,11 +184,13 @@ def test_tracelogging_counts_utf8_bytes_not_characters() -> None:
 
 @pytest.mark.parametrize("name", ["", "My\0Service", "bad\ud800name"])
 def test_tracelogging_rejects_empty_nul_and_lone_surrogates(name: str) -> None:
+    """Every empty, NUL-holding or lone-surrogate name raises ValueError for TraceLogging."""
     with pytest.raises(ValueError, match="provider name"):
         Provider(name, backend=CaptureBackend("x", None, "tracelogging"))
 
 
 def test_tracelogging_group_may_be_any_name_eventheader_group_may_not(linux: None) -> None:
+    """TraceLogging takes any group name (hashed into the traits); EventHeader refuses it."""
     with capture_etw_events("tracelogging") as capture:
         _log(EtwRenderer("MyCompany.Grouped", group="MyGroup")).info("x")
     (event,) = capture.events
@@ -188,6 +201,7 @@ def test_tracelogging_group_may_be_any_name_eventheader_group_may_not(linux: Non
 
 
 def test_get_provider_with_guid_text_equals_uuid(linux: None) -> None:
+    """get_provider with the GUID's text and with the UUID returns the same provider."""
     with capture_etw_events("tracelogging"):
         a = get_provider("MyCompany.Same", provider_id=str(CUSTOM_ID).upper())
         assert get_provider("MyCompany.Same", provider_id=CUSTOM_ID) is a

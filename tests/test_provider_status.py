@@ -46,6 +46,7 @@ class TestStatus:
     """``Provider.status`` answers "where do events go, and if nowhere, why" with a typed code."""
 
     def test_unsupported_platform(self, no_platform: None) -> None:
+        """On a platform without a trace facility status is unavailable, UNSUPPORTED_PLATFORM, NullBackend."""
         with pytest.warns(EtwUnavailableWarning):
             provider = get_provider(unique_provider())
         status = provider.status
@@ -56,6 +57,7 @@ class TestStatus:
         assert status.backend.startswith("NullBackend(")
 
     def test_capture_and_own_backend_are_custom_backends(self) -> None:
+        """A capture or a given backend is CUSTOM_BACKEND and available; after close() it is CLOSED."""
         with capture_etw_events():
             status = get_provider(unique_provider()).status
         assert (status.available, status.reason) == (True, StatusReason.CUSTOM_BACKEND)
@@ -65,6 +67,7 @@ class TestStatus:
         assert (own.status.available, own.status.reason) == (False, StatusReason.CLOSED)
 
     def test_invalid_name_for_the_os_format(self, no_platform: None, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A dotted name back on Linux's EventHeader runs disabled with reason INVALID_NAME."""
         monkeypatch.setattr(_platform, "PLATFORM", "linux")
         with capture_etw_events("tracelogging"):  # a dotted name is fine in TraceLogging...
             provider = get_provider(f"{unique_provider()}.Dotted")
@@ -75,6 +78,7 @@ class TestStatus:
     def test_reason_codes_of_the_user_events_backend(
         self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     ) -> None:
+        """user_events raises KERNEL_TOO_OLD, NO_USER_EVENTS or OPEN_FAILED for each cause."""
         monkeypatch.setattr(user_events.sys, "platform", "linux")
         monkeypatch.setattr(user_events.platform, "release", lambda: "5.15.0-generic")
         with pytest.raises(BackendUnavailable) as old:
@@ -94,6 +98,7 @@ class TestStatus:
     def test_provider_carries_the_backend_code(
         self, no_platform: None, monkeypatch: pytest.MonkeyPatch
     ) -> None:
+        """A provider whose backend was unavailable carries the backend's reason code and detail."""
         monkeypatch.setattr(_platform, "PLATFORM", "linux")
         monkeypatch.setattr(user_events.platform, "release", lambda: "6.12.0")
         monkeypatch.setattr(user_events, "find_tracefs", lambda: None)
@@ -107,6 +112,7 @@ class TestUnavailableWarning:
     """The one-time warning has its own class and points at the line of the program, not the library."""
 
     def test_class_and_export(self) -> None:
+        """EtwUnavailableWarning is a RuntimeWarning exported in structlog_etw.__all__."""
         assert issubclass(EtwUnavailableWarning, RuntimeWarning)
         assert "EtwUnavailableWarning" in structlog_etw.__all__
 
@@ -121,6 +127,7 @@ class TestUnavailableWarning:
         ids=["EtwRenderer", "EtwHandler", "get_provider", "make_etw_bound_logger"],
     )
     def test_points_at_the_callers_line(self, no_platform: None, make: object) -> None:
+        """Every public set-up entry point warns at the caller's file, not the library's."""
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             make(unique_provider())  # type: ignore[operator]
@@ -129,6 +136,7 @@ class TestUnavailableWarning:
         assert warning.filename == __file__
 
     def test_points_at_dict_config(self, no_platform: None) -> None:
+        """An EtwHandler made by logging.config.dictConfig warns at the dictConfig caller's file."""
         config = {
             "version": 1,
             "handlers": {"etw": {"()": "structlog_etw.EtwHandler", "provider_or_name": unique_provider()}},
@@ -142,6 +150,7 @@ class TestUnavailableWarning:
         logging.getLogger("status.dictconfig").handlers.clear()
 
     def test_capture_end_does_not_warn(self, no_platform: None) -> None:
+        """Ending a capture on a trace-less platform warns nothing; the status gives the reason."""
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             with capture_etw_events() as capture:
@@ -151,6 +160,7 @@ class TestUnavailableWarning:
         assert provider.status.reason is StatusReason.UNSUPPORTED_PLATFORM
 
     def test_warned_once_per_reason(self, no_platform: None) -> None:
+        """Two providers unavailable for the same reason warn once, at this test's file."""
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             get_provider(unique_provider())

@@ -60,6 +60,7 @@ class TestWriteDictWritesWhatWriteWrites:
         ],
     )
     def test_same_event_as_write_with_typed_fields(self, fmt: str, extra: dict[Any, Any]) -> None:
+        """In both formats, for every extra value and opcode, write_dict's bytes equal write()'s."""
         d = {**FIVE, **extra}
         p1, b1 = _provider(fmt)
         p2, b2 = _provider(fmt)
@@ -73,6 +74,7 @@ class TestWriteDictWritesWhatWriteWrites:
         assert p1.stats()["written"] == 3
 
     def test_skip_none_keeps_the_event_key_and_exc_info_is_never_a_field(self) -> None:
+        """skip=None writes the "event" key as a field; exc_info is never written as a field."""
         p, backend = _provider()
         p.write_dict(p.slot(4, 1), "named", {"event": "text", "exc_info": False, "x": 1}, None)
         assert parse(backend.records[0].event).values() == {"event": "text", "x": 1}
@@ -82,6 +84,7 @@ class TestWriteDictCountsWhatItCannotWrite:
     """Disabled, closed, too large, encoder bugs and backend errors are counted, never raised."""
 
     def test_not_enabled_and_closed(self) -> None:
+        """A disabled slot and a closed provider make write_dict return False, counted by reason."""
         p, backend = _provider()
         backend.set_enabled(False, level=5)
         assert p.write_dict(p.slot(5, 1), "e", FIVE) is False
@@ -90,6 +93,7 @@ class TestWriteDictCountsWhatItCannotWrite:
         assert p.stats()["dropped"] == {"not_enabled": 1, "closed": 1}
 
     def test_too_large(self) -> None:
+        """An oversized dict makes write_dict return False, counted too_large."""
         p, _ = _provider()
         many = {f"f{i:06d}_padding_padding": i for i in range(600)}
         assert p.write_dict(p.slot(4, 1), "big", many) is False
@@ -97,6 +101,7 @@ class TestWriteDictCountsWhatItCannotWrite:
 
     @pytest.mark.parametrize("fmt", FORMATS)
     def test_encoder_bug_is_an_encode_error(self, fmt: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        """In both formats an exception in encode_dict returns False and is counted encode_error."""
         p, backend = _provider(fmt)
 
         def broken(*args: Any) -> bytes:
@@ -108,6 +113,7 @@ class TestWriteDictCountsWhatItCannotWrite:
         assert p.stats()["dropped"] == {"encode_error": 1}
 
     def test_backend_error_code_by_name(self) -> None:
+        """A backend write error makes write_dict return False, counted under its errno name."""
         p, backend = _provider()
         slot = p.slot(4, 1)
         backend.close()
@@ -123,6 +129,7 @@ class TestWrittenCounterWithoutLock:
     the proof: the proof of "no lock" is the lock that fails when taken.)"""
 
     def test_a_successful_write_takes_no_lock(self) -> None:
+        """Successful write_dict and write calls never take the provider guard, and are counted."""
         p, backend = _provider()
         slot = p.slot(4, 1)
         guard, p._guard = p._guard, _NoLock()  # type: ignore[assignment]
@@ -133,6 +140,7 @@ class TestWrittenCounterWithoutLock:
         assert len(backend.records) == 2
 
     def test_concurrent_writes_are_all_counted(self) -> None:
+        """6 threads switching every microsecond lose no count of 18,000 write_dict calls."""
         p, _ = _provider()
         slot = p.slot(4, 1)
         per_thread = 3000
@@ -154,6 +162,7 @@ class TestWrittenCounterWithoutLock:
         assert p.stats()["written"] == 6 * per_thread
 
     def test_stats_reads_do_not_count_as_writes(self) -> None:
+        """Reading stats() repeatedly does not change the written count."""
         p, _ = _provider()
         assert [p.stats()["written"] for _ in range(3)] == [0, 0, 0]
         p.write_dict(p.slot(4, 1), "e", FIVE)
@@ -162,6 +171,7 @@ class TestWrittenCounterWithoutLock:
 
 @pytest.fixture
 def configured() -> Iterator[None]:
+    """structlog's global configuration, reset before and after the test."""
     structlog.reset_defaults()
     try:
         yield
@@ -216,6 +226,7 @@ class TestRendererWritesThroughWriteDict:
     def test_a_datetime_whose_isoformat_fails_is_written_as_text(
         self, fmt: str, tz: dt.tzinfo, configured: None
     ) -> None:
+        """In both formats a datetime whose isoformat raises is written as its repr, not dropped."""
         # Regression (issue 14): such a datetime must not drop the event as an encode_error.
         p, backend = _provider(fmt, "Co_Rend")
         structlog.configure(processors=[EtwRenderer("Co_Rend", provider=p)])

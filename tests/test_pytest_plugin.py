@@ -28,6 +28,7 @@ class TestLoadsNothing:
     """
 
     def test_plugin_import_imports_no_structlog(self) -> None:
+        """Importing the pytest plugin loads no structlog module, only the package and the plugin."""
         loaded = json.loads(
             _run(
                 "import json, sys; import structlog_etw.pytest_plugin; "
@@ -37,6 +38,7 @@ class TestLoadsNothing:
         assert loaded == ["structlog_etw", "structlog_etw.pytest_plugin"]
 
     def test_package_names_load_on_first_use(self) -> None:
+        """Importing structlog_etw loads no structlog until a public name is first used."""
         loaded = json.loads(
             _run(
                 "import json, sys; import structlog_etw; before = 'structlog' in sys.modules; "
@@ -47,6 +49,7 @@ class TestLoadsNothing:
         assert loaded == [False, True, "EtwRenderer", "0.2.0"]
 
     def test_unknown_name_is_an_attribute_error(self) -> None:
+        """An unknown package attribute raises AttributeError; every name of __all__ is in dir()."""
         import structlog_etw  # noqa: PLC0415
 
         with pytest.raises(AttributeError):
@@ -54,6 +57,7 @@ class TestLoadsNothing:
         assert set(structlog_etw.__all__) <= set(dir(structlog_etw))
 
     def test_entry_point_names_the_plugin_module(self) -> None:
+        """The pytest11 entry point structlog_etw names structlog_etw.pytest_plugin."""
         from importlib.metadata import entry_points  # noqa: PLC0415
 
         (ep,) = [e for e in entry_points(group="pytest11") if e.name == "structlog_etw"]
@@ -85,6 +89,7 @@ class TestWarningsAsErrors:
     and handing its providers back to the OS says nothing)."""
 
     def test_fixtures_pass_under_w_error(self, tmp_path: Path) -> None:
+        """A user's tests with both capture fixtures pass under pytest -W error on this host."""
         (tmp_path / "test_user.py").write_text(textwrap.dedent(USER_TEST))
         result = subprocess.run(
             [

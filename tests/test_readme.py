@@ -48,6 +48,7 @@ class TestPerfCommand:
     """Recorded as written, the README's perf command gets every event of its example."""
 
     def test_every_tracepoint_the_example_writes_is_recorded(self) -> None:
+        """The README's perf record command names every tracepoint the README example writes."""
         written = _example_tracepoints()
         assert written == {"MyCompany_MyService_L4K4", "MyCompany_MyService_L3K4"}
         (command,) = [
@@ -60,6 +61,7 @@ class TestPerfCommand:
     def test_the_tracepoints_command_it_names_covers_the_example(
         self, capsys: pytest.CaptureFixture[str]
     ) -> None:
+        """The README's structlog-etw tracepoints command prints a perf line covering the example."""
         from structlog_etw.cli import main  # noqa: PLC0415
 
         (cmd,) = re.findall(
@@ -74,6 +76,7 @@ class TestNoxCommands:
     """Every ``nox -s NAME`` the README and DEVELOPERS.md show is a session of noxfile.py."""
 
     def test_named_sessions_exist(self) -> None:
+        """Every nox -s session README.md and DEVELOPERS.md name exists in noxfile.py."""
         tree = ast.parse((ROOT / "noxfile.py").read_text(encoding="utf-8"))
         sessions = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
         text = README + (ROOT / "DEVELOPERS.md").read_text(encoding="utf-8")

@@ -58,6 +58,7 @@ def events(cap: CaptureBackend) -> list[tuple[str, Parsed]]:
 def test_log_call_becomes_one_event_with_typed_fields_and_prints_nothing(
     cap: CaptureBackend, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """One log call writes one event with its name, level, keyword and typed fields, printing nothing."""
     log = structlog.get_logger().bind(etw_keyword=0x4)
     log.info("user_login", user="ann", attempts=3, ratio=0.5, ok=True)
     ((tp, ev),) = events(cap)
@@ -74,6 +75,7 @@ def test_log_call_becomes_one_event_with_typed_fields_and_prints_nothing(
      ("msg", 4), ("debug", 5)],
 )  # fmt: skip
 def test_level_comes_from_the_method_name(cap: CaptureBackend, method: str, level: int) -> None:
+    """Every structlog log method writes at its ETW level (1 critical .. 5 debug) on that tracepoint."""
     if method == "fatal" and _reported_method("fatal") == "error":
         level = 2  # structlog 23.1's filtering logger calls the chain with "error" for fatal()
     getattr(structlog.get_logger(), method)("e")
@@ -111,6 +113,7 @@ def test_renderer_maps_every_method_name_to_its_level(cap: CaptureBackend, metho
 
 
 def test_unknown_method_is_verbose_and_etw_level_overrides(cap: CaptureBackend) -> None:
+    """An unknown method name writes at level 5 (verbose); etw_level overrides the method's level."""
     r = get_renderer()
     with pytest.raises(structlog.DropEvent):
         r(None, "trace", {"event": "a"})
@@ -123,6 +126,7 @@ def get_renderer(**kw: Any) -> EtwRenderer:
 
 
 def test_call_keyword_beats_bound_beats_contextvars_beats_default(cap: CaptureBackend) -> None:
+    """etw_keyword of the call beats bound, contextvars and default, and is never written as a field."""
     log = structlog.get_logger()
     log.info("default")
     structlog.contextvars.bind_contextvars(etw_keyword=0x8)
@@ -134,6 +138,7 @@ def test_call_keyword_beats_bound_beats_contextvars_beats_default(cap: CaptureBa
 
 
 def test_contextvars_control_keys_work_with_merge_contextvars_too(cap: CaptureBackend) -> None:
+    """Control keys bound in contextvars apply and are not written as fields after merge_contextvars."""
     structlog.configure(processors=[structlog.contextvars.merge_contextvars, EtwRenderer(PROV)])
     structlog.contextvars.bind_contextvars(etw_keyword=0x8, etw_name="ctx_name", req="r1")
     structlog.get_logger().info("e")
@@ -144,6 +149,7 @@ def test_contextvars_control_keys_work_with_merge_contextvars_too(cap: CaptureBa
 
 
 def test_etw_name_names_the_event_and_keeps_event_as_field(cap: CaptureBackend) -> None:
+    """etw_name names the event, and the message is then written as the "event" field."""
     structlog.get_logger().info("User ann logged in", etw_name="UserLogin", user="ann")
     ((_, ev),) = events(cap)
     assert ev.name == "UserLogin"
@@ -151,6 +157,7 @@ def test_etw_name_names_the_event_and_keeps_event_as_field(cap: CaptureBackend) 
 
 
 def test_opcode_and_tags_go_to_the_header(cap: CaptureBackend) -> None:
+    """etw_opcode and etw_tags are written in the event header, not as fields."""
     structlog.get_logger().info("e", etw_opcode=1, etw_tags=0x1234)
     ((_, ev),) = events(cap)
     assert (ev.opcode, ev.tag) == (1, 0x1234)
@@ -174,6 +181,7 @@ def test_opcode_and_tags_go_to_the_header(cap: CaptureBackend) -> None:
     ],
 )
 def test_invalid_control_values_fall_back_and_are_counted(cap: CaptureBackend, key: str, value: Any) -> None:
+    """Every out-of-range or mistyped control value falls back to its default and is counted invalid."""
     structlog.get_logger().info("e", **{key: value})
     ((tp, ev),) = events(cap)
     assert tp == f"{PROV}_L4K1"
@@ -205,6 +213,7 @@ def test_tags_limit_follows_the_format_the_provider_writes_now() -> None:
 
 
 def test_event_names_are_made_valid() -> None:
+    """event_name turns ';' into '_', drops NUL, names empty "event", caps length, survives unprintables."""
     assert event_name("a;b\0c") == "a_bc"
     assert event_name("") == "event"
     assert event_name("\0") == "event"
@@ -222,6 +231,7 @@ def test_event_names_are_made_valid() -> None:
 
 
 def test_exc_info_becomes_a_formatted_exception_field(cap: CaptureBackend) -> None:
+    """exc_info becomes an "exception" field holding the formatted traceback, with no exc_info field."""
     log = structlog.get_logger()
     try:
         raise ValueError("broken")
@@ -236,6 +246,7 @@ def test_exc_info_becomes_a_formatted_exception_field(cap: CaptureBackend) -> No
 
 
 def test_exception_already_formatted_by_structlog_is_kept(cap: CaptureBackend) -> None:
+    """An exception dict_tracebacks already made is kept, written as its JSON text."""
     structlog.configure(processors=[structlog.processors.dict_tracebacks, EtwRenderer(PROV)])
     try:
         raise KeyError("k")
@@ -248,6 +259,7 @@ def test_exception_already_formatted_by_structlog_is_kept(cap: CaptureBackend) -
 
 
 def test_current_activity_ids_are_written(cap: CaptureBackend) -> None:
+    """The current activity id is written inside an activity, the related id on its Start event only."""
     a, r = uuid.uuid4().bytes, uuid.uuid4().bytes
     token = CURRENT_ACTIVITY.set((a, r))
     try:
@@ -263,6 +275,7 @@ def test_current_activity_ids_are_written(cap: CaptureBackend) -> None:
 
 
 def test_disabled_slot_writes_nothing_and_counts_nothing(cap: CaptureBackend) -> None:
+    """An event at a disabled level is neither written nor counted as dropped."""
     cap.set_enabled(False, level=5)
     structlog.get_logger().debug("nobody_listens", x=1)
     structlog.get_logger().info("listened")
@@ -275,6 +288,7 @@ def test_disabled_slot_writes_nothing_and_counts_nothing(cap: CaptureBackend) ->
 def test_passthrough_returns_the_dict_for_later_renderers(
     cap: CaptureBackend, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """passthrough=True writes the event and hands the dict, control keys removed, to the next renderer."""
     structlog.configure(
         processors=[EtwRenderer(PROV, passthrough=True), structlog.processors.JSONRenderer(sort_keys=True)],
         logger_factory=structlog.PrintLoggerFactory(),
@@ -287,6 +301,8 @@ def test_passthrough_returns_the_dict_for_later_renderers(
 
 
 def test_hostile_values_never_raise_and_are_written(cap: CaptureBackend) -> None:
+    """Unprintable, self-referencing, huge, NaN and surrogate values and bad names are written, not raised."""
+
     class Unprintable:
         def __str__(self) -> str:
             raise RuntimeError("no")
@@ -318,6 +334,7 @@ def test_hostile_values_never_raise_and_are_written(cap: CaptureBackend) -> None
 
 
 def test_renderer_with_explicit_group_and_keywords_registers_them(cap: CaptureBackend) -> None:
+    """A renderer's group and keywords are registered on its provider's tracepoints."""
     EtwRenderer("Co_Grouped", group="grp", keywords=(0x20,))
     prov = get_provider("Co_Grouped")
     assert prov.group == "grp"
@@ -325,6 +342,7 @@ def test_renderer_with_explicit_group_and_keywords_registers_them(cap: CaptureBa
 
 
 def test_logging_after_close_all_at_interpreter_exit_returns_normally(tmp_path: Any) -> None:
+    """Logging from an atexit hook after close_all returns normally and is counted closed."""
     script = tmp_path / "late.py"
     script.write_text(
         "import atexit, structlog\n"
@@ -388,6 +406,7 @@ class TestHostileEventDicts:
     def test_exc_info_whose_bool_raises_is_written_without_an_exception_field(
         self, cap: CaptureBackend
     ) -> None:
+        """An exc_info whose bool() raises: the event is written without an exception field, not dropped."""
         structlog.get_logger().error("failed", exc_info=_RaisingBool(), n=1)
         ((_tp, ev),) = events(cap)
         assert ev.name == "failed"
@@ -396,6 +415,7 @@ class TestHostileEventDicts:
 
     @pytest.mark.parametrize("like", [None, "exception", "etw_level", "exc_info", "logger"])
     def test_a_key_whose_eq_raises_is_written_as_a_field(self, cap: CaptureBackend, like: str | None) -> None:
+        """A key whose == raises, whatever key it hashes like, is written as a field by its text."""
         with pytest.raises(structlog.DropEvent):  # a key a processor (not a call) can add
             EtwRenderer(PROV)(None, "info", {"event": "hostile", "n": 2, _RaisingEq(like): "v"})
         ((_tp, ev),) = events(cap)
@@ -404,6 +424,7 @@ class TestHostileEventDicts:
         assert get_provider(PROV).stats()["dropped"] == {}
 
     def test_control_keys_still_apply_next_to_a_hostile_key(self, cap: CaptureBackend) -> None:
+        """Control keys still set the level and keyword when another key's == raises."""
         event = {"event": "ctl", "etw_keyword": 0x10, "etw_level": 2, _RaisingEq("etw_name"): 1}
         with pytest.raises(structlog.DropEvent):
             EtwRenderer(PROV)(None, "info", event)
@@ -412,6 +433,7 @@ class TestHostileEventDicts:
         assert ev.values() == {"raising_key": 1}
 
     def test_passthrough_returns_the_plain_copy_it_wrote(self, cap: CaptureBackend) -> None:
+        """With passthrough the renderer returns the plain-keyed copy it wrote, control keys removed."""
         key = _RaisingEq()
         out = EtwRenderer(PROV, passthrough=True)(None, "info", {"event": "p", "etw_keyword": 0x4, key: 3})
         assert out == {"event": "p", "raising_key": 3}
@@ -419,6 +441,8 @@ class TestHostileEventDicts:
         assert tp == f"{PROV}_L4K4"
 
     def test_a_non_str_key_never_becomes_a_control_key(self, cap: CaptureBackend) -> None:
+        """A non-str key whose text is "etw_level" is written as a field, not taken as a control key."""
+
         class Named:
             def __str__(self) -> str:
                 return "etw_level"

@@ -46,10 +46,12 @@ def test_level_tables_are_the_ones_every_module_used_to_write_down() -> None:
      (20, "info"), (15, "debug"), (10, "debug"), (5, "debug"), (0, "debug"), (-3, "debug")],
 )  # fmt: skip
 def test_custom_stdlib_numbers_map_to_the_standard_level_below(levelno: int, method: str) -> None:
+    """Every stdlib level number, custom or negative, maps to the standard method at or below it."""
     assert method_for_stdlib(levelno) == method
 
 
 def test_min_level_names_and_numbers() -> None:
+    """stdlib_level takes level names in any case and numbers; a method name or float raises."""
     assert stdlib_level("INFO") == 20
     assert stdlib_level("notset") == 0
     assert stdlib_level(25) == 25
@@ -69,12 +71,14 @@ class _Counter:
 
 @pytest.mark.parametrize("value", ["1", 1.0, True, 0, 256, -1])
 def test_invalid_level_means_the_default_and_is_counted(value: Any) -> None:
+    """Every invalid etw_level (str, float, bool, 0, 256, -1) means the default and is counted once."""
     count = _Counter()
     assert level_or(value, 4, count) == 4
     assert count.keys == ["etw_level"]
 
 
 def test_absent_values_mean_the_default_and_are_not_counted() -> None:
+    """None control values mean the defaults and are not counted invalid."""
     count = _Counter()
     assert level_or(None, 4, count) == 4
     assert keyword_or(None, 7, count) == 7
@@ -83,6 +87,7 @@ def test_absent_values_mean_the_default_and_are_not_counted() -> None:
 
 
 def test_keyword_range_is_checked_once_for_everyone() -> None:
+    """Keywords in [0, 2**64) pass, 2**64 falls back counted; check_keyword refuses -1 (named) and bool."""
     count = _Counter()
     assert keyword_or(2**64 - 1, 1, count) == 2**64 - 1
     assert keyword_or(2**64, 1, count) == 1
@@ -95,6 +100,7 @@ def test_keyword_range_is_checked_once_for_everyone() -> None:
 
 
 def test_event_header_limits_follow_the_format() -> None:
+    """Opcode, tags and name limits follow the format (16-bit tags EventHeader, 28-bit TraceLogging)."""
     count = _Counter()
     assert event_header(255, 0xFFFF, "n;x", "eventheader", count) == (255, 0xFFFF, "n_x")
     assert event_header(256, 0x10000, "", "eventheader", count) == (0, 0, None)
@@ -112,6 +118,7 @@ class _Record:
 
 
 def test_logger_name_rule() -> None:
+    """The logger name comes from the logger key, else the stdlib record, else the wrapped logger."""
     assert logger_name(_Named(), {"logger": "event"}) == "event"
     assert logger_name(_Named(), {"logger": 5, "_record": _Record()}) == "record"
     assert logger_name(_Named(), {}) == "wrapped"
@@ -119,6 +126,7 @@ def test_logger_name_rule() -> None:
 
 
 def test_event_text_names_are_valid_and_cached_only_when_short() -> None:
+    """EVENT_NAMES cleans names and caches short ones; a long text is cut to 200, not cached."""
     assert EVENT_NAMES["a;b\0c"] == "a_bc"
     assert EVENT_NAMES["a;b\0c"] is EVENT_NAMES["a;b\0c"]  # kept
     assert EVENT_NAMES[""] == "event"
@@ -166,6 +174,7 @@ class TestControlValuesFromData:
     replaced by its default; keywords and levels stay within the provider's slot bound."""
 
     def test_any_json_or_hostile_control_values_are_used_or_counted(self) -> None:
+        """Any JSON or hostile control value writes the event once, counted invalid exactly when invalid."""
         import structlog  # noqa: PLC0415
         from hypothesis import given, settings  # noqa: PLC0415
         from hypothesis import strategies as st  # noqa: PLC0415

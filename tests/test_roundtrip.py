@@ -65,6 +65,7 @@ WHEN = dt.datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=dt.timezone.utc)
 
 
 def test_every_type_table_row_decodes_as_documented(cap: CaptureBackend) -> None:
+    """In both formats every type-table row decodes back as docs/types.md documents, header intact."""
     log_one(
         s="hé\0llo",
         i=-5,
@@ -110,6 +111,7 @@ def test_every_type_table_row_decodes_as_documented(cap: CaptureBackend) -> None
 
 
 def test_datetime_is_lossless_iso_text_on_linux(cap: CaptureBackend) -> None:
+    """A datetime decodes as its lossless ISO text on EventHeader and as the datetime on TraceLogging."""
     log_one(when=WHEN)
     ev = decode_record(cap.records[0]).decoded
     if cap.format == "eventheader":
@@ -120,6 +122,7 @@ def test_datetime_is_lossless_iso_text_on_linux(cap: CaptureBackend) -> None:
 
 
 def test_header_parts_and_activity_ids_round_trip(cap: CaptureBackend) -> None:
+    """In both formats name, level, keyword, opcode and activity and related ids decode as written."""
     a, r = uuid.uuid4(), uuid.uuid4()
     token = CURRENT_ACTIVITY.set((a.bytes, r.bytes))
     try:
@@ -133,6 +136,7 @@ def test_header_parts_and_activity_ids_round_trip(cap: CaptureBackend) -> None:
 
 
 def test_oversized_event_arrives_truncated_and_flagged(cap: CaptureBackend) -> None:
+    """In both formats an oversized value arrives with the marker, flagged truncated, and is counted."""
     size = 100_000 if cap.format == "tracelogging" else 20_000
     log_one(body="x" * size, n=1)
     ev = decode_record(cap.records[0]).decoded
@@ -169,6 +173,7 @@ values = st.recursive(
 def test_any_structlog_call_decodes_with_the_project_decoder(
     cap: CaptureBackend, event: str, items: dict[str, Any]
 ) -> None:
+    """In both formats any generated structlog call decodes, with one field per key (plus the flag)."""
     cap.clear()
     log = structlog.wrap_logger(None, processors=[EtwRenderer(PROV)])
     log.info(event, **items)

@@ -18,6 +18,7 @@ from tests.helpers.surface import unique_provider
 
 @pytest.fixture
 def stdlib_logger() -> logging.Logger:
+    """A stdlib logger outside logging's manager, at level 1, not propagating."""
     # A logger outside logging's manager: only the handlers the test adds (pytest's etw_capture
     # handlers would otherwise re-raise the errors the handler under test must swallow).
     logger = logging.Logger(f"surface.test.{uuid.uuid4().hex[:8]}", level=1)
@@ -26,6 +27,7 @@ def stdlib_logger() -> logging.Logger:
 
 
 def test_foreign_record_fields(etw_capture: EtwCapture, stdlib_logger: logging.Logger) -> None:
+    """A foreign record is named by its template with message, logger, source fields and extra=."""
     handler = EtwHandler(unique_provider())
     stdlib_logger.addHandler(handler)
     stdlib_logger.warning("disk %s at %d%%", "/var", 93, extra={"host": "db1", "etw_keyword": 0x4})
@@ -44,6 +46,7 @@ def test_foreign_record_fields(etw_capture: EtwCapture, stdlib_logger: logging.L
 
 
 def test_foreign_exception_and_stack(etw_capture: EtwCapture, stdlib_logger: logging.Logger) -> None:
+    """exception() writes level 2 with the formatted traceback; stack_info=True writes the stack field."""
     stdlib_logger.addHandler(EtwHandler(unique_provider()))
     table: dict[str, int] = {}
     try:
@@ -78,6 +81,7 @@ def test_foreign_exception_and_stack(etw_capture: EtwCapture, stdlib_logger: log
 def test_level_map_including_custom_levels(
     etw_capture: EtwCapture, stdlib_logger: logging.Logger, levelno: int, etw_level: int
 ) -> None:
+    """Every stdlib level number, custom ones too, maps to its ETW level in the table and in the event."""
     assert level_from_stdlib(levelno) == etw_level
     stdlib_logger.addHandler(EtwHandler(unique_provider()))
     stdlib_logger.log(levelno, "custom")
@@ -86,6 +90,7 @@ def test_level_map_including_custom_levels(
 
 
 def test_handler_level_and_nobody_listening(etw_capture: EtwCapture, stdlib_logger: logging.Logger) -> None:
+    """Records below the handler level or at an unlistened level are not written nor counted dropped."""
     handler = EtwHandler(unique_provider(), level=logging.INFO)
     stdlib_logger.addHandler(handler)
     stdlib_logger.debug("below_handler_level")
@@ -99,6 +104,7 @@ def test_handler_level_and_nobody_listening(etw_capture: EtwCapture, stdlib_logg
 def test_structlog_records_keep_their_event_dict(
     etw_capture: EtwCapture, stdlib_logger: logging.Logger
 ) -> None:
+    """A structlog event routed via wrap_for_formatter keeps its event dict, contextvars and keyword."""
     stdlib_logger.addHandler(EtwHandler(unique_provider()))
     log = structlog.wrap_logger(
         stdlib_logger,
@@ -120,6 +126,7 @@ def test_structlog_records_keep_their_event_dict(
 def test_structlog_record_exception_via_format_exc_info(
     etw_capture: EtwCapture, stdlib_logger: logging.Logger
 ) -> None:
+    """A structlog exception formatted by format_exc_info arrives as the exception field at level 2."""
     stdlib_logger.addHandler(EtwHandler(unique_provider()))
     log = structlog.wrap_logger(
         stdlib_logger,
@@ -139,6 +146,7 @@ def test_structlog_record_exception_via_format_exc_info(
 
 
 def test_keywords_by_logger_name_in_handler(etw_capture: EtwCapture) -> None:
+    """The handler picks each record's keyword from its logger name, and skips unlistened keywords."""
     handler = EtwHandler(unique_provider(), keywords_by_logger={"sqlalchemy": 0x2, "urllib3": 0x4})
     loggers = [logging.getLogger(n) for n in ("sqlalchemy.engine", "urllib3", "other")]
     for logger in loggers:
@@ -188,6 +196,7 @@ def test_handler_never_raises_and_counts(
 def test_reentrant_record_is_dropped_not_recursed(
     etw_capture: EtwCapture, stdlib_logger: logging.Logger
 ) -> None:
+    """A record logged while formatting another is dropped and counted reentrant, not recursed into."""
     handler = EtwHandler(unique_provider())
     stdlib_logger.addHandler(handler)
 
@@ -202,6 +211,7 @@ def test_reentrant_record_is_dropped_not_recursed(
 
 
 def test_handler_shares_renderer_provider(etw_capture: EtwCapture, stdlib_logger: logging.Logger) -> None:
+    """An EtwHandler made from a renderer shares its provider and its keywords_by_logger."""
     renderer = EtwRenderer(unique_provider(), keywords_by_logger={"surface": 0x8})
     handler = EtwHandler(renderer)
     assert handler.provider is renderer.provider
@@ -214,6 +224,7 @@ def test_handler_shares_renderer_provider(etw_capture: EtwCapture, stdlib_logger
 def test_extra_does_not_override_record_fields(
     etw_capture: EtwCapture, stdlib_logger: logging.Logger
 ) -> None:
+    """extra= adds fields (message_id, tenant) but does not override the record's funcName."""
     stdlib_logger.addHandler(EtwHandler(unique_provider()))
     extra: dict[str, Any] = {"message_id": "m", "tenant": 7}
     stdlib_logger.info("x", extra=extra)

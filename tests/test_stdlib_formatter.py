@@ -46,6 +46,7 @@ class TestProcessorFormatter:
     def test_foreign_record_becomes_an_event_and_nothing_raises(
         self, etw_capture: EtwCapture, lib_logger: logging.Logger, remove_meta: bool
     ) -> None:
+        """With or without remove_processors_meta, a foreign record is written without meta keys, no raise."""
         renderer = EtwRenderer(unique_provider())
         processors: list[Any] = [ProcessorFormatter.remove_processors_meta] if remove_meta else []
         handler, _ = _stream_handler(ProcessorFormatter(processors=[*processors, renderer]))
@@ -58,6 +59,7 @@ class TestProcessorFormatter:
     def test_on_an_etw_handler_the_event_is_written_once_and_nothing_printed(
         self, etw_capture: EtwCapture, lib_logger: logging.Logger, capsys: pytest.CaptureFixture[str]
     ) -> None:
+        """On an EtwHandler the event is written once with just its chain's fields, and nothing printed."""
         name = unique_provider()
         handler = EtwHandler(name)
         handler.setFormatter(
@@ -77,6 +79,7 @@ class TestProcessorFormatter:
     def test_structlog_records_through_wrap_for_formatter(
         self, etw_capture: EtwCapture, lib_logger: logging.Logger
     ) -> None:
+        """A structlog event through wrap_for_formatter is written with its level, keyword and fields."""
         name = unique_provider()
         handler = EtwHandler(name)
         handler.setFormatter(ProcessorFormatter(processors=[EtwRenderer(name)]))
@@ -94,6 +97,7 @@ class TestProcessorFormatter:
     def test_custom_stdlib_level_keeps_its_number(
         self, etw_capture: EtwCapture, lib_logger: logging.Logger
     ) -> None:
+        """Custom stdlib levels 45 and 5 map by their number to ETW levels 2 and 5."""
         handler, _ = _stream_handler(ProcessorFormatter(processors=[EtwRenderer(unique_provider())]))
         lib_logger.addHandler(handler)
         lib_logger.setLevel(1)
@@ -107,6 +111,7 @@ class TestProcessorFormatter:
     def test_passthrough_renderer_then_console_text(
         self, etw_capture: EtwCapture, lib_logger: logging.Logger
     ) -> None:
+        """A passthrough renderer writes the event and hands it on to the formatter's console renderer."""
         renderer = EtwRenderer(unique_provider(), passthrough=True)
         handler, stream = _stream_handler(
             ProcessorFormatter(
@@ -141,6 +146,7 @@ class TestProcessorFormatter:
     def test_early_drop_first_in_the_chain(
         self, etw_capture: EtwCapture, lib_logger: logging.Logger, listening: bool
     ) -> None:
+        """EtwEarlyDrop first in a ProcessorFormatter chain drops unlistened records, passes listened ones."""
         name = unique_provider()
         etw_capture.set_enabled(listening)
         handler = EtwHandler(name)
@@ -167,6 +173,7 @@ class TestForeignPreChain:
     def test_contextvars_reach_stdlib_records(
         self, etw_capture: EtwCapture, lib_logger: logging.Logger
     ) -> None:
+        """Contextvars, fields and etw_keyword, reach stdlib records only while they are bound."""
         lib_logger.addHandler(EtwHandler(unique_provider()))
         with structlog.contextvars.bound_contextvars(request_id="r-1", etw_keyword=0x2):
             lib_logger.info("in_request")
@@ -178,6 +185,7 @@ class TestForeignPreChain:
     def test_record_fields_win_over_contextvars(
         self, etw_capture: EtwCapture, lib_logger: logging.Logger
     ) -> None:
+        """A record's own attribute (lineno) wins over a contextvar of the same name."""
         lib_logger.addHandler(EtwHandler(unique_provider()))
         with structlog.contextvars.bound_contextvars(lineno="bound", user="ann"):
             lib_logger.info("x")
@@ -187,6 +195,7 @@ class TestForeignPreChain:
     def test_stdlib_processors_see_the_record(
         self, etw_capture: EtwCapture, lib_logger: logging.Logger
     ) -> None:
+        """stdlib processors in foreign_pre_chain see the record; its meta keys are not written."""
         chain = [
             structlog.stdlib.add_log_level,
             structlog.stdlib.ExtraAdder(allow=["tenant"]),
@@ -201,6 +210,7 @@ class TestForeignPreChain:
         assert "_record" not in event.fields and "_from_structlog" not in event.fields
 
     def test_no_chain(self, etw_capture: EtwCapture, lib_logger: logging.Logger) -> None:
+        """foreign_pre_chain=() merges no contextvars into the record's event."""
         lib_logger.addHandler(EtwHandler(unique_provider(), foreign_pre_chain=()))
         with structlog.contextvars.bound_contextvars(request_id="r-1"):
             lib_logger.info("x")
@@ -209,6 +219,8 @@ class TestForeignPreChain:
     def test_drop_event_in_the_chain_drops_the_record(
         self, etw_capture: EtwCapture, lib_logger: logging.Logger
     ) -> None:
+        """DropEvent raised in foreign_pre_chain drops that record only, not counted as a handler error."""
+
         def drop_health(logger: Any, method: str, event_dict: Any) -> Any:
             if event_dict["event"] == "health":
                 raise structlog.DropEvent
@@ -227,6 +239,7 @@ class TestHandlerFormatter:
     def test_message_is_the_formatters_output(
         self, etw_capture: EtwCapture, lib_logger: logging.Logger
     ) -> None:
+        """A plain logging.Formatter's output is the message field; the event is named by the template."""
         handler = EtwHandler(unique_provider())
         handler.setFormatter(logging.Formatter("%(levelname)s [%(name)s] %(message)s"))
         lib_logger.addHandler(handler)
@@ -276,6 +289,7 @@ class TestHostileRecords:
     def test_every_hostile_record_is_written(
         self, etw_capture: EtwCapture, capsys: pytest.CaptureFixture[str]
     ) -> None:
+        """Every malformed record is written with what can be rendered; no error counted, nothing printed."""
         handler = EtwHandler(unique_provider())
         records = _hostile_records("hostile")
         for record in records:
@@ -307,6 +321,8 @@ class TestHostileRecords:
         assert handler.errors == 0
 
     def test_formatter_that_raises_still_writes(self, etw_capture: EtwCapture) -> None:
+        """A formatter that raises: the template is the message and the error is in message_error."""
+
         class Broken(logging.Formatter):
             def format(self, record: logging.LogRecord) -> str:
                 raise RuntimeError("formatter bug")

@@ -28,6 +28,7 @@ class TestTestedRange:
     """``nox -s tests`` runs the suite against the floor ``pyproject.toml`` declares, and the newest."""
 
     def test_oldest_session_is_the_declared_floor(self) -> None:
+        """noxfile's OLDEST_STRUCTLOG equals the structlog floor pyproject.toml declares."""
         # tomllib is Python 3.11+: the one line is read as text
         match = re.search(
             r'^dependencies = \["structlog>=([0-9.]+)"\]$', (ROOT / "pyproject.toml").read_text(), re.M
@@ -58,6 +59,7 @@ class TestFatal:
     """
 
     def test_etw_bound_logger_fatal_is_critical_on_every_version(self, etw_capture: EtwCapture) -> None:
+        """Through make_etw_bound_logger fatal() writes level 1, as critical() does, on any structlog."""
         name = unique_provider()
         log = structlog.wrap_logger(
             structlog.ReturnLogger(),
@@ -69,6 +71,7 @@ class TestFatal:
         assert [(e.name, e.level) for e in etw_capture.events] == [("f", 1), ("c", 1)]
 
     def test_filtering_bound_logger_fatal(self, etw_capture: EtwCapture) -> None:
+        """structlog's filtering logger's fatal() writes level 1 from structlog 25.1 on, level 2 before."""
         log = structlog.wrap_logger(
             structlog.ReturnLogger(),
             processors=[EtwRenderer(unique_provider())],
@@ -79,6 +82,7 @@ class TestFatal:
         assert [(e.name, e.level) for e in etw_capture.events] == [("f", expected)]
 
     def test_stdlib_bound_logger_fatal_is_critical(self, etw_capture: EtwCapture) -> None:
+        """structlog's stdlib BoundLogger's fatal() writes level 1."""
         logger = logging.Logger("versions.fatal")
         logger.propagate = False
         log = structlog.wrap_logger(

@@ -35,6 +35,7 @@ def _log(provider: str) -> Any:
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_capture_decodes_name_level_keyword_and_typed_fields(fmt: Any) -> None:
+    """In both formats the capture decodes provider, name, level, keyword and every typed field."""
     name = unique_provider()
     with capture_etw_events(fmt) as capture:
         _log(name).warning("user_login", etw_keyword=0x6, **VALUES)
@@ -55,6 +56,7 @@ def test_capture_decodes_name_level_keyword_and_typed_fields(fmt: Any) -> None:
 
 
 def test_eventheader_raw_is_exactly_what_writev_gets() -> None:
+    """An EventHeader capture's raw bytes are the record handed to writev, on its tracepoint."""
     name = unique_provider()
     with capture_etw_events("eventheader") as capture:
         _log(name).info("ev", n=1)
@@ -67,6 +69,7 @@ def test_eventheader_raw_is_exactly_what_writev_gets() -> None:
 
 
 def test_tracelogging_record_has_descriptor_traits_metadata_and_data() -> None:
+    """A TraceLogging record has the descriptor, traits, metadata and data EventWrite would get."""
     name = unique_provider()
     with capture_etw_events("tracelogging") as capture:
         _log(name).error("ev", n=1, etw_keyword=0x20, etw_opcode=1)
@@ -83,6 +86,7 @@ def test_tracelogging_record_has_descriptor_traits_metadata_and_data() -> None:
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_activity_ids_tags_and_opcode_are_decoded(fmt: Any) -> None:
+    """In both formats activity and related ids, tags and opcode are decoded (related on Start only)."""
     activity, related = uuid.uuid4(), uuid.uuid4()
     with capture_etw_events(fmt) as capture:
         token = CURRENT_ACTIVITY.set((activity.bytes, related.bytes))
@@ -99,6 +103,7 @@ def test_activity_ids_tags_and_opcode_are_decoded(fmt: Any) -> None:
 
 
 def test_events_of_several_providers_keep_write_order() -> None:
+    """Events of several providers keep write order; len, named() and clear() work on the capture."""
     a, b = unique_provider(), unique_provider()
     with capture_etw_events() as capture:
         log_a, log_b = _log(a), _log(b)
@@ -113,6 +118,7 @@ def test_events_of_several_providers_keep_write_order() -> None:
 
 
 def test_capture_ends_and_nests() -> None:
+    """Nested captures each hold only their own events, and the OS backend is back after the outer one."""
     name = unique_provider()
     log = _log(name)
     with capture_etw_events() as outer:
@@ -127,6 +133,7 @@ def test_capture_ends_and_nests() -> None:
 
 
 def test_start_disabled_and_enable_one_slot() -> None:
+    """A capture started disabled captures only what set_enabled turns on later."""
     with capture_etw_events(enabled=False) as capture:
         log = _log(unique_provider())
         log.info("nobody")
@@ -137,11 +144,13 @@ def test_start_disabled_and_enable_one_slot() -> None:
 
 
 def test_bad_format_is_a_setup_error() -> None:
+    """An unknown format raises ValueError naming the format."""
     with pytest.raises(ValueError, match="format"), capture_etw_events("etl"):  # type: ignore[arg-type]
         pass
 
 
 def test_stats_of_a_provider() -> None:
+    """capture.stats(name) returns that provider's counts."""
     name = unique_provider()
     with capture_etw_events() as capture:
         _log(name).info("one")
@@ -149,12 +158,14 @@ def test_stats_of_a_provider() -> None:
 
 
 def test_pytest_fixture_captures_eventheader(etw_capture: EtwCapture) -> None:  # noqa: F811
+    """The etw_capture pytest fixture captures EventHeader events."""
     _log(unique_provider()).info("from_fixture")
     (event,) = etw_capture.events
     assert (event.format, event.name) == ("eventheader", "from_fixture")
 
 
 def test_pytest_fixture_captures_tracelogging(etw_capture_tracelogging: EtwCapture) -> None:  # noqa: F811
+    """The etw_capture_tracelogging pytest fixture captures TraceLogging events."""
     _log(unique_provider()).info("from_fixture")
     (event,) = etw_capture_tracelogging.events
     assert (event.format, event.name) == ("tracelogging", "from_fixture")
@@ -167,6 +178,7 @@ class TestClearFreesMemory:
 
     @pytest.mark.parametrize("fmt", FORMATS)
     def test_clear_returns_the_memory(self, fmt: Any) -> None:
+        """In both formats clear() frees the memory 5,000 captured events held, and capture goes on."""
         import gc  # noqa: PLC0415
         import tracemalloc  # noqa: PLC0415
 

@@ -18,6 +18,7 @@ class TestCoversThePublicApi:
 
     @pytest.mark.parametrize("module", [structlog_etw, structlog_etw.testing], ids=lambda m: m.__name__)
     def test_every_public_name_is_used(self, module: object) -> None:
+        """Every name in __all__ of structlog_etw and structlog_etw.testing is used in typing_example.py."""
         tree = ast.parse(EXAMPLE.read_text(encoding="utf-8"))
         used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
         used |= {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
@@ -25,5 +26,6 @@ class TestCoversThePublicApi:
         assert missing == []
 
     def test_example_is_in_the_mypy_files(self) -> None:
+        """pyproject's mypy files list tests/typing_example.py."""
         pyproject = (EXAMPLE.parents[1] / "pyproject.toml").read_text(encoding="utf-8")
         assert '"tests/typing_example.py"' in pyproject

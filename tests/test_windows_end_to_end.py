@@ -51,6 +51,7 @@ def _logger(renderer: EtwRenderer) -> structlog.typing.FilteringBoundLogger:
 
 
 def test_structlog_event_arrives_as_a_decodable_etw_event(etw: Fake) -> None:
+    """A structlog event reaches the ETW library under the name's GUID with group, level, keyword, fields."""
     etw.enable(5, 0xFF)
     renderer = EtwRenderer(NAME, group="mygroup")
     log = _logger(renderer).bind(etw_keyword=0x4)
@@ -66,6 +67,7 @@ def test_structlog_event_arrives_as_a_decodable_etw_event(etw: Fake) -> None:
 
 
 def test_nothing_is_written_while_no_session_listens(etw: Fake) -> None:
+    """Nothing reaches EventWrite until a session listens, then only events at its level or below."""
     renderer = EtwRenderer(NAME)
     log = _logger(renderer)
     log.info("quiet", x=1)
@@ -81,6 +83,7 @@ def test_nothing_is_written_while_no_session_listens(etw: Fake) -> None:
     [(8, "ERROR_NOT_ENOUGH_MEMORY"), (234, "ERROR_MORE_DATA"), (534, "ERROR_ARITHMETIC_OVERFLOW")],
 )
 def test_etw_write_errors_are_counted_by_reason(etw: Fake, code: int, reason: str) -> None:
+    """Every EventWrite error code is counted under its ERROR_* name, and the log call returns normally."""
     etw.enable(5)
     renderer = EtwRenderer(NAME)
     log = _logger(renderer)
@@ -96,6 +99,7 @@ def test_etw_write_errors_are_counted_by_reason(etw: Fake, code: int, reason: st
 
 
 def test_oversized_event_arrives_truncated_and_counted(etw: Fake) -> None:
+    """An event over 64,000 bytes arrives truncated, marked _truncated, and is counted."""
     etw.enable(5)
     renderer = EtwRenderer(NAME)
     _logger(renderer).info("big", blob="x" * 100_000, n=1)
@@ -109,6 +113,7 @@ def test_oversized_event_arrives_truncated_and_counted(etw: Fake) -> None:
 
 
 def test_activity_ids_reach_eventwritetransfer(etw: Fake) -> None:
+    """Activity and related ids and the opcode reach EventWriteTransfer."""
     etw.enable(5)
     renderer = EtwRenderer(NAME)
     act, rel = uuid.uuid4(), uuid.uuid4()
@@ -150,6 +155,7 @@ def windows(fake: Fake, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fake]:
 
 
 def test_explicit_provider_id_is_the_guid_eventregister_receives(windows: Fake) -> None:
+    """An explicit provider_id is the GUID EventRegister receives, not the name hash."""
     assert provider_id(DOTTED) != CUSTOM_ID
     windows.enable(5, 0xFF)
     renderer = EtwRenderer(DOTTED, provider_id=CUSTOM_ID)
@@ -162,6 +168,7 @@ def test_explicit_provider_id_is_the_guid_eventregister_receives(windows: Fake) 
 
 
 def test_provider_id_given_as_guid_text_is_the_guid_eventregister_receives(windows: Fake) -> None:
+    """A provider_id given as upper-case GUID text is the GUID EventRegister receives."""
     windows.enable(5, 0xFF)
     renderer = EtwRenderer(DOTTED, provider_id=str(CUSTOM_ID).upper(), group="mygroup")
     _logger(renderer).warning("low_disk")
@@ -171,6 +178,7 @@ def test_provider_id_given_as_guid_text_is_the_guid_eventregister_receives(windo
 
 
 def test_without_provider_id_eventregister_receives_the_name_hash(windows: Fake) -> None:
+    """Without provider_id EventRegister receives the GUID hashed from the provider name."""
     windows.enable(5, 0xFF)
     renderer = EtwRenderer(DOTTED)
     _logger(renderer).info("started")
@@ -179,6 +187,7 @@ def test_without_provider_id_eventregister_receives_the_name_hash(windows: Fake)
 
 
 def test_make_etw_bound_logger_and_handler_pass_provider_id_to_eventregister(windows: Fake) -> None:
+    """make_etw_bound_logger, EtwHandler and EtwEarlyDrop pass their provider_id to EventRegister."""
     other = uuid.UUID("0b7e8d6c-1a2b-4c3d-9e8f-7a6b5c4d3e2f")
     make_etw_bound_logger("MyCompany.Wrapped", provider_id=CUSTOM_ID)
     EtwHandler("MyCompany.Handled", provider_id=str(other))
@@ -193,6 +202,7 @@ def test_make_etw_bound_logger_and_handler_pass_provider_id_to_eventregister(win
 
 
 def test_same_name_with_a_conflicting_provider_id_raises_at_setup(windows: Fake) -> None:
+    """The same name with a different provider_id raises ValueError from every set-up entry point."""
     EtwRenderer(DOTTED, provider_id=CUSTOM_ID)
     EtwRenderer(DOTTED, provider_id=str(CUSTOM_ID))  # the same GUID as text: same provider
     EtwRenderer(DOTTED)  # no provider_id: whatever the provider has
@@ -205,6 +215,7 @@ def test_same_name_with_a_conflicting_provider_id_raises_at_setup(windows: Fake)
 
 
 def test_a_provider_without_explicit_id_conflicts_with_a_different_one(windows: Fake) -> None:
+    """A provider with the name hash GUID accepts that GUID but refuses a different one."""
     EtwRenderer(DOTTED)
     EtwRenderer(DOTTED, provider_id=provider_id(DOTTED))  # equal to the name hash: fine
     with pytest.raises(ValueError, match="already exists with provider_id"):
@@ -216,6 +227,7 @@ def test_a_provider_without_explicit_id_conflicts_with_a_different_one(windows: 
     [("not-a-guid", ValueError), ("", ValueError), (12345, TypeError), (b"\x00" * 16, TypeError)],
 )
 def test_invalid_provider_id_raises_at_setup(windows: Fake, value: object, error: type[Exception]) -> None:
+    """Every malformed provider_id raises ValueError/TypeError naming it, before any registration."""
     with pytest.raises(error, match="provider_id"):
         EtwRenderer(DOTTED, provider_id=value)  # type: ignore[arg-type]
     assert windows.lib.fake_live_providers() == 0
@@ -223,6 +235,7 @@ def test_invalid_provider_id_raises_at_setup(windows: Fake, value: object, error
 
 @pytest.mark.parametrize("name", ["MyCompany.MyService", "My Company/Service-1", "Ünïcode.Prövider"])
 def test_windows_names_register_on_the_windows_path(windows: Fake, name: str) -> None:
+    """Every dotted, spaced or non-ASCII name registers on Windows, its GUID its name hash."""
     windows.enable(5, 0xFF)
     _logger(EtwRenderer(name)).info("hello")
     (rec,) = windows.records()
@@ -232,6 +245,7 @@ def test_windows_names_register_on_the_windows_path(windows: Fake, name: str) ->
 
 @pytest.mark.parametrize("name", ["", "My\0Service", "bad\ud800name", "N" * (64000 - 256 - 2), "N" * 65533])
 def test_names_tracelogging_cannot_carry_raise_before_eventregister(windows: Fake, name: str) -> None:
+    """Every empty, NUL, surrogate or too-long name raises ValueError before EventRegister."""
     with pytest.raises(ValueError, match="provider name"):
         EtwRenderer(name)
     assert windows.lib.fake_live_providers() == 0

@@ -27,6 +27,7 @@ def _setup(etw_capture: EtwCapture, **wrapper_kw: Any) -> tuple[EtwRenderer, Spy
 
 
 def test_disabled_call_builds_no_event_dict_and_formats_nothing(etw_capture: EtwCapture) -> None:
+    """When nobody listens every log method returns None without running processors or formatting."""
     renderer, spy, cls = _setup(etw_capture)
     etw_capture.set_enabled(False)
     log = bound(cls, [spy, renderer])
@@ -51,6 +52,7 @@ def test_plain_structlog_logger_would_have_run_the_chain(etw_capture: EtwCapture
 
 
 def test_enabled_call_runs_processors_and_writes_event(etw_capture: EtwCapture) -> None:
+    """A listened call runs the chain with %-formatted message and writes the event named by its template."""
     renderer, spy, cls = _setup(etw_capture)
     log = bound(cls, [spy, renderer], request="r1")
     assert log.warning("user %s logged in", "ann", attempts=3) is None
@@ -69,6 +71,7 @@ def test_enabled_call_runs_processors_and_writes_event(etw_capture: EtwCapture) 
 
 
 def test_each_method_writes_at_its_level(etw_capture: EtwCapture) -> None:
+    """Each log method and log() with stdlib or custom numeric levels writes at its mapped ETW level."""
     renderer, _, cls = _setup(etw_capture)
     log = bound(cls, [renderer])
     for method in ("critical", "fatal", "error", "exception", "warning", "warn", "info", "msg", "debug"):
@@ -94,6 +97,7 @@ def test_each_method_writes_at_its_level(etw_capture: EtwCapture) -> None:
 
 
 def test_min_level_drops_below_even_when_listening(etw_capture: EtwCapture) -> None:
+    """min_level drops calls below it though listened, and is_enabled_for/get_effective_level agree."""
     renderer, spy, cls = _setup(etw_capture, min_level="warning")
     log = bound(cls, [spy, renderer])
     log.debug("d")
@@ -111,6 +115,7 @@ def test_min_level_drops_below_even_when_listening(etw_capture: EtwCapture) -> N
 
 
 def test_log_with_a_custom_level_at_min_level_is_written(etw_capture: EtwCapture) -> None:
+    """log() at a custom level equal to min_level is written, though its ETW level maps below min_level."""
     renderer, _, cls = _setup(etw_capture, min_level=25)
     log = bound(cls, [renderer])
     log.log(25, "custom25")  # >= min_level, maps down to info (which is below min_level)
@@ -119,6 +124,7 @@ def test_log_with_a_custom_level_at_min_level_is_written(etw_capture: EtwCapture
 
 
 def test_per_call_keyword_is_checked_against_its_own_slot(etw_capture: EtwCapture) -> None:
+    """A per-call etw_keyword is checked against that keyword's slot, not the default keyword's."""
     renderer, spy, cls = _setup(etw_capture)
     etw_capture.set_enabled(False)
     etw_capture.set_enabled(True, keyword=0x4)
@@ -130,6 +136,7 @@ def test_per_call_keyword_is_checked_against_its_own_slot(etw_capture: EtwCaptur
 
 
 def test_bound_keyword_is_resolved_at_bind_and_after_unbind(etw_capture: EtwCapture) -> None:
+    """A bound keyword selects its slot; unbind, try_unbind and new go back to the default keyword's."""
     renderer, spy, cls = _setup(etw_capture)
     etw_capture.set_enabled(False)
     etw_capture.set_enabled(True, keyword=0x8)
@@ -145,6 +152,7 @@ def test_bound_keyword_is_resolved_at_bind_and_after_unbind(etw_capture: EtwCapt
 
 
 def test_bound_level_override_selects_the_slot(etw_capture: EtwCapture) -> None:
+    """A bound or per-call etw_level selects the slot of that level, not the method's."""
     renderer, spy, cls = _setup(etw_capture)
     etw_capture.set_enabled(False)
     etw_capture.set_enabled(True, level=1)
@@ -156,6 +164,7 @@ def test_bound_level_override_selects_the_slot(etw_capture: EtwCapture) -> None:
 
 
 def test_contextvar_keyword_is_honoured_by_the_fast_path(etw_capture: EtwCapture) -> None:
+    """An etw_keyword bound in contextvars selects the slot only while it is bound."""
     renderer, spy, cls = _setup(etw_capture)
     etw_capture.set_enabled(False)
     etw_capture.set_enabled(True, keyword=0x10)
@@ -231,6 +240,7 @@ def test_default_fast_path_honours_contextvars_and_keeps_call_keys_exact(etw_cap
 
 
 def test_contextvar_level_is_honoured_by_default(etw_capture: EtwCapture) -> None:
+    """An etw_level bound in contextvars selects the slot of that level."""
     renderer, _, cls = _setup(etw_capture)
     etw_capture.set_enabled(False)
     etw_capture.set_enabled(True, level=1)
@@ -241,6 +251,7 @@ def test_contextvar_level_is_honoured_by_default(etw_capture: EtwCapture) -> Non
 
 
 def test_bound_keyword_wins_over_contextvar(etw_capture: EtwCapture) -> None:
+    """A bound etw_keyword wins over the contextvars one: its unlistened slot drops the call."""
     renderer, _, cls = _setup(etw_capture)
     etw_capture.set_enabled(False)
     etw_capture.set_enabled(True, keyword=0x10)
@@ -251,6 +262,7 @@ def test_bound_keyword_wins_over_contextvar(etw_capture: EtwCapture) -> None:
 
 
 def test_invalid_bound_keyword_falls_back_and_never_raises(etw_capture: EtwCapture) -> None:
+    """A bad bound or per-call etw_keyword falls back to the default, never raises, and is counted invalid."""
     renderer, _, cls = _setup(etw_capture)
     log = bound(cls, [renderer], etw_keyword="not-a-keyword")
     log.info("fallback")
@@ -260,6 +272,7 @@ def test_invalid_bound_keyword_falls_back_and_never_raises(etw_capture: EtwCaptu
 
 
 def test_exception_adds_formatted_traceback(etw_capture: EtwCapture) -> None:
+    """exception() passes exc_info=True down the chain and writes level 2 with the formatted traceback."""
     renderer, spy, cls = _setup(etw_capture)
     log = bound(cls, [spy, renderer])
     try:
@@ -288,6 +301,7 @@ def test_class_built_before_capture_follows_the_new_backend() -> None:
 
 
 def test_provider_name_and_default_keyword(etw_capture: EtwCapture) -> None:
+    """A wrapper made from a provider name uses its default_keyword's slot."""
     name = unique_provider()
     cls = make_etw_bound_logger(name, default_keyword=0x40)
     renderer = EtwRenderer(name, default_keyword=0x40)
@@ -298,6 +312,7 @@ def test_provider_name_and_default_keyword(etw_capture: EtwCapture) -> None:
 
 
 def test_setup_errors_are_clear() -> None:
+    """Bad default_keyword, min_level, keyword map values or provider names raise ValueError/TypeError."""
     with pytest.raises(ValueError, match="default_keyword"):
         make_etw_bound_logger(unique_provider(), default_keyword=-1)
     with pytest.raises(ValueError, match="min_level"):
@@ -311,6 +326,7 @@ def test_setup_errors_are_clear() -> None:
 
 
 def test_early_drop_stops_the_chain_when_nobody_listens(etw_capture: EtwCapture) -> None:
+    """EtwEarlyDrop stops the chain when nobody listens and lets per-call or contextvar keywords through."""
     renderer = EtwRenderer(unique_provider())
     spy = Spy()
     chain = [EtwEarlyDrop(renderer), spy, renderer]
@@ -327,6 +343,7 @@ def test_early_drop_stops_the_chain_when_nobody_listens(etw_capture: EtwCapture)
 
 
 def test_early_drop_reads_contextvars_before_merge(etw_capture: EtwCapture) -> None:
+    """EtwEarlyDrop placed before merge_contextvars still honours a contextvars keyword."""
     renderer = EtwRenderer(unique_provider())
     chain = [EtwEarlyDrop(renderer), structlog.contextvars.merge_contextvars, renderer]
     log = bound(structlog.make_filtering_bound_logger(logging.NOTSET), chain)
@@ -373,6 +390,7 @@ def test_early_drop_without_control_keys_resolves_no_slot_per_event(
 
 
 def test_early_drop_with_control_keys_is_exact(etw_capture: EtwCapture) -> None:
+    """EtwEarlyDrop with etw_level/etw_keyword keys passes exactly the calls whose slot is listened."""
     renderer = EtwRenderer(unique_provider(), keywords_by_logger={"db": 0x4})
     spy = Spy()
     log = bound(structlog.make_filtering_bound_logger(logging.NOTSET), [EtwEarlyDrop(renderer), spy])
@@ -388,6 +406,7 @@ def test_early_drop_with_control_keys_is_exact(etw_capture: EtwCapture) -> None:
 
 
 def test_is_etw_enabled_reports_the_slot(etw_capture: EtwCapture) -> None:
+    """is_etw_enabled(method) reports whether that method's level slot is enabled now."""
     renderer, _, cls = _setup(etw_capture)
     log = bound(cls, [renderer])
     assert log.is_etw_enabled("info")
@@ -437,6 +456,7 @@ def test_bound_invalid_keyword_hides_a_contextvar_keyword(etw_capture: EtwCaptur
 
 
 def test_per_call_logger_name_selects_its_keyword(etw_capture: EtwCapture) -> None:
+    """A per-call logger= name selects its keywords_by_logger keyword for the enable check."""
     renderer = EtwRenderer(unique_provider(), keywords_by_logger={"db": 0x4})
     cls = make_etw_bound_logger(renderer)
     spy = Spy()
@@ -450,6 +470,7 @@ def test_per_call_logger_name_selects_its_keyword(etw_capture: EtwCapture) -> No
 
 
 def test_early_drop_invalid_keyword_means_the_default_not_the_contextvar(etw_capture: EtwCapture) -> None:
+    """EtwEarlyDrop takes a bad per-call keyword as the default keyword, not the contextvars one."""
     renderer = EtwRenderer(unique_provider())
     spy = Spy()
     log = bound(
@@ -466,6 +487,7 @@ def test_early_drop_invalid_keyword_means_the_default_not_the_contextvar(etw_cap
 
 @pytest.mark.parametrize("method", ["debug", "info", "warning", "error", "critical"])
 def test_async_methods_make_the_same_decision_as_sync_ones(etw_capture: EtwCapture, method: str) -> None:
+    """Every async method (adebug .. acritical) drops and passes the same calls as its sync twin."""
     renderer, spy, cls = _setup(etw_capture)
     etw_capture.set_enabled(False)
     etw_capture.set_enabled(True, keyword=0x2)

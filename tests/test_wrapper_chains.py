@@ -50,6 +50,7 @@ def _configure_etw_only(renderer: EtwRenderer, *, cache: bool = False) -> None:
 @pytest.mark.usefixtures("structlog_config")
 @pytest.mark.parametrize("listening", [False, True])
 def test_capture_logs_captures_with_the_wrapper_class(etw_capture: EtwCapture, listening: bool) -> None:
+    """Listened or not, capture_logs() captures every call made through the wrapper class, none written."""
     renderer = EtwRenderer(unique_provider())
     etw_capture.set_enabled(listening)
     _configure_etw_only(renderer)
@@ -93,6 +94,7 @@ def test_capture_logs_captures_a_logger_bound_and_cached_before_it(etw_capture: 
 
 
 def test_log_capture_processor_sees_every_call_above_min_level(etw_capture: EtwCapture) -> None:
+    """A LogCapture chain sees every call at or above min_level though nobody listens."""
     renderer = EtwRenderer(unique_provider())
     etw_capture.set_enabled(False)
     cap = LogCapture()
@@ -111,6 +113,7 @@ def test_log_capture_processor_sees_every_call_above_min_level(etw_capture: EtwC
 def test_a_chain_without_an_etw_renderer_behaves_like_make_filtering_bound_logger(
     etw_capture: EtwCapture,
 ) -> None:
+    """A chain without an EtwRenderer returns what make_filtering_bound_logger returns, level for level."""
     renderer = EtwRenderer(unique_provider())
     etw_capture.set_enabled(False)
     chain = [structlog.processors.JSONRenderer()]
@@ -147,6 +150,7 @@ def test_an_etw_only_chain_is_still_skipped_before_any_processor(etw_capture: Et
 
 
 def test_a_chain_emptied_later_runs_and_never_raises(etw_capture: EtwCapture) -> None:
+    """A chain emptied after binding runs (as structlog's own logger does) and never raises."""
     renderer = EtwRenderer(unique_provider())
     etw_capture.set_enabled(False)
     chain: list[Any] = [renderer]
@@ -171,6 +175,7 @@ def test_a_chain_emptied_later_runs_and_never_raises(etw_capture: EtwCapture) ->
 def test_bad_percent_args_are_written_as_a_field_and_counted(
     etw_capture: EtwCapture, event: str, args: tuple[Any, ...]
 ) -> None:
+    """Every %-args that do not fit the template: the event is written with format_args and counted."""
     renderer = EtwRenderer(unique_provider())
     log = bound(make_etw_bound_logger(renderer), [structlog.contextvars.merge_contextvars, renderer])
     assert log.info(event, *args, user="ann") is None
@@ -182,6 +187,7 @@ def test_bad_percent_args_are_written_as_a_field_and_counted(
 
 
 def test_bad_percent_args_never_raise_in_any_chain_or_method(etw_capture: EtwCapture) -> None:
+    """Misfitting %-args never raise in any chain or method, sync or async; each is counted once."""
     renderer = EtwRenderer(unique_provider())
     cap = LogCapture()
     cls = make_etw_bound_logger(renderer)
@@ -299,6 +305,7 @@ def test_direct_write_gives_the_bytes_the_processor_chain_gives(fmt: str, merge:
 
 
 def test_direct_write_is_left_when_the_chain_changes(etw_capture: EtwCapture) -> None:
+    """A processor inserted into the chain after binding makes the next call run the chain."""
     renderer = EtwRenderer(unique_provider())
     chain: list[Any] = [structlog.contextvars.merge_contextvars, renderer]
     log = bound(make_etw_bound_logger(renderer), chain)
@@ -351,6 +358,7 @@ def _composition(provider: Provider, stream: io.StringIO, renderer_kind: str = "
 
 
 def test_console_beside_tracing_while_a_session_listens(etw_capture: EtwCapture) -> None:
+    """While listened, every level is traced and info and above also reach the JSON console."""
     stream = io.StringIO()
     log, spy = _composition(get_provider(unique_provider()), stream)
     log.debug("trace_only", n=1)
@@ -370,6 +378,7 @@ def test_console_beside_tracing_while_a_session_listens(etw_capture: EtwCapture)
 
 
 def test_console_beside_tracing_while_nobody_listens(etw_capture: EtwCapture) -> None:
+    """While nobody listens, debug is skipped and info and above still reach the console."""
     stream = io.StringIO()
     etw_capture.set_enabled(False)
     log, spy = _composition(get_provider(unique_provider()), stream, "console")
@@ -422,6 +431,7 @@ def test_without_the_composition_a_machine_without_the_facility_shows_nothing() 
     ],
 )
 def test_renderer_passthrough_level(etw_capture: EtwCapture, passthrough: Any, passed: list[str]) -> None:
+    """passthrough passes on exactly the levels at or above it (True/0 all, False none); all written."""
     renderer = EtwRenderer(unique_provider(), passthrough=passthrough)
     got = []
     for method in ("debug", "info", "warning", "error", "critical"):
@@ -436,6 +446,7 @@ def test_renderer_passthrough_level(etw_capture: EtwCapture, passthrough: Any, p
 
 
 def test_renderer_passthrough_rejects_nonsense() -> None:
+    """An unknown passthrough level name raises ValueError, a float TypeError, naming passthrough."""
     with pytest.raises(ValueError, match="passthrough"):
         EtwRenderer(unique_provider(), passthrough="chatty")
     with pytest.raises(TypeError, match="passthrough"):
