@@ -211,7 +211,7 @@ def test_no_session_means_every_slot_is_disabled(fake: Fake, backends: Opened) -
 def test_enable_at_level_3_with_keywords_then_capture_state_then_disable(
     fake: Fake, backends: Opened
 ) -> None:
-    """Slot words follow enable (level, keywords) as EventProviderEnabled does; capture state changes none."""
+    """Slot words follow the session's level and keywords as ETW's own check; capture state changes none."""
     b, _ = _open(fake, backends)
     slots = {key: b.open_slot(*key) for key in [(3, 0x2), (4, 0x2), (3, 0x8), (3, 0), (1, 0x6)]}
 

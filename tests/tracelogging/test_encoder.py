@@ -55,7 +55,7 @@ def test_provider_id_matches_eventsource_hash_vectors(name: str, guid: str) -> N
 
 
 def test_provider_id_ignores_case_like_eventsource() -> None:
-    """provider_id() upper-cases the name first, as EventSource does: the case of the name does not matter."""
+    """provider_id() ignores the case of the name, as EventSource does."""
     assert provider_id("myprovider") == provider_id("MYPROVIDER") == provider_id("MyProvider")
 
 
