@@ -372,3 +372,111 @@ class TestPublicModules:
                     if (inspect.isfunction(value) or isinstance(value, property)) and not doc:
                         undocumented.append(f"{attr}.{member}")
         assert undocumented == [], f"{name}: no docstring on {undocumented}"
+
+
+TESTS = ROOT / "tests"
+
+_Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def _test_functions(tree: ast.Module) -> Iterator[tuple[str, _Function]]:
+    """What pytest collects from a test module: ``test*`` functions, also in ``Test*`` classes (nested too).
+
+    Statements that only wrap definitions (``if``, ``try``, ``with``) are looked into; functions
+    inside functions and methods of other classes are not tests.
+    """
+
+    def walk(body: list[ast.stmt], prefix: str) -> Iterator[tuple[str, _Function]]:
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                if node.name.startswith("test"):
+                    yield prefix + node.name, node
+            elif isinstance(node, ast.ClassDef):
+                if node.name.startswith("Test"):
+                    yield from walk(node.body, f"{prefix}{node.name}.")
+            elif isinstance(node, ast.If | ast.With | ast.Try):
+                for part in ("body", "orelse", "finalbody"):
+                    yield from walk(getattr(node, part, []), prefix)
+                for handler in getattr(node, "handlers", []):
+                    yield from walk(handler.body, prefix)
+
+    yield from walk(tree.body, "")
+
+
+def _undocumented_tests(source: str, where: str) -> list[str]:
+    """``where:line name`` of every test function of ``source`` without a (non-blank) docstring."""
+    return [
+        f"{where}:{fn.lineno} {name}"
+        for name, fn in _test_functions(ast.parse(source))
+        if not (ast.get_docstring(fn) or "").strip()
+    ]
+
+
+def _test_files() -> list[Path]:
+    """Every file pytest's default ``python_files`` (``test_*.py``, ``*_test.py``) picks under tests/."""
+    return sorted({*TESTS.rglob("test_*.py"), *TESTS.rglob("*_test.py")})
+
+
+class TestEveryTestSaysWhatItProves:
+    """Every test function under tests/ has a docstring saying what it proves, as structlog's tests do."""
+
+    def test_every_test_function_has_a_docstring(self) -> None:
+        """No test function in any test file under tests/ (subdirectories included) lacks a docstring."""
+        files = _test_files()
+        assert len(files) > 100, files  # the whole suite was looked at, not an empty glob
+        offenders = [
+            offender
+            for path in files
+            for offender in _undocumented_tests(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))
+        ]
+        assert offenders == [], f"{len(offenders)} test functions have no docstring:\n" + "\n".join(offenders)
+
+    def test_the_check_finds_exactly_the_tests_pytest_would_collect_without_one(self) -> None:
+        """The check names undocumented test functions and Test-class methods, and nothing else."""
+        source = '''
+import sys
+
+def test_bare(): pass
+
+def test_documented():
+    """It works."""
+
+async def test_async_bare(): pass
+
+def test_blank_docstring():
+    """   """
+
+def helper_without_docstring(): pass
+
+if sys.platform == "linux":
+    def test_only_on_linux(): pass
+
+class TestGroup:
+    """A group."""
+
+    def test_method_bare(self): pass
+
+    def test_method_documented(self):
+        """It works too."""
+
+    def helper(self): pass
+
+    class TestInner:
+        def test_inner_bare(self): pass
+
+class Helper:
+    def test_not_collected(self): pass
+
+def test_outer():
+    """Documented."""
+
+    def test_nested_is_not_a_test(): pass
+'''
+        assert _undocumented_tests(source, "t.py") == [
+            "t.py:4 test_bare",
+            "t.py:9 test_async_bare",
+            "t.py:11 test_blank_docstring",
+            "t.py:17 test_only_on_linux",
+            "t.py:22 TestGroup.test_method_bare",
+            "t.py:30 TestGroup.TestInner.test_inner_bare",
+        ]

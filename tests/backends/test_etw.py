@@ -66,6 +66,7 @@ def _encode(enc: TraceLoggingEncoder, name: str, fields: list[F.Field]) -> tuple
 
 
 def test_written_event_decodes_to_name_level_keyword_opcode_and_fields(fake: Fake, backends: Opened) -> None:
+    """A written event reaches ETW with its name, level, keyword, opcode, fields and channel-11 descriptor."""
     fake.enable(5, 0xFF)
     b, enc = _open(fake, backends)
     slot = b.open_slot(4, 0x4)
@@ -91,6 +92,7 @@ def test_written_event_decodes_to_name_level_keyword_opcode_and_fields(fake: Fak
 def test_descriptors_are_traits_metadata_data_with_types_2_1_0_and_zero_reserved(
     fake: Fake, backends: Opened
 ) -> None:
+    """The data descriptors are traits, metadata, data with types 2, 1, 0 and zeroed reserved fields."""
     fake.enable(5)
     b, enc = _open(fake, backends)
     meta, data = _encode(enc, "ev", [("x", F.I64, 7)])
@@ -102,6 +104,7 @@ def test_descriptors_are_traits_metadata_data_with_types_2_1_0_and_zero_reserved
 
 
 def test_event_without_fields_passes_traits_and_metadata_only(fake: Fake, backends: Opened) -> None:
+    """An event without fields passes only the traits and metadata descriptors (types 2, 1)."""
     fake.enable(5)
     b, enc = _open(fake, backends)
     meta, data = _encode(enc, "empty", [])
@@ -113,6 +116,7 @@ def test_event_without_fields_passes_traits_and_metadata_only(fake: Fake, backen
 
 
 def test_reghandle_keeps_all_64_bits(fake: Fake, backends: Opened) -> None:
+    """The REGHANDLE is kept with all 64 bits: writes reach the provider registered under our GUID."""
     b, enc = _open(fake, backends)
     meta, data = _encode(enc, "ev", [])
     b.write(b.open_slot(4, 1), (enc.traits, meta, data), 0, None, None)
@@ -122,6 +126,7 @@ def test_reghandle_keeps_all_64_bits(fake: Fake, backends: Opened) -> None:
 
 
 def test_activity_ids_are_passed_as_guid_structures(fake: Fake, backends: Opened) -> None:
+    """Activity and related ids are passed as GUID structures (bytes_le), or NULL when not given."""
     b, enc = _open(fake, backends)
     act, rel = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff"), uuid.uuid4()
     meta, data = _encode(enc, "start", [])
@@ -139,6 +144,7 @@ def test_activity_ids_are_passed_as_guid_structures(fake: Fake, backends: Opened
 
 
 def test_traits_are_set_with_eventsetinformation_class_2(fake: Fake, backends: Opened) -> None:
+    """The provider traits with their group are set by EventSetInformation class 2 on our handle."""
     group = uuid.UUID("4f50731a-89cf-4782-b3e0-dce8c90476ba")
     b, enc = _open(fake, backends, group)
     assert b.set_traits_result == 0
@@ -150,6 +156,7 @@ def test_traits_are_set_with_eventsetinformation_class_2(fake: Fake, backends: O
 
 
 def test_defaults_derive_guid_and_traits_from_the_name(fake: Fake, backends: Opened) -> None:
+    """Given only a name, the backend registers the name-hashed GUID and sets the name's traits."""
     b = EtwBackend(NAME, library=fake.path)
     backends.append(b)
     ((handle, cls, blob),) = fake.setinfos()
@@ -161,6 +168,7 @@ def test_defaults_derive_guid_and_traits_from_the_name(fake: Fake, backends: Ope
 def test_setting_traits_later_calls_eventsetinformation_again_and_is_used_by_writes(
     fake: Fake, backends: Opened
 ) -> None:
+    """Assigning traits later calls EventSetInformation again, and later writes pass the new traits."""
     b = EtwBackend(NAME, library=fake.path)
     backends.append(b)
     enc = TraceLoggingEncoder(NAME, "mygroup")
@@ -178,6 +186,7 @@ def test_setting_traits_later_calls_eventsetinformation_again_and_is_used_by_wri
 
 
 def test_a_str_second_argument_is_the_provider_group(fake: Fake, backends: Opened) -> None:
+    """A str second argument is the provider group, not the GUID; an int there is a TypeError."""
     b = EtwBackend(NAME, "mygroup", library=fake.path)
     backends.append(b)
     assert b.provider_id == provider_id(NAME)
@@ -194,6 +203,7 @@ def test_a_str_second_argument_is_the_provider_group(fake: Fake, backends: Opene
 
 
 def test_no_session_means_every_slot_is_disabled(fake: Fake, backends: Opened) -> None:
+    """Without any ETW session every slot's enabled word is 0."""
     b, _ = _open(fake, backends)
     assert [b.open_slot(lv, kw).word[0] for lv, kw in [(1, 0), (5, 1), (0, 0)]] == [0, 0, 0]
 
@@ -201,6 +211,7 @@ def test_no_session_means_every_slot_is_disabled(fake: Fake, backends: Opened) -
 def test_enable_at_level_3_with_keywords_then_capture_state_then_disable(
     fake: Fake, backends: Opened
 ) -> None:
+    """Slot words follow the session's level and keywords as ETW's own check; capture state changes none."""
     b, _ = _open(fake, backends)
     slots = {key: b.open_slot(*key) for key in [(3, 0x2), (4, 0x2), (3, 0x8), (3, 0), (1, 0x6)]}
 
@@ -220,6 +231,7 @@ def test_enable_at_level_3_with_keywords_then_capture_state_then_disable(
 
 
 def test_level_0_means_all_levels_and_match_any_0_all_keywords(fake: Fake, backends: Opened) -> None:
+    """A session with level 0 and MatchAnyKeyword 0 enables every level and every keyword."""
     b, _ = _open(fake, backends)
     slots = [b.open_slot(lv, kw) for lv, kw in [(1, 1), (5, 0x80), (255, 1 << 63), (0, 0)]]
     fake.enable(0, 0, 0)
@@ -227,6 +239,7 @@ def test_level_0_means_all_levels_and_match_any_0_all_keywords(fake: Fake, backe
 
 
 def test_match_all_requires_every_bit(fake: Fake, backends: Opened) -> None:
+    """With MatchAllKeyword set, a slot is enabled only if its keyword has every one of those bits."""
     b, _ = _open(fake, backends)
     partial, full, outside = b.open_slot(4, 0x1), b.open_slot(4, 0x3), b.open_slot(4, 0x10)
     fake.enable(5, 0xF, 0x3)
@@ -235,6 +248,7 @@ def test_match_all_requires_every_bit(fake: Fake, backends: Opened) -> None:
 
 
 def test_callback_during_eventregister_on_another_thread_enables_slots(fake: Fake, backends: Opened) -> None:
+    """An enable callback made inside EventRegister on another thread enables the matching slots."""
     fake.enable(4, 0x1)  # a session already waits for the provider
     b, _ = _open(fake, backends)
     assert fake.lib.fake_callback_calls() == 1  # the call made inside EventRegister
@@ -244,6 +258,7 @@ def test_callback_during_eventregister_on_another_thread_enables_slots(fake: Fak
 
 
 def test_slot_words_follow_enable_changes_made_while_threads_write(fake: Fake, backends: Opened) -> None:
+    """Enable changes made while four threads write lose no write and leave the slot at the last state."""
     b, enc = _open(fake, backends)
     fake.enable(5)
     meta, data = _encode(enc, "ev", [("i", F.I64, 1)])
@@ -273,6 +288,7 @@ def test_slot_words_follow_enable_changes_made_while_threads_write(fake: Fake, b
 
 @pytest.mark.parametrize("code", [8, 234, 534, 87])
 def test_write_error_codes_are_returned_to_the_caller(fake: Fake, backends: Opened, code: int) -> None:
+    """An EventWriteTransfer error code is returned by write(), and 0 again once the call succeeds."""
     b, enc = _open(fake, backends)
     fake.lib.fake_set_write_result(code)
     meta, data = _encode(enc, "ev", [("x", F.STR, "y")])
@@ -282,6 +298,7 @@ def test_write_error_codes_are_returned_to_the_caller(fake: Fake, backends: Open
 
 
 def test_bad_arguments_return_an_error_code_instead_of_raising(fake: Fake, backends: Opened) -> None:
+    """A short activity id or an out-of-range opcode makes write() return 87 and write nothing."""
     b, enc = _open(fake, backends)
     meta, data = _encode(enc, "ev", [])
     slot = b.open_slot(4, 1)
@@ -291,6 +308,7 @@ def test_bad_arguments_return_an_error_code_instead_of_raising(fake: Fake, backe
 
 
 def test_close_unregisters_even_if_a_slot_word_was_re_pointed(fake: Fake, backends: Opened) -> None:
+    """close() unregisters the provider even after a slot's word was re-pointed."""
     b, _ = _open(fake, backends)
     slot = b.open_slot(4, 1)
     slot.word = (0,)  # the provider does this to its slots when it closes
@@ -300,6 +318,7 @@ def test_close_unregisters_even_if_a_slot_word_was_re_pointed(fake: Fake, backen
 
 
 def test_a_backend_dropped_without_close_unregisters(fake: Fake) -> None:
+    """A backend garbage-collected without close() unregisters, so no callback reaches freed memory."""
     b, _ = _open(fake, [])
     assert fake.lib.fake_live_providers() == 1
     del b
@@ -309,6 +328,7 @@ def test_a_backend_dropped_without_close_unregisters(fake: Fake) -> None:
 
 
 def test_close_unregisters_once_and_later_writes_return_invalid_handle(fake: Fake, backends: Opened) -> None:
+    """close() twice unregisters once; later writes return 6 and write nothing; nothing is enabled."""
     fake.enable(5)
     b, enc = _open(fake, backends)
     slot = b.open_slot(4, 1)
@@ -328,11 +348,13 @@ def test_close_unregisters_once_and_later_writes_return_invalid_handle(fake: Fak
 
 
 def test_missing_library_raises_backend_unavailable(tmp_path: Path) -> None:
+    """A library path that does not exist raises BackendUnavailable saying it "cannot load"."""
     with pytest.raises(BackendUnavailable, match="cannot load"):
         EtwBackend(NAME, provider_id(NAME), b"", library=str(tmp_path / "nope.so"))
 
 
 def test_library_without_etw_functions_raises_backend_unavailable() -> None:
+    """A library without the ETW functions (libc) raises BackendUnavailable naming EventRegister."""
     libc = ctypes.util.find_library("c")
     assert libc is not None
     with pytest.raises(BackendUnavailable, match="EventRegister"):
@@ -341,6 +363,7 @@ def test_library_without_etw_functions_raises_backend_unavailable() -> None:
 
 @pytest.mark.skipif(os.name == "nt", reason="on Windows the real DLLs load")
 def test_without_library_outside_windows_raises_backend_unavailable() -> None:
+    """Outside Windows, with no library given, BackendUnavailable says it is "only available on Windows"."""
     with pytest.raises(BackendUnavailable, match="only available on Windows"):
         EtwBackend(NAME, provider_id(NAME), b"")
 
@@ -429,6 +452,7 @@ def _microsoft_provider_module(fake_path: str) -> types.ModuleType:
 
 
 def test_backend_makes_the_same_etw_calls_as_microsofts_provider(fake: Fake, backends: Opened) -> None:
+    """Our backend makes the same ETW calls, descriptors, bytes and traits as Microsoft's Python provider."""
     tld = _microsoft_provider_module(fake.path)
     act, rel = uuid.uuid4(), uuid.uuid4()
 

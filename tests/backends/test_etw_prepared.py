@@ -36,6 +36,7 @@ class TestPreparedPerSlotAndShape:
     def test_slot_handle_is_its_opcode_0_event_descriptor_and_other_opcodes_are_packed(
         self, fake: Fake, opened: tuple[EtwBackend, TraceLoggingEncoder]
     ) -> None:
+        """A slot's handle is its opcode-0 descriptor; another opcode is packed into the one written."""
         backend, enc = opened
         slot = backend.open_slot(3, 0x8)
         assert slot.handle == event_descriptor(3, 0, 0x8)
@@ -52,6 +53,7 @@ class TestPreparedPerSlotAndShape:
     def test_one_prepared_entry_per_metadata_and_every_write_reads_its_own_data(
         self, fake: Fake, opened: tuple[EtwBackend, TraceLoggingEncoder]
     ) -> None:
+        """Five events of one metadata use one prepared entry, and each write passes its own data."""
         backend, enc = opened
         slot = backend.open_slot(4, 1)
         for i in range(5):
@@ -64,6 +66,7 @@ class TestPreparedPerSlotAndShape:
     def test_an_equal_metadata_blob_of_another_object_reads_the_kept_copy(
         self, fake: Fake, opened: tuple[EtwBackend, TraceLoggingEncoder]
     ) -> None:
+        """An equal metadata blob in another object, the first freed, is written right via the kept copy."""
         backend, enc = opened
         slot = backend.open_slot(4, 1)
         event = enc.encode_dict("e", {"i": 7}, None)
@@ -77,6 +80,7 @@ class TestPreparedPerSlotAndShape:
     def test_new_traits_drop_the_prepared_descriptors(
         self, fake: Fake, opened: tuple[EtwBackend, TraceLoggingEncoder]
     ) -> None:
+        """Assigning new traits empties the prepared descriptors."""
         backend, enc = opened
         slot = backend.open_slot(4, 1)
         event = enc.encode_dict("e", {"i": 1}, None)
@@ -87,6 +91,7 @@ class TestPreparedPerSlotAndShape:
         assert backend._prefixes == {}
 
     def test_the_cache_is_bounded(self, opened: tuple[EtwBackend, TraceLoggingEncoder]) -> None:
+        """Writing more shapes than _PREFIX_LIMIT never keeps more than _PREFIX_LIMIT prepared entries."""
         backend, enc = opened
         slot = backend.open_slot(4, 1)
         for i in range(etw._PREFIX_LIMIT + 10):
@@ -100,6 +105,7 @@ class TestDataAddress:
     """The data descriptor's address comes from id() where CPython's layout was confirmed."""
 
     def test_offset_agrees_with_ctypes_here(self) -> None:
+        """The bytes-object data offset equals bytes' basic size minus one and gives ctypes' address."""
         assert bytes.__basicsize__ - 1 == etw._BYTES_OFFSET
         data = b"payload" * 10
         assert id(data) + etw._BYTES_OFFSET == etw._address(data)
@@ -107,6 +113,7 @@ class TestDataAddress:
     def test_without_the_offset_the_ctypes_address_is_used(
         self, fake: Fake, opened: tuple[EtwBackend, TraceLoggingEncoder], monkeypatch: pytest.MonkeyPatch
     ) -> None:
+        """Without the known offset, the data address is taken from ctypes and the event is written right."""
         monkeypatch.setattr(etw, "_BYTES_OFFSET", None)
         backend, enc = opened
         event = enc.encode_dict("e", {"s": "via ctypes"}, None)

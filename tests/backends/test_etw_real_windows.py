@@ -17,6 +17,7 @@ NAME = "StructlogEtw_RealEtwTest"
 
 
 def test_registers_sets_traits_writes_and_unregisters_with_the_real_api() -> None:
+    """The real ETW API registers, sets traits, writes (0 with no session), refuses writes after close."""
     enc = TraceLoggingEncoder(NAME)
     b = EtwBackend(NAME, provider_id(NAME), enc.traits)
     try:

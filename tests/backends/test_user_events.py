@@ -34,6 +34,7 @@ def _fake_tracefs(root: Path) -> Path:
 
 
 def test_find_tracefs_reads_tracefs_mounts_with_escaped_spaces(tmp_path: Path) -> None:
+    """find_tracefs finds a tracefs mount in the mounts file, its \040-escaped space unescaped."""
     where = _fake_tracefs(tmp_path / "my tracing")
     mounts = tmp_path / "mounts"
     escaped = str(where).replace(" ", "\\040")
@@ -42,6 +43,7 @@ def test_find_tracefs_reads_tracefs_mounts_with_escaped_spaces(tmp_path: Path) -
 
 
 def test_find_tracefs_falls_back_to_debugfs_tracing(tmp_path: Path) -> None:
+    """Without a tracefs mount, find_tracefs finds the tracing directory under a debugfs mount."""
     debugfs = tmp_path / "debug"
     _fake_tracefs(debugfs / "tracing")
     mounts = tmp_path / "mounts"
@@ -50,6 +52,7 @@ def test_find_tracefs_falls_back_to_debugfs_tracing(tmp_path: Path) -> None:
 
 
 def test_find_tracefs_without_user_events_is_none(tmp_path: Path) -> None:
+    """A tracefs without user_events, a malformed line or no mounts file gives None."""
     (tmp_path / "t").mkdir()
     mounts = tmp_path / "mounts"
     mounts.write_text(f"none {tmp_path / 't'} tracefs rw 0 0\nbroken line\n")
@@ -58,6 +61,7 @@ def test_find_tracefs_without_user_events_is_none(tmp_path: Path) -> None:
 
 
 def test_not_linux_is_unavailable_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On another platform the constructor raises BackendUnavailable saying it needs Linux."""
     monkeypatch.setattr(sys, "platform", "darwin")
     with pytest.raises(BackendUnavailable, match="needs Linux"):
         UserEventsBackend("MyCompany_MyService")
@@ -65,12 +69,14 @@ def test_not_linux_is_unavailable_with_the_reason(monkeypatch: pytest.MonkeyPatc
 
 @LINUX
 def test_kernel_older_than_6_4_is_unavailable_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a kernel before 6.4 BackendUnavailable names 6.4 and the running kernel's release."""
     monkeypatch.setattr(platform, "release", lambda: "6.1.0-28-amd64")
     with pytest.raises(BackendUnavailable, match=r"6\.4 or later.*6\.1\.0-28-amd64"):
         UserEventsBackend("MyCompany_MyService")
 
 
 def test_no_user_events_is_unavailable_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a tracefs with user_events BackendUnavailable names CONFIG_USER_EVENTS."""
     monkeypatch.setattr(platform, "release", lambda: "6.12.0")
     monkeypatch.setattr(_backend_linux, "find_tracefs", lambda: None)
     with pytest.raises(BackendUnavailable, match="CONFIG_USER_EVENTS"):
@@ -78,11 +84,13 @@ def test_no_user_events_is_unavailable_with_the_reason(monkeypatch: pytest.Monke
 
 
 def test_invalid_provider_name_is_a_setup_error_everywhere() -> None:
+    """An invalid provider name raises ValueError on any platform."""
     with pytest.raises(ValueError):
         UserEventsBackend("bad name:with colon")
 
 
 def test_kernel_version_parsing() -> None:
+    """_kernel_version reads major and minor from a release string, and None from one without them."""
     assert _backend_linux._kernel_version("6.18.44-fc-v669") == (6, 18)
     assert _backend_linux._kernel_version("5.15.0") == (5, 15)
     assert _backend_linux._kernel_version("weird") is None

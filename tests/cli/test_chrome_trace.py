@@ -68,6 +68,7 @@ class TestTraceEventFormat:
     """The document is valid trace-event JSON: required keys, balanced slices, monotonic time."""
 
     def test_the_shop_timeline_is_valid(self) -> None:
+        """The shop timeline passes the Trace Event Format check, with displayTimeUnit "ns"."""
         doc = _timeline(SHOP)
         assert check_trace(doc) == []
         assert doc["displayTimeUnit"] == "ns"
@@ -94,6 +95,7 @@ class TestActivitiesAsSlices:
     """Start/Stop pairs by activity id become slices, nested on their thread's track."""
 
     def test_nested_activities_are_duration_slices_on_the_thread(self) -> None:
+        """Nested activities become B/E slices on their thread, with start and stop fields and related id."""
         events = _timeline(SHOP)["traceEvents"]
         track = [e for e in events if e["tid"] == 10 and e["ph"] in "BE"]
         assert [(e["ph"], e.get("name"), e["ts"]) for e in track] == [
@@ -107,6 +109,7 @@ class TestActivitiesAsSlices:
         assert track[1]["args"]["related_id"] == str(A)
 
     def test_other_events_are_instants_with_their_fields(self) -> None:
+        """An event outside start/stop is a thread-scoped instant with its fields and activity id."""
         events = _timeline(SHOP)["traceEvents"]
         (row,) = [e for e in events if e.get("name") == "row"]
         assert (row["ph"], row["s"], row["ts"], row["args"]) == (
@@ -117,6 +120,7 @@ class TestActivitiesAsSlices:
         )
 
     def test_interleaved_activities_become_async_slices_under_their_root(self) -> None:
+        """Activities that interleave on a thread become async b/e slices under their root activity's id."""
         events = _timeline(SHOP)["traceEvents"]
         thread = [e for e in events if e["tid"] == 11]
         assert [(e["ph"], e["ts"]) for e in thread if e["ph"] in "BE"] == [("B", 1.5), ("E", 2.6)]
@@ -125,6 +129,7 @@ class TestActivitiesAsSlices:
         assert (begin["id"], begin["ts"], end["ts"]) == (str(C), 2.2, 4.0)  # the root activity's id
 
     def test_unfinished_and_orphan_events(self) -> None:
+        """An unfinished activity is closed at the capture's end and marked; a stray stop is an instant."""
         events = _timeline(SHOP)["traceEvents"]
         (job,) = [e for e in events if e.get("name") == "job"]
         assert job["ph"] == "B" and job["args"]["unfinished"] is True
@@ -133,6 +138,7 @@ class TestActivitiesAsSlices:
         assert orphan["ph"] == "i" and "unpaired" in orphan["args"]
 
     def test_timestamps_are_microseconds_of_the_perf_clock_in_order(self) -> None:
+        """Timestamps are perf-clock microseconds, and events come out in time order."""
         events = _timeline([_ev("a", 1_234_567), ROUND, _ev("b", 1_000)])["traceEvents"]
         assert [(e["name"], e["ts"]) for e in events] == [("b", 1.0), ("a", 1234.567)]
 
@@ -143,6 +149,7 @@ class TestRealCapture:
     def test_the_capture_becomes_a_valid_timeline_with_its_request_slice(
         self, capsys: pytest.CaptureFixture[str]
     ) -> None:
+        """The real capture becomes a valid timeline: one request slice with stop fields, four instants."""
         assert main(["decode", "--format", "chrome-trace", str(CAPTURE)]) == 0
         doc = json.loads(capsys.readouterr().out)
         assert check_trace(doc) == []
@@ -158,6 +165,7 @@ class TestRealActivitiesCapture:
     ``activities`` workload in the user_events guest (the data of docs/cli/timeline.png)."""
 
     def test_its_timeline_has_the_nested_requests_and_the_interleaved_job(self) -> None:
+        """The activities capture gives two workers' nested request slices and one interleaved async job."""
         out = io.StringIO()
         _written, problems = decode_file(
             PerfDataFile.open(REPO / "tests" / "data" / "activities.perf.data"), out, mode="chrome-trace"

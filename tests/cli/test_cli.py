@@ -49,6 +49,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 @pytest.mark.parametrize(("name", "guid"), GUID_VECTORS.items())
 def test_guid_prints_the_eventsource_hash_and_the_star_form(name: str, guid: str) -> None:
+    """``guid NAME`` prints the EventSource-hash GUID and the *NAME form, exit status 0."""
     proc = run_cli("guid", name)
     assert proc.returncode == 0, proc.stderr
     assert f"guid:    {guid}" in proc.stdout
@@ -56,11 +57,13 @@ def test_guid_prints_the_eventsource_hash_and_the_star_form(name: str, guid: str
 
 
 def test_guid_quiet_prints_one_guid_per_name(capsys: pytest.CaptureFixture[str]) -> None:
+    """``guid -q`` prints only the GUIDs, one per name given, in order."""
     assert main(["guid", "-q", *GUID_VECTORS]) == 0
     assert capsys.readouterr().out.split() == list(GUID_VECTORS.values())
 
 
 def test_guid_warns_about_non_ascii_names(capsys: pytest.CaptureFixture[str]) -> None:
+    """``guid`` on a non-ASCII name still succeeds and warns on stderr that it is "not ASCII"."""
     assert main(["guid", "-q", "Prövider"]) == 0
     assert "not ASCII" in capsys.readouterr().err
 
@@ -69,6 +72,7 @@ def test_guid_warns_about_non_ascii_names(capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_tracepoints_default_is_keyword_1_at_levels_1_to_5(capsys: pytest.CaptureFixture[str]) -> None:
+    """``tracepoints P`` lists keyword 1 at levels 1-5 and one perf record line with all five."""
     assert main(["tracepoints", "MyCompany_MyService"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[:5] == [f"MyCompany_MyService_L{lv}K1" for lv in range(1, 6)]
@@ -78,6 +82,7 @@ def test_tracepoints_default_is_keyword_1_at_levels_1_to_5(capsys: pytest.Captur
 
 
 def test_tracepoints_keywords_levels_and_group(capsys: pytest.CaptureFixture[str]) -> None:
+    """``tracepoints`` crosses each -k keyword with each -l level (names or numbers) and the -g group."""
     argv = ["tracepoints", "P", "-k", "0x1F", "-k", "4", "-l", "info", "-l", "2", "-g", "grp1"]
     assert main(argv) == 0
     out = capsys.readouterr().out.splitlines()
@@ -96,6 +101,7 @@ def test_tracepoints_keywords_levels_and_group(capsys: pytest.CaptureFixture[str
 def test_tracepoints_rejects_names_the_encoder_rejects(
     argv: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """``tracepoints`` exits 2 with its own message for names and groups the encoder would refuse."""
     assert main(argv) == 2
     assert "structlog-etw tracepoints:" in capsys.readouterr().err
 
@@ -104,12 +110,14 @@ def test_tracepoints_rejects_names_the_encoder_rejects(
     "argv", [["tracepoints", "P", "-l", "loud"], ["tracepoints", "P", "-k", "0x1" + "0" * 16]]
 )
 def test_tracepoints_rejects_bad_levels_and_keywords(argv: list[str]) -> None:
+    """An unknown level name or a keyword past 64 bits is a usage error (exit status 2)."""
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert exc.value.code == 2
 
 
 def test_tracepoints_via_python_dash_m() -> None:
+    """``python -m structlog_etw tracepoints`` with --keyword, --level prints that tracepoint, -e line."""
     proc = run_cli("tracepoints", "MyCompany_MyService", "--keyword", "4", "--level", "4")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[0] == "MyCompany_MyService_L4K4"
@@ -120,6 +128,7 @@ def test_tracepoints_via_python_dash_m() -> None:
 
 
 def test_decode_json_agrees_with_the_decoder_api() -> None:
+    """Every "decode --json" line of perf.data holds the header, sample and fields the decoder API gives."""
     path = vector("perf.data")
     proc = run_cli("decode", "--json", "--order", "file", str(path))
     assert proc.returncode == 0, proc.stderr
@@ -171,6 +180,7 @@ def test_decode_perf_json_matches_perf_decode_output() -> None:
 
 
 def test_decode_filters_by_provider_and_event(capsys: pytest.CaptureFixture[str]) -> None:
+    """``decode --provider`` keeps only that provider's events, and --event only the events of that name."""
     path = str(vector("perf.data"))
     assert main(["decode", "--json", "--provider", "TestProviderCpp", path]) == 0
     objs = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
@@ -184,6 +194,7 @@ def test_decode_filters_by_provider_and_event(capsys: pytest.CaptureFixture[str]
 
 
 def test_decode_pretty_has_no_colour_off_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    """``decode --pretty`` to a pipe writes no ANSI colour and shows level, name, struct fields, opcode."""
     assert (
         main(
             [
@@ -249,6 +260,7 @@ def _cut(tmp_path: Path, fraction: float) -> Path:
 
 
 def test_decode_truncated_in_the_data_reports_and_exits_non_zero(tmp_path: Path) -> None:
+    """A perf.data cut in its data exits 1, reporting the truncation, unknown formats and the problems."""
     proc = run_cli("decode", "--json", str(_cut(tmp_path, 0.5)))
     assert proc.returncode == 1
     assert "file truncated" in proc.stderr
@@ -257,6 +269,7 @@ def test_decode_truncated_in_the_data_reports_and_exits_non_zero(tmp_path: Path)
 
 
 def test_decode_truncated_in_the_features_still_decodes_every_event(tmp_path: Path) -> None:
+    """A perf.data cut in its feature sections exits 1 saying so, yet decodes all 539 events."""
     cut = _cut(tmp_path, 0.97)
     proc = run_cli("decode", "--json", str(cut))
     assert proc.returncode == 1
@@ -268,6 +281,7 @@ def test_decode_truncated_in_the_features_still_decodes_every_event(tmp_path: Pa
 
 
 def test_decode_damaged_record_keeps_what_came_before(tmp_path: Path) -> None:
+    """A damaged record exits 1 naming its offset, after writing the 300 events before it."""
     data = bytearray(vector("perf.data").read_bytes())
     samples = list(PerfDataFile.from_bytes(bytes(data)).samples())
     victim = samples[300].offset
@@ -281,6 +295,7 @@ def test_decode_damaged_record_keeps_what_came_before(tmp_path: Path) -> None:
 
 
 def test_decode_unreadable_inputs_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A missing file or one that is not perf.data exits 2 with a message naming the problem."""
     assert main(["decode", str(tmp_path / "missing.data")]) == 2
     assert "missing.data" in capsys.readouterr().err
     junk = tmp_path / "junk.data"
@@ -293,6 +308,7 @@ def test_decode_unreadable_inputs_exit_2(tmp_path: Path, capsys: pytest.CaptureF
 
 
 def test_no_subcommand_prints_usage_and_exits_2() -> None:
+    """Without a subcommand the CLI prints usage listing guid and decode to stderr and exits 2."""
     proc = run_cli()
     assert proc.returncode == 2
     assert "guid" in proc.stderr
@@ -300,6 +316,7 @@ def test_no_subcommand_prints_usage_and_exits_2() -> None:
 
 
 def test_every_registered_subcommand_has_help() -> None:
+    """Every registered subcommand's --help exits 0 and names "structlog-etw <subcommand>"."""
     for name, _module, _help in COMMANDS:
         proc = run_cli(name, "--help")
         assert proc.returncode == 0, proc.stderr
@@ -307,6 +324,7 @@ def test_every_registered_subcommand_has_help() -> None:
 
 
 def test_version() -> None:
+    """--version exits 0 and prints "structlog-etw <version>"."""
     proc = run_cli("--version")
     assert proc.returncode == 0
     assert proc.stdout.startswith("structlog-etw ")
@@ -368,6 +386,7 @@ def test_tracelogging_events_render_from_their_python_values() -> None:
 
 
 def test_plain_tracepoints_are_shown_without_level_or_keyword() -> None:
+    """A plain (tracefs) tracepoint renders as "[tracepoint] name" without an EventHeader keyword."""
     f = PerfDataFile.open(vector("perf.data"))
     ev = decode_sample(next(s for s in f.samples() if not s.is_eventheader))
     assert ev.format == "tracefs"

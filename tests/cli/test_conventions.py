@@ -45,6 +45,7 @@ class TestOutputFormat:
     """Text by default, piped or not; ``--json`` for JSON lines; the same flags in both commands."""
 
     def test_decode_prints_text_into_a_pipe(self) -> None:
+        """``decode`` into a pipe writes text lines (time, [tracepoint], name), without colour."""
         proc = subprocess.run(
             [sys.executable, "-m", "structlog_etw", "decode", str(vector("perf.data"))],
             capture_output=True,
@@ -63,6 +64,7 @@ class TestOutputFormat:
 
     @pytest.mark.parametrize("add", [decode_arguments, listen_arguments])
     def test_both_commands_default_to_text_and_take_json_and_colour_flags(self, add: object) -> None:
+        """``decode`` and ``listen`` default to text and share the --json, colour, level and keyword flags."""
         parser = _parser(add)
         base = ["x"]
         assert parser.parse_args(base).format == "text"
@@ -73,6 +75,7 @@ class TestOutputFormat:
         assert parser.parse_args([*base, "--level", "warning", "--keyword", "0x6"]).level == 3
 
     def test_decode_colour_flag_forces_colour_into_a_pipe(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """``decode --color`` writes ANSI colour into a pipe, and ``--no-color`` writes none."""
         assert main(["decode", "--color", "--event", "u8", str(vector("perf.data"))]) == 0
         assert "\x1b[34mdebug" in capsys.readouterr().out
         assert main(["decode", "--no-color", "--event", "u8", str(vector("perf.data"))]) == 0
@@ -85,6 +88,7 @@ class TestTimeOrder:
     def test_the_conformance_capture_has_no_time_inversion_by_default(
         self, capsys: pytest.CaptureFixture[str]
     ) -> None:
+        """``decode`` orders the capture by time by default (0 inversions, 18 in file order), same events."""
         path = str(vector("perf.data"))
         assert main(["decode", "--json", path]) == 0
         by_time = _json_times(capsys.readouterr().out)
@@ -95,6 +99,7 @@ class TestTimeOrder:
         assert sorted(by_file) == by_time
 
     def test_a_pipe_mode_stream_comes_out_in_the_same_order(self) -> None:
+        """A pipe-mode copy of perf.data comes out in the same time order as the file."""
         stream = pipe_mode_copy(vector("perf.data").read_bytes())
         pipe = [(s.time, s.cpu, s.pid) for s in PerfDataFile.from_bytes(stream).samples_by_time()]
         disk = [(s.time, s.cpu, s.pid) for s in PerfDataFile.open(vector("perf.data")).samples_by_time()]
@@ -102,6 +107,7 @@ class TestTimeOrder:
         assert len(pipe) == 539
 
     def test_events_wait_for_the_next_round_as_perf_orders_them(self) -> None:
+        """Events are released by finished rounds as perf does; one older than two rounds is late, counted."""
         tp = Tracepoint("user_events", eventheader_format("P_L4K1", 1500), 1500)
         ev = EventHeaderEncoder().encode("e", [], 4)
         assert ev is not None
@@ -129,6 +135,7 @@ class TestFilters:
     """``decode`` filters like ``listen``: levels up to L, keywords sharing a bit, level/keyword 0 pass."""
 
     def test_level_and_keyword_filters(self) -> None:
+        """Level and keyword filters keep only matching events, plain tracepoints pass, and fewer come out."""
         f = PerfDataFile.open(vector("perf.data"))
         out = io.StringIO()
         decode_file(f, out, mode="json", level=4, keyword=0x4)
@@ -142,6 +149,7 @@ class TestFilters:
         assert len(out.getvalue().splitlines()) < len(everything.getvalue().splitlines())
 
     def test_level_filter_from_the_command_line(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """``decode --level error`` keeps only events of level 1 and 2."""
         assert (
             main(
                 [
@@ -164,6 +172,7 @@ class TestOneJsonObject:
     """``listen --json`` and ``decode --json`` write the same object for the same event."""
 
     def test_listen_and_decode_objects_are_identical(self) -> None:
+        """``listen`` and ``decode`` write byte-identical JSON lines for the same event."""
         aid = uuid.UUID(int=7)
         data = EventHeaderEncoder().encode(
             "user_login", to_fields({"user": "ann", "n": 3}.items()), 4, opcode=1, activity_id=aid.bytes
@@ -193,11 +202,13 @@ class TestTracepointsLevels:
 
     @pytest.mark.parametrize("level", ["9", "0", "6", "255"])
     def test_levels_outside_1_to_5_are_refused(self, level: str, capsys: pytest.CaptureFixture[str]) -> None:
+        """``tracepoints -l`` refuses levels outside 1..5 with exit status 2 and "out of range 1..5"."""
         with pytest.raises(SystemExit) as exc:
             main(["tracepoints", "P", "-l", level])
         assert exc.value.code == 2
         assert "out of range 1..5" in capsys.readouterr().err
 
     def test_levels_1_to_5_and_names_are_accepted(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """``tracepoints -l`` accepts levels 1 to 5 as numbers and as names."""
         assert main(["tracepoints", "P", "-l", "5", "-l", "verbose", "-l", "critical"]) == 0
         assert capsys.readouterr().out.splitlines()[:2] == ["P_L1K1", "P_L5K1"]

@@ -44,6 +44,7 @@ pytestmark = pytest.mark.skipif(
 def test_demo_says_why_and_shows_every_event_decoded_from_the_capture(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """Without user_events ``demo`` says why and prints its 8 events from an in-process capture, decoded."""
     assert demo(json_lines=True) == 0
     out, err = capsys.readouterr()
     assert "user_events is not available here: " in err
@@ -90,6 +91,7 @@ def test_demo_leaves_the_process_providers_alone(capsys: pytest.CaptureFixture[s
 
 
 def test_demo_pretty_output_has_one_line_per_event(capsys: pytest.CaptureFixture[str]) -> None:
+    """``demo`` text output has one uncoloured line per event, with its level."""
     assert demo() == 0
     out = capsys.readouterr().out
     lines = [line for line in out.splitlines() if "[StructlogEtw_Demo" in line]
@@ -107,6 +109,7 @@ def _as_nobody() -> list[str]:
 
 
 def test_python_m_structlog_etw_demo_works_for_a_non_root_user() -> None:
+    """``python -m structlog_etw demo`` as a non-root user prints every event and nothing on stderr."""
     proc = subprocess.run(
         [*_as_nobody(), sys.executable, "-m", "structlog_etw", "demo"],
         check=False,

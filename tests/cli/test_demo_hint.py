@@ -17,6 +17,7 @@ class TestListenHint:
     root's PATH: the hint names it by its absolute path, so the line works as printed."""
 
     def test_command_is_absolute_and_runs_without_path(self) -> None:
+        """The listen command printed is an absolute path that runs with sudo's secure_path PATH."""
         argv = shlex.split(listen_command())
         assert os.path.isabs(argv[0])
         assert argv[-1] == "listen"
@@ -29,6 +30,7 @@ class TestListenHint:
         assert "listen" in proc.stdout
 
     def test_script_beside_this_interpreter_is_preferred(self) -> None:
+        """The structlog-etw script beside this interpreter is preferred, else the -m form."""
         script = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "structlog-etw")
         if not os.path.isfile(script):  # an install without console scripts: the -m form
             assert listen_command().endswith(" -m structlog_etw listen")
@@ -38,6 +40,7 @@ class TestListenHint:
     def test_demo_prints_it(
         self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
     ) -> None:
+        """``demo`` without user_events prints the sudo listen command with the absolute path."""
         from structlog_etw.cli import demo as demo_module  # noqa: PLC0415
 
         monkeypatch.setattr(demo_module, "_user_events_reason", lambda: "not here (test)")
@@ -51,6 +54,7 @@ class TestTracepointsAdvice:
     """``structlog-etw tracepoints NAME`` without ``-k`` lists keyword 1 only, and says how to add others."""
 
     def test_advice_without_keyword(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """``tracepoints`` without -k advises that only keyword 1 is listed and how to add -k 0x4."""
         from structlog_etw.cli import main  # noqa: PLC0415
 
         assert main(["tracepoints", "MyCompany_MyService"]) == 0
@@ -58,6 +62,7 @@ class TestTracepointsAdvice:
         assert "# Keyword 1 only" in out and "-k 0x4" in out
 
     def test_no_advice_with_keywords(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """``tracepoints`` with -k gives no keyword advice and lists the keyword's tracepoints."""
         from structlog_etw.cli import main  # noqa: PLC0415
 
         assert main(["tracepoints", "MyCompany_MyService", "-k", "0x4"]) == 0

@@ -55,6 +55,7 @@ class TestTerminalEscapes:
 
     @pytest.mark.parametrize("mode", ["text", "json"])
     def test_decode_output_carries_no_control_characters(self, mode: str) -> None:
+        """``decode`` text and JSON of an event full of escapes and bidi controls hold no control chars."""
         text, problems = _decode(perf_data([Event(EH, _nasty_event(), 1)]), mode)
         assert problems == []
         assert text.count("\n") == 1
@@ -68,6 +69,7 @@ class TestTerminalEscapes:
             assert "\\u202e" in text
 
     def test_listen_text_carries_no_control_characters(self) -> None:
+        """``listen`` text lines, of a decoded event and of an error, hold no control character."""
         ev = ListenedEvent("Evil_L4K1", 1, None, 0, 1, 1, decode_event("Evil_L4K1", _nasty_event()))
         line = format_event(ev, json_lines=False)
         assert not _CONTROLS & set(line)
@@ -75,6 +77,7 @@ class TestTerminalEscapes:
         assert not _CONTROLS & set(format_event(bad, json_lines=False))
 
     def test_printable_escapes_what_a_terminal_acts_on_and_keeps_the_rest(self) -> None:
+        """printable() escapes ESC, BEL, bidi overrides and surrogates, and keeps other non-ASCII text."""
         assert printable("naïve ✓ 日本") == "naïve ✓ 日本"
         assert printable("a\x1b[2Jb\x07\u202e\udc9b") == "a\\x1b[2Jb\\x07\\u202e\\x9b"
 
@@ -86,6 +89,7 @@ class TestJsonLines:
         "name", ['x","n":"injected', "x\nname: y", "\x1b[2J", 'q\\"', "\x7f\x9b\u2028\x85\x1c"]
     )
     def test_crafted_plain_tracepoint_names_stay_inside_their_string(self, name: str) -> None:
+        """Tracepoint names crafted with quotes and newlines stay inside their JSON string."""
         tp = Tracepoint(f'sys"{name}', plain_format(f"ev{name}", 1501), 1501)
         data = perf_data([Event(tp, struct.pack("<i", -3), 1), Event(EH, _nasty_event(), 2)])
         fmt = next(PerfDataFile.from_bytes(data).samples()).format
@@ -109,6 +113,7 @@ class TestJsonLines:
                 assert not _CONTROLS & set(text.replace("\n", ""))
 
     def test_json_lines_use_compact_separators_and_numeric_keyword(self) -> None:
+        """JSON lines use compact separators and give keyword and tag as numbers beside the tracepoint."""
         text, _ = _decode(perf_data([Event(EH, _nasty_event(), 1)]), "json")
         obj = json.loads(text)
         assert text.startswith('{"timestamp":null,"time_ns":1,')
@@ -119,6 +124,7 @@ class TestDecodeFailures:
     """A crafted file gets a message and exit 1 or 2: no traceback, no hang, bounded memory."""
 
     def test_a_decoder_bomb_inside_a_perf_data_is_one_reported_sample(self, tmp_path: object) -> None:
+        """A decoder bomb among good events is one reported problem: exit 1, others decoded, no traceback."""
         good = _nasty_event()
         data = perf_data([Event(EH, good, 1), Event(EH, EVENTHEADER_BOMB, 2), ROUND, Event(EH, good, 3)])
         run = run_bounded(_DECODE_CLI_IN_CHILD, "--json", "-", stdin=data)
@@ -134,6 +140,7 @@ class TestDecodeFailures:
         [b"", b"PERFILE2", b"PERFILE2" + b"\xff" * 96, b"PERFILE2" + struct.pack("<Q", 104) + b"\xff" * 88],
     )
     def test_broken_headers_exit_2_with_a_message(self, data: bytes) -> None:
+        """A broken perf.data header exits with a "structlog-etw decode:" message, no hang or traceback."""
         run = run_bounded(_DECODE_CLI_IN_CHILD, "-", stdin=data)
         assert not run.hung
         assert run.returncode in (1, 2), run.stderr
@@ -143,6 +150,7 @@ class TestDecodeFailures:
     @settings(max_examples=15, deadline=None)
     @given(st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=8))
     def test_damaged_real_captures_decode_or_report(self, flips: list[tuple[int, int]]) -> None:
+        """A real capture with random bytes changed is refused with ValueError or decodes without raising."""
         data = bytearray(vector("perf.data").read_bytes())
         for pos, value in flips:
             data[pos % len(data)] = value
@@ -160,6 +168,7 @@ class TestGeneratedHostileEvents:
     subprocess under a 1 GB memory limit: bounded work (counted values per byte), no crash."""
 
     def test_generated_events_are_decoded_or_rejected_within_bounds(self) -> None:
+        """Generated hostile events are decoded or rejected without hang or crash, and some do decode."""
         run = run_bounded("from tests.helpers.fuzz import run; print('decoded', run(80))", timeout=600)
         assert not run.hung, "the decoders hung on a generated event"
         assert run.returncode == 0, run.stderr[-4000:]

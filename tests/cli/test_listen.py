@@ -31,6 +31,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 
 def test_listen_arguments_are_parsed_with_names_and_hex() -> None:
+    """``listen`` takes level names or numbers, hex keywords, count, duration, pages and format flags."""
     a = _parse(["MyProv", "--level", "warning", "--keyword", "0x6", "--json", "--count", "3"])
     assert (a.provider, a.level, a.keyword, a.format, a.count, a.duration) == (
         "MyProv",
@@ -66,6 +67,7 @@ def test_listen_arguments_are_parsed_with_names_and_hex() -> None:
     ],
 )
 def test_bad_listen_arguments_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """Missing provider, bad levels, keywords, counts, durations or clashing colour flags exit 2."""
     with pytest.raises(SystemExit) as e:
         _parse(argv)
     assert e.value.code == 2
@@ -73,6 +75,7 @@ def test_bad_listen_arguments_exit_2(argv: list[str], capsys: pytest.CaptureFixt
 
 
 def test_listen_and_demo_are_subcommands_of_structlog_etw() -> None:
+    """``listen`` and ``demo`` are listed subcommands, and listen's help shows --keyword and --pages."""
     proc = subprocess.run(
         [sys.executable, "-m", "structlog_etw", "--help"],
         check=False,
@@ -104,6 +107,7 @@ def _has_user_events() -> bool:
 
 @pytest.mark.skipif(_has_user_events(), reason="proves the message on a machine WITHOUT user_events")
 def test_listen_without_user_events_says_why_and_exits_2() -> None:
+    """Without user_events, ``listen`` exits 2 with one line saying why, no traceback, nothing on stdout."""
     proc = subprocess.run(
         [sys.executable, "-m", "structlog_etw", "listen", "MyProv", "--count", "1"],
         check=False,
@@ -135,6 +139,7 @@ LISTENED = ListenedEvent("MyProv_L4K1", 5_000_000_000, 1_700_000_000_123_456_789
 
 
 def test_json_line_is_the_decode_commands_object_with_perf_metadata() -> None:
+    """A listened event's JSON line is decode's object for it, with perf's time, cpu, pid and tid."""
     line = format_event(LISTENED, json_lines=True)
     obj = json.loads(line)
     meta = EventMeta(
@@ -154,6 +159,7 @@ def test_json_line_is_the_decode_commands_object_with_perf_metadata() -> None:
 
 
 def test_pretty_line_reads_like_console_renderer() -> None:
+    """A listened event's text line reads like ConsoleRenderer's, coloured (info green) only when asked."""
     line = format_event(LISTENED, json_lines=False)
     assert line.startswith("2023-11-14T22:13:20.123456789Z [info     ] user_login")
     assert "user=ann" in line and "attempts=3" in line and "pid=42/43" in line
@@ -162,6 +168,7 @@ def test_pretty_line_reads_like_console_renderer() -> None:
 
 
 def test_undecodable_event_is_shown_with_its_bytes_not_dropped() -> None:
+    """An undecodable event is shown with its error and raw bytes in text and JSON, not dropped."""
     bad = ListenedEvent("MyProv_L4K1", None, None, 0, 1, 1, None, "header too short", b"\x07")
     assert "header too short" in format_event(bad, json_lines=False)
     obj = json.loads(format_event(bad, json_lines=True))

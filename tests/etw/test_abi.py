@@ -155,16 +155,19 @@ pytestmark = pytest.mark.skipif(ctypes.sizeof(ctypes.c_void_p) != 8, reason="the
 
 @pytest.mark.parametrize("struct", list(SIZES), ids=lambda s: s.__name__)
 def test_size_is_the_sdk_x64_size(struct: type[ctypes.Structure]) -> None:
+    """Each ETW ctypes structure has the Windows SDK's x64 size."""
     assert ctypes.sizeof(struct) == SIZES[struct]
 
 
 @pytest.mark.parametrize("struct", list(OFFSETS), ids=lambda s: s.__name__)
 def test_offsets_are_the_sdk_x64_offsets(struct: type[ctypes.Structure]) -> None:
+    """Each ETW ctypes structure's fields sit at the Windows SDK's x64 offsets."""
     got = {name: getattr(struct, name).offset for name in OFFSETS[struct]}
     assert got == OFFSETS[struct]
 
 
 def test_guid_round_trips_as_bytes_le() -> None:
+    """A GUID structure holds a UUID's bytes_le and gives the same UUID back; it is 4-byte aligned."""
     u = uuid.UUID("b3864c38-4273-58c5-545b-8b3608343471")
     g = abi.GUID.from_uuid(u)
     assert bytes(g) == u.bytes_le
@@ -173,4 +176,5 @@ def test_guid_round_trips_as_bytes_le() -> None:
 
 
 def test_wide_is_nul_terminated_utf16le() -> None:
+    """wide() gives NUL-terminated UTF-16LE text."""
     assert abi.wide("ab").raw == b"a\0b\0\0\0"

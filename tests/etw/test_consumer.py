@@ -34,6 +34,7 @@ def _write(backend: EtwBackend, enc: TraceLoggingEncoder, name: str, level: int 
 
 
 def test_events_arrive_decoded_with_header_facts(fake: Fake) -> None:
+    """An event written while listening arrives decoded, with pid, tid and its FILETIME as Unix ns."""
     with EtwListener(NAME, level=5, library=fake.path) as listener:
         assert fake.session_info(listener.name) == {"lost": 0, "params_version": 2, "enable_property": 0}
         backend = EtwBackend(NAME, library=fake.path)
@@ -51,6 +52,7 @@ def test_events_arrive_decoded_with_header_facts(fake: Fake) -> None:
 
 
 def test_the_session_is_named_after_the_provider_and_gone_after_close(fake: Fake) -> None:
+    """The session is named structlog-etw-listen-<provider>, and close(), twice, leaves no session."""
     listener = EtwListener(NAME, library=fake.path)
     assert listener.name == session_name(NAME) == f"structlog-etw-listen-{NAME}"
     assert fake.lib.fake_sessions_in_use() == 1
@@ -61,6 +63,7 @@ def test_the_session_is_named_after_the_provider_and_gone_after_close(fake: Fake
 
 
 def test_a_stale_session_of_the_same_name_is_stopped_and_replaced(fake: Fake) -> None:
+    """A session of the same name left behind is stopped and replaced, and says so (stale_stopped)."""
     fake.start_session(session_name(NAME))  # left behind by a process that died
     with EtwListener(NAME, library=fake.path) as listener:
         assert listener.stale_stopped
@@ -69,6 +72,7 @@ def test_a_stale_session_of_the_same_name_is_stopped_and_replaced(fake: Fake) ->
 
 
 def test_stop_session_stops_one_by_name(fake: Fake) -> None:
+    """stop_session() stops the named session and returns True, then False once none is left."""
     fake.start_session("leftover")
     assert stop_session("leftover", library=fake.path) is True
     assert stop_session("leftover", library=fake.path) is False
@@ -76,6 +80,7 @@ def test_stop_session_stops_one_by_name(fake: Fake) -> None:
 
 
 def test_no_rights_is_a_clear_error_and_leaves_no_session(fake: Fake) -> None:
+    """Access denied at start raises EtwListenError telling to run as administrator, leaving no session."""
     fake.lib.fake_set_start_result(abi.ERROR_ACCESS_DENIED)
     with pytest.raises(EtwListenError, match="administrator"):
         EtwListener(NAME, library=fake.path)
@@ -83,6 +88,8 @@ def test_no_rights_is_a_clear_error_and_leaves_no_session(fake: Fake) -> None:
 
 
 def test_a_failure_after_start_stops_the_session(fake: Fake, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failure after the session started (OpenTraceW) re-raises and stops the session."""
+
     def fail(self: EtwListener) -> None:
         raise EtwListenError("OpenTraceW failed")
 
@@ -94,11 +101,13 @@ def test_a_failure_after_start_stops_the_session(fake: Fake, monkeypatch: pytest
 
 @pytest.mark.parametrize(("level", "keyword"), [(0, None), (256, None), (None, 2**64)])
 def test_bad_arguments_are_refused(fake: Fake, level: int | None, keyword: int | None) -> None:
+    """A level of 0 or 256 or a keyword past 64 bits raises EtwListenError."""
     with pytest.raises(EtwListenError):
         EtwListener(NAME, level=level, keyword=keyword, library=fake.path)
 
 
 def test_the_queue_is_bounded_in_bytes_and_drops_are_counted(fake: Fake) -> None:
+    """Past max_buffered_bytes events are dropped, and received plus lost is exactly what was written."""
     with EtwListener(NAME, level=5, library=fake.path, max_buffered_bytes=3000) as listener:
         backend = EtwBackend(NAME, library=fake.path)
         enc = TraceLoggingEncoder(NAME)
@@ -114,6 +123,7 @@ def test_the_queue_is_bounded_in_bytes_and_drops_are_counted(fake: Fake) -> None
 
 
 def test_an_event_without_tracelogging_metadata_is_reported_undecodable(fake: Fake) -> None:
+    """An event from a provider without traits comes back undecoded, its error naming EVENT_SCHEMA_TL."""
     other = provider_id("SomebodyElse")
     with EtwListener(str(other), level=5, library=fake.path) as listener:
         # A provider that never set its traits: ETW ignores the descriptor types and the
@@ -172,6 +182,7 @@ def _raw(**kw: object) -> RawRecord:
     ],
 )
 def test_crafted_records_become_error_events_not_exceptions(kw: dict[str, object], message: str) -> None:
+    """Crafted records (bad metadata, ids, descriptor, traits) become error events, never exceptions."""
     ev = decode_raw(_raw(**kw), "P")
     assert ev.decoded is None and ev.error is not None
     assert message in ev.error
@@ -179,6 +190,7 @@ def test_crafted_records_become_error_events_not_exceptions(kw: dict[str, object
 
 
 def test_metadata_is_read_up_to_its_own_size() -> None:
+    """Metadata is read to its own size, padding after it ignored; a size past the blob is an error."""
     meta = b"\x07\x00\x00ev\x00"  # 6 bytes that claim 7
     ev = decode_raw(_raw(metadata=b"\x06\x00\x00ev\x00" + b"\0\0", data=b""), "P")  # two bytes of padding
     assert ev.error is None and ev.decoded is not None
@@ -216,6 +228,7 @@ def test_the_stand_in_reads_fields_where_the_sdk_puts_them(fake: Fake) -> None:
 
 
 def test_records_of_other_providers_are_skipped_not_shown(fake: Fake) -> None:
+    """Records of another provider are counted as skipped and not queued; ours are."""
     with EtwListener(NAME, library=fake.path) as listener:
         rec = abi.EVENT_RECORD()
         rec.EventHeader.ProviderId = abi.GUID.from_uuid(provider_id("Other"))
@@ -228,6 +241,7 @@ def test_records_of_other_providers_are_skipped_not_shown(fake: Fake) -> None:
 
 
 def test_listeners_left_open_are_stopped_at_exit(fake: Fake) -> None:
+    """The atexit hook stops the session of a listener left open."""
     listener = EtwListener(NAME, library=fake.path)
     assert fake.lib.fake_sessions_in_use() == 1
     consumer._close_open_listeners()  # what atexit runs
@@ -236,6 +250,8 @@ def test_listeners_left_open_are_stopped_at_exit(fake: Fake) -> None:
 
 
 def test_ctrl_c_during_start_up_leaves_no_session(fake: Fake, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A KeyboardInterrupt while the listener starts propagates and leaves no session."""
+
     def interrupted(self: threading.Thread) -> None:
         raise KeyboardInterrupt
 

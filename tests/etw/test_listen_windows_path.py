@@ -59,6 +59,7 @@ def _writer(fake: Fake, events: list[tuple[str, int, int]]) -> threading.Thread:
 def test_listen_on_windows_shows_the_sessions_events_with_filters(
     windows_listen: Fake, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """``listen`` on Windows shows the session's events passing level and keyword, then stops it."""
     events = [("info_k4", 4, 4), ("warn_k8", 3, 8), ("warn_k4", 3, 4), ("error_k6", 2, 6), ("late", 1, 4)]
     writer = _writer(windows_listen, events)
     rc = listen.run(_args([NAME, "--json", "--level", "warning", "--keyword", "0x4", "--count", "2"]))
@@ -78,6 +79,7 @@ def test_listen_on_windows_shows_the_sessions_events_with_filters(
 def test_listen_on_windows_text_output_and_duration(
     windows_listen: Fake, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """``listen --duration`` on Windows writes text lines and stops after the duration with its summary."""
     writer = _writer(windows_listen, [("hello", 4, 1)])
     rc = listen.run(_args([NAME, "--duration", "0.5", "--no-color"]))
     writer.join()
@@ -90,6 +92,7 @@ def test_listen_on_windows_text_output_and_duration(
 def test_listen_on_windows_without_rights_exits_2(
     windows_listen: Fake, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """``listen`` on Windows without rights exits 2 saying to run as administrator; --group too."""
     windows_listen.lib.fake_set_start_result(5)
     assert listen.run(_args([NAME])) == 2
     assert "administrator" in capsys.readouterr().err
@@ -99,6 +102,8 @@ def test_listen_on_windows_without_rights_exits_2(
 def test_ctrl_c_stops_listen_and_its_session(
     windows_listen: Fake, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Ctrl-C stops ``listen`` with exit 0 and its summary, and its ETW session is gone."""
+
     def interrupt() -> None:
         deadline = time.monotonic() + 10
         # listen's own handler is in place once its session runs: Ctrl-C then means "stop".

@@ -42,6 +42,7 @@ def _events(listener: EtwListener) -> list[DecodedEvent]:
 
 
 def test_every_type_table_field_arrives_through_a_session(etw_os: EtwOs) -> None:
+    """Every type-table value logged arrives through a real ETW session as its documented value."""
     with EtwListener(etw_os.provider, level=5, library=etw_os.library) as listener:
         _log(etw_os.provider).info(
             "roundtrip",
@@ -91,6 +92,7 @@ def test_every_type_table_field_arrives_through_a_session(etw_os: EtwOs) -> None
 
 
 def test_the_session_filters_by_level_and_keyword(etw_os: EtwOs) -> None:
+    """A session at level 3, keyword 0x4 receives only events at or above warning sharing a keyword bit."""
     with EtwListener(etw_os.provider, level=3, keyword=0x4, library=etw_os.library) as listener:
         log = _log(etw_os.provider)
         log.info("info_k4", etw_keyword=0x4)  # level 4 > 3: not delivered
@@ -103,6 +105,7 @@ def test_the_session_filters_by_level_and_keyword(etw_os: EtwOs) -> None:
 
 
 def test_every_level_arrives_with_its_number(etw_os: EtwOs) -> None:
+    """The five structlog levels arrive as ETW levels 1 to 5."""
     with EtwListener(etw_os.provider, library=etw_os.library) as listener:  # all levels, all keywords
         log = _log(etw_os.provider)
         for method in ("critical", "error", "warning", "info", "debug"):
@@ -118,6 +121,7 @@ def test_every_level_arrives_with_its_number(etw_os: EtwOs) -> None:
 
 
 def test_activities_and_related_ids_arrive_as_logged(etw_os: EtwOs) -> None:
+    """Nested activities arrive with their start/stop opcodes, activity and related ids, and fields."""
     with EtwListener(etw_os.provider, level=5, library=etw_os.library) as listener:
         log = _log(etw_os.provider)
         with etw_activity(log, "Outer") as outer, etw_activity(log, "Inner", n=1) as inner:
@@ -136,6 +140,7 @@ def test_activities_and_related_ids_arrive_as_logged(etw_os: EtwOs) -> None:
 
 
 def test_a_session_enabled_by_guid_text_gets_the_named_provider(etw_os: EtwOs) -> None:
+    """A session enabled by the provider's GUID text receives the named provider's events."""
     guid = provider_id(etw_os.provider)
     with EtwListener(f"{{{guid}}}", level=5, library=etw_os.library) as listener:
         assert listener.provider_id == guid

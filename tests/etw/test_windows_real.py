@@ -79,6 +79,7 @@ def _events(xml_path: Path) -> list[dict[str, Any]]:
 
 
 def test_logman_records_and_tracerpt_decodes_the_logged_values(etw_os: EtwOs, tmp_path: Path) -> None:
+    """A logman session records our events and tracerpt reads each logged value, level and activity back."""
     logman, tracerpt = _tool("logman"), _tool("tracerpt")
     guid = provider_id(etw_os.provider)
     session = f"structlog-etw-test-{uuid.uuid4().hex[:8]}"
@@ -131,6 +132,7 @@ def test_logman_records_and_tracerpt_decodes_the_logged_values(etw_os: EtwOs, tm
 
 
 def test_listen_process_prints_an_event_of_this_process(etw_os: EtwOs) -> None:
+    """A ``listen`` process on Windows prints the event this process logs and its summary."""
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -171,6 +173,7 @@ def test_listen_process_prints_an_event_of_this_process(etw_os: EtwOs) -> None:
 
 
 def test_a_leftover_real_session_is_stopped_and_replaced(etw_os: EtwOs) -> None:
+    """A real session left behind under listen's name is stopped and replaced, and gone afterwards."""
     logman = _tool("logman")
     guid = provider_id(etw_os.provider)
     name = session_name(etw_os.provider)

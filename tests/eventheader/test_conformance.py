@@ -32,6 +32,7 @@ def _mismatches(got: list[Any], expected: list[Any]) -> list[str]:
 
 
 def test_every_interceptor_event_decodes_like_perf_decode() -> None:
+    """All 374 events of Microsoft's interceptor capture render as perf-decode's expected JSON."""
     records = read_dat(vector(DAT))
     expected = load_expected(vector(DAT + ".linux.json"))
     assert len(records) == 374
@@ -50,6 +51,7 @@ def test_perf_decode_text_is_rendered_from_the_decoded_event_alone() -> None:
 
 
 def test_interceptor_python_values_match_the_expected_names_and_levels() -> None:
+    """Each interceptor event's name, header fields, activity ids and field names match the expected."""
     records = read_dat(vector(DAT))
     expected = load_expected(vector(DAT + ".linux.json"))
     for (name, data), exp in zip(records, expected, strict=True):
@@ -82,6 +84,7 @@ def test_a_changed_payload_byte_is_detected_by_the_comparison() -> None:
 
 @pytest.mark.parametrize("field_tags", [True, False])
 def test_field_tags_are_written_only_when_asked(field_tags: bool) -> None:
+    """Field tags appear in perf-decode JSON (";tag=0xBEEF") only when field_tags is set."""
     records = read_dat(vector(DAT))
     name, data = next(r for r in records if r[0].startswith("TestProviderC_") and b"CScalars3" in r[1])
     text = perf_json(decode_event(name, data), field_tags=field_tags)
@@ -131,6 +134,7 @@ def test_the_perf_data_expectation_differs_from_the_old_file_only_by_field_tags(
 
 
 def test_sched_switch_samples_decode_to_python_values() -> None:
+    """A sched_switch sample of the real perf.data decodes to its tracefs fields as Python values."""
     f = PerfDataFile.open(vector(PERF))
     first = decode_sample(next(s for s in f.samples() if not s.is_eventheader))
     assert (first.provider, first.name) == ("sched", "sched_switch")

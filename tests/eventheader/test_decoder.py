@@ -76,6 +76,7 @@ def build(
 
 
 def test_spec_vector_decodes_to_every_header_field_and_value() -> None:
+    """The spec's Complex vector decodes to its provider, header fields, activity ids and every value."""
     ev = decode_event(SPEC_NAME, SPEC_EVENT)
     assert (ev.provider, ev.name, ev.level, ev.keyword) == ("MyCompany_MyComponent", "Complex", 4, 0x1F)
     assert (ev.version, ev.id, ev.tag, ev.opcode) == (2, 1000, 0x1234, 1)
@@ -97,6 +98,7 @@ def test_spec_vector_decodes_to_every_header_field_and_value() -> None:
 
 
 def test_spec_vector_fields_keep_their_wire_types_and_value_bytes() -> None:
+    """Each decoded field keeps its tag, array/struct shape and raw value bytes (no counts, no NULs)."""
     ev = decode_event(SPEC_NAME, SPEC_EVENT)
     assert (ev.format, ev.byte_order, ev.raw_name) == ("eventheader", "little", b"Complex")
     i16, arr, st_, g, z, bin_ = ev.field_list
@@ -122,6 +124,7 @@ def test_perf_decode_text_needs_only_the_decoded_event() -> None:
 
 
 def test_perf_decode_text_is_only_for_eventheader_events() -> None:
+    """perf_json and perf_json_fields refuse a TraceLogging event with a ValueError naming EventHeader."""
     _traits, metadata, data = TraceLoggingEncoder("MyCompany.MyService").encode(
         "e", to_fields({"n": 1}.items()), 4
     )
@@ -133,6 +136,7 @@ def test_perf_decode_text_is_only_for_eventheader_events() -> None:
 
 
 def test_spec_vector_in_perf_decode_json() -> None:
+    """The spec vector renders as exactly perf-decode's JSON, tags, meta and activity ids included."""
     text = perf_json(decode_event(SPEC_NAME, SPEC_EVENT))
     assert text == (
         '{"n":"MyCompany_MyComponent:Complex","i16;tag=0xBEEF":-2,"arr":[1,2,3],'
@@ -155,6 +159,7 @@ def test_spec_vector_in_perf_decode_json() -> None:
 def test_tracepoint_names_split_at_the_last_underscore(
     name: str, expected: tuple[str, int, int, str]
 ) -> None:
+    """Tracepoint names split at the last underscore into provider, level, keyword and the options."""
     assert parse_tracepoint_name(name) == expected
 
 
@@ -162,16 +167,19 @@ def test_tracepoint_names_split_at_the_last_underscore(
     "name", ["NoUnderscore", "P_4K1", "P_L4", "P_L4K1g", "P_L4K1G!", "x" * 256 + "_L4K1"]
 )
 def test_names_that_are_not_eventheader_tracepoints_are_rejected(name: str) -> None:
+    """Names without the _L<level>K<keyword> suffix, bad options or too long raise EventHeaderDecodeError."""
     with pytest.raises(EventHeaderDecodeError):
         parse_tracepoint_name(name)
 
 
 def test_header_level_must_match_the_tracepoint_name() -> None:
+    """An event whose header level differs from its tracepoint name's is refused, the error naming level."""
     with pytest.raises(EventHeaderDecodeError, match="level"):
         decode_event("MyCompany_MyComponent_L5K1f", SPEC_EVENT)
 
 
 def test_event_name_attributes_and_double_semicolon_escape() -> None:
+    """``;;`` in the event name is a literal ";", and ";k=v" parts after the name become its attributes."""
     ev = decode_event("P_L4K1", build("A;;B;x=1;y=a;;b", b"", b""))
     assert ev.name == "A;B"
     assert ev.attributes == {"x": "1", "y": "a;b"}
@@ -179,6 +187,7 @@ def test_event_name_attributes_and_double_semicolon_escape() -> None:
 
 
 def test_big_endian_events_decode() -> None:
+    """A big-endian event decodes its ints, floats, UTF-16 and arrays, and renders as perf-decode does."""
     meta = b"u32\0\x04" + b"f\0\x85\x08" + b"s\0\x0b" + b"a\0\x43"
     payload = struct.pack(">Id", 0xDEADBEEF, 1.5) + struct.pack(">H", 2) + "hé".encode("utf-16-be")
     payload += struct.pack(">HHH", 2, 7, 8)
@@ -191,6 +200,7 @@ def test_big_endian_events_decode() -> None:
 
 
 def test_every_encoding_gives_the_documented_python_value() -> None:
+    """Each encoding and format pair decodes to its documented Python value, odd sizes included."""
     fields = [
         (b"v8\0\x02", b"\xff", 255),
         (b"i8\0\x82\x02", b"\xff", -1),
@@ -224,6 +234,7 @@ def test_every_encoding_gives_the_documented_python_value() -> None:
 
 
 def test_carray_varray_and_arrays_of_structs() -> None:
+    """CArrays, VArrays and (empty) arrays of structs decode to lists, and the field after them is intact."""
     meta = (
         b"c\0\x22\x03\x00"  # CArray of 3 Value8
         + b"v\0\x4a"  # VArray of StringLength16Char8
@@ -262,11 +273,13 @@ def test_carray_varray_and_arrays_of_structs() -> None:
     ],
 )
 def test_malformed_events_raise_a_clear_error(meta: bytes, payload: bytes, message: str) -> None:
+    """Truncated values and invalid metadata raise EventHeaderDecodeError with a message saying what."""
     with pytest.raises(EventHeaderDecodeError, match=message):
         decode_event("P_L4K1", build("Bad", meta, payload))
 
 
 def test_events_without_metadata_or_with_bad_headers_are_rejected() -> None:
+    """A too short event, unknown flags or no Metadata extension raise EventHeaderDecodeError saying so."""
     with pytest.raises(EventHeaderDecodeError, match="too short"):
         decode_event("P_L4K1", b"\x07\x00")
     with pytest.raises(EventHeaderDecodeError, match="flags"):
@@ -276,6 +289,7 @@ def test_events_without_metadata_or_with_bad_headers_are_rejected() -> None:
 
 
 def test_every_prefix_of_a_valid_event_is_rejected_cleanly() -> None:
+    """Every proper prefix of the spec vector raises EventHeaderDecodeError, nothing else."""
     for n in range(len(SPEC_EVENT)):
         with pytest.raises(EventHeaderDecodeError):
             decode_event(SPEC_NAME, SPEC_EVENT[:n])
@@ -284,6 +298,7 @@ def test_every_prefix_of_a_valid_event_is_rejected_cleanly() -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=200), st.integers(0, len(SPEC_EVENT)))
 def test_arbitrary_bytes_never_raise_anything_but_decode_errors(junk: bytes, cut: int) -> None:
+    """Random bytes, alone or after a cut vector, raise only EventHeaderDecodeError, or decode and render."""
     for data in (junk, SPEC_EVENT[:cut] + junk, b"\x07" + junk):
         try:
             ev = decode_event("P_L4K1", data)
@@ -316,6 +331,7 @@ def test_arbitrary_bytes_never_raise_anything_but_decode_errors(junk: bytes, cut
     ],
 )
 def test_floats_print_like_cxx_to_chars(value: float, single: bool, text: str) -> None:
+    """float_text prints the shortest round-trip text as C++ to_chars does, float32 and edge values too."""
     assert float_text(value, single=single) == text
 
 
@@ -330,6 +346,7 @@ def test_floats_print_like_cxx_to_chars(value: float, single: bool, text: str) -
     ],
 )
 def test_times_print_like_gmtime(seconds: int, text: str) -> None:
+    """time_text prints seconds as gmtime's ISO text, pre-1970 and far future too, or TIME(n) past range."""
     assert time_text(seconds) == text
 
 
@@ -341,6 +358,7 @@ def test_a_float_near_the_float32_limit_renders() -> None:
 
 
 def test_errno_names() -> None:
+    """errno_text names known errno values as NAME(n) and others, 0 and negatives as ERRNO(n)."""
     assert errno_text(1) == "EPERM(1)"
     assert errno_text(131) == "ENOTRECOVERABLE(131)"
     assert errno_text(41) == "ERRNO(41)"
@@ -353,6 +371,7 @@ def test_errno_names() -> None:
     ["::", "::1", "1::", "1:0:0:2::3", "::ffff:1.2.3.4", "::1.2.3.4", "fe80::1:2", "1:2:3:4:5:6:7:8"],
 )
 def test_ipv6_text_matches_inet_ntop(address: str) -> None:
+    """An IPv6 field renders as the text inet_ntop gives, compressed and IPv4-mapped forms included."""
     packed = socket.inet_pton(socket.AF_INET6, address)
     meta = b"ip\0\x86\x11"
     ev = decode_event("P_L4K1", build("Ip", meta, packed))
@@ -426,6 +445,7 @@ def _expected(value: object) -> object:
 
 
 def test_every_type_table_kind_round_trips_through_encoder_and_decoder() -> None:
+    """Every type-table kind, with header fields and activity ids, decodes as our encoder wrote it."""
     values: dict[str, object] = {
         "b": True,
         "i": -5,
@@ -488,6 +508,7 @@ _values = st.recursive(
 @settings(max_examples=200, deadline=None)
 @given(st.dictionaries(st.text(alphabet="abcdefgh_", min_size=1, max_size=8), _values, max_size=8))
 def test_random_events_round_trip_through_encoder_and_decoder(values: dict[str, object]) -> None:
+    """Generated event dicts decode to the values our encoder wrote, and render as perf-decode JSON."""
     data = EventHeaderEncoder().encode("Random", to_fields(values.items()), 4)
     assert data is not None
     ev = decode_event("P_L4K1", data)

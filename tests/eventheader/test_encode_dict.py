@@ -57,6 +57,7 @@ class TestSameBytesAsTheGeneralRoute:
         max_size: int,
         header: dict[str, Any],
     ) -> None:
+        """encode_dict writes the general route's bytes for any dict, budget and header, repeats included."""
         kw: dict[str, Any] = {"level": 4, **header}
         fast, general = eh.EventHeaderEncoder(max_size=max_size), eh.EventHeaderEncoder(max_size=max_size)
         # The same keys again with one value of another class: the class-keyed entry is used.
@@ -70,6 +71,7 @@ class TestSameBytesAsTheGeneralRoute:
     @settings(max_examples=200, deadline=None)
     @given(st.dictionaries(st.text(max_size=6), typed_values(), max_size=12))
     def test_typed_values_of_every_table_row(self, d: dict[str, Any]) -> None:
+        """encode_dict writes the general route's bytes for dicts of every type-table row's values."""
         fast, general = eh.EventHeaderEncoder(), eh.EventHeaderEncoder()
         assert fast.encode_dict("E", d, "event", 5) == _general(general, "E", d, "event", level=5)
 
@@ -78,6 +80,7 @@ class TestShapeFunctionIsUsed:
     """The common shapes go through a cached shape function, not through typed fields."""
 
     def test_the_five_field_call_is_written_by_its_shape_function(self) -> None:
+        """A hot five-field call is written by its shape function, without the typed-field plans."""
         enc = eh.EventHeaderEncoder()
         enc.encode_dict("hello", FIVE, "event", 4)  # the first: general route; the shape is hot
         enc._cache.clear()
@@ -89,6 +92,7 @@ class TestShapeFunctionIsUsed:
         assert parse(got).values() == {k: v for k, v in FIVE.items() if k != "event"}
 
     def test_scalar_classes_none_bytes_uuid_and_datetime_are_written_by_the_shape_function(self) -> None:
+        """None, bytes, UUID and datetime values get a shape function writing the general bytes."""
         d = {
             "n": None,
             "b": b"\x00\x01",
@@ -105,6 +109,7 @@ class TestShapeFunctionIsUsed:
         assert got == _general(eh.EventHeaderEncoder(), "E", d, None, level=4)
 
     def test_a_new_event_name_with_a_known_layout_compiles_nothing(self) -> None:
+        """A new event name with a known layout compiles nothing and reuses the same shape function."""
         enc = eh.EventHeaderEncoder()
         enc.encode_dict("first", FIVE, "event", 4)
         compiled = dict(eh._FUNCTIONS._fns)
@@ -113,6 +118,7 @@ class TestShapeFunctionIsUsed:
         assert enc._by_keys[("first", "event", *FIVE)][1] is enc._by_keys[("second", "event", *FIVE)][1]  # type: ignore[index]
 
     def test_a_shape_first_seen_with_a_container_gets_a_shape_function_for_scalars(self) -> None:
+        """Keys first seen with a dict value stay general, yet get a shape function for int values."""
         enc = eh.EventHeaderEncoder()
         for v in ({"nested": 1}, 5):
             enc.encode_dict("E", {"a": v}, None, 4)
@@ -120,6 +126,7 @@ class TestShapeFunctionIsUsed:
         assert enc._by_classes[("E", None, "a", int)] is not None
 
     def test_values_of_other_classes_get_their_own_entry_and_keep_the_first(self) -> None:
+        """A value of another class gets its own class-keyed entry, keeps the first, and needs no plan."""
         enc = eh.EventHeaderEncoder()
         enc.encode_dict("E", {"a": 1}, None, 4)
         first = enc._by_keys[("E", None, "a")]
@@ -133,6 +140,7 @@ class TestShapeFunctionIsUsed:
         assert enc._cache == {}
 
     def test_shapes_it_cannot_write_are_remembered_as_general(self) -> None:
+        """A shape with a nested dict is written by the general route and remembered as general."""
         enc = eh.EventHeaderEncoder()
         d = {"nested": {"a": 1}, "k": 1}
         assert enc.encode_dict("E", d, None, 4) == _general(eh.EventHeaderEncoder(), "E", d, None, level=4)
@@ -143,6 +151,7 @@ class TestShapeCachesAreBounded:
     """High-cardinality names and key sets never grow the shape caches past cache_limit."""
 
     def test_by_keys_and_by_classes_stay_within_the_limit(self) -> None:
+        """Both shape caches (by keys, by classes) stay within cache_limit over 100 event names."""
         enc = eh.EventHeaderEncoder(cache_limit=16)
         for i in range(100):
             enc.encode_dict(f"e{i}", {"a": 1}, None, 4)
@@ -155,6 +164,7 @@ class TestValuesTheShapeFunctionCannotWrite:
     """Values of a shape-function class that it cannot write take the general route, exactly."""
 
     def test_int_past_int64_is_uint64_then_text(self) -> None:
+        """An int past int64 is as uint64, past uint64 or below int64 as text, as the general route does."""
         enc = eh.EventHeaderEncoder()
         for v in (1, 2**63, 2**64, -(2**63) - 1):
             d = {"v": v}
@@ -164,6 +174,7 @@ class TestValuesTheShapeFunctionCannotWrite:
             assert parse(got).values()["v"] == (v if v < 2**64 and v >= -(2**63) else str(v))
 
     def test_too_large_string_is_cut_by_the_size_policy(self) -> None:
+        """A string over max_size is cut by the size policy: within budget, flagged and counted."""
         enc = eh.EventHeaderEncoder(max_size=200)
         got = enc.encode_dict("E", {"s": "x" * 500}, None, 4)
         assert got is not None and len(got) <= 200

@@ -91,11 +91,13 @@ def enc1(kind: int, value: Any, name: str = "f") -> bytes:
 def test_each_field_kind_encodes_to_the_documented_bytes(
     kind: int, value: Any, meta: bytes, payload: bytes
 ) -> None:
+    """Each field kind, scalar or array, is written as exactly the documented metadata and payload bytes."""
     expected = HDR + meta_ext(b"E\0f\0" + meta) + payload
     assert enc1(kind, value) == expected
 
 
 def test_struct_is_a_count_in_metadata_and_nothing_in_payload() -> None:
+    """A struct is its member count in metadata only: nested members follow in the payload, and parse back."""
     fields: list[Field] = [
         ("s", STRUCT, [("a", I64, 1), ("b", STRUCT, [("c", STR, "x")])]),
         ("z", BOOL, True),
@@ -107,6 +109,7 @@ def test_struct_is_a_count_in_metadata_and_nothing_in_payload() -> None:
 
 
 def test_activity_extension_16_and_32_bytes_precede_metadata() -> None:
+    """An activity id (16 bytes) or activity and related id (32) is an extension before the metadata."""
     a, r = bytes(range(16)), bytes(range(16, 32))
     enc = eh.EventHeaderEncoder()
     one = enc.encode("E", [], 4, activity_id=a)
@@ -116,12 +119,14 @@ def test_activity_extension_16_and_32_bytes_precede_metadata() -> None:
 
 
 def test_header_carries_tag_opcode_level() -> None:
+    """The 8-byte header carries the flags, the tag little-endian, then the opcode and the level."""
     got = eh.EventHeaderEncoder().encode("E", [], 2, opcode=2, tag=0xBEEF)
     assert got is not None
     assert got[:8] == bytes((7, 0, 0, 0, 0xEF, 0xBE, 2, 2))
 
 
 def test_activity_ids_of_wrong_size_are_rejected() -> None:
+    """An activity id that is not 16 bytes raises ValueError saying "16 bytes"."""
     with pytest.raises(ValueError, match="16 bytes"):
         eh.EventHeaderEncoder().encode("E", [], 4, activity_id=b"short")
 
@@ -157,6 +162,7 @@ SPEC_VECTOR = bytes.fromhex(
 
 
 def test_spec_vector_is_reproduced_by_the_building_blocks() -> None:
+    """field_metadata and assemble_event rebuild the spec's Complex vector byte for byte, with its name."""
     meta = b"".join(
         [
             b"Complex\0",
@@ -192,6 +198,7 @@ def test_spec_vector_is_reproduced_by_the_building_blocks() -> None:
 
 
 def test_encoder_matches_the_spec_vector_layout_for_the_types_it_emits() -> None:
+    """The encoder writes the spec vector's header, extension and bool/uuid/binary layout for its fields."""
     # Our encoder emits the same header/extension layout; bool and uuid fields byte-identical
     # to the vector's, binary with the HexBytes format (8d 09) the type table asks for.
     a, r = bytes(range(0xA0, 0xB0)), bytes(range(0xB0, 0xC0))
@@ -213,12 +220,14 @@ def test_encoder_matches_the_spec_vector_layout_for_the_types_it_emits() -> None
 
 
 def test_tracepoint_names_use_lowercase_hex_and_group_option() -> None:
+    """Tracepoint names write level and keyword in lowercase hex, with the group as a G suffix."""
     assert spec.tracepoint_name("P", 5, 0) == "P_L5K0"
     assert spec.tracepoint_name("P", 10, 0xABCDEF) == "P_LaKabcdef"
     assert spec.tracepoint_name("P", 4, 2**64 - 1, "grp1") == "P_L4KffffffffffffffffGgrp1"
 
 
 def test_register_command_is_the_exact_eventheader_field_list() -> None:
+    """The register command is the tracepoint name followed by the exact EventHeader field list."""
     assert (
         spec.register_command("P_L4K1")
         == "P_L4K1 u8 eventheader_flags; u8 version; u16 id; u16 tag; u8 opcode; u8 level"
@@ -239,11 +248,13 @@ def test_register_command_is_the_exact_eventheader_field_list() -> None:
     ],
 )
 def test_invalid_provider_names_raise_clear_value_errors(name: str, group: str | None, message: str) -> None:
+    """Empty, non-[A-Za-z0-9_], bad-group or too long provider names raise ValueError saying which rule."""
     with pytest.raises(ValueError, match=message):
         spec.validate_provider_name(name, group)
 
 
 def test_valid_provider_names_pass_and_longest_names_fit_the_tracepoint_limit() -> None:
+    """Valid names pass, and the longest valid provider and group give a name under NAME_MAX."""
     spec.validate_provider_name("MyCompany_MyService")
     spec.validate_provider_name("P" * 200, "g" * 33)
     longest = spec.tracepoint_name("P" * 200, 0xFF, 2**64 - 1, "g" * 33)
@@ -251,6 +262,7 @@ def test_valid_provider_names_pass_and_longest_names_fit_the_tracepoint_limit() 
 
 
 def test_semicolons_and_nuls_in_names_become_underscores() -> None:
+    """Semicolons and NULs in event and field names are written as underscores."""
     got = eh.EventHeaderEncoder().encode("a;b\0c", [("x;y\0z", BOOL, True)], 4)
     assert got is not None
     p = parse(got)
@@ -259,6 +271,7 @@ def test_semicolons_and_nuls_in_names_become_underscores() -> None:
 
 
 def test_lone_surrogates_in_names_become_replacement_characters() -> None:
+    """Lone surrogates in event and field names are written as U+FFFD."""
     got = eh.EventHeaderEncoder().encode("e\udc80", [("k\ud800", STR, "v")], 4)
     assert got is not None
     p = parse(got)
@@ -270,6 +283,7 @@ def test_lone_surrogates_in_names_become_replacement_characters() -> None:
 
 
 def test_perf_budget_is_8184_bytes() -> None:
+    """The perf budget is 8184 bytes: the largest size that, 8-aligned with 8 more, fits 8192."""
     # ALIGN(8 + size, 8) <= PERF_MAX_TRACE_SIZE (8192) in user_event_perf/perf_trace_buf_alloc.
     assert spec.PERF_MAX_EVENT_SIZE == 8184
     assert ((8 + spec.PERF_MAX_EVENT_SIZE + 7) // 8) * 8 <= 8192
@@ -277,6 +291,7 @@ def test_perf_budget_is_8184_bytes() -> None:
 
 
 def test_event_exactly_at_the_budget_is_written_unchanged() -> None:
+    """An event of exactly the budget is written whole: its value intact and nothing counted truncated."""
     enc = eh.EventHeaderEncoder()
     base = enc.encode("E", [("s", STR, "")], 4)
     assert base is not None
@@ -289,6 +304,7 @@ def test_event_exactly_at_the_budget_is_written_unchanged() -> None:
 
 
 def test_oversized_string_is_cut_with_marker_and_event_flagged() -> None:
+    """An oversized string is cut on a character boundary with the marker; the event is flagged, counted."""
     enc = eh.EventHeaderEncoder()
     got = enc.encode("E", [("s", STR, "é" * 10000), ("n", I64, 7)], 4)
     assert got is not None
@@ -302,6 +318,7 @@ def test_oversized_string_is_cut_with_marker_and_event_flagged() -> None:
 
 
 def test_the_longest_values_are_cut_first_and_short_ones_kept() -> None:
+    """Over budget the long string, bytes and array are cut to prefixes while the short string stays whole."""
     enc = eh.EventHeaderEncoder()
     fields: list[Field] = [
         ("short", STR, "keep me"),
@@ -322,6 +339,7 @@ def test_the_longest_values_are_cut_first_and_short_ones_kept() -> None:
 
 
 def test_values_beyond_u16_are_cut_even_with_a_large_budget() -> None:
+    """With a large budget, a string and an array past 65535 are still cut to fit their u16 lengths."""
     enc = eh.EventHeaderEncoder(max_size=spec.DYN_MAX_EVENT_SIZE)
     got = enc.encode("E", [("s", STR, "z" * 70000), ("a", BOOL | ARRAY, [True] * 70000)], 4)
     assert got is not None
@@ -332,6 +350,7 @@ def test_values_beyond_u16_are_cut_even_with_a_large_budget() -> None:
 
 
 def test_event_whose_fixed_part_cannot_fit_is_dropped() -> None:
+    """An event whose names alone exceed the budget is dropped (None) and not counted as truncated."""
     enc = eh.EventHeaderEncoder()
     fields: list[Field] = [(f"field_number_{i:05d}", I64, i) for i in range(600)]
     assert enc.encode("E", fields, 4) is None
@@ -339,6 +358,7 @@ def test_event_whose_fixed_part_cannot_fit_is_dropped() -> None:
 
 
 def test_max_size_is_validated() -> None:
+    """A max_size past the largest event size raises ValueError naming max_size."""
     with pytest.raises(ValueError, match="max_size"):
         eh.EventHeaderEncoder(max_size=70000)
 
@@ -347,6 +367,7 @@ def test_max_size_is_validated() -> None:
 
 
 def test_cache_reuses_the_plan_for_the_same_shape() -> None:
+    """Two events of one shape use one cache entry and share every byte but the value's."""
     enc = eh.EventHeaderEncoder()
     a = enc.encode("E", [("x", I64, 1)], 4)
     b = enc.encode("E", [("x", I64, 2)], 4)
@@ -355,6 +376,7 @@ def test_cache_reuses_the_plan_for_the_same_shape() -> None:
 
 
 def test_same_names_different_kinds_are_different_shapes() -> None:
+    """The same field names with different kinds, also inside structs, are encoded as different shapes."""
     enc = eh.EventHeaderEncoder()
     a = enc.encode("E", [("x", I64, 1)], 4)
     b = enc.encode("E", [("x", STR, "1")], 4)
@@ -367,6 +389,7 @@ def test_same_names_different_kinds_are_different_shapes() -> None:
 
 
 def test_cache_is_bounded_for_high_cardinality_names() -> None:
+    """1000 event names keep at most cache_limit (50) entries, and each event is still named right."""
     enc = eh.EventHeaderEncoder(cache_limit=50)
     for i in range(1000):
         got = enc.encode(f"event_{i}", [("x", I64, i)], 4)
@@ -412,6 +435,7 @@ big = st.builds(
 def test_any_event_dict_encodes_to_a_well_formed_event_within_budget(
     name: str, items: dict[str, Any], activity: bytes | None
 ) -> None:
+    """Any event dict encodes within budget with its level, activity and every field, flagged if cut."""
     enc = eh.EventHeaderEncoder()
     got = enc.encode(name, to_fields(items.items()), 3, activity_id=activity)
     if got is None:  # only when the fixed part alone cannot fit
@@ -429,6 +453,7 @@ def test_any_event_dict_encodes_to_a_well_formed_event_within_budget(
 
 
 def test_json_fields_of_a_truncated_event_become_plain_strings() -> None:
+    """In a truncated event every JSON field, cut or not, is written as a plain string field."""
     enc = eh.EventHeaderEncoder()
     text = "[" + ", ".join(["1"] * 5000) + "]"
     got = enc.encode("E", [("j", JSON, text), ("small", JSON, "[1]")], 4)
@@ -441,6 +466,7 @@ def test_json_fields_of_a_truncated_event_become_plain_strings() -> None:
 
 
 def test_an_array_whose_elements_cannot_fit_leaves_its_room_to_the_other_values() -> None:
+    """An array whose element cannot fit is emptied and takes no room: the string beside it stays whole."""
     # One cap for all values, computed with what each value really keeps at that cap: an array
     # keeps whole elements only, so a 3000-byte element that cannot fit takes no room and the
     # string beside it stays whole (0.1.0 cut it to 2029 bytes).
@@ -476,6 +502,7 @@ def _room_for_values(name_len: int) -> int:
 
 
 def test_json_value_of_a_field_with_a_huge_name_is_cut_with_its_marker() -> None:
+    """A JSON value beside a 7.9 KB name is cut as plain text with the marker, a prefix of the JSON."""
     name = "1" + "0" * 7900  # str(10**7900)-like key: the name takes most of the budget
     enc = eh.EventHeaderEncoder()
     got = enc.encode("E", to_fields([(name, _big_dict())]), 4)
@@ -491,6 +518,7 @@ def test_json_value_of_a_field_with_a_huge_name_is_cut_with_its_marker() -> None
 
 
 def test_a_cut_string_with_no_more_room_than_the_marker_is_the_marker_alone() -> None:
+    """A cut string with room for exactly the marker is written as the marker, never as ""."""
     # Names of this length leave exactly the marker's bytes for the value: it is the marker,
     # never an empty string.
     marker = len(eh.TRUNCATION_MARKER.encode())
@@ -504,6 +532,7 @@ def test_a_cut_string_with_no_more_room_than_the_marker_is_the_marker_alone() ->
 
 
 def test_event_without_room_for_the_marker_of_a_cut_string_is_dropped_not_emptied() -> None:
+    """With one byte less than the marker a cut string drops the event; a value that fits is kept."""
     marker = len(eh.TRUNCATION_MARKER.encode())
     name_len = 8000
     name_len += _room_for_values(name_len) - (marker - 1)
@@ -518,6 +547,7 @@ def test_event_without_room_for_the_marker_of_a_cut_string_is_dropped_not_emptie
 
 
 def test_short_strings_stay_whole_when_long_ones_are_cut_to_their_marker() -> None:
+    """With room only for two markers and a short value, the long strings become markers, the short stays."""
     # Room for the three markers and the short value, not more: the short one is never cut.
     marker = len(eh.TRUNCATION_MARKER.encode())
     enc = eh.EventHeaderEncoder()
@@ -557,6 +587,7 @@ def _log(renderer: EtwRenderer, event_dict: dict[Any, Any]) -> None:
 
 
 def test_huge_key_names_leaving_no_room_for_value_markers_are_counted_too_large() -> None:
+    """Huge keys leaving no room for value markers: nothing written, one too_large drop, no encode_error."""
     # Falsifying example 1 of the property test: two 4001-digit int keys (names of 4001 and 4002
     # characters) with JSON values fill the budget; the four JSON values were written as "".
     backend, provider, renderer = _provider_pipeline()
@@ -569,6 +600,7 @@ def test_huge_key_names_leaving_no_room_for_value_markers_are_counted_too_large(
 
 
 def test_binary_array_element_past_u16_is_truncated_not_an_encode_error() -> None:
+    """A 70000-byte element in a list is cut (array emptied, flagged), written, not an encode_error."""
     # Falsifying example 2 of the property test: a 70000-byte element inside a list made the
     # size policy's element packing raise struct.error (counted encode_error).
     backend, provider, renderer = _provider_pipeline()
@@ -594,6 +626,7 @@ def test_binary_array_element_past_u16_is_truncated_not_an_encode_error() -> Non
     ],
 )
 def test_array_elements_past_u16_keep_the_leading_elements(kind: int, items: list[Any], small: Any) -> None:
+    """An array with an element past 65535 bytes keeps the elements before it, at either budget."""
     for max_size in (spec.PERF_MAX_EVENT_SIZE, spec.DYN_MAX_EVENT_SIZE):
         enc = eh.EventHeaderEncoder(max_size=max_size)
         got = enc.encode("E", [("a", kind, items), ("n", I64, 1)], 4)
@@ -618,6 +651,7 @@ def _same_from_both_paths(name: str, items: dict[str, Any]) -> None:
 def test_fast_and_general_paths_write_the_same_bytes_for_flat_fields(
     name: str, items: dict[str, Any]
 ) -> None:
+    """The fast path and the general path write identical bytes for any event of flat fields."""
     _same_from_both_paths(name, items)
 
 
@@ -627,6 +661,7 @@ def test_fast_and_general_paths_write_the_same_bytes_for_flat_fields(
     items=st.dictionaries(st.text(max_size=8), with_dicts(typed_values()), max_size=8),
 )
 def test_fast_and_general_paths_write_the_same_bytes_for_structs(name: str, items: dict[str, Any]) -> None:
+    """The fast path and the general path write identical bytes for any event with nested dicts."""
     _same_from_both_paths(name, items)
 
 
@@ -657,6 +692,7 @@ def test_fast_and_general_paths_write_the_same_bytes_for_structs(name: str, item
     ],
 )
 def test_a_value_that_does_not_fit_its_kind_is_written_as_its_text(field: Field, text: str) -> None:
+    """A value that does not fit its kind is written as its text in a plain string field, not counted cut."""
     enc = eh.EventHeaderEncoder()
     got = enc.encode("E", [("ok", I64, 1), field, ("after", STR, "x")], 4)
     assert got is not None
@@ -681,6 +717,7 @@ def test_a_value_that_does_not_fit_its_kind_is_written_as_its_text(field: Field,
     ],
 )
 def test_arguments_outside_the_header_ranges_raise_value_error(args: dict[str, Any]) -> None:
+    """A level, opcode, tag or activity/related id outside its header range raises ValueError ("must be")."""
     call: dict[str, Any] = {"level": 4, **args}
     with pytest.raises(ValueError, match="must be"):
         eh.EventHeaderEncoder().encode("E", [("x", I64, 1)], **call)
@@ -716,6 +753,7 @@ _field_lists: st.SearchStrategy[list[Any]] = st.recursive(
 def test_any_values_of_the_table_kinds_encode_to_a_well_formed_event_or_none(
     name: str, fields: list[Any], max_size: int
 ) -> None:
+    """Any table-kind values encode within max_size with their cleaned names, or None only when too large."""
     # The error contract: never an exception, whatever the values; None only when too large.
     enc = eh.EventHeaderEncoder(max_size=max_size)
     got = enc.encode(name, fields, 3)

@@ -86,6 +86,7 @@ def _workload(log: Any) -> None:
 def test_activities_across_threads_and_tasks_pair_chain_and_never_leak_in_perf(
     provider_name: str, perf_session: Callable[..., PerfSession]
 ) -> None:
+    """Across threads and tasks each Start has one Stop, related ids chain, and no activity leaks in perf."""
     provider = Provider(provider_name)
     assert type(provider.backend).__name__ == "UserEventsBackend"
     log = structlog.wrap_logger(None, processors=[EtwRenderer(provider_name, provider=provider)])

@@ -39,6 +39,7 @@ def test_decode_reads_perfs_capture_of_another_process(
     perf_session: Callable[..., Any],
     user_events_backend: Callable[..., UserEventsBackend],
 ) -> None:
+    """``decode`` reads perf's capture of another process: its 5 events with pid, tracepoint, text form."""
     keyword = 0x8
     # Register the tracepoint first: perf refuses names that do not exist yet.
     user_events_backend(provider_name).open_slot(4, keyword)

@@ -35,6 +35,7 @@ def _shape(fields: Any) -> list[Any]:
 def test_otel_ids_on_plain_events_arrive_in_perf(
     provider_name: str, perf_session: Callable[..., PerfSession]
 ) -> None:
+    """add_otel_ids puts the OpenTelemetry trace and span ids on events in a span, and none outside."""
     provider = Provider(provider_name)
     log = structlog.wrap_logger(
         None, processors=[add_otel_ids, EtwRenderer(provider_name, provider=provider)]
@@ -56,6 +57,7 @@ def test_otel_ids_on_plain_events_arrive_in_perf(
 def test_common_schema_log_and_span_events_arrive_in_perf_field_by_field(
     provider_name: str, perf_session: Callable[..., PerfSession]
 ) -> None:
+    """Common Schema Log and Span events arrive in perf with every part and field, ids linked to spans."""
     provider = Provider(provider_name)
     renderer = EtwRenderer(provider_name, provider=provider, schema="common")
     log = structlog.wrap_logger(None, processors=[renderer])

@@ -112,6 +112,7 @@ def tracepoints_of(provider: str) -> set[str]:
 
 
 def test_listen_shows_another_processes_events_live_and_decoded(provider_name: str) -> None:
+    """``listen`` shows another process's events live, decoded with its pid, every field type, in order."""
     lis = listen(provider_name, "--json", "--count", "6")
     try:
         lis.wait_for("err", "listening to")
@@ -151,6 +152,7 @@ def test_listen_shows_another_processes_events_live_and_decoded(provider_name: s
 
 
 def test_listen_reports_lost_events_when_a_flood_overruns_a_one_page_ring(provider_name: str) -> None:
+    """A flood overrunning a one-page ring is reported lost exactly: shown plus lost is all written."""
     lis = listen(provider_name, "--json", "--pages", "1", "--duration", "120")
     try:
         lis.wait_for("err", "listening to")
@@ -178,6 +180,7 @@ def test_listen_reports_lost_events_when_a_flood_overruns_a_one_page_ring(provid
 
 
 def test_listen_registers_the_providers_tracepoints_when_the_app_has_not(provider_name: str) -> None:
+    """``listen`` registers the tracepoints the app has not, and the app later shares them, enabled."""
     assert tracepoints_of(provider_name) == set()
     # --count 2: listen is still running (and holding its tracepoints) after the first application
     # exits, so the check between the two runs does not race listen's own exit.
@@ -206,6 +209,7 @@ def test_listen_registers_the_providers_tracepoints_when_the_app_has_not(provide
 
 
 def test_listen_picks_up_a_tracepoint_the_app_registers_later(provider_name: str) -> None:
+    """``listen`` picks up a tracepoint the app registers after it started and shows its events."""
     lis = listen(provider_name, "--json", "--count", "2")
     try:
         lis.wait_for("err", "listening to")
@@ -224,6 +228,7 @@ def test_listen_picks_up_a_tracepoint_the_app_registers_later(provider_name: str
 
 
 def test_listen_as_non_root_says_it_needs_root_and_exits_2(provider_name: str) -> None:
+    """``listen`` run as an unprivileged user exits 2 saying it needs root, with no traceback."""
     setpriv = shutil.which("setpriv")
     assert setpriv is not None, "setpriv (util-linux) is needed to drop root"
     p = subprocess.run(
@@ -253,6 +258,7 @@ def test_listen_as_non_root_says_it_needs_root_and_exits_2(provider_name: str) -
 
 
 def test_demo_shows_its_events_live_through_user_events() -> None:
+    """``demo`` shows its 8 events live from the kernel's rings, with activities, levels and keywords."""
     p = subprocess.run(
         [sys.executable, "-m", "structlog_etw", "demo", "--json"],
         check=False,

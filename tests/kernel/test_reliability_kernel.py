@@ -93,6 +93,7 @@ def perf_log_lost(session: PerfSession) -> str:
 def test_8_threads_and_200_tasks_every_event_captured_once_intact_in_order(
     provider: Provider, perf_session: PerfFactory
 ) -> None:
+    """Events of 8 threads and 200 asyncio tasks are all captured once, byte-exact, in order per thread."""
     log = structlog_logger(provider)
     tp = f"{provider.name}_L4K1"
     payload = "p" * 40
@@ -187,6 +188,7 @@ def test_8_threads_and_200_tasks_every_event_captured_once_intact_in_order(
 def test_session_churn_no_error_and_events_only_while_attached(
     provider: Provider, perf_session: PerfFactory
 ) -> None:
+    """Perf attaching and leaving 4 times: nothing written while detached, all logged while attached seen."""
     log = structlog_logger(provider)
     tp = f"{provider.name}_L4K1"
     stop = threading.Event()
@@ -249,6 +251,7 @@ def test_session_churn_no_error_and_events_only_while_attached(
 def test_oversized_event_arrives_truncated_with_marker_or_is_counted(
     provider: Provider, perf_session: PerfFactory
 ) -> None:
+    """An oversized string arrives cut with the marker and flag; an event too large to cut is counted."""
     log = structlog_logger(provider)
     tp = f"{provider.name}_L4K1"
     with perf_session([tp], label="oversized") as session:
@@ -321,6 +324,7 @@ SHUTDOWN_SCRIPT = textwrap.dedent(
 def test_logging_during_interpreter_shutdown_returns_normally(
     provider: Provider, perf_session: PerfFactory, tmp_path: Path
 ) -> None:
+    """Logging in atexit and at shutdown returns normally, without stderr, and nothing after close_all."""
     # This process registers the provider's tracepoints first, so perf can attach before the
     # app starts; the app registers the same tracepoints and finds its enable words set.
     script = tmp_path / "shutdown_app.py"
@@ -358,6 +362,7 @@ class TestSlotBound:
     def test_two_thousand_data_keywords_leave_max_slots_tracepoints(
         self, provider_name: str, perf_session: PerfFactory
     ) -> None:
+        """2000 keywords register only max_slots tracepoints, the rest counted slot_limit; slots record."""
         prov = Provider(provider_name, max_slots=40)
         try:
             assert isinstance(prov.backend, UserEventsBackend), prov.stats()

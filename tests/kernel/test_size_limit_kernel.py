@@ -39,6 +39,7 @@ def test_perf_keeps_events_up_to_the_budget_and_silently_loses_one_byte_more(
     perf_session: Callable[..., PerfSession],
     provider_name: str,
 ) -> None:
+    """Perf keeps events up to 8184 bytes and silently loses larger ones; our encoder cuts within budget."""
     backend = user_events_backend(provider_name)
     slot = backend.open_slot(4, 1)
     tp = backend.tracepoint_name(4, 1)

@@ -58,6 +58,7 @@ class TestGunicornPreloadWorkers:
     def test_both_workers_events_arrive(
         self, provider_name: str, perf_session: Callable[..., PerfSession], tmp_path: Path
     ) -> None:
+        """Both gunicorn --preload workers' stdlib and structlog events arrive, each under its own pid."""
         (tmp_path / "gunicorn.conf.py").write_text(_doc_block("# gunicorn.conf.py"))
         (tmp_path / "app.py").write_text(_doc_block("# app.py"))
         sock = str(tmp_path / "gunicorn.sock")

@@ -135,6 +135,7 @@ def test_structlog_events_reach_perf_and_decode_to_name_level_keyword_and_every_
     perf_session: PerfFactory,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """structlog events reach perf with name, level, keyword and each type table row's value and wire type."""
     renderer = renderer_for(keywords=(0x4,))
     log = _logger(renderer)
     tps = [f"{provider_name}_L4K1", f"{provider_name}_L2K4"]
@@ -160,6 +161,7 @@ def test_structlog_events_reach_perf_and_decode_to_name_level_keyword_and_every_
 def test_nothing_is_written_while_no_session_listens(
     renderer_for: Callable[..., EtwRenderer], provider_name: str, perf_session: PerfFactory
 ) -> None:
+    """Nothing is written or dropped while no session listens: only the event during the session arrives."""
     renderer = renderer_for()
     log = _logger(renderer)
     slot = renderer.provider.slot(4, 1)
@@ -179,6 +181,7 @@ def test_nothing_is_written_while_no_session_listens(
 def test_a_level_or_keyword_the_session_did_not_enable_is_not_written(
     renderer_for: Callable[..., EtwRenderer], provider_name: str, perf_session: PerfFactory
 ) -> None:
+    """Events of a level or keyword the session did not enable are not written; the wanted one is."""
     renderer = renderer_for(keywords=(0x8,))
     log = _logger(renderer)
     with perf_session([f"{provider_name}_L4K1"]) as session:
@@ -194,6 +197,7 @@ def test_a_level_or_keyword_the_session_did_not_enable_is_not_written(
 def test_default_keyword_is_registered_at_every_level_before_the_first_event(
     renderer_for: Callable[..., EtwRenderer], provider_name: str, perf_session: PerfFactory
 ) -> None:
+    """The default and configured keywords are registered at all five levels before any event."""
     renderer_for(default_keyword=0x10, keywords=(0x20,))
     tps = [f"{provider_name}_L{level}K{kw:x}" for level in range(1, 6) for kw in (0x10, 0x20)]
     with perf_session(tps) as session:  # perf refuses names that are not registered
@@ -205,6 +209,7 @@ def test_default_keyword_is_registered_at_every_level_before_the_first_event(
 def test_backend_errors_are_returned_not_raised_and_counted_by_errno_name(
     renderer_for: Callable[..., EtwRenderer], provider_name: str, perf_session: PerfFactory
 ) -> None:
+    """Backend errors (ENOENT, EBADF) make write return False and are counted by errno name."""
     renderer = renderer_for()
     provider = renderer.provider
     slot = provider.slot(4, 1)

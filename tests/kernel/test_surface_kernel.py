@@ -43,6 +43,7 @@ def _ours(session: PerfSession, provider: str) -> list[Any]:
 
 
 def test_stdlib_handler_events_reach_perf_intact(provider_name: str, perf_session: PerfFactory) -> None:
+    """EtwHandler records reach perf with level, logger keyword, message, record facts and exception."""
     handler = EtwHandler(provider_name, keywords_by_logger={"surface.db": 0x2})
     foreign = logging.Logger("surface.http", level=logging.DEBUG)
     db = logging.Logger("surface.db.pool", level=logging.DEBUG)
@@ -86,6 +87,7 @@ def test_stdlib_handler_events_reach_perf_intact(provider_name: str, perf_sessio
 def test_ainfo_events_reach_perf_with_context_and_activity(
     provider_name: str, perf_session: PerfFactory
 ) -> None:
+    """Async log calls reach perf with contextvars, keyword and activity; disabled ones skip the chain."""
     renderer = EtwRenderer(provider_name, keywords=(0x4,))
     spy = Spy()
     log = structlog.wrap_logger(
@@ -126,6 +128,7 @@ def test_ainfo_events_reach_perf_with_context_and_activity(
 def test_wrapper_runs_the_chain_only_while_perf_records(
     provider_name: str, perf_session: PerfFactory
 ) -> None:
+    """The ETW bound logger runs the processor chain only while perf records the event's tracepoint."""
     renderer = EtwRenderer(provider_name)
     spy = Spy()
     log = structlog.wrap_logger(
@@ -142,6 +145,7 @@ def test_wrapper_runs_the_chain_only_while_perf_records(
 
 
 def test_structlog_logger_name_selects_keyword_in_perf(provider_name: str, perf_session: PerfFactory) -> None:
+    """A logger name (bound or from LoggerFactory) selects its keyword's tracepoint in perf."""
     renderer = EtwRenderer(provider_name, keywords_by_logger={"db": 0x2})
     spy = Spy()
     wrapper = make_etw_bound_logger(renderer)

@@ -103,6 +103,7 @@ print("RESULT " + json.dumps(out))
 def test_tracefs_unmounted_and_descriptor_failing_while_logging_are_counted_never_raised(
     user_events_backend: BackendFactory, provider_name: str, perf_session: PerfFactory, tmp_path: Path
 ) -> None:
+    """Unmounting tracefs and a failing descriptor while logging are counted by errno, never raised."""
     unshare = shutil.which("unshare")
     if unshare is None:
         pytest.fail("unshare (util-linux) is needed for a private mount namespace")

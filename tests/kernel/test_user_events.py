@@ -57,6 +57,7 @@ def _exact(sample_data: bytes, event: bytes) -> bool:
 def test_open_slot_registers_a_tracepoint_visible_in_tracefs(
     user_events_backend: BackendFactory, provider_name: str
 ) -> None:
+    """open_slot registers <provider>_L4K1 with EventHeader fields in tracefs, once, disabled at first."""
     backend = user_events_backend(provider_name)
     slot = backend.open_slot(4, 1)
     name = f"{provider_name}_L4K1"
@@ -76,6 +77,7 @@ def test_open_slot_registers_a_tracepoint_visible_in_tracefs(
 def test_group_becomes_part_of_the_tracepoint_name(
     user_events_backend: BackendFactory, provider_name: str
 ) -> None:
+    """A provider group is appended as the G<group> suffix of the registered tracepoint name."""
     backend = user_events_backend(provider_name, "grp1")
     backend.open_slot(5, 0x10)
     tracefs = find_tracefs()
@@ -86,6 +88,7 @@ def test_group_becomes_part_of_the_tracepoint_name(
 def test_enable_word_flips_when_perf_attaches_and_back_when_it_leaves(
     user_events_backend: BackendFactory, provider_name: str, perf_session: PerfFactory
 ) -> None:
+    """The slot's enable word is 1 while perf records the tracepoint and 0 after, for two sessions."""
     backend = user_events_backend(provider_name)
     slot = backend.open_slot(4, 1)
     assert slot.word[0] == 0
@@ -102,6 +105,7 @@ def test_enable_word_flips_when_perf_attaches_and_back_when_it_leaves(
 def test_written_events_arrive_byte_exact_in_perf_with_pid_and_tid(
     user_events_backend: BackendFactory, provider_name: str, perf_session: PerfFactory
 ) -> None:
+    """20 written events arrive in perf byte for byte, with this process's pid and thread id."""
     backend = user_events_backend(provider_name)
     slot = backend.open_slot(4, 1)
     events = [raw_event(4, f"ev{i}", i) for i in range(20)]
@@ -119,6 +123,7 @@ def test_written_events_arrive_byte_exact_in_perf_with_pid_and_tid(
 def test_write_without_a_listener_returns_ebadf_and_nothing_reaches_a_later_session(
     user_events_backend: BackendFactory, provider_name: str, perf_session: PerfFactory
 ) -> None:
+    """A write while nobody listens returns EBADF, and only the event written during the session arrives."""
     backend = user_events_backend(provider_name)
     slot = backend.open_slot(4, 1)
     assert slot.word[0] == 0
@@ -133,6 +138,7 @@ def test_write_without_a_listener_returns_ebadf_and_nothing_reaches_a_later_sess
 def test_a_level_and_keyword_the_session_did_not_name_stays_disabled(
     user_events_backend: BackendFactory, provider_name: str, perf_session: PerfFactory
 ) -> None:
+    """Slots of a level or keyword perf did not name stay disabled (EBADF), and only the named one arrives."""
     backend = user_events_backend(provider_name)
     wanted = backend.open_slot(4, 1)
     other_keyword = backend.open_slot(4, 2)
@@ -150,6 +156,7 @@ def test_a_level_and_keyword_the_session_did_not_name_stays_disabled(
 def test_two_providers_and_several_tracepoints_in_one_session(
     user_events_backend: BackendFactory, provider_name: str, perf_session: PerfFactory
 ) -> None:
+    """Events of two providers' tracepoints recorded in one session arrive in order under their names."""
     a = user_events_backend(provider_name + "A")
     b = user_events_backend(provider_name + "B")
     sa, sb = a.open_slot(3, 1), b.open_slot(2, 0x80)
@@ -166,6 +173,7 @@ def test_two_providers_and_several_tracepoints_in_one_session(
 
 
 def test_unknown_write_index_returns_enoent(user_events_backend: BackendFactory, provider_name: str) -> None:
+    """A write through a write index the kernel never gave returns ENOENT."""
     backend = user_events_backend(provider_name)
     slot = backend.open_slot(4, 1)
     forged = type(slot)(4, 1, slot.word, struct.pack("=i", 4000))
@@ -175,6 +183,7 @@ def test_unknown_write_index_returns_enoent(user_events_backend: BackendFactory,
 def test_event_shorter_than_an_eventheader_returns_einval(
     user_events_backend: BackendFactory, provider_name: str, perf_session: PerfFactory
 ) -> None:
+    """An event shorter than an EventHeader returns EINVAL and writes nothing; the next write arrives."""
     backend = user_events_backend(provider_name)
     slot = backend.open_slot(4, 1)
     with perf_session([f"{provider_name}_L4K1"]) as session:
@@ -186,6 +195,7 @@ def test_event_shorter_than_an_eventheader_returns_einval(
 def test_write_shorter_than_the_index_returns_efault(
     user_events_backend: BackendFactory, provider_name: str
 ) -> None:
+    """A write whose index is shorter than 4 bytes returns EFAULT."""
     backend = user_events_backend(provider_name)
     slot = backend.open_slot(4, 1)
     short = type(slot)(4, 1, slot.word, b"\0\0")
@@ -195,6 +205,7 @@ def test_write_shorter_than_the_index_returns_efault(
 def test_write_with_an_unusable_event_object_returns_an_errno(
     user_events_backend: BackendFactory, provider_name: str
 ) -> None:
+    """A write of None instead of bytes returns EINVAL, not an exception."""
     backend = user_events_backend(provider_name)
     slot = backend.open_slot(4, 1)
     assert backend.write(slot, None) == errno.EINVAL  # type: ignore[arg-type]
@@ -203,6 +214,7 @@ def test_write_with_an_unusable_event_object_returns_an_errno(
 def test_write_after_close_returns_ebadf_and_never_touches_a_reused_descriptor(
     user_events_backend: BackendFactory, provider_name: str, tmp_path: Path
 ) -> None:
+    """After close() writes return EBADF and the old descriptor number is never reused by a new file."""
     backend = user_events_backend(provider_name)
     slot = backend.open_slot(4, 1)
     fd = backend._fd
@@ -229,6 +241,7 @@ def test_write_after_close_returns_ebadf_and_never_touches_a_reused_descriptor(
 def test_close_unregisters_so_the_word_reads_zero_even_while_perf_records(
     user_events_backend: BackendFactory, provider_name: str, perf_session: PerfFactory
 ) -> None:
+    """close() while perf records clears the enable word, later writes return EBADF, nothing arrives."""
     backend = user_events_backend(provider_name)
     slot = backend.open_slot(4, 1)
     with perf_session([f"{provider_name}_L4K1"]) as session:
@@ -242,6 +255,7 @@ def test_close_unregisters_so_the_word_reads_zero_even_while_perf_records(
 def test_registration_the_kernel_refuses_raises_oserror_and_the_backend_keeps_working(
     user_events_backend: BackendFactory, provider_name: str, perf_session: PerfFactory
 ) -> None:
+    """A name another process registered differently raises EADDRINUSE; other slots still write."""
     backend = user_events_backend(provider_name)
     # Somebody else registered this provider's L4K2 name with another field list first:
     # the kernel refuses our EventHeader registration of the same name (EADDRINUSE).
@@ -270,6 +284,7 @@ def test_registration_the_kernel_refuses_raises_oserror_and_the_backend_keeps_wo
 def test_forked_child_writes_through_inherited_slots_and_registers_new_ones(
     user_events_backend: BackendFactory, provider_name: str, perf_session: PerfFactory
 ) -> None:
+    """A child forked while another thread holds the lock writes through inherited slots, registers more."""
     backend = user_events_backend(provider_name)
     slot = backend.open_slot(4, 1)
     child_slot_tp = f"{provider_name}_L3K1"
@@ -315,6 +330,7 @@ def test_forked_child_writes_through_inherited_slots_and_registers_new_ones(
 
 
 def test_constructor_reports_permission_problems_as_backend_unavailable(provider_name: str) -> None:
+    """Without rights to user_events_data the constructor raises BackendUnavailable "permission denied"."""
     if os.getuid() != 0:
         pytest.fail("this test drops privileges and needs root (the guest runs as root)")
     pid = os.fork()
@@ -349,6 +365,7 @@ class TestRegistrationInterrupted:
     def test_interrupt_right_after_the_kernel_registered_the_word_leaves_no_enabler(
         self, user_events_backend: BackendFactory, provider_name: str, perf_session: PerfFactory
     ) -> None:
+        """A KeyboardInterrupt after the register ioctl leaves no kernel enabler; the slot re-registers."""
         backend = user_events_backend(provider_name)
         seen: dict[str, int] = {}
 
@@ -455,6 +472,7 @@ class TestPermissionRecipe:
     def test_a_group_member_registers_and_writes_and_cannot_touch_the_rest_of_tracefs(
         self, user_events_backend: BackendFactory, provider_name: str, perf_session: PerfFactory
     ) -> None:
+        """After the recipe a group member writes events but opens nothing else in tracefs; others cannot."""
         if os.getuid() != 0:
             pytest.fail("this test applies the recipe and drops privileges: it needs root (as in the guest)")
         tracefs = str(find_tracefs())

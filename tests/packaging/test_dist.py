@@ -26,6 +26,7 @@ def _wheel_metadata(wheel: Path) -> Message:
 
 
 def test_the_wheel_carries_the_license_and_says_so(wheel: Path) -> None:
+    """The wheel holds LICENSE and py.typed, no tests or docs, and its metadata says MIT with LICENSE."""
     with zipfile.ZipFile(wheel) as z:
         licenses = [n for n in z.namelist() if ".dist-info/licenses/" in n]
         assert [n.rsplit("/", 1)[-1] for n in licenses] == ["LICENSE"]
@@ -38,6 +39,7 @@ def test_the_wheel_carries_the_license_and_says_so(wheel: Path) -> None:
 
 
 def test_the_sdist_carries_the_license_and_says_so(sdist: Path) -> None:
+    """The sdist holds LICENSE, and its PKG-INFO names it as License-File."""
     with tarfile.open(sdist) as t:
         top = t.getnames()[0].split("/")[0]
         license_file = t.extractfile(f"{top}/LICENSE")
@@ -50,6 +52,7 @@ def test_the_sdist_carries_the_license_and_says_so(sdist: Path) -> None:
 
 
 def test_the_wheel_metadata_has_the_urls_and_classifiers(wheel: Path) -> None:
+    """The wheel's metadata has the four https project URLs, the classifiers and a markdown description."""
     metadata = _wheel_metadata(wheel)
     urls = dict(u.split(", ", 1) for u in metadata.get_all("Project-URL") or [])
     assert sorted(urls) == ["Changelog", "Documentation", "Issues", "Source"]
@@ -96,6 +99,7 @@ def _clean_env() -> dict[str, str]:
 
 
 def test_the_installed_package_is_the_wheels_not_the_source_tree(installed: Path, tmp_path: Path) -> None:
+    """The venv's installed package is imported from the venv, not from the source tree."""
     out = subprocess.run(
         [installed, "-c", "import structlog_etw, sys; print(structlog_etw.__file__); print(sys.prefix)"],
         check=True,

@@ -28,6 +28,7 @@ def reference(perf_bytes: bytes) -> list[Sample]:
 
 
 def test_header_attrs_names_and_clock_are_read(perf_bytes: bytes, reference: list[Sample]) -> None:
+    """The header's 11 attrs, tracepoint names and clock offset are read, and samples carry their facts."""
     f = PerfDataFile.from_bytes(perf_bytes)
     assert not f.pipe
     assert f.problems == []
@@ -44,6 +45,7 @@ def test_header_attrs_names_and_clock_are_read(perf_bytes: bytes, reference: lis
 
 
 def test_record_counts_and_rounds(perf_bytes: bytes) -> None:
+    """Record counts give 539 samples and 2 finished rounds, and time order respects the rounds."""
     f = PerfDataFile.from_bytes(perf_bytes)
     samples = list(f.samples())
     assert f.record_counts["SAMPLE"] == len(samples) == 539
@@ -56,6 +58,7 @@ def test_record_counts_and_rounds(perf_bytes: bytes) -> None:
 
 
 def test_not_a_perf_data_file_is_a_clear_error() -> None:
+    """Bytes that are not a perf.data file, or too short, raise PerfDataError saying so."""
     with pytest.raises(PerfDataError, match=r"not a perf\.data file"):
         PerfDataFile.from_bytes(b"hello world, not perf data at all")
     with pytest.raises(PerfDataError, match="too short"):
@@ -66,6 +69,7 @@ def test_not_a_perf_data_file_is_a_clear_error() -> None:
 def test_truncated_files_decode_what_they_can_and_report_the_rest(
     perf_bytes: bytes, reference: list[Sample], fraction: float
 ) -> None:
+    """A cut file reports a problem and yields the samples before the cut as they are in the whole file."""
     cut = int(len(perf_bytes) * fraction)
     f = PerfDataFile.from_bytes(perf_bytes[:cut])
     samples = list(f.samples())
@@ -85,6 +89,7 @@ def test_truncated_files_decode_what_they_can_and_report_the_rest(
 
 
 def test_a_damaged_record_stops_reading_with_a_report(perf_bytes: bytes, reference: list[Sample]) -> None:
+    """A record of size 0 stops reading after the 100 samples before it, and a problem names its offset."""
     victim = reference[100].offset
     damaged = bytearray(perf_bytes)
     damaged[victim + 6 : victim + 8] = b"\x00\x00"  # record size 0
@@ -97,6 +102,7 @@ def test_a_damaged_record_stops_reading_with_a_report(perf_bytes: bytes, referen
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.integers(0, 172699), st.integers(0, 255)), min_size=1, max_size=20))
 def test_random_damage_never_raises(perf_bytes: bytes, flips: list[tuple[int, int]]) -> None:
+    """Random bytes changed in perf.data raise only PerfDataError or SampleDecodeError, nothing else."""
     damaged = bytearray(perf_bytes)
     for pos, value in flips:
         if pos < len(damaged):
@@ -111,6 +117,7 @@ def test_random_damage_never_raises(perf_bytes: bytes, flips: list[tuple[int, in
 
 
 def test_pipe_mode_files_are_read_like_normal_ones(perf_bytes: bytes, reference: list[Sample]) -> None:
+    """A pipe-mode copy yields the same samples, times and decoded events as the file, no problems."""
     f = PerfDataFile.from_bytes(pipe_mode_copy(perf_bytes))
     assert f.pipe
     samples = list(f.samples())
@@ -186,5 +193,6 @@ def test_open_reads_the_file_and_close_releases_it(tmp_path: Path) -> None:
 
 
 def test_read_samples_is_the_file_order_of_perfdatafile() -> None:
+    """read_samples() yields the samples in PerfDataFile's file order."""
     expected = [s.offset for s in PerfDataFile.open(CAPTURE).samples()]
     assert [s.offset for s in read_samples(CAPTURE)] == expected

@@ -30,6 +30,7 @@ class TestAttrIdSections:
     """Each attr's id section is read once, against a budget of the file's size."""
 
     def test_6000_attrs_sharing_64000_ids_read_in_linear_work(self) -> None:
+        """6000 attrs sharing one 64000-id section are read without a hang, the shared ids reported."""
         assert len(perf_data_shared_ids(6000, 64000)) < 1_400_000  # about 1 MB
         run = run_bounded(_SHARED_IDS_IN_CHILD)
         assert not run.hung, "perf.data reader hung on shared id sections"
@@ -38,6 +39,7 @@ class TestAttrIdSections:
         assert "5999 attrs share an id section with another attr (ids ignored)" in run.stdout
 
     def test_the_first_attr_keeps_its_ids(self) -> None:
+        """Of attrs sharing an id section, only the first keeps its ids."""
         f = PerfDataFile.from_bytes(perf_data_shared_ids(3, 10))
         assert [len(a.ids) for a in f.attrs] == [10, 0, 0]
 
@@ -46,12 +48,14 @@ class TestFormatLines:
     """A ``format`` line is split, not matched with a regex that can backtrack."""
 
     def test_a_512_kb_line_without_a_colon_is_read_quickly(self) -> None:
+        """A format file with a 512 KB line without a colon is parsed without a hang."""
         run = run_bounded(_FORMAT_LINE_IN_CHILD)
         assert not run.hung, "format parser hung on a long line"
         assert run.returncode == 0, run.stderr[-2000:]
         assert run.stdout.strip() == "['a']"
 
     def test_field_properties_are_still_read(self) -> None:
+        """A format line without colons still gives the field's name, offset, size and signedness."""
         fmt = parse_format("s", format_text_without_colons(10))
         assert fmt is not None
         (field,) = fmt.fields

@@ -30,9 +30,11 @@ from structlog_etw.perf.listener import Listener, ListenError, match_tracepoint
 def test_only_the_providers_own_tracepoints_passing_the_filters_match(
     name: str, kwargs: dict[str, object], expected: tuple[int, int] | None
 ) -> None:
+    """match_tracepoint matches only the provider's own tracepoints passing the level, keyword and group."""
     assert match_tracepoint("MyProv", name, **kwargs) == expected  # type: ignore[arg-type]
 
 
 def test_ring_pages_must_be_a_power_of_two() -> None:
+    """A Listener with a page count that is not a power of two raises ListenError saying so."""
     with pytest.raises(ListenError, match="power of two"):
         Listener("MyProv", pages=3)

@@ -16,6 +16,7 @@ REPO = PERF_DIR.parents[1]
 
 
 def test_every_exported_name_exists_and_is_documented() -> None:
+    """Every name in structlog_etw.perf.__all__ exists and has a docstring, as does the package."""
     for name in perf.__all__:
         obj = getattr(perf, name)
         assert (obj.__doc__ or "").strip(), f"structlog_etw.perf.{name} has no docstring"
@@ -52,6 +53,7 @@ assert issubclass(perf.SampleDecodeError, ValueError)
 
 
 def test_the_package_imports_where_there_is_no_linux() -> None:
+    """structlog_etw.perf imports where there are no Linux-only modules."""
     proc = subprocess.run(
         [sys.executable, "-c", ELSEWHERE],
         check=False,
@@ -74,5 +76,6 @@ def _prints(path: Path) -> list[str]:
 
 
 def test_the_reading_machinery_never_prints() -> None:
+    """No module of structlog_etw/perf calls print()."""
     found = [hit for path in sorted(PERF_DIR.glob("*.py")) for hit in _prints(path)]
     assert found == []

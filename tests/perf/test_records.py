@@ -35,11 +35,13 @@ def _fixed(order: str) -> bytes:
 
 @pytest.mark.parametrize("order", ["<", ">"])
 def test_every_fixed_field_is_found_in_the_kernels_order(order: str) -> None:
+    """With every fixed sample field set, each is read in the kernel's order, in either byte order."""
     s = parse_sample(_fixed(order), EVERY_FIXED, order=order)
     assert (s.id, s.pid, s.tid, s.time, s.cpu, s.raw) == (7, 100, 101, 5000, 3, b"")
 
 
 def test_id_comes_from_identifier_first_else_from_id() -> None:
+    """The sample id is read from IDENTIFIER first, else from ID at its offset; None without either."""
     body = struct.pack("<QQQ", 0x1111, 5000, 42)  # IP, TIME, ID
     st = int(S.IP | S.TIME | S.ID)
     assert parse_sample(body, st, order="<").id == 42
@@ -49,6 +51,7 @@ def test_id_comes_from_identifier_first_else_from_id() -> None:
 
 
 def test_read_and_callchain_are_skipped_to_reach_the_raw_data() -> None:
+    """READ values (group or single) and the callchain are skipped to reach the raw data."""
     raw = b"common!!EVENT"
     raw_part = struct.pack("<I", len(raw)) + raw
     group = struct.pack("<Q", 2) + struct.pack("<QQQQ", 10, 11, 20, 21)  # nr 2, then (value, id) twice
@@ -64,6 +67,7 @@ def test_read_and_callchain_are_skipped_to_reach_the_raw_data() -> None:
 
 
 def test_short_bodies_are_rejected_with_the_readers_messages() -> None:
+    """Bodies cut short or raw data past the record raise ValueError with the reader's messages."""
     with pytest.raises(ValueError, match="record too short for its sample_type"):
         parse_sample(_fixed("<")[:-8], EVERY_FIXED, order="<")  # PERIOD cut off: nothing read there
     raw_past = struct.pack("<I", 100) + b"x" * 10
@@ -74,6 +78,7 @@ def test_short_bodies_are_rejected_with_the_readers_messages() -> None:
 
 
 def test_lost_records() -> None:
+    """LOST and LOST_SAMPLES records give their id and counts; a short one raises ValueError."""
     assert parse_lost(struct.pack(">QQ", 3, 99), ">") == (3, 99)
     assert parse_lost_samples(struct.pack("<Q", 12), "<") == 12
     with pytest.raises(ValueError):
@@ -81,6 +86,7 @@ def test_lost_records() -> None:
 
 
 def test_record_header_and_names() -> None:
+    """The record header unpacks type, misc, size; record and feature names come from the tables."""
     assert record_header("<").unpack(struct.pack("<IHH", 9, 1, 24)) == (9, 1, 24)
     assert RECORD_NAMES[9] == "SAMPLE" == RecordType.SAMPLE.name
     assert RECORD_NAMES[68] == "FINISHED_ROUND"

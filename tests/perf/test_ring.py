@@ -61,6 +61,7 @@ def sample_body(ident: int, pid: int, tid: int, time: int, cpu: int, raw: bytes)
 
 
 def test_sample_fields_are_parsed_in_kernel_order() -> None:
+    """A sample's id, pid, tid, time, cpu and raw data are parsed in the kernel's order, raw 8-aligned."""
     body = sample_body(7, 100, 101, 123456789, 3, b"\x01\x02\x03\x04common!!EVENT")
     s = parse_sample(body, SAMPLE_TYPE)
     assert (s.id, s.pid, s.tid, s.time, s.cpu) == (7, 100, 101, 123456789, 3)
@@ -69,6 +70,7 @@ def test_sample_fields_are_parsed_in_kernel_order() -> None:
 
 
 def test_truncated_sample_is_rejected_not_misread() -> None:
+    """A truncated sample body raises ValueError instead of being misread."""
     body = sample_body(7, 1, 1, 1, 0, b"x" * 20)
     with pytest.raises(ValueError):
         parse_sample(body[:-12], SAMPLE_TYPE)
@@ -77,12 +79,14 @@ def test_truncated_sample_is_rejected_not_misread() -> None:
 
 
 def test_lost_record_gives_id_and_count() -> None:
+    """A LOST record gives its id and lost count; a short one raises ValueError."""
     assert parse_lost(struct.pack("=QQ", 9, 1234)) == (9, 1234)
     with pytest.raises(ValueError):
         parse_lost(b"\0" * 8)
 
 
 def test_records_wrapping_the_end_of_the_ring_are_reassembled() -> None:
+    """Records wrapping the ring's end are reassembled in order, and all their space is handed back."""
     k = FakeKernel(1024)
     k.start_at(1024 * 5 - 20)  # free-running counter: 20 bytes before the end of the area
     raws = [bytes([i]) * (30 + i) for i in range(6)]
@@ -101,6 +105,7 @@ def test_records_wrapping_the_end_of_the_ring_are_reassembled() -> None:
 
 
 def test_reading_in_steps_continues_where_the_last_read_stopped() -> None:
+    """Reading in steps round the ring many times returns every sample and lost record once, in order."""
     k = FakeKernel(128)
     k.start_at(100)
     ring = RingBuffer(k.buf, PAGE)
@@ -125,6 +130,7 @@ def test_reading_in_steps_continues_where_the_last_read_stopped() -> None:
 
 
 def test_a_corrupt_record_size_ends_the_walk_instead_of_looping() -> None:
+    """A record size smaller than a header or running past head ends the walk with no records."""
     data = bytearray(64)
     struct.pack_into("=IHH", data, 0, PERF_RECORD_SAMPLE, 0, 4)  # size smaller than a header
     assert read_records(data, 0, 32) == []
@@ -133,6 +139,7 @@ def test_a_corrupt_record_size_ends_the_walk_instead_of_looping() -> None:
 
 
 def test_data_area_must_be_a_power_of_two() -> None:
+    """A ring whose data area is not a power of two pages raises ValueError."""
     with pytest.raises(ValueError):
         RingBuffer(bytearray(PAGE + 100), PAGE)
 
@@ -143,6 +150,7 @@ def test_data_area_must_be_a_power_of_two() -> None:
     bodies=st.lists(st.binary(min_size=0, max_size=60).map(lambda b: b + bytes(-len(b) % 8)), max_size=12),
 )
 def test_any_record_sequence_at_any_position_comes_back_intact(start: int, bodies: list[bytes]) -> None:
+    """Any record sequence starting at any ring position comes back intact, and the tail reaches head."""
     k = FakeKernel(1024)  # 12 records of at most 72 bytes fit
     k.start_at(start)
     for i, body in enumerate(bodies):
@@ -164,6 +172,7 @@ LINUX_ONLY = pytest.mark.skipif(
 
 @LINUX_ONLY
 def test_online_cpu_lists_in_the_kernels_format_are_expanded() -> None:
+    """parse_cpu_list expands the kernel's online-CPU lists: single CPUs, ranges, comma-separated."""
     from structlog_etw.perf.perf_event_open import parse_cpu_list  # noqa: PLC0415 - Linux-only module (fcntl)
 
     assert parse_cpu_list("0") == [0]
@@ -173,6 +182,7 @@ def test_online_cpu_lists_in_the_kernels_format_are_expanded() -> None:
 
 @LINUX_ONLY
 def test_perf_event_attr_has_the_kernels_ver5_layout() -> None:
+    """PerfEventAttr is 112 bytes with the kernel's VER5 field offsets."""
     from structlog_etw.perf.perf_event_open import PerfEventAttr  # noqa: PLC0415 - Linux-only module (fcntl)
 
     assert ctypes.sizeof(PerfEventAttr) == 112

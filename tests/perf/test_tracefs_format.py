@@ -50,6 +50,7 @@ print fmt: "eventheader_flags=%u ..."
 
 
 def test_eventheader_starts_after_the_common_fields_of_the_format() -> None:
+    """The EventHeader starts right after the format's common fields; a format without any is refused."""
     assert eventheader_offset(FORMAT) == 8
     common_only = "\n".join(line for line in FORMAT.splitlines() if "common_" in line or "format:" in line)
     assert eventheader_offset(common_only.replace("size:4", "size:8")) == 12
@@ -58,6 +59,7 @@ def test_eventheader_starts_after_the_common_fields_of_the_format() -> None:
 
 
 def test_tracefs_format_fields_and_perf_decode_conventions() -> None:
+    """tracefs format fields give their values, and render as perf-decode does (hex for unknown types)."""
     fmt = parse_format("sched", SCHED_FORMAT)
     assert fmt is not None
     assert (fmt.full_name, fmt.id, fmt.common_count, fmt.common_size) == ("sched:sched_switch", 316, 4, 8)
@@ -93,6 +95,7 @@ def test_tracefs_format_fields_and_perf_decode_conventions() -> None:
 
 
 def test_an_eventheader_tracepoint_format_is_recognised() -> None:
+    """A format with the eventheader_flags field is recognised as EventHeader, its payload at offset 8."""
     eh_field = "\tfield:u8 eventheader_flags;\toffset:8;\tsize:1;\tsigned:0;\n\tfield:char x[16];"
     text = SCHED_FORMAT.replace("name: sched_switch", "name: P_L4K1")
     text = text.replace("\tfield:char prev_comm[16];", eh_field)

@@ -35,6 +35,7 @@ def _inventory(site: Path) -> set[str]:
 
 
 def test_every_public_module_has_a_public_module_directive() -> None:
+    """docs/api/ has a public-module directive for each public module, and none for anything else."""
     pages = "\n".join(p.read_text(encoding="utf-8") for p in sorted((ROOT / "docs" / "api").glob("*.rst")))
     listed = set(re.findall(r"^\.\. public-module:: (\S+)$", pages, re.M))
     assert sorted(set(_public_modules()) - listed) == [], "add a `.. public-module::` line in docs/api/"
@@ -43,6 +44,7 @@ def test_every_public_module_has_a_public_module_directive() -> None:
 
 @pytest.mark.parametrize("module", _public_modules())
 def test_every_name_of_all_is_in_the_api_reference(site: Path, module: str) -> None:
+    """Each public module and every name of its __all__ is in the built API reference's inventory."""
     documented = _inventory(site)
     names = importlib.import_module(module).__all__
     missing = [name for name in [module, *(f"{module}.{n}" for n in names)] if name not in documented]
@@ -57,6 +59,7 @@ def _signature(site: Path, page: str, anchor: str) -> str:
 
 
 def test_the_renderer_and_the_wrapper_show_their_docstring_only_parameters(site: Path) -> None:
+    """The API reference shows EtwRenderer's and make_etw_bound_logger's docstring-only parameters."""
     renderer = _signature(site, "api/structlog_etw.html", "structlog_etw.EtwRenderer")
     for parameter in ("group", "provider", "provider_id", "keywords_by_logger", "passthrough"):
         assert re.search(rf"\b{parameter}:", renderer), (parameter, renderer)

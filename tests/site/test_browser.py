@@ -188,6 +188,7 @@ def test_the_checker_finds_a_missing_image_and_broken_links(driver: Any, serve: 
 def test_the_page_renders_with_no_missing_image_or_broken_link(
     driver: Any, serve: Any, site: Path, page: str
 ) -> None:
+    """The page renders in a browser with no missing image or broken link, over ten local URLs checked."""
     problems = check_page(driver, serve(site) + page)
     assert problems.missing_images == []
     assert problems.broken_links == []
@@ -195,6 +196,7 @@ def test_the_page_renders_with_no_missing_image_or_broken_link(
 
 
 def test_the_renderer_entry_is_shown(driver: Any, serve: Any, site: Path) -> None:
+    """The API page shows the EtwRenderer entry with its provider_name parameter."""
     from selenium.webdriver.common.by import By  # noqa: PLC0415
 
     driver.get(serve(site) + "api/structlog_etw.html#structlog_etw.EtwRenderer")
@@ -205,6 +207,7 @@ def test_the_renderer_entry_is_shown(driver: Any, serve: Any, site: Path) -> Non
 
 
 def test_the_performance_plot_is_drawn(driver: Any, serve: Any, site: Path) -> None:
+    """performance.html draws performance.png at a real size (over 100 by 100 pixels)."""
     problems = check_page(driver, serve(site) + "performance.html")
     plots = driver.execute_script(
         "return Array.from(document.images).filter(i => i.src.endsWith('performance.png'))"
@@ -216,6 +219,7 @@ def test_the_performance_plot_is_drawn(driver: Any, serve: Any, site: Path) -> N
 
 
 def test_a_missing_browser_fails_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without chromium and chromedriver the browser tests fail in CI."""
     monkeypatch.setenv("CI", "true")
     monkeypatch.setattr(shutil, "which", lambda *args, **kwargs: None)
     with pytest.raises(pytest.fail.Exception, match="chromium and chromedriver not found"):
@@ -223,6 +227,7 @@ def test_a_missing_browser_fails_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_missing_browser_skips_locally(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without chromium and chromedriver the browser tests are skipped outside CI."""
     monkeypatch.delenv("CI", raising=False)
     monkeypatch.setattr(shutil, "which", lambda *args, **kwargs: None)
     with pytest.raises(pytest.skip.Exception, match="chromium and chromedriver not found"):

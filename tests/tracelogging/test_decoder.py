@@ -42,6 +42,7 @@ def _one(field_meta: bytes, data: bytes) -> object:
     ],
 )
 def test_every_integer_and_float_width_decodes(in_type: int, fmt: str, value: object) -> None:
+    """Every signed, unsigned, hex integer width and both float widths decode to the value packed."""
     assert _one(field_metadata("x", in_type), struct.pack(fmt, value)) == value
 
 
@@ -64,10 +65,12 @@ def test_every_integer_and_float_width_decodes(in_type: int, fmt: str, value: ob
     ],
 )
 def test_strings_binaries_guid_sid_decode(in_type: int, data: bytes, value: object) -> None:
+    """Zero-terminated and counted strings, binaries, GUID, SID and BOOL32 decode to their values."""
     assert _one(field_metadata("x", in_type), data) == value
 
 
 def test_filetime_and_systemtime_decode_to_utc_datetimes() -> None:
+    """FILETIME and SYSTEMTIME values decode to aware UTC datetimes."""
     ft = struct.pack("<Q", 0x019DB1DED53E8000 + 10**7)
     assert _one(field_metadata("t", InType.FILETIME, OutType.DATETIME_UTC), ft) == dt.datetime(
         1970, 1, 1, 0, 0, 1, tzinfo=UTC
@@ -79,15 +82,18 @@ def test_filetime_and_systemtime_decode_to_utc_datetimes() -> None:
 
 
 def test_uint8_with_boolean_outtype_is_a_bool() -> None:
+    """A UINT8 with the BOOLEAN out-type decodes to True, not 1."""
     assert _one(field_metadata("b", InType.UINT8, OutType.BOOLEAN), b"\x01") is True
 
 
 def test_constant_count_array() -> None:
+    """A constant-count (CCOUNT) array decodes to a list of exactly that many values."""
     meta = field_metadata("xs", InType.UINT16, ccount=3)
     assert _one(meta, struct.pack("<3H", 1, 2, 3)) == [1, 2, 3]
 
 
 def test_array_of_structs() -> None:
+    """A VCOUNT array of structs decodes to a list of dicts, and the field after it is intact."""
     metas = [
         field_metadata("pts", InType.STRUCT, 2, vcount=True),
         field_metadata("x", InType.INT32),
@@ -100,12 +106,14 @@ def test_array_of_structs() -> None:
 
 
 def test_field_tags_of_any_length_are_read() -> None:
+    """A field tag given as a shorter chain of bytes is read to its 28-bit value."""
     meta = b"x\0" + bytes((InType.UINT8 | 0x80, 0x80, 0x05))  # 1-byte field tag
     ev = decode(event_metadata("e", [meta]), b"\x01")
     assert ev.field_list[0].tag == 5 << 21
 
 
 def test_descriptor_gives_level_keyword_opcode() -> None:
+    """The event descriptor gives the event's level, opcode and 64-bit keyword; its channel is 11."""
     ev = decode(event_metadata("e", []), b"", descriptor=event_descriptor(2, 1, 0x8000000000000001))
     assert (ev.level, ev.opcode, ev.keyword) == (2, 1, 0x8000000000000001)
     assert decode_event_descriptor(event_descriptor(5, 2, 3))["channel"] == 11
@@ -124,11 +132,13 @@ def test_descriptor_gives_level_keyword_opcode() -> None:
     ],
 )
 def test_malformed_input_raises_value_error(metadata: bytes, data: bytes, message: str) -> None:
+    """Bad sizes, terminators, truncation, leftover data or types raise ValueError saying what."""
     with pytest.raises(ValueError, match=message):
         decode(metadata, data)
 
 
 def test_wrong_channel_is_rejected() -> None:
+    """A descriptor whose channel is not TraceLogging's 11 raises ValueError naming the channel."""
     desc = struct.pack("<HBBBBHQ", 0, 0, 0, 4, 0, 0, 1)
     with pytest.raises(ValueError, match="channel"):
         decode(event_metadata("e", []), b"", descriptor=desc)
@@ -137,12 +147,14 @@ def test_wrong_channel_is_rejected() -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=64), st.binary(max_size=64))
 def test_random_bytes_decode_or_raise_value_error(metadata: bytes, data: bytes) -> None:
+    """Random metadata and data bytes decode or raise ValueError, never any other exception."""
     meta = struct.pack("<H", len(metadata) + 2) + metadata
     with contextlib.suppress(ValueError):
         decode(meta, data)
 
 
 def test_parse_metadata_reports_name_tags_fields() -> None:
+    """parse_metadata returns the event name, its tags and each field's name and in-type."""
     name, tags, fields = parse_metadata(event_metadata("ev", [field_metadata("a", InType.INT64)], tags=3))
     assert (name, tags) == ("ev", 3)
     assert [(f.name, f.in_type) for f in fields] == [("a", InType.INT64)]
@@ -162,11 +174,13 @@ def test_parse_metadata_reports_name_tags_fields() -> None:
     ],
 )
 def test_fields_keep_their_value_bytes(in_type: int, data: bytes, raw: bytes) -> None:
+    """Each scalar field keeps its value bytes, without terminator or count, and is no array or struct."""
     (f,) = decode(event_metadata("e", [field_metadata("x", in_type)]), data).field_list
     assert (f.raw, f.raw_elements, f.is_array, f.is_struct) == (raw, (), False, False)
 
 
 def test_arrays_keep_each_elements_bytes_and_structs_are_marked() -> None:
+    """Array fields keep each element's bytes, and a struct is marked as one with its members' bytes."""
     metas = [
         field_metadata("xs", InType.UINT16, ccount=2),
         field_metadata("names", InType.COUNTEDANSISTRING, vcount=True),
@@ -184,6 +198,7 @@ def test_arrays_keep_each_elements_bytes_and_structs_are_marked() -> None:
 
 
 def test_event_says_its_format_byte_order_and_raw_name() -> None:
+    """A decoded event says it is tracelogging, little-endian, with its name's bytes and its raw bytes."""
     metadata = event_metadata("caf\xe9", [field_metadata("x", InType.UINT8)])
     ev = decode(metadata, b"\x01")
     assert (ev.format, ev.byte_order, ev.raw_name) == ("tracelogging", "little", "caf\xe9".encode())

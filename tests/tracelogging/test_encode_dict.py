@@ -55,6 +55,7 @@ class TestSameBlobsAsTheGeneralRoute:
         max_size: int,
         header: dict[str, Any],
     ) -> None:
+        """encode_dict writes the general route's blobs for any dict, budget and header, repeats included."""
         kw: dict[str, Any] = {"level": 4, **header}
         fast, general = (
             tl.TraceLoggingEncoder("P", max_size=max_size),
@@ -70,10 +71,12 @@ class TestSameBlobsAsTheGeneralRoute:
     @settings(max_examples=200, deadline=None)
     @given(st.dictionaries(st.text(max_size=6), typed_values(), max_size=12))
     def test_typed_values_of_every_table_row(self, d: dict[str, Any]) -> None:
+        """encode_dict writes the general route's blobs for dicts of every type-table row's values."""
         fast, general = tl.TraceLoggingEncoder("P"), tl.TraceLoggingEncoder("P")
         assert fast.encode_dict("E", d, "event", 5) == _general(general, "E", d, "event", level=5)
 
     def test_many_fields_past_the_field_limit_take_the_general_route(self) -> None:
+        """200 fields, past the field limit, go the general route (cut, counted), remembered as general."""
         d = {f"f{i}": i for i in range(200)}
         enc = tl.TraceLoggingEncoder("P")
         assert enc.encode_dict("E", d, None) == _general(tl.TraceLoggingEncoder("P"), "E", d, None)
@@ -85,6 +88,7 @@ class TestShapeFunctionIsUsed:
     """The common shapes go through a cached shape function, not through typed fields."""
 
     def test_the_five_field_call_is_written_by_its_shape_function(self) -> None:
+        """A hot five-field call is written by its shape function, without the typed-field plans."""
         enc = tl.TraceLoggingEncoder("P")
         enc.encode_dict("hello", FIVE, "event")  # the first: general route; the shape is hot
         enc._cache.clear()
@@ -94,6 +98,7 @@ class TestShapeFunctionIsUsed:
         assert enc._cache == {}
 
     def test_scalar_classes_none_bytes_uuid_and_datetime_are_written_by_the_shape_function(self) -> None:
+        """None, bytes, UUID and datetime values get a shape function writing the general blobs."""
         d = {"n": None, "b": b"\x00\x01", "u": uuid.UUID(int=5), "t": dt.datetime(2024, 1, 2, tzinfo=dt.UTC)}
         enc = tl.TraceLoggingEncoder("P")
         enc.encode_dict("E", d, None)
@@ -104,6 +109,7 @@ class TestShapeFunctionIsUsed:
         assert got == _general(tl.TraceLoggingEncoder("P"), "E", d, None)
 
     def test_a_shape_first_seen_with_a_container_gets_a_shape_function_for_scalars(self) -> None:
+        """Keys first seen with a dict value stay general, yet get a shape function for int values."""
         enc = tl.TraceLoggingEncoder("P")
         for v in ({"nested": 1}, 5):
             enc.encode_dict("E", {"a": v}, None)
@@ -111,6 +117,7 @@ class TestShapeFunctionIsUsed:
         assert enc._by_classes[("E", 0, None, "a", int)] is not None
 
     def test_values_of_other_classes_get_their_own_entry_and_keep_the_first(self) -> None:
+        """A value of another class gets its own class-keyed entry, keeps the first, and needs no plan."""
         enc = tl.TraceLoggingEncoder("P")
         enc.encode_dict("E", {"a": 1}, None)
         first = enc._by_keys[("E", 0, None, "a")]
@@ -124,6 +131,7 @@ class TestShapeFunctionIsUsed:
         assert enc._cache == {}
 
     def test_a_datetime_before_1601_is_written_as_text_by_the_general_route(self) -> None:
+        """A datetime before 1601 is written as the general route writes it, both times the shape is seen."""
         d = {"t": dt.datetime(1500, 1, 1, tzinfo=dt.UTC)}
         enc = tl.TraceLoggingEncoder("P")
         for _ in range(2):  # the general route first, then the shape function (which cannot write it)
@@ -134,6 +142,7 @@ class TestShapeCachesAreBounded:
     """High-cardinality names and key sets never grow the shape caches past cache_limit."""
 
     def test_by_keys_and_by_classes_stay_within_the_limit(self) -> None:
+        """Both shape caches (by keys, by classes) stay within cache_limit over 100 event names."""
         enc = tl.TraceLoggingEncoder("P", cache_limit=16)
         for i in range(100):
             enc.encode_dict(f"e{i}", {"a": 1}, None)

@@ -50,14 +50,17 @@ from tests.helpers.tracelogging import blobs
     ],
 )
 def test_provider_id_matches_eventsource_hash_vectors(name: str, guid: str) -> None:
+    """provider_id() gives the GUIDs EventSource's name hash gives for three known provider names."""
     assert provider_id(name) == uuid.UUID(guid)
 
 
 def test_provider_id_ignores_case_like_eventsource() -> None:
+    """provider_id() ignores the case of the name, as EventSource does."""
     assert provider_id("myprovider") == provider_id("MYPROVIDER") == provider_id("MyProvider")
 
 
 def test_provider_traits_vector_and_group_trait() -> None:
+    """Provider traits match the known bytes, with a group GUID appended as trait 1, and decode back."""
     assert provider_traits("MyProvider") == bytes.fromhex("0d 00 4d 79 50 72 6f 76 69 64 65 72 00")
     group = uuid.UUID("12345678-1234-5678-9abc-def012345678")
     blob = provider_traits("MyProvider", group)
@@ -67,6 +70,7 @@ def test_provider_traits_vector_and_group_trait() -> None:
 
 
 def test_provider_group_from_guid_text_or_name() -> None:
+    """A group is a GUID, GUID text or a name hashed to a GUID; None is no group, an int a TypeError."""
     g = uuid.UUID("4f50731a-89cf-4782-b3e0-dce8c90476ba")
     assert group_guid(g) == g
     assert group_guid(str(g)) == g
@@ -78,6 +82,7 @@ def test_provider_group_from_guid_text_or_name() -> None:
 
 
 def test_worked_example_metadata_data_and_descriptor_match_microsoft_bytes() -> None:
+    """Metadata, payload and descriptor of Microsoft's worked example match its bytes and decode back."""
     meta = event_metadata(
         "MyEvent",
         [
@@ -103,6 +108,7 @@ def test_worked_example_metadata_data_and_descriptor_match_microsoft_bytes() -> 
 
 
 def test_encoder_reproduces_the_worked_example_string_field() -> None:
+    """The encoder writes the worked example's string field as exactly Microsoft's metadata and data bytes."""
     enc = TraceLoggingEncoder("MyProvider")
     result = blobs(enc.encode("MyEvent", [("msg", F.STR, "hi")]))
     assert result == (bytes.fromhex("11 00 00 4d 79 45 76 65 6e 74 00 6d 73 67 00 97 23"), b"\x02\x00hi")
@@ -113,6 +119,7 @@ def test_encoder_reproduces_the_worked_example_string_field() -> None:
     [(0, "00"), (0xFE00000, "7f"), (0xFEDC000, "ff 37"), (0xFEDCBAF, "ff b7 97 2f")],
 )
 def test_event_tags_use_the_shortest_of_1_2_4_bytes(tag: int, expected: str) -> None:
+    """An event tag is written in the shortest of 1, 2 or 4 bytes and parsed back to the same value."""
     assert encode_tag(tag) == bytes.fromhex(expected)
     meta = blobs(TraceLoggingEncoder("P").encode("e", [], tag=tag))
     assert meta is not None
@@ -120,6 +127,7 @@ def test_event_tags_use_the_shortest_of_1_2_4_bytes(tag: int, expected: str) -> 
 
 
 def test_struct_metadata_vector() -> None:
+    """A struct field's metadata is its name, the STRUCT type with the chain bit and its member count."""
     assert field_metadata("st", InType.STRUCT, 2) == bytes.fromhex("73 74 00 98 02")
 
 
@@ -164,6 +172,7 @@ TABLE: list[tuple[str, object, int, int, object]] = [
 def test_type_table_row_round_trips(
     label: str, value: object, in_type: int, out_type: int, decoded: object
 ) -> None:
+    """Each type-table value is written with its row's in/out types as a scalar and decodes to its value."""
     enc = TraceLoggingEncoder("MyCompany.Test")
     result = blobs(enc.encode("ev", F.to_fields([("v", value)])))
     assert result is not None
@@ -206,6 +215,7 @@ ARRAYS: list[tuple[str, list[Any], int, int, list[Any]]] = [
 def test_homogeneous_list_becomes_vcount_array(
     label: str, value: list[Any], in_type: int, out_type: int, decoded: list[Any]
 ) -> None:
+    """A list of one element type becomes a VCOUNT array with that type and decodes to the same list."""
     enc = TraceLoggingEncoder("MyCompany.Test")
     result = blobs(enc.encode("ev", F.to_fields([("v", value)])))
     assert result is not None
@@ -218,6 +228,7 @@ def test_homogeneous_list_becomes_vcount_array(
 
 
 def test_dict_becomes_nested_struct_with_member_count() -> None:
+    """A dict becomes a struct with its member count in metadata and decodes to the same nested values."""
     enc = TraceLoggingEncoder("MyCompany.Test")
     value = {"a": 1, "b": {"c": "x", "d": [1.5]}, "e": True}
     result = blobs(enc.encode("ev", F.to_fields([("s", value), ("after", 2)])))
@@ -231,6 +242,7 @@ def test_dict_becomes_nested_struct_with_member_count() -> None:
 
 
 def test_aware_datetime_is_converted_to_utc() -> None:
+    """An aware datetime is written as the FILETIME of its UTC instant and decodes as that UTC time."""
     enc = TraceLoggingEncoder("P")
     plus2 = dt.datetime(2024, 1, 1, 12, 0, tzinfo=dt.timezone(dt.timedelta(hours=2)))
     result = blobs(enc.encode("e", [("t", F.TIME, plus2)]))
@@ -240,6 +252,7 @@ def test_aware_datetime_is_converted_to_utc() -> None:
 
 
 def test_naive_datetime_is_taken_as_local_time() -> None:
+    """A naive datetime is read as local time: it decodes as its astimezone(UTC) value."""
     naive = dt.datetime(2024, 1, 1, 12, 0)
     enc = TraceLoggingEncoder("P")
     result = blobs(enc.encode("e", [("t", F.TIME, naive)]))
@@ -248,10 +261,12 @@ def test_naive_datetime_is_taken_as_local_time() -> None:
 
 
 def test_filetime_of_unix_epoch() -> None:
+    """filetime() of the Unix epoch is 0x019DB1DED53E8000, the FILETIME of 1970-01-01."""
     assert filetime(dt.datetime(1970, 1, 1, tzinfo=UTC)) == 0x019DB1DED53E8000
 
 
 def test_lone_surrogates_and_nul_become_valid_utf8() -> None:
+    """Lone surrogates become U+FFFD in names and values; NUL becomes U+FFFD in names, stays in values."""
     enc = TraceLoggingEncoder("P")
     result = blobs(enc.encode("ev\0x\ud800", [("k\0\udfff", F.STR, "a\ud800b\0c")]))
     assert result is not None
@@ -261,12 +276,14 @@ def test_lone_surrogates_and_nul_become_valid_utf8() -> None:
 
 
 def test_event_with_no_fields() -> None:
+    """An event without fields is just its name in metadata and an empty payload, decoding to no fields."""
     result = blobs(TraceLoggingEncoder("P").encode("empty", []))
     assert result == (b"\x09\x00\x00empty\x00", b"")
     assert decode(*result).fields == {}
 
 
 def test_same_shape_reuses_cached_metadata_object() -> None:
+    """Two events of one shape share the very same cached metadata bytes object, with different data."""
     enc = TraceLoggingEncoder("P")
     a = blobs(enc.encode("e", [("x", F.I64, 1)]))
     b = blobs(enc.encode("e", [("x", F.I64, 2)]))
@@ -277,6 +294,7 @@ def test_same_shape_reuses_cached_metadata_object() -> None:
 
 
 def test_shape_cache_is_bounded() -> None:
+    """5000 distinct event shapes leave at most 1024 entries in the encoder's metadata cache."""
     enc = TraceLoggingEncoder("P")
     for i in range(5000):
         assert blobs(enc.encode(f"e{i}", [("x", F.I64, i)])) is not None
@@ -293,6 +311,7 @@ def _total(enc: TraceLoggingEncoder, result: tuple[bytes, bytes] | None) -> int:
 
 
 def test_oversized_string_is_truncated_with_marker_and_counted() -> None:
+    """A 200 KB string is cut to fit max_size with the marker, the flag field set and one count."""
     enc = TraceLoggingEncoder("MyCompany.Test")
     result = blobs(enc.encode("big", [("small", F.STR, "keep me"), ("msg", F.STR, "x" * 200_000)]))
     assert _total(enc, result) <= enc.max_size
@@ -305,6 +324,7 @@ def test_oversized_string_is_truncated_with_marker_and_counted() -> None:
 
 
 def test_truncation_cuts_the_longest_values_first() -> None:
+    """Over max_size, the two long values are cut while the short string and small array stay whole."""
     enc = TraceLoggingEncoder("P", max_size=4096)
     result = blobs(
         enc.encode(
@@ -327,6 +347,7 @@ def test_truncation_cuts_the_longest_values_first() -> None:
 
 
 def test_oversized_arrays_are_shortened() -> None:
+    """A 100 000-element array over max_size keeps a leading run of more than 100 of its elements."""
     enc = TraceLoggingEncoder("P", max_size=2048)
     result = blobs(enc.encode("e", F.to_fields([("xs", list(range(100_000)))])))
     assert _total(enc, result) <= 2048
@@ -337,6 +358,7 @@ def test_oversized_arrays_are_shortened() -> None:
 
 
 def test_too_many_fields_keeps_leading_fields_and_marks_truncation() -> None:
+    """Of 1000 fields the first 128 (with the flag) are kept in order, and the truncation is counted."""
     enc = TraceLoggingEncoder("P")
     fields = F.to_fields((f"f{i}", i) for i in range(1000))
     result = blobs(enc.encode("many", fields))
@@ -349,6 +371,7 @@ def test_too_many_fields_keeps_leading_fields_and_marks_truncation() -> None:
 
 
 def test_a_cut_event_of_128_logical_fields_leaves_one_off_for_the_truncated_field() -> None:
+    """A cut event of 128 logical fields drops its last field so the flag field makes it 128, not 129."""
     # 127 ints and a string too long for the budget are 128 logical fields; with the marker field
     # they would be 129, more than decoders handle: the last field is left off instead.
     enc = TraceLoggingEncoder("P")
@@ -362,6 +385,7 @@ def test_a_cut_event_of_128_logical_fields_leaves_one_off_for_the_truncated_fiel
 
 
 def test_binary_and_arrays_count_two_toward_the_field_limit() -> None:
+    """Binary fields count two each toward the 128 limit: 63 of 100 are kept, then the flag field."""
     enc = TraceLoggingEncoder("P")
     result = blobs(enc.encode("many", [(f"b{i}", F.BYTES, b"x") for i in range(100)]))
     assert result is not None
@@ -371,6 +395,7 @@ def test_binary_and_arrays_count_two_toward_the_field_limit() -> None:
 
 
 def test_struct_over_the_field_limit_is_kept_as_json() -> None:
+    """A dict of too many logical fields is written as one JSON field that loads back to the dict."""
     enc = TraceLoggingEncoder("P")
     big = {f"k{i}": [i] for i in range(100)}  # 1 + 100 * 2 logical fields
     result = blobs(enc.encode("e", F.to_fields([("first", 1), ("big", big), ("last", 2)])))
@@ -383,6 +408,7 @@ def test_struct_over_the_field_limit_is_kept_as_json() -> None:
 
 
 def test_struct_kept_as_json_has_valid_text_even_with_surrogates_and_nan() -> None:
+    """A struct written as JSON is valid JSON even with lone surrogates in keys and NaN values."""
     enc = TraceLoggingEncoder("P")
     big = {f"k\ud800{i}": [math.nan] for i in range(100)}
     result = blobs(enc.encode("e", F.to_fields([("big", big)])))
@@ -392,6 +418,7 @@ def test_struct_kept_as_json_has_valid_text_even_with_surrogates_and_nan() -> No
 
 
 def test_huge_string_inside_an_array_is_cut_not_dropped() -> None:
+    """An array holding a 70 KB string is emptied, not the event dropped: later fields and the flag stay."""
     enc = TraceLoggingEncoder("P")
     result = blobs(enc.encode("e", F.to_fields([("a", ["x" * 70_000, "y"]), ("b", 1)])))
     assert result is not None
@@ -399,6 +426,7 @@ def test_huge_string_inside_an_array_is_cut_not_dropped() -> None:
 
 
 def test_nested_struct_strings_are_truncated_in_place() -> None:
+    """A long string two structs deep is cut with the marker in place; its sibling value stays intact."""
     enc = TraceLoggingEncoder("P", max_size=2048)
     result = blobs(enc.encode("e", F.to_fields([("outer", {"inner": {"text": "z" * 10_000}, "n": 1})])))
     assert _total(enc, result) <= 2048
@@ -409,6 +437,7 @@ def test_nested_struct_strings_are_truncated_in_place() -> None:
 
 
 def test_malformed_field_lists_never_raise() -> None:
+    """Malformed field entries and a None event name do not raise: the well-formed field is still written."""
     enc = TraceLoggingEncoder("P")
     bad: list[Any] = ["not a tuple", ("short",), (1, F.I64, 5), ("ok", F.I64, 3)]
     result = blobs(enc.encode("e", bad))
@@ -418,12 +447,14 @@ def test_malformed_field_lists_never_raise() -> None:
 
 
 def test_metadata_that_cannot_fit_is_dropped() -> None:
+    """An event whose 40 KB name cannot fit the metadata limit is dropped (None) and not counted as cut."""
     enc = TraceLoggingEncoder("P")
     assert blobs(enc.encode("n" * 40_000, [("x", F.I64, 1)])) is None
     assert enc.truncated == 0
 
 
 def test_long_field_names_are_dropped_from_the_end_until_metadata_fits() -> None:
+    """Fields with huge names are dropped from the end until metadata fits under 32 KB, then flagged."""
     enc = TraceLoggingEncoder("P")
     result = blobs(enc.encode("e", [("a" * 20_000, F.I64, 1), ("b" * 20_000, F.I64, 2)]))
     assert result is not None
@@ -432,6 +463,7 @@ def test_long_field_names_are_dropped_from_the_end_until_metadata_fits() -> None
 
 
 def test_max_size_is_validated() -> None:
+    """A max_size past the ETW limit and an empty provider name raise ValueError naming the problem."""
     with pytest.raises(ValueError, match="max_size"):
         TraceLoggingEncoder("P", max_size=70_000)
     with pytest.raises(ValueError, match="provider name"):
@@ -457,6 +489,7 @@ def test_max_size_is_validated() -> None:
     ],
 )
 def test_mistyped_field_value_becomes_a_string(field: tuple[str, int, object]) -> None:
+    """A value that does not fit its declared kind is written as a string; the other field is unharmed."""
     enc = TraceLoggingEncoder("P")
     result = blobs(enc.encode("e", [("ok", F.I64, 1), field]))
     assert result is not None
@@ -466,6 +499,7 @@ def test_mistyped_field_value_becomes_a_string(field: tuple[str, int, object]) -
 
 
 def test_nan_and_infinity_are_kept() -> None:
+    """NaN and -inf float values are written as floats and decode as NaN and -inf."""
     result = blobs(TraceLoggingEncoder("P").encode("e", F.to_fields([("n", math.nan), ("i", -math.inf)])))
     assert result is not None
     fields = decode(*result).fields
@@ -516,6 +550,7 @@ def _expected(field: F.Field) -> object:
 @settings(max_examples=200, deadline=None)
 @given(st.dictionaries(st.text(max_size=8), _values, max_size=12))
 def test_arbitrary_event_dict_round_trips(event: dict[str, object]) -> None:
+    """Any event dict of generated values decodes to the same field names and the expected values."""
     enc = TraceLoggingEncoder("MyCompany.Test")
     fields = F.to_fields(event.items())
     result = blobs(enc.encode("ev", fields))
@@ -545,6 +580,7 @@ def _plain(members: list[Any]) -> dict[str, object]:
     st.integers(min_value=1024, max_value=8192),
 )
 def test_encoded_events_never_exceed_the_size_budget(items: list[tuple[str, object]], max_size: int) -> None:
+    """Generated events of long names and values are never larger than max_size and always decode."""
     enc = TraceLoggingEncoder("MyCompany.Test", max_size=max_size)
     result = blobs(enc.encode("ev", F.to_fields(items)))
     if result is None:
@@ -572,6 +608,7 @@ _raw_fields: st.SearchStrategy[list[Any]] = st.lists(
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=20), _raw_fields, st.integers(min_value=0, max_value=0x0FFFFFFF))
 def test_any_field_list_encodes_to_a_decodable_event_or_none(name: str, fields: list[Any], tags: int) -> None:
+    """Any raw field list encodes to an event within max_size that decodes with the event tag given."""
     enc = TraceLoggingEncoder("MyCompany.Test", max_size=2048)
     result = blobs(enc.encode(name, fields, tag=tags))
     assert result is not None  # nothing here is too large to truncate
@@ -594,6 +631,7 @@ def test_any_field_list_encodes_to_a_decodable_event_or_none(name: str, fields: 
     ],
 )
 def test_arguments_outside_the_header_ranges_raise_value_error(args: dict[str, Any]) -> None:
+    """A tag, level, opcode or activity id outside its header range raises ValueError ("must be")."""
     # The one error contract of both encoders: ValueError only for header arguments out of range
     # (the provider never passes them); tags were silently masked to 28 bits before.
     with pytest.raises(ValueError, match="must be"):
@@ -618,6 +656,7 @@ def _deep_dict() -> dict[str, Any]:
 
 
 def test_json_value_of_a_field_with_a_huge_name_is_cut_with_its_marker() -> None:
+    """A JSON value beside a 7.9 KB name is cut as plain text with the marker, a prefix of the JSON."""
     name = "1" + "0" * 7900
     enc = TraceLoggingEncoder("P", max_size=9000)
     result = blobs(enc.encode("e", F.to_fields([(name, _big_dict())])))
@@ -635,6 +674,7 @@ def test_json_value_of_a_field_with_a_huge_name_is_cut_with_its_marker() -> None
 
 @pytest.mark.parametrize("max_size", [DEFAULT_MAX_SIZE, 16_000, 9000, 8300])
 def test_huge_key_names_with_json_values_are_kept_whole_or_cut_with_markers(max_size: int) -> None:
+    """Huge key names with JSON values keep every field: values whole, or cut with the marker when small."""
     # The EventHeader property test's falsifying example 1: no value may come back emptied.
     items = {"": _deep_dict(), 0: _deep_dict(), 10**4000: _big_dict(), -(10**4000): _big_dict()}
     fields = F.to_fields(items.items())
@@ -656,6 +696,7 @@ def test_huge_key_names_with_json_values_are_kept_whole_or_cut_with_markers(max_
 
 
 def test_binary_array_element_past_u16_is_truncated_not_dropped() -> None:
+    """A binary array element past 65535 bytes empties the array and is flagged; the event is kept."""
     # The EventHeader property test's falsifying example 2.
     enc = TraceLoggingEncoder("P")
     result = blobs(enc.encode("", F.to_fields({"": _big_dict(), "0": [bytes(70000)]}.items())))
@@ -672,6 +713,7 @@ def test_binary_array_element_past_u16_is_truncated_not_dropped() -> None:
 
 
 def test_an_array_whose_elements_cannot_fit_leaves_its_room_to_the_other_values() -> None:
+    """An array whose element cannot fit is emptied and takes no room: the string beside it stays whole."""
     # One cap for all values, computed with what each value really keeps at that cap: an array
     # keeps whole elements only, so a 3000-byte element that cannot fit takes no room and the
     # string beside it stays whole (0.1.0 cut it to 2029 bytes).
@@ -684,6 +726,7 @@ def test_an_array_whose_elements_cannot_fit_leaves_its_room_to_the_other_values(
 
 
 def test_fields_past_the_metadata_limit_are_left_off_one_by_one() -> None:
+    """Fields past the metadata limit are left off one at a time: three of four 10 KB names are kept."""
     # The leading fields whose metadata fits are kept (the old loop halved the list: 2 of 4).
     enc = TraceLoggingEncoder("P")
     fields = [(c * 10_000, F.I64, i) for i, c in enumerate("abcd")]
@@ -695,6 +738,7 @@ def test_fields_past_the_metadata_limit_are_left_off_one_by_one() -> None:
 
 
 def test_a_datetime_filetime_cannot_hold_is_written_as_its_iso_text() -> None:
+    """A datetime before 1601 is written as UTF-8 text: isoformat() alone, str() of the list in an array."""
     enc = TraceLoggingEncoder("P")
     early = dt.datetime(1600, 12, 31, 23, 59, tzinfo=UTC)
     result = blobs(enc.encode("e", [("t", F.TIME, early), ("a", F.TIME | F.ARRAY, [T0, early])]))
@@ -705,6 +749,7 @@ def test_a_datetime_filetime_cannot_hold_is_written_as_its_iso_text() -> None:
 
 
 def test_a_value_that_does_not_fit_its_kind_is_written_as_its_text() -> None:
+    """A str given for an I64 field is written as that text, and the next field is still the int."""
     enc = TraceLoggingEncoder("P")
     result = blobs(enc.encode("e", [("x", F.I64, "not an int"), ("n", F.I64, 3)]))
     assert result is not None
@@ -717,6 +762,7 @@ def test_a_value_that_does_not_fit_its_kind_is_written_as_its_text() -> None:
     items=st.dictionaries(st.text(max_size=8), with_dicts(typed_values(_filetimes)), max_size=10),
 )
 def test_fast_and_general_paths_write_the_same_blobs(name: str, items: dict[str, Any]) -> None:
+    """The fast path and the general path write identical blobs and truncation counts for any event."""
     fields = F.to_fields(items.items())
     fast, general = TraceLoggingEncoder("P"), TraceLoggingEncoder("P")
     assert fast.encode(name, fields) == general._encode_general(name, fields, 0)

@@ -123,6 +123,7 @@ def _assert_same(name: str, fields: list[F.Field], level: int = 4, keyword: int 
 
 
 def test_provider_id_matches_microsoft() -> None:
+    """provider_id() gives Microsoft's providerid_from_name GUID for short and long names."""
     for name in ("MyCompany.Test", "MyProvider", "a", "x" * 200):
         assert provider_id(name) == tld.providerid_from_name(name)
 
@@ -158,11 +159,13 @@ EVERY_ROW: dict[str, object] = {
 
 
 def test_every_row_of_the_type_table_encodes_like_microsoft() -> None:
+    """An event of every type-table row encodes to the same bytes as Microsoft's EventBuilder."""
     _assert_same("AllTypes", F.to_fields(EVERY_ROW.items()))
 
 
 @pytest.mark.parametrize("tag", [0, 1, 0xFE00000, 0xFEDC000, 0xFEDCBAF, 0x0FFFFFFF])
 def test_event_tags_encode_like_microsoft(tag: int) -> None:
+    """Event tags from 0 to the 28-bit maximum encode like Microsoft's EventBuilder."""
     _assert_same("Tagged", [("x", F.I64, 1)], tag=tag)
 
 
@@ -198,6 +201,7 @@ _no_surrogates = st.text(st.characters(exclude_categories=["Cs"], exclude_charac
 def test_arbitrary_events_encode_like_microsoft(
     name: str, event: dict[str, object], level: int, keyword: int
 ) -> None:
+    """Generated events, at any level and keyword, encode to the bytes of Microsoft's EventBuilder."""
     fields = F.to_fields(event.items())
     if any(_has_surrogate_or_nul(f) for f in fields):
         return  # Microsoft's builder takes names/text as given; ours replaces them (tested elsewhere)
