@@ -8,10 +8,7 @@ import logging
 import pytest
 import structlog
 
-from structlog_etw import EtwRenderer
-from structlog_etw._resolve import KeywordsByLogger
-from structlog_etw._stdlib import EtwHandler
-from structlog_etw._wrapper import make_etw_bound_logger
+from structlog_etw import EtwHandler, EtwRenderer, KeywordsByLogger, make_etw_bound_logger
 from structlog_etw.testing import EtwCapture
 from tests.helpers.surface import SpyRenderer, bound, unique_provider
 

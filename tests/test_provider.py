@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from structlog_etw import _platform, _provider
-from structlog_etw._provider import Provider, close_all, get_provider, set_backend_factory
+from structlog_etw import Provider, _platform, _provider, close_all, get_provider
+from structlog_etw._provider import set_backend_factory
 from structlog_etw._registry import REGISTRY
 from structlog_etw.backends.base import BackendUnavailable
 from structlog_etw.backends.capture import CaptureBackend

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import structlog
 
-from structlog_etw import EtwRenderer, StatusReason, _platform
-from structlog_etw._provider import Provider, get_provider, set_backend_factory
+from structlog_etw import EtwRenderer, Provider, StatusReason, _platform, get_provider
+from structlog_etw._provider import set_backend_factory
 from structlog_etw._registry import REGISTRY
 from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.testing import capture_etw_events, isolated_providers

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import structlog
 
-from structlog_etw import EtwRenderer
+from structlog_etw import EtwRenderer, get_provider
 from structlog_etw._activity import CURRENT_ACTIVITY
-from structlog_etw._provider import get_provider, set_backend_factory
+from structlog_etw._provider import set_backend_factory
 from structlog_etw._renderer import MAX_EVENT_NAME, event_name
 from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.testing import capture_etw_events, isolated_providers

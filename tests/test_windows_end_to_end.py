@@ -11,11 +11,8 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from structlog_etw import _platform, _provider
+from structlog_etw import EtwEarlyDrop, EtwHandler, EtwRenderer, _platform, _provider, make_etw_bound_logger
 from structlog_etw._provider import set_backend_factory
-from structlog_etw._renderer import EtwRenderer
-from structlog_etw._stdlib import EtwHandler
-from structlog_etw._wrapper import EtwEarlyDrop, make_etw_bound_logger
 from structlog_etw.backends.etw import EtwBackend
 from structlog_etw.testing import isolated_providers
 from structlog_etw.tracelogging.decoder import decode_traits

@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 import structlog
 
-from structlog_etw import EtwRenderer
-from structlog_etw._wrapper import EtwEarlyDrop, make_etw_bound_logger
+from structlog_etw import EtwEarlyDrop, EtwRenderer, make_etw_bound_logger
 from structlog_etw.testing import EtwCapture, capture_etw_events
 from tests.helpers.surface import Exploding, Spy, SpyRenderer, bound, unique_provider
 
