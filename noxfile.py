@@ -1,4 +1,4 @@
-"""Development sessions; plain ``nox`` runs lint, docs, build, kernel and tests (README.md).
+"""Development sessions; plain ``nox`` runs lint, docs, build, kernel, queue_handler and tests (README.md).
 
 Install nox with ``python3 -m pip install nox`` (or ``pipx install nox``); every session makes its
 own venv.
@@ -6,6 +6,10 @@ own venv.
 * ``tests``  - the host test suite (kernel tests are deselected here and run by ``kernel``), once per
   structlog version: ``nox -s "tests(oldest)"`` (the oldest pyproject.toml allows) and
   ``nox -s "tests(newest)"``; ``nox -s tests`` runs both.
+* ``queue_handler`` - the queue-handler tests of tests/test_setups.py on Python 3.12, whose dictConfig
+  builds ``queue_handler``'s listener (the host suite's Python may be older); a default session
+  where a Python 3.12 is found (on PATH or in pyenv), and always under ``CI=true``, where a missing
+  one fails the run.
 * ``kernel`` - every ``kernel``-marked test in one virtme-ng guest with a user_events kernel
   (``tests/kernel/run_in_guest.py``), or directly on a host whose kernel has user_events.
 * ``lint``   - ruff check, ruff format --check, mypy --strict, the CI workflow against its schema.
@@ -23,13 +27,35 @@ own venv.
 from __future__ import annotations
 
 import glob
+import os
 import shutil
+import subprocess
 
 import nox
 
+
+def _python(version: str) -> str | None:
+    """A ``python{version}`` that runs: the one on PATH, else a pyenv install of that version
+    (a pyenv shim is on PATH for every installed version, but runs only the selected ones)."""
+    pyenv = os.path.expanduser(f"~/.pyenv/versions/{version}.*/bin/python{version}")
+    for candidate in [shutil.which(f"python{version}"), *sorted(glob.glob(pyenv), reverse=True)]:
+        runs = candidate and subprocess.run([candidate, "-c", ""], capture_output=True, check=False)
+        if runs and runs.returncode == 0:
+            return candidate
+    return None
+
+
+#: The Python of the ``queue_handler`` session: 3.12's dictConfig builds ``queue_handler``'s listener.
+QUEUE_PYTHON = "3.12"
+#: That interpreter here (a path nox can use), or the version (nox then finds none: the session fails).
+QUEUE_INTERPRETER = _python(QUEUE_PYTHON)
+
 nox.options.default_venv_backend = "venv"
-# The host suite runs last: its pytest summary line closes the CI log.
+# The host suite runs last: its pytest summary line closes the CI log.  ``queue_handler`` runs by
+# default where a Python 3.12 is found, and always under CI=true (a missing one then fails).
 nox.options.sessions = ["lint", "docs", "build", "kernel", "tests"]
+if QUEUE_INTERPRETER or os.environ.get("CI") == "true":
+    nox.options.sessions.insert(-1, "queue_handler")
 nox.options.error_on_missing_interpreters = True
 
 # The OpenTelemetry SDK: the otel integration is tested (and documented) against the real one.
@@ -76,6 +102,18 @@ def tests(session: nox.Session, structlog: str) -> None:
     session.install("--upgrade", STRUCTLOG_VERSIONS[structlog])
     session.run("python", "-c", "import importlib.metadata as m; print('structlog', m.version('structlog'))")
     session.run("python", "-m", "pytest", *(session.posargs or ["-q"]))
+
+
+@nox.session(python=QUEUE_INTERPRETER or QUEUE_PYTHON)
+def queue_handler(session: nox.Session) -> None:
+    """3.12's dictConfig ``queue_handler`` recipe (docs/stdlib.md) for real: the queue-handler tests
+    of tests/test_setups.py on Python 3.12, where the host suite's Python may be older."""
+    session.install("-e", ".", "pytest>=7")
+    # STRUCTLOG_ETW_NO_SKIP: the dictConfig test fails instead of skipping when it cannot run.
+    session.run(
+        "python", "-m", "pytest", "-q", "-rs", "tests/test_setups.py::TestQueueHandler", *session.posargs,
+        env={"STRUCTLOG_ETW_NO_SKIP": "1"},
+    )  # fmt: skip
 
 
 @nox.session

@@ -29,14 +29,14 @@ import os
 import uuid
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._counters import Guard
 
 if TYPE_CHECKING:
     from .backends.base import Backend
 
-__all__ = ["REGISTRY", "BackendFactory", "Registry"]
+__all__ = ["REGISTRY", "BackendFactory", "Registry", "SetAside"]
 
 #: ``f(provider_name, group, provider_id) -> backend``: how :func:`set_backend_factory` builds
 #: backends (``provider_id``: the GUID EventRegister would receive, for TraceLogging backends).
@@ -65,6 +65,15 @@ def _call(method: weakref.WeakMethod[Any] | None, *args: Any) -> None:
     fn = None if method is None else method()
     if fn is not None:
         fn(*args)
+
+
+class SetAside(NamedTuple):
+    """What :meth:`Registry.set_aside` took out of the registry (members still held weakly)."""
+
+    named: dict[str, Any]
+    members: weakref.WeakKeyDictionary[Any, _Member]
+    closed_all: bool
+    factory: BackendFactory | None
 
 
 class Registry:
@@ -134,6 +143,40 @@ class Registry:
                 self.guard.leave()
         for close in closers:
             _call(close)
+
+    def set_aside(self) -> SetAside:
+        """Empty the registry (names, members, ``close_all``'s mark; the factory stays) and
+        return what it held, for :meth:`put_back` (``structlog_etw.testing.isolated_providers``)."""
+        owned = self.guard.enter()
+        try:
+            held = SetAside(dict(self.named), self._members.copy(), self.closed_all, self.factory)
+            self.named.clear()
+            self._members.clear()
+            self.closed_all = False
+        finally:
+            if owned:
+                self.guard.leave()
+        return held
+
+    def put_back(self, held: SetAside) -> None:
+        """Close every member that joined since :meth:`set_aside`, then hold what *held* holds
+        again, the factory included (no member is routed: each kept its backend)."""
+        owned = self.guard.enter()
+        try:
+            # resolved now: the named ones may be held by nothing but ``named``, cleared below
+            closers = [m.close() for m in self._members.values()]
+            self.named.clear()
+            self.named.update(held.named)
+            self._members.clear()
+            self._members.update(held.members)
+            self.closed_all = held.closed_all
+            self.factory = held.factory
+        finally:
+            if owned:
+                self.guard.leave()
+        for close in closers:
+            if close is not None:
+                close()
 
     def after_fork_in_child(self) -> None:
         """Fresh locks for the registry and every member (the child of a fork has one thread)."""

@@ -44,6 +44,7 @@ from ._levels import (
     method_for_stdlib,
     stdlib_level,
 )
+from ._otel import add_otel_ids
 from ._provider import Provider
 from ._renderer import EtwRenderer, in_processor_formatter, resolver_for
 from ._resolve import CONTROL_KEYS, Resolver
@@ -179,12 +180,29 @@ class _Plan:
 _ALL_RUN: Final = (RUN,) * (len(LEVEL_NAMES) + 1)
 
 
+def _side_effect_free(processor: object) -> bool:
+    """Whether *processor* is known to do nothing but read and change the event dict.
+
+    The allow-list (docs/performance.md): structlog's ``merge_contextvars``, ``add_log_level``,
+    ``add_log_level_number``, ``add_logger_name``, ``filter_by_level``, ``format_exc_info``,
+    ``dict_tracebacks``, ``dev.set_exc_info`` and instances (of exactly these classes) of
+    ``TimeStamper``, ``MaybeTimeStamper``, ``CallsiteParameterAdder``, ``EventRenamer``,
+    ``StackInfoRenderer``, ``UnicodeDecoder``, ``UnicodeEncoder``, ``PositionalArgumentsFormatter``
+    and ``ExtraAdder``; ours: ``add_otel_ids`` and ``EtwEarlyDrop``.  A subclass may do more in
+    ``__call__``, and anything else (OpenTelemetry's structlog instrumentation, a metrics
+    counter, a sink) is taken to want every event.
+    """
+    return id(processor) in _PURE_OBJECTS or type(processor) in _PURE_TYPES
+
+
 def _plan(resolver: Resolver, processors: object) -> _Plan:
     """The :class:`_Plan` of a chain, for a wrapper of *resolver*.
 
     Calls may be skipped only when the chain holds exactly one ``EtwRenderer``, of this provider
     and default keyword: then a call whose level that renderer passes on to no later processor
-    (``passthrough_level``) does nothing but a trace event.  Any other chain (``capture_logs``,
+    (``passthrough_level``) does nothing but a trace event, provided every processor before the
+    renderer is known to be side-effect-free (:func:`_side_effect_free`); with any other one
+    before it, every level runs.  Any other chain (``capture_logs``,
     ``LogCapture``, a reconfigured application) is run for every call above the minimum level,
     as with structlog's ``make_filtering_bound_logger``.  The keyword map is the renderer's.
     """
@@ -206,7 +224,10 @@ def _plan(resolver: Resolver, processors: object) -> _Plan:
         and chain[-1] is renderer
         and (len(chain) == 1 or (len(chain) == 2 and chain[0] is merge_contextvars))
     )
-    skipped = DIRECT if direct else SKIP
+    at = chain.index(renderer)
+    # A processor before the renderer that is not known to be side-effect-free wants every call:
+    # the chain runs (the renderer then writes nothing when nobody listens).
+    skipped = (DIRECT if direct else SKIP) if all(map(_side_effect_free, chain[:at])) else RUN
     decisions = tuple(
         RUN if level == 0 or (passed_on is not None and STDLIB_NUMBERS[level] >= passed_on) else skipped
         for level in range(len(LEVEL_NAMES) + 1)
@@ -215,7 +236,7 @@ def _plan(resolver: Resolver, processors: object) -> _Plan:
     if names is not resolver.names:
         resolver = Resolver(resolver.provider, resolver.default_keyword, names, WATCH.value)
     merge = chain[0] if direct and len(chain) == 2 else None
-    return _Plan(decisions, resolver, renderer, chain.index(renderer), merge, len(chain) if direct else 0)
+    return _Plan(decisions, resolver, renderer, at, merge, len(chain) if direct else 0)
 
 
 def _listening(self: Any, plan: _Plan, level: int, kw: dict[str, Any]) -> bool:
@@ -601,12 +622,17 @@ def make_etw_bound_logger(
     or ``[renderer]`` is written without running it, with the same events.
 
     Calls are skipped only when the logger's chain (read when the logger is created, checked per
-    call) holds exactly one ``EtwRenderer`` of this provider and that renderer passes nothing on
-    below the call's level (``passthrough``); any other chain - ``structlog.testing.capture_logs()``,
-    a ``LogCapture``, a reconfigured application - runs for every call at or above *min_level*,
-    as with ``make_filtering_bound_logger``.  ``%``-arguments that do not fit the event text are
-    written as a ``format_args`` field and counted (``stats()["invalid"]["format_args"]``) instead
-    of raising.
+    call) holds exactly one ``EtwRenderer`` of this provider, that renderer passes nothing on
+    below the call's level (``passthrough``) and every processor before it is one of structlog's
+    (or structlog-etw's) known side-effect-free processors (``merge_contextvars``,
+    ``add_log_level``, ``TimeStamper``, ``format_exc_info``, ... : docs/performance.md lists
+    them).  A chain with another processor before the renderer (OpenTelemetry's structlog
+    instrumentation, a metrics counter) runs for every call, so that processor sees every
+    event, and the renderer writes nothing when nobody listens; any other chain -
+    ``structlog.testing.capture_logs()``, a ``LogCapture``, a reconfigured application - runs
+    for every call at or above *min_level*, as with ``make_filtering_bound_logger``.
+    ``%``-arguments that do not fit the event text are written as a ``format_args`` field and
+    counted (``stats()["invalid"]["format_args"]``) instead of raising.
 
     The same arguments give the same class; it pickles (and its loggers pickle and copy) as
     these arguments, so a logger can go to a ``ProcessPoolExecutor`` worker when its wrapped
@@ -715,3 +741,34 @@ class EtwEarlyDrop:
 
     def __repr__(self) -> str:
         return f"EtwEarlyDrop({self._resolver.provider!r})"
+
+
+def _present(module: Any, *names: str) -> list[Any]:
+    """The objects of *module* named *names* that this structlog version has."""
+    return [getattr(module, name) for name in names if hasattr(module, name)]
+
+
+#: :func:`_side_effect_free`'s allow-list: processors (by identity) and classes (exact type) that
+#: only read and change the event dict: structlog's own (those of the installed version), and ours.
+_PURE_OBJECTS: Final = frozenset(
+    map(
+        id,
+        [
+            merge_contextvars,
+            add_otel_ids,
+            *_present(structlog.processors, "add_log_level", "format_exc_info", "dict_tracebacks"),
+            *_present(structlog.stdlib, "add_log_level", "add_log_level_number", "add_logger_name"),
+            *_present(structlog.stdlib, "filter_by_level", "merge_contextvars"),
+            *_present(structlog.dev, "set_exc_info"),
+        ],
+    )
+)
+_PURE_TYPES: Final = frozenset(
+    [
+        EtwEarlyDrop,
+        *_present(structlog.processors, "TimeStamper", "MaybeTimeStamper", "CallsiteParameterAdder"),
+        *_present(structlog.processors, "EventRenamer", "StackInfoRenderer"),
+        *_present(structlog.processors, "UnicodeDecoder", "UnicodeEncoder"),
+        *_present(structlog.stdlib, "PositionalArgumentsFormatter", "ExtraAdder", "StackInfoRenderer"),
+    ]
+)

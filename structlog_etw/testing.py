@@ -29,11 +29,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ._provider import get_provider, set_backend_factory
+from ._registry import REGISTRY
 from .backends.base import Slot
 from .backends.capture import CaptureBackend, CaptureRecord
 from .decoded import DecodedEvent
 
-__all__ = ["CapturedEvent", "EtwCapture", "capture_etw_events", "decode_record"]
+__all__ = ["CapturedEvent", "EtwCapture", "capture_etw_events", "decode_record", "isolated_providers"]
 
 Format = Literal["eventheader", "tracelogging"]
 
@@ -241,3 +242,28 @@ def capture_etw_events(format: Format = "eventheader", *, enabled: bool = True) 
         yield capture
     finally:
         set_backend_factory(previous)
+
+
+@contextmanager
+def isolated_providers() -> Iterator[None]:
+    """Give the ``with`` block a provider registry of its own, empty at the start.
+
+    The process's providers are set aside for the block: :func:`~structlog_etw.get_provider`
+    (and every ``EtwRenderer``/``EtwHandler`` by name) makes a new provider for a name used
+    before, :func:`capture_etw_events` routes only the providers made in the block, and
+    :func:`~structlog_etw.close_all` closes only them.  On exit every provider made in the block
+    is closed, and the registry holds again what it held: the process's providers (each with
+    the backend it had), the backend factory, and whether ``close_all()`` had been called.
+
+    For tests of code that looks providers up by name, calls ``close_all()``, or must not see
+    providers (and their options) that earlier tests made::
+
+        with isolated_providers(), capture_etw_events() as capture:
+            get_provider("MyCompany_MyService", default_keyword=0x2)  # a fresh one
+            ...
+    """
+    held = REGISTRY.set_aside()
+    try:
+        yield
+    finally:
+        REGISTRY.put_back(held)

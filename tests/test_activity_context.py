@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 import structlog
 
-from structlog_etw import _activity
-from structlog_etw._activity import current_activity_id, etw_activity
+from structlog_etw import _activity, current_activity_id, etw_activity
 
 Seen = list[tuple[dict[str, Any], tuple[bytes, bytes | None] | None]]
 

@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 import structlog
 
-from structlog_etw import EtwRenderer, etw_activity
-from structlog_etw._provider import Provider
+from structlog_etw import EtwRenderer, Provider, etw_activity
 from structlog_etw.backends.capture import CaptureBackend, CaptureRecord
 from structlog_etw.decoded import DecodedEvent
 from structlog_etw.testing import decode_record

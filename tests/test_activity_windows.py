@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 import structlog
 
-from structlog_etw import EtwRenderer, etw_activity
-from structlog_etw._provider import Provider
+from structlog_etw import EtwRenderer, Provider, etw_activity
 from structlog_etw.backends.etw import EtwBackend
 from structlog_etw.tracelogging.encoder import TraceLoggingEncoder
 from structlog_etw.tracelogging.spec import provider_id

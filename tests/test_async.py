@@ -9,18 +9,17 @@ from typing import Any
 
 import structlog
 
-from structlog_etw import EtwRenderer
+from structlog_etw import make_etw_bound_logger
 from structlog_etw._activity import CURRENT_ACTIVITY
-from structlog_etw._wrapper import make_etw_bound_logger
 from structlog_etw.testing import EtwCapture
-from tests.helpers.surface import Spy, bound, unique_provider
+from tests.helpers.surface import SpyRenderer, bound, unique_provider
 
 
-class ThreadSpy(Spy):
-    """Also records the thread each event dict was processed on."""
+class ThreadSpy(SpyRenderer):
+    """Also records the thread each event dict was rendered on."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.threads: list[int] = []
 
     def __call__(self, logger: Any, method_name: str, event_dict: Any) -> Any:
@@ -29,11 +28,10 @@ class ThreadSpy(Spy):
 
 
 def _logger(**context: Any) -> tuple[ThreadSpy, Any]:
-    renderer = EtwRenderer(unique_provider())
-    spy = ThreadSpy()
+    spy = ThreadSpy(unique_provider())  # the renderer records what reaches it
     log = bound(
-        make_etw_bound_logger(renderer),
-        [structlog.contextvars.merge_contextvars, spy, renderer],
+        make_etw_bound_logger(spy),
+        [structlog.contextvars.merge_contextvars, spy],
         **context,
     )
     return spy, log

@@ -31,8 +31,7 @@ import structlog
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext
 
-from structlog_etw import EtwRenderer, etw_activity
-from structlog_etw._provider import Provider
+from structlog_etw import EtwRenderer, Provider, etw_activity
 from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.decoded import DecodedField
 from structlog_etw.testing import decode_record

@@ -13,8 +13,7 @@ import structlog
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext
 
-from structlog_etw import EtwRenderer, etw_activity
-from structlog_etw._provider import Provider
+from structlog_etw import EtwRenderer, Provider, etw_activity
 from structlog_etw.backends.capture import CaptureBackend
 from tests.helpers.cs_exporter_model import LogRecord, SpanRecord, log_event, span_event
 from tests.helpers.ehparse import parse

@@ -10,8 +10,7 @@ import pytest
 import structlog
 from opentelemetry.sdk.trace import TracerProvider
 
-from structlog_etw import EtwRenderer, etw_activity
-from structlog_etw._provider import Provider
+from structlog_etw import EtwRenderer, Provider, etw_activity
 from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.decoded import DecodedEvent, DecodedField
 from structlog_etw.testing import decode_record

@@ -10,9 +10,8 @@ import structlog
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from structlog_etw import EtwRenderer, etw_activity
+from structlog_etw import EtwRenderer, Provider, etw_activity
 from structlog_etw import _common_schema as cs
-from structlog_etw._provider import Provider
 from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.fields import (
     BOOL,

@@ -17,8 +17,7 @@ import pytest
 import structlog
 from opentelemetry.sdk.trace import TracerProvider
 
-from structlog_etw import EtwRenderer, etw_activity, use_otel_activity_ids
-from structlog_etw._provider import Provider
+from structlog_etw import EtwRenderer, Provider, etw_activity, use_otel_activity_ids
 from structlog_etw.backends.capture import CaptureBackend
 from tests.helpers.cs_readers import geneva_record, otel_arrow_attributes, read_like_geneva
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from structlog_etw._provider import Provider
+from structlog_etw import Provider
 from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.eventheader.encoder import EventHeaderEncoder
 from structlog_etw.fields import I16, STRUCT, U8, U16, U32, Field

@@ -20,7 +20,7 @@ import structlog
 from structlog_etw import EtwEarlyDrop, EtwRenderer, make_etw_bound_logger
 from structlog_etw._contextvars import REGISTRY, WATCH, ContextvarsWatch
 from structlog_etw.testing import EtwCapture
-from tests.helpers.surface import Spy, bound, unique_provider
+from tests.helpers.surface import SpyRenderer, bound, unique_provider
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -140,8 +140,8 @@ def _dropped_then_honoured(
     return [(e.name, e.level, e.keyword) for e in cap.events]
 
 
-def _wrapper(*processors: Any, **context: Any) -> Any:
-    renderer = EtwRenderer(unique_provider())
+def _wrapper(*processors: Any, renderer: EtwRenderer | None = None, **context: Any) -> Any:
+    renderer = renderer or EtwRenderer(unique_provider())
     return bound(make_etw_bound_logger(renderer), [*processors, renderer], **context)
 
 
@@ -152,8 +152,8 @@ def _plain(first: Any = None) -> Any:
 
 
 def _wrapper_keyword(cap: EtwCapture) -> Seen:
-    spy = Spy()
-    log = _wrapper(spy)
+    spy = SpyRenderer(unique_provider())  # sees what reaches the renderer
+    log = _wrapper(renderer=spy)
     seen = _dropped_then_honoured(cap, log, "info", {"keyword": 0x10}, etw_keyword=0x10)
     structlog.contextvars.bind_contextvars(etw_keyword=0x10)
     structlog.contextvars.clear_contextvars()  # leaves the variable holding structlog's "unset"

@@ -8,12 +8,9 @@ import logging
 import pytest
 import structlog
 
-from structlog_etw import EtwRenderer
-from structlog_etw._resolve import KeywordsByLogger
-from structlog_etw._stdlib import EtwHandler
-from structlog_etw._wrapper import make_etw_bound_logger
+from structlog_etw import EtwHandler, EtwRenderer, KeywordsByLogger, make_etw_bound_logger
 from structlog_etw.testing import EtwCapture
-from tests.helpers.surface import Spy, bound, unique_provider
+from tests.helpers.surface import SpyRenderer, bound, unique_provider
 
 MAP = {"db": 0x2, "http": 0x4, "http.client": 0x8, "job_*": 0x10}
 
@@ -123,15 +120,15 @@ def test_invalid_etw_keyword_falls_back_to_the_name_keyword(etw_capture: EtwCapt
 
 def test_wrapper_fast_path_uses_the_name_keyword(etw_capture: EtwCapture) -> None:
     """The wrapper skips by the bound or stdlib logger name's keyword slot before running the chain."""
-    renderer = EtwRenderer(unique_provider(), keywords_by_logger=MAP)
-    spy = Spy()
+    renderer = SpyRenderer(unique_provider(), keywords_by_logger=MAP)
+    spy = renderer  # records what reaches the renderer
     cls = make_etw_bound_logger(renderer)
     etw_capture.set_enabled(False)
     etw_capture.set_enabled(True, keyword=0x2)
-    db = bound(cls, [spy, renderer], logger="db.pool")
-    http = bound(cls, [spy, renderer], logger="http")
+    db = bound(cls, [renderer], logger="db.pool")
+    http = bound(cls, [renderer], logger="http")
     stdlib_db = structlog.wrap_logger(
-        logging.getLogger("db.engine"), wrapper_class=cls, processors=[spy, renderer]
+        logging.getLogger("db.engine"), wrapper_class=cls, processors=[renderer]
     )
     db.info("db_event")
     http.info("http_event")  # keyword 0x4: nobody listens, the chain does not even run

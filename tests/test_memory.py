@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 import structlog
 
-from structlog_etw._provider import Provider
-from structlog_etw._renderer import EtwRenderer
+from structlog_etw import EtwRenderer, Provider
 from structlog_etw.backends.capture import CaptureBackend
 
 FORMATS = ["eventheader", "tracelogging"]

@@ -13,8 +13,7 @@ import pytest
 import structlog
 from opentelemetry.sdk.trace import TracerProvider
 
-from structlog_etw import _activity, _otel
-from structlog_etw._activity import current_activity_id, etw_activity
+from structlog_etw import _activity, _otel, current_activity_id, etw_activity
 
 TRACER = TracerProvider().get_tracer("structlog-etw-tests")
 

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 import structlog
 
-from structlog_etw._provider import Provider
-from structlog_etw._renderer import EtwRenderer
+from structlog_etw import EtwRenderer, Provider
 from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.eventheader.decoder import decode_event
 

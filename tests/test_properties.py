@@ -26,9 +26,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import event as note_event
 from hypothesis import strategies as st
 
+from structlog_etw import EtwRenderer, Provider
 from structlog_etw import fields as _fields
-from structlog_etw._provider import Provider
-from structlog_etw._renderer import EtwRenderer, event_name
+from structlog_etw._renderer import event_name
 from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.decoded import DecodedEvent
 from structlog_etw.eventheader.decoder import decode_event as eh_decode_event

@@ -14,13 +14,14 @@ from typing import Any
 
 import pytest
 
-from structlog_etw import _platform, _provider
-from structlog_etw._provider import Provider, close_all, get_provider, set_backend_factory
+from structlog_etw import Provider, _platform, _provider, close_all, get_provider
+from structlog_etw._provider import set_backend_factory
 from structlog_etw._registry import REGISTRY
 from structlog_etw.backends.base import BackendUnavailable
 from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.backends.null import NullBackend
 from structlog_etw.fields import I64, STR, Field
+from structlog_etw.testing import isolated_providers
 from tests.helpers.ehparse import parse
 
 
@@ -45,18 +46,9 @@ def captures() -> Iterator[dict[str, _Capture]]:
         made[name] = _Capture(name, group)
         return made[name]
 
-    saved = dict(REGISTRY.named)
-    REGISTRY.named.clear()
-    previous = set_backend_factory(factory)
-    try:
+    with isolated_providers():  # a test's close_all() closes only the test's providers
+        set_backend_factory(factory)
         yield made
-    finally:
-        for p in REGISTRY.named.values():
-            p.close()
-        set_backend_factory(previous)
-        REGISTRY.closed_all = False  # a test's close_all() must not close the rest of the session
-        REGISTRY.named.clear()
-        REGISTRY.named.update(saved)
 
 
 FIELDS: list[Field] = [("user", STR, "ann"), ("n", I64, 3)]
@@ -206,16 +198,14 @@ def test_close_all_closes_every_provider(captures: dict[str, _Capture]) -> None:
 
 def test_backend_factory_switch_keeps_slot_objects_valid() -> None:
     """Switching the backend factory keeps the same slot objects, now following the new backend only."""
-    saved = dict(REGISTRY.named)
-    REGISTRY.named.clear()
     first: list[CaptureBackend] = []
 
     def factory(name: str, group: str | None, provider_id: uuid.UUID) -> CaptureBackend:
         first.append(CaptureBackend(name, group, enabled=False))
         return first[-1]
 
-    previous = set_backend_factory(factory)
-    try:
+    with isolated_providers():
+        set_backend_factory(factory)
         p = get_provider("Co_Switch")
         slot = p.slot(4, 1)
         assert not slot.word[0]
@@ -226,11 +216,6 @@ def test_backend_factory_switch_keeps_slot_objects_valid() -> None:
         assert p.write(slot, "e", FIELDS) is True
         assert len(second.records) == 1
         assert first[0].records == []
-    finally:
-        p.close()
-        set_backend_factory(previous)
-        REGISTRY.named.clear()
-        REGISTRY.named.update(saved)
 
 
 def test_unavailable_backend_warns_once_and_runs_disabled() -> None:
@@ -240,9 +225,8 @@ def test_unavailable_backend_warns_once_and_runs_disabled() -> None:
         raise BackendUnavailable("no tracefs here (test)")
 
     _platform.warned.discard("no tracefs here (test)")
-    saved = REGISTRY.factory
-    REGISTRY.factory = factory
-    try:
+    with isolated_providers():
+        set_backend_factory(factory)
         with pytest.warns(RuntimeWarning, match="no tracefs here"):
             p = Provider("Co_Unavail")
         with warnings.catch_warnings():
@@ -254,8 +238,6 @@ def test_unavailable_backend_warns_once_and_runs_disabled() -> None:
         assert p.stats()["dropped"] == {"not_enabled": 1}
         q.close()
         p.close()
-    finally:
-        REGISTRY.factory = saved
 
 
 def test_concurrent_writes_are_all_counted_and_recorded(captures: dict[str, _Capture]) -> None:

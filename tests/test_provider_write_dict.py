@@ -11,9 +11,7 @@ from typing import Any
 import pytest
 import structlog
 
-from structlog_etw import _shapes
-from structlog_etw._provider import Provider
-from structlog_etw._renderer import EtwRenderer
+from structlog_etw import EtwRenderer, Provider, _shapes
 from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.fields import dict_fields, to_fields
 from structlog_etw.testing import decode_record

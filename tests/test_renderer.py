@@ -13,13 +13,12 @@ from typing import Any
 import pytest
 import structlog
 
-from structlog_etw import EtwRenderer
+from structlog_etw import EtwRenderer, get_provider
 from structlog_etw._activity import CURRENT_ACTIVITY
-from structlog_etw._provider import get_provider, set_backend_factory
-from structlog_etw._registry import REGISTRY
+from structlog_etw._provider import set_backend_factory
 from structlog_etw._renderer import MAX_EVENT_NAME, event_name
 from structlog_etw.backends.capture import CaptureBackend
-from structlog_etw.testing import capture_etw_events
+from structlog_etw.testing import capture_etw_events, isolated_providers
 from tests.helpers.ehparse import Parsed, parse
 
 PROV = "Co_Render"
@@ -33,22 +32,16 @@ def cap() -> Iterator[CaptureBackend]:
         made[name] = CaptureBackend(name, group)
         return made[name]
 
-    saved = dict(REGISTRY.named)
-    REGISTRY.named.clear()
-    previous = set_backend_factory(factory)
-    structlog.reset_defaults()
-    structlog.contextvars.clear_contextvars()
-    try:
-        structlog.configure(processors=[EtwRenderer(PROV)], cache_logger_on_first_use=False)
-        yield made[PROV]
-    finally:
+    with isolated_providers():
+        set_backend_factory(factory)
         structlog.reset_defaults()
         structlog.contextvars.clear_contextvars()
-        for p in REGISTRY.named.values():
-            p.close()
-        set_backend_factory(previous)
-        REGISTRY.named.clear()
-        REGISTRY.named.update(saved)
+        try:
+            structlog.configure(processors=[EtwRenderer(PROV)], cache_logger_on_first_use=False)
+            yield made[PROV]
+        finally:
+            structlog.reset_defaults()
+            structlog.contextvars.clear_contextvars()
 
 
 def events(cap: CaptureBackend) -> list[tuple[str, Parsed]]:

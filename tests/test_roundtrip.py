@@ -18,13 +18,12 @@ import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from structlog_etw import EtwRenderer
+from structlog_etw import EtwRenderer, get_provider
 from structlog_etw._activity import CURRENT_ACTIVITY
-from structlog_etw._provider import get_provider, set_backend_factory
-from structlog_etw._registry import REGISTRY
+from structlog_etw._provider import set_backend_factory
 from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.fields import TRUNCATED_FIELD, TRUNCATION_MARKER
-from structlog_etw.testing import decode_record
+from structlog_etw.testing import decode_record, isolated_providers
 
 PROV = "Co_Round"
 
@@ -41,18 +40,10 @@ def cap(request: pytest.FixtureRequest) -> Iterator[CaptureBackend]:
         made[name] = CaptureBackend(name, group, format=request.param)
         return made[name]
 
-    saved = dict(REGISTRY.named)
-    REGISTRY.named.clear()
-    previous = set_backend_factory(factory)
-    try:
+    with isolated_providers():
+        set_backend_factory(factory)
         get_provider(PROV)
         yield made[PROV]
-    finally:
-        for p in REGISTRY.named.values():
-            p.close()
-        set_backend_factory(previous)
-        REGISTRY.named.clear()
-        REGISTRY.named.update(saved)
 
 
 def log_one(**kw: Any) -> Any:

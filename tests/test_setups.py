@@ -3,6 +3,7 @@ that survive queues, pickling, copies and renames."""
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import copy
 import json
@@ -10,6 +11,7 @@ import logging
 import logging.config
 import logging.handlers
 import multiprocessing
+import os
 import pickle
 import queue
 import subprocess
@@ -20,12 +22,15 @@ from typing import Any
 
 import pytest
 import structlog
+from structlog.contextvars import merge_contextvars
 
 from structlog_etw import (
+    EtwEarlyDrop,
     EtwHandler,
     EtwQueueHandler,
     EtwRenderer,
     KeywordsByLogger,
+    add_otel_ids,
     etw_activity,
     get_provider,
     make_etw_bound_logger,
@@ -241,9 +246,13 @@ class TestQueueHandler:
         assert event.name == "lookup_failed"
         assert "KeyError: 'k'" in event.fields["exception"]
 
-    @pytest.mark.skipif(sys.version_info < (3, 12), reason="dictConfig builds queue listeners from 3.12")
     def test_dictconfig_queue_handler(self, etw_capture: EtwCapture) -> None:
         """3.12's dictConfig ``queue_handler`` recipe with ``EtwQueueHandler`` keeps the template."""
+        if sys.version_info < (3, 12):
+            reason = "dictConfig builds queue listeners from 3.12 (nox -s queue_handler runs it)"
+            if os.environ.get("STRUCTLOG_ETW_NO_SKIP"):
+                pytest.fail(reason)
+            pytest.skip(reason)
         name = unique_provider()
         logger_name = f"setups.dict.{uuid.uuid4().hex[:8]}"
         logging.config.dictConfig(
@@ -537,17 +546,9 @@ class TestOpenTelemetryInstrumentation:
     @pytest.mark.parametrize("wrapper", ["etw", "filtering"])
     @pytest.mark.parametrize("order", ["instrument-first", "configure-first"])
     @pytest.mark.parametrize("listening", ["on", "off"])
-    def test_both_see_every_event_once(
-        self, wrapper: str, order: str, listening: str, request: pytest.FixtureRequest
-    ) -> None:
+    def test_both_see_every_event_once(self, wrapper: str, order: str, listening: str) -> None:
         """OTel logs every call once; a listening session gets each once, with the span's ids."""
         pytest.importorskip("opentelemetry.instrumentation.structlog")
-        if wrapper == "etw" and listening == "off":
-            # make_etw_bound_logger skips a call nobody listens to before the chain runs, taking
-            # every processor before the renderer for one that only feeds it: the OTel processor
-            # is a sink too (the wrapper's chain reading, _wrapper.py; issue 26, reported).
-            reason = "make_etw_bound_logger skips calls the OTel processor before the renderer wants"
-            request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
         proc = subprocess.run(
             [sys.executable, "-c", _OTEL_SCRIPT, wrapper, order, listening],
             capture_output=True,
@@ -563,6 +564,145 @@ class TestOpenTelemetryInstrumentation:
         assert got["otel"] == [["first", trace_id], ["second", trace_id]]
         expected = [["first", trace_id, span_id], ["second", trace_id, span_id]] if listening == "on" else []
         assert got["etw"] == expected
+
+
+class Counter:
+    """A processor of the application's own (not on the wrapper's allow-list): counts its calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __call__(self, logger: Any, method_name: str, event_dict: Any) -> Any:
+        self.calls.append(event_dict.get("event"))
+        return event_dict
+
+
+class SpyRenderer(EtwRenderer):
+    """An ``EtwRenderer`` that counts the events it is given (whether or not it writes them)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.seen = 0
+
+    def __call__(self, logger: Any, method_name: str, event_dict: Any) -> Any:
+        self.seen += 1
+        return super().__call__(logger, method_name, event_dict)
+
+
+class StampingCounter(structlog.processors.TimeStamper):
+    """A subclass of an allow-listed processor: it may do more than its base, so it is not trusted."""
+
+    def __init__(self) -> None:
+        super().__init__(fmt="iso")
+        self.calls = 0
+
+    def __call__(self, logger: Any, method_name: str, event_dict: Any) -> Any:
+        self.calls += 1
+        return super().__call__(logger, method_name, event_dict)
+
+
+def _etw_logger(processors: list[Any]) -> Any:
+    """A ``make_etw_bound_logger`` logger over *processors* (whose renderer comes last)."""
+    wrapper_class = make_etw_bound_logger(processors[-1])
+    return structlog.wrap_logger(structlog.PrintLogger(), processors=processors, wrapper_class=wrapper_class)
+
+
+class TestSkipOnlyPureChains:
+    """The wrapper skips a call nobody listens to only when every processor before the renderer is
+    known to be side-effect-free; any other processor there sees every call."""
+
+    def test_unknown_processor_sees_every_call_with_nobody_listening(self) -> None:
+        """A custom processor before the renderer sees each sync call; nothing is written."""
+        with capture_etw_events(enabled=False) as capture:
+            counter = Counter()
+            log = _etw_logger([merge_contextvars, counter, EtwRenderer(unique_provider())])
+            log.debug("d")
+            log.info("i", n=1)
+            log.warning("w %s", "x")
+            log.error("e")
+            log.critical("c")
+        assert counter.calls == ["d", "i", "w x", "e", "c"]
+        assert capture.events == []
+
+    def test_unknown_processor_sees_async_calls_with_nobody_listening(self) -> None:
+        """The ``a``-methods run the chain too, so the custom processor sees them."""
+
+        async def calls(log: Any) -> None:
+            await log.ainfo("ai")
+            await log.awarning("aw")
+
+        with capture_etw_events(enabled=False) as capture:
+            counter = Counter()
+            log = _etw_logger([counter, EtwRenderer(unique_provider())])
+            asyncio.run(calls(log))
+        assert counter.calls == ["ai", "aw"]
+        assert capture.events == []
+
+    def test_unknown_processor_sees_every_call_with_a_listener(self) -> None:
+        """With a session listening the custom processor sees each call once and each is written."""
+        with capture_etw_events() as capture:
+            counter = Counter()
+            log = _etw_logger([counter, EtwRenderer(unique_provider())])
+            log.info("one")
+            log.info("two")
+        assert counter.calls == ["one", "two"]
+        assert [e.name for e in capture.events] == ["one", "two"]
+
+    def test_a_pure_chain_still_skips(self) -> None:
+        """structlog's own pure processors before the renderer: nobody listening, the chain never runs."""
+        with capture_etw_events(enabled=False) as capture:
+            renderer = SpyRenderer(unique_provider())
+            chain = [
+                merge_contextvars,
+                structlog.processors.add_log_level,
+                structlog.processors.TimeStamper(fmt="iso"),
+                structlog.processors.StackInfoRenderer(),
+                structlog.processors.format_exc_info,
+                structlog.processors.dict_tracebacks,
+                structlog.processors.CallsiteParameterAdder(),
+                structlog.processors.EventRenamer("event"),
+                structlog.stdlib.PositionalArgumentsFormatter(),
+                structlog.processors.UnicodeDecoder(),
+                add_otel_ids,
+                EtwEarlyDrop(renderer),
+                renderer,
+            ]
+            log = _etw_logger(chain)
+            for method in ("debug", "info", "warning", "error", "critical"):
+                getattr(log, method)("skipped", n=1)
+            skipped = renderer.seen
+            capture.set_enabled(True)
+            log.info("written")
+        assert skipped == 0
+        assert renderer.seen == 1
+        assert [e.name for e in capture.events] == ["written"]
+
+    def test_a_subclass_of_a_pure_processor_runs(self) -> None:
+        """A subclass of an allow-listed class may do more in ``__call__``: it sees every call."""
+        with capture_etw_events(enabled=False):
+            stamper = StampingCounter()
+            log = _etw_logger([stamper, EtwRenderer(unique_provider())])
+            log.info("a")
+            log.info("b")
+        assert stamper.calls == 2
+
+    @pytest.mark.parametrize("held", [True, False], ids=["held-logger", "new-logger"])
+    def test_a_processor_inserted_in_place_before_the_renderer_sees_calls(self, held: bool) -> None:
+        """A chain edited in place to get a processor before the renderer runs it: in a held logger
+        (the renderer's index check) and in a logger made after the edit (its plan is rebuilt)."""
+        with capture_etw_events(enabled=False) as capture:
+            renderer = SpyRenderer(unique_provider())
+            chain: list[Any] = [merge_contextvars, renderer]
+            log = _etw_logger(chain)
+            if held:
+                log = log.bind()  # the lazy proxy makes a logger per call; this one is kept
+            log.info("skipped")
+            counter = Counter()
+            chain.insert(1, counter)  # as an instrumentation that edits the configured list
+            log.info("seen")
+        assert counter.calls == ["seen"]
+        assert renderer.seen == 1
+        assert capture.events == []
 
 
 class TestCountersAcrossBackendSwitches:

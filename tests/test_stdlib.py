@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 import structlog
 
-from structlog_etw import EtwRenderer
+from structlog_etw import EtwHandler, EtwRenderer
 from structlog_etw._levels import level_from_stdlib
-from structlog_etw._stdlib import EtwHandler
 from structlog_etw.testing import EtwCapture
 from tests.helpers.surface import unique_provider
 

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 import structlog
 
-from structlog_etw import EtwRenderer
+from structlog_etw import EtwRenderer, Provider, close_all, get_provider
 from structlog_etw._activity import CURRENT_ACTIVITY
 from structlog_etw.eventheader.decoder import decode_event
 from structlog_etw.pytest_plugin import etw_capture, etw_capture_tracelogging  # noqa: F401 - fixtures
-from structlog_etw.testing import EtwCapture, capture_etw_events
+from structlog_etw.testing import EtwCapture, capture_etw_events, isolated_providers
 from tests.helpers.surface import unique_provider
 
 FORMATS = ["eventheader", "tracelogging"]
@@ -203,3 +203,60 @@ class TestClearFreesMemory:
             assert left < 200_000  # ... and are gone after clear()
             log.info("after_clear")
             assert [e.name for e in capture.events] == ["after_clear"]
+
+
+class TestIsolatedProviders:
+    """``isolated_providers()`` gives a block a registry of its own and gives the process's back."""
+
+    def test_a_name_used_before_gives_a_new_provider_in_the_block(self) -> None:
+        """Inside, ``get_provider`` of a known name makes a new provider; after, the old one is back."""
+        name = unique_provider()
+        with capture_etw_events():
+            outer = get_provider(name, default_keyword=0x2)
+            with isolated_providers():
+                inner = get_provider(name)  # no "already exists with default_keyword" clash
+                assert inner is not outer
+                assert inner.default_keyword == 1
+            assert get_provider(name) is outer
+            assert inner.closed and not outer.closed
+
+    def test_every_provider_made_in_the_block_is_closed_at_its_end(self) -> None:
+        """Named or not, what the block made is closed; what it found is left open."""
+        with capture_etw_events():
+            before = get_provider(unique_provider())
+            with isolated_providers():
+                named = get_provider(unique_provider())
+                unnamed = Provider(unique_provider())
+                assert not (named.closed or unnamed.closed)
+            assert named.closed and unnamed.closed
+            assert not before.closed
+
+    def test_close_all_in_the_block_closes_only_its_providers(self) -> None:
+        """``close_all()`` inside marks and closes the block's registry only."""
+        with capture_etw_events():
+            before = get_provider(unique_provider())
+            with isolated_providers():
+                inside = get_provider(unique_provider())
+                close_all()
+                assert inside.closed
+                assert get_provider(unique_provider()).closed  # closed from the start, as after close_all
+            assert not before.closed
+            assert not get_provider(unique_provider()).closed
+
+    def test_a_capture_in_the_block_routes_only_the_blocks_providers(self) -> None:
+        """A provider made before keeps writing to its own backend while the block captures."""
+        with capture_etw_events() as outer_capture:
+            before = EtwRenderer(unique_provider())
+            with isolated_providers(), capture_etw_events() as inner_capture:
+                inside = EtwRenderer(unique_provider())
+                structlog.wrap_logger(None, processors=[before]).info("to_outer")
+                structlog.wrap_logger(None, processors=[inside]).info("to_inner")
+            structlog.wrap_logger(None, processors=[before]).info("after")
+        assert [e.name for e in inner_capture.events] == ["to_inner"]
+        assert [e.name for e in outer_capture.events] == ["to_outer", "after"]
+
+    def test_providers_of_the_block_go_where_the_process_sends_new_ones(self) -> None:
+        """The backend factory is kept for the block: an enclosing capture sees its providers."""
+        with capture_etw_events() as capture, isolated_providers():
+            structlog.wrap_logger(None, processors=[EtwRenderer(unique_provider())]).info("seen")
+        assert [e.name for e in capture.events] == ["seen"]

@@ -11,13 +11,10 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from structlog_etw import _platform, _provider
+from structlog_etw import EtwEarlyDrop, EtwHandler, EtwRenderer, _platform, _provider, make_etw_bound_logger
 from structlog_etw._provider import set_backend_factory
-from structlog_etw._registry import REGISTRY
-from structlog_etw._renderer import EtwRenderer
-from structlog_etw._stdlib import EtwHandler
-from structlog_etw._wrapper import EtwEarlyDrop, make_etw_bound_logger
 from structlog_etw.backends.etw import EtwBackend
+from structlog_etw.testing import isolated_providers
 from structlog_etw.tracelogging.decoder import decode_traits
 from structlog_etw.tracelogging.spec import provider_id
 from tests.helpers.fake_etw import Fake
@@ -28,20 +25,9 @@ NAME = "MyCompany_Service"
 @pytest.fixture
 def etw(fake: Fake) -> Iterator[Fake]:
     """Every provider created in the test is an EtwBackend on the fake library."""
-    saved = dict(REGISTRY.named)
-    REGISTRY.named.clear()
-    members = REGISTRY._members.copy()  # providers of earlier tests (of this name too): set aside
-    REGISTRY._members.clear()
-    previous = set_backend_factory(lambda name, group, _id: EtwBackend(name, group, library=fake.path))
-    try:
+    with isolated_providers():  # providers of earlier tests (of this name too): set aside
+        set_backend_factory(lambda name, group, _id: EtwBackend(name, group, library=fake.path))
         yield fake
-    finally:
-        for p in REGISTRY.named.values():
-            p.close()
-        set_backend_factory(previous)
-        REGISTRY.named.clear()
-        REGISTRY.named.update(saved)
-        REGISTRY._members.update(members)
 
 
 def _logger(renderer: EtwRenderer) -> structlog.typing.FilteringBoundLogger:
@@ -135,23 +121,12 @@ DOTTED = "MyCompany.MyService"
 @pytest.fixture
 def windows(fake: Fake, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fake]:
     """Providers take the Windows default path (name rules, EtwBackend) with the fake library."""
-    saved = dict(REGISTRY.named)
-    REGISTRY.named.clear()
-    members = REGISTRY._members.copy()  # providers of earlier tests (of this name too): set aside
-    REGISTRY._members.clear()
-    previous = set_backend_factory(None)
     monkeypatch.setattr(_platform, "PLATFORM", "win32")
     monkeypatch.setattr(_platform, "ETW_LIBRARY", fake.path)
-    try:
+    with isolated_providers():  # providers of earlier tests (of this name too): set aside
+        set_backend_factory(None)
         yield fake
-    finally:
-        for p in REGISTRY.named.values():
-            p.close()
-        REGISTRY.named.clear()
-        REGISTRY.named.update(saved)
-        REGISTRY._members.update(members)
-        monkeypatch.undo()
-        set_backend_factory(previous)
+    monkeypatch.undo()
 
 
 def test_explicit_provider_id_is_the_guid_eventregister_receives(windows: Fake) -> None:

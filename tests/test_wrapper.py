@@ -13,24 +13,22 @@ from typing import Any
 import pytest
 import structlog
 
-from structlog_etw import EtwRenderer
-from structlog_etw._wrapper import EtwEarlyDrop, make_etw_bound_logger
+from structlog_etw import EtwEarlyDrop, EtwRenderer, make_etw_bound_logger
 from structlog_etw.testing import EtwCapture, capture_etw_events
-from tests.helpers.surface import Exploding, Spy, bound, unique_provider
+from tests.helpers.surface import Exploding, Spy, SpyRenderer, bound, unique_provider
 
 
 def _setup(etw_capture: EtwCapture, **wrapper_kw: Any) -> tuple[EtwRenderer, Spy, Any]:
-    renderer = EtwRenderer(unique_provider())
-    spy = Spy()
+    renderer = SpyRenderer(unique_provider())
     cls = make_etw_bound_logger(renderer, **wrapper_kw)
-    return renderer, spy, cls
+    return renderer, renderer, cls
 
 
 def test_disabled_call_builds_no_event_dict_and_formats_nothing(etw_capture: EtwCapture) -> None:
     """When nobody listens every log method returns None without running processors or formatting."""
     renderer, spy, cls = _setup(etw_capture)
     etw_capture.set_enabled(False)
-    log = bound(cls, [spy, renderer])
+    log = bound(cls, [renderer])
     arg = Exploding()
     for method in ("debug", "info", "msg", "warning", "warn", "error", "critical", "fatal"):
         assert getattr(log, method)("event %s", arg, user="ann") is None
@@ -45,7 +43,7 @@ def test_plain_structlog_logger_would_have_run_the_chain(etw_capture: EtwCapture
     """The control for the test above: without the wrapper the chain runs while nobody listens."""
     renderer, spy, _ = _setup(etw_capture)
     etw_capture.set_enabled(False)
-    log = bound(structlog.make_filtering_bound_logger(logging.NOTSET), [spy, renderer])
+    log = bound(structlog.make_filtering_bound_logger(logging.NOTSET), [renderer])
     log.info("event")
     assert len(spy.calls) == 1
     assert etw_capture.records == []
@@ -54,7 +52,7 @@ def test_plain_structlog_logger_would_have_run_the_chain(etw_capture: EtwCapture
 def test_enabled_call_runs_processors_and_writes_event(etw_capture: EtwCapture) -> None:
     """A listened call runs the chain with %-formatted message and writes the event named by its template."""
     renderer, spy, cls = _setup(etw_capture)
-    log = bound(cls, [spy, renderer], request="r1")
+    log = bound(cls, [renderer], request="r1")
     assert log.warning("user %s logged in", "ann", attempts=3) is None
     # The template names the trace event, the formatted text is the message field (issue 26, 8).
     assert spy.calls == [
@@ -99,7 +97,7 @@ def test_each_method_writes_at_its_level(etw_capture: EtwCapture) -> None:
 def test_min_level_drops_below_even_when_listening(etw_capture: EtwCapture) -> None:
     """min_level drops calls below it though listened, and is_enabled_for/get_effective_level agree."""
     renderer, spy, cls = _setup(etw_capture, min_level="warning")
-    log = bound(cls, [spy, renderer])
+    log = bound(cls, [renderer])
     log.debug("d")
     log.info("i")
     log.log(logging.INFO, "l")
@@ -128,7 +126,7 @@ def test_per_call_keyword_is_checked_against_its_own_slot(etw_capture: EtwCaptur
     renderer, spy, cls = _setup(etw_capture)
     etw_capture.set_enabled(False)
     etw_capture.set_enabled(True, keyword=0x4)
-    log = bound(cls, [spy, renderer])
+    log = bound(cls, [renderer])
     log.info("default_keyword_nobody_listens")
     log.info("keyword4", etw_keyword=0x4)
     assert [(e.name, e.keyword) for e in etw_capture.events] == [("keyword4", 0x4)]
@@ -140,7 +138,7 @@ def test_bound_keyword_is_resolved_at_bind_and_after_unbind(etw_capture: EtwCapt
     renderer, spy, cls = _setup(etw_capture)
     etw_capture.set_enabled(False)
     etw_capture.set_enabled(True, keyword=0x8)
-    log = bound(cls, [spy, renderer])
+    log = bound(cls, [renderer])
     k8 = log.bind(etw_keyword=0x8)
     k8.info("bound8")
     k8.unbind("etw_keyword").info("unbound")
@@ -153,10 +151,10 @@ def test_bound_keyword_is_resolved_at_bind_and_after_unbind(etw_capture: EtwCapt
 
 def test_bound_level_override_selects_the_slot(etw_capture: EtwCapture) -> None:
     """A bound or per-call etw_level selects the slot of that level, not the method's."""
-    renderer, spy, cls = _setup(etw_capture)
+    renderer, _, cls = _setup(etw_capture)
     etw_capture.set_enabled(False)
     etw_capture.set_enabled(True, level=1)
-    log = bound(cls, [spy, renderer])
+    log = bound(cls, [renderer])
     log.info("info_nobody_listens")
     log.bind(etw_level=1).info("promoted")
     log.info("promoted_per_call", etw_level=1)
@@ -168,7 +166,7 @@ def test_contextvar_keyword_is_honoured_by_the_fast_path(etw_capture: EtwCapture
     renderer, spy, cls = _setup(etw_capture)
     etw_capture.set_enabled(False)
     etw_capture.set_enabled(True, keyword=0x10)
-    log = bound(cls, [structlog.contextvars.merge_contextvars, spy, renderer])
+    log = bound(cls, [structlog.contextvars.merge_contextvars, renderer])
     log.info("before")
     with structlog.contextvars.bound_contextvars(etw_keyword=0x10):
         log.info("inside")
@@ -226,7 +224,7 @@ def test_default_fast_path_honours_contextvars_and_keeps_call_keys_exact(etw_cap
     renderer, spy, cls = _setup(etw_capture)
     etw_capture.set_enabled(False)
     etw_capture.set_enabled(True, keyword=0x10)
-    log = bound(cls, [structlog.contextvars.merge_contextvars, spy, renderer])
+    log = bound(cls, [structlog.contextvars.merge_contextvars, renderer])
     with structlog.contextvars.bound_contextvars(etw_keyword=0x10):
         log.info("contextvar_key_is_honoured")
         log.info("per_call_key_wins", etw_keyword=0x20)
@@ -274,7 +272,7 @@ def test_invalid_bound_keyword_falls_back_and_never_raises(etw_capture: EtwCaptu
 def test_exception_adds_formatted_traceback(etw_capture: EtwCapture) -> None:
     """exception() passes exc_info=True down the chain and writes level 2 with the formatted traceback."""
     renderer, spy, cls = _setup(etw_capture)
-    log = bound(cls, [spy, renderer])
+    log = bound(cls, [renderer])
     try:
         raise ValueError("bad input")
     except ValueError:
@@ -421,10 +419,10 @@ def test_is_etw_enabled_reports_the_slot(etw_capture: EtwCapture) -> None:
 def test_invalid_call_level_means_the_method_level_not_the_bound_one(etw_capture: EtwCapture) -> None:
     """Bound ``etw_level=1`` (nobody listens) and a bad per-call ``etw_level``: the renderer writes
     at the method's level (4, listened to), so the wrapper must let the call through."""
-    renderer, spy, cls = _setup(etw_capture)
+    renderer, _, cls = _setup(etw_capture)
     etw_capture.set_enabled(False)
     etw_capture.set_enabled(True, level=4)
-    log = bound(cls, [spy, renderer], etw_level=1)
+    log = bound(cls, [renderer], etw_level=1)
     log.info("bad_level", etw_level="x")
     assert [(e.name, e.level) for e in etw_capture.events] == [("bad_level", 4)]
     assert renderer.provider.stats()["invalid"] == {"etw_level": 1}
@@ -436,7 +434,7 @@ def test_invalid_call_keyword_is_not_replaced_by_the_bound_keyword(etw_capture: 
     renderer, spy, cls = _setup(etw_capture)
     etw_capture.set_enabled(False)
     etw_capture.set_enabled(True, keyword=1)
-    log = bound(cls, [spy, renderer], etw_keyword=0x2)
+    log = bound(cls, [renderer], etw_keyword=0x2)
     log.info("bound_keyword")
     log.info("bad_keyword", etw_keyword=-1)
     assert [(e.name, e.keyword) for e in etw_capture.events] == [("bad_keyword", 1)]
@@ -448,7 +446,7 @@ def test_bound_invalid_keyword_hides_a_contextvar_keyword(etw_capture: EtwCaptur
     renderer, spy, cls = _setup(etw_capture)
     etw_capture.set_enabled(False)
     etw_capture.set_enabled(True, keyword=0x2)
-    log = bound(cls, [spy, renderer], etw_keyword="bad", etw_level=4)
+    log = bound(cls, [renderer], etw_keyword="bad", etw_level=4)
     with structlog.contextvars.bound_contextvars(etw_keyword=0x2):
         log.info("dropped_early")
     assert etw_capture.records == []
@@ -457,12 +455,12 @@ def test_bound_invalid_keyword_hides_a_contextvar_keyword(etw_capture: EtwCaptur
 
 def test_per_call_logger_name_selects_its_keyword(etw_capture: EtwCapture) -> None:
     """A per-call logger= name selects its keywords_by_logger keyword for the enable check."""
-    renderer = EtwRenderer(unique_provider(), keywords_by_logger={"db": 0x4})
+    renderer = SpyRenderer(unique_provider(), keywords_by_logger={"db": 0x4})
     cls = make_etw_bound_logger(renderer)
-    spy = Spy()
+    spy = renderer
     etw_capture.set_enabled(False)
     etw_capture.set_enabled(True, keyword=0x4)
-    log = bound(cls, [spy, renderer])
+    log = bound(cls, [renderer])
     log.info("no_name")
     log.info("named_per_call", logger="db.pool")
     assert [(e.name, e.keyword) for e in etw_capture.events] == [("named_per_call", 0x4)]
@@ -491,7 +489,7 @@ def test_async_methods_make_the_same_decision_as_sync_ones(etw_capture: EtwCaptu
     renderer, spy, cls = _setup(etw_capture)
     etw_capture.set_enabled(False)
     etw_capture.set_enabled(True, keyword=0x2)
-    log = bound(cls, [spy, renderer])
+    log = bound(cls, [renderer])
 
     async def run() -> None:
         await getattr(log, "a" + method)("dropped")
@@ -511,22 +509,22 @@ class TestBindTimeClasses:
     def test_loggers_of_one_chain_share_one_class_whatever_they_bind(self, etw_capture: EtwCapture) -> None:
         """Bound ``etw_*`` keys no longer pick a class: the class is the chain's, and the same
         arguments give the same factory class."""
-        renderer, spy, cls = _setup(etw_capture)
-        plain = bound(cls, [spy, renderer])
+        renderer, _, cls = _setup(etw_capture)
+        plain = bound(cls, [renderer])
         assert isinstance(plain, cls) and type(plain) is not cls
         keyed = plain.bind(etw_keyword=0x4)
         assert type(keyed) is type(plain)
         assert type(keyed.unbind("etw_keyword")) is type(plain)
         assert type(keyed.new(user="ann")) is type(plain)
-        assert type(bound(cls, [spy, renderer])) is type(plain)  # another list, the same plan
+        assert type(bound(cls, [renderer])) is type(plain)  # another list, the same plan
         assert make_etw_bound_logger(renderer) is cls
 
     def test_each_logger_decides_with_its_own_slots(self, etw_capture: EtwCapture) -> None:
         """A bound keyword selects the slot of that logger; unbinding it goes back to the default."""
-        renderer, spy, cls = _setup(etw_capture)
+        renderer, _, cls = _setup(etw_capture)
         etw_capture.set_enabled(False)
         etw_capture.set_enabled(True, keyword=0x4)
-        plain = bound(cls, [spy, renderer])
+        plain = bound(cls, [renderer])
         plain.info("default_keyword")  # keyword 1: nobody listens
         keyed = plain.bind(etw_keyword=0x4)
         keyed.info("bound_keyword")
@@ -536,11 +534,10 @@ class TestBindTimeClasses:
     def test_with_keywords_by_logger_every_logger_resolves_its_name(self, etw_capture: EtwCapture) -> None:
         """The renderer's map gives a named logger its keyword, unnamed ones the default."""
         renderer = EtwRenderer(unique_provider(), keywords_by_logger={"db": 0x2})
-        spy = Spy()
         cls = make_etw_bound_logger(renderer)  # the renderer's map
         etw_capture.set_enabled(False)
         etw_capture.set_enabled(True, keyword=0x2)
-        log = bound(cls, [spy, renderer])
+        log = bound(cls, [renderer])
         log.info("unnamed")
         log.bind(logger="db").info("named")
         assert [(e.name, e.keyword) for e in etw_capture.events] == [("named", 0x2)]

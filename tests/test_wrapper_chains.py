@@ -22,7 +22,7 @@ from structlog_etw import EtwRenderer, Provider, etw_activity, get_provider, mak
 from structlog_etw.backends.capture import CaptureRecord
 from structlog_etw.backends.null import NullBackend
 from structlog_etw.testing import EtwCapture, capture_etw_events, decode_record
-from tests.helpers.surface import Spy, bound, unique_provider
+from tests.helpers.surface import Spy, SpyRenderer, bound, unique_provider
 
 
 @pytest.fixture
@@ -140,13 +140,12 @@ def test_a_renderer_of_another_provider_at_the_end_is_not_skipped_for(etw_captur
 
 def test_an_etw_only_chain_is_still_skipped_before_any_processor(etw_capture: EtwCapture) -> None:
     """The control of the tests above: the chain ending in the renderer is skipped when nobody
-    listens (a spy before the renderer sees nothing)."""
-    renderer = EtwRenderer(unique_provider())
+    listens (the renderer, a spy, sees nothing; so would structlog's pure processors before it)."""
+    renderer = SpyRenderer(unique_provider())
     etw_capture.set_enabled(False)
-    spy = Spy()
-    log = bound(make_etw_bound_logger(renderer), [spy, renderer])
+    log = bound(make_etw_bound_logger(renderer), [structlog.processors.add_log_level, renderer])
     log.info("skipped")
-    assert spy.calls == []
+    assert renderer.calls == []
 
 
 def test_a_chain_emptied_later_runs_and_never_raises(etw_capture: EtwCapture) -> None:
@@ -339,11 +338,12 @@ def test_direct_write_is_not_used_for_other_chains(etw_capture: EtwCapture) -> N
 # --- console beside tracing ---------------------------------------------------------------------
 
 
-def _composition(provider: Provider, stream: io.StringIO, renderer_kind: str = "json") -> tuple[Any, Spy]:
+def _composition(
+    provider: Provider, stream: io.StringIO, renderer_kind: str = "json"
+) -> tuple[Any, SpyRenderer]:
     """The documented composition: trace events at every level while someone listens, console or
-    JSON output at info and above always."""
-    renderer = EtwRenderer(provider.name, provider=provider, passthrough="info")
-    spy = Spy()
+    JSON output at info and above always (the renderer records what reaches it)."""
+    renderer = SpyRenderer(provider.name, provider=provider, passthrough="info")
     last: Any = (
         structlog.processors.JSONRenderer(sort_keys=True)
         if renderer_kind == "json"
@@ -352,9 +352,9 @@ def _composition(provider: Provider, stream: io.StringIO, renderer_kind: str = "
     log = structlog.wrap_logger(
         structlog.PrintLogger(stream),
         wrapper_class=make_etw_bound_logger(renderer, min_level="debug"),
-        processors=[spy, structlog.processors.add_log_level, renderer, last],
+        processors=[structlog.processors.add_log_level, renderer, last],
     ).bind()
-    return log, spy
+    return log, renderer
 
 
 def test_console_beside_tracing_while_a_session_listens(etw_capture: EtwCapture) -> None:
@@ -454,7 +454,8 @@ def test_renderer_passthrough_rejects_nonsense() -> None:
 
 
 def test_a_processor_inserted_before_the_renderer_of_a_held_logger_runs(etw_capture: EtwCapture) -> None:
-    """The skip checks that the renderer is still where it was when the logger was bound."""
+    """The skip checks that the renderer is still where it was when the logger was bound; a
+    logger bound on the new chain runs it too (a processor of its own before the renderer)."""
     renderer = EtwRenderer(unique_provider())
     etw_capture.set_enabled(False)
     chain: list[Any] = [renderer]
@@ -464,8 +465,8 @@ def test_a_processor_inserted_before_the_renderer_of_a_held_logger_runs(etw_capt
     chain.insert(0, spy)
     log.info("runs_the_new_chain")
     assert [c[1]["event"] for c in spy.calls] == ["runs_the_new_chain"]
-    assert bound(make_etw_bound_logger(renderer), chain).info("skipped_when_bound_now") is None
-    assert len(spy.calls) == 1
+    assert bound(make_etw_bound_logger(renderer), chain).info("runs_when_bound_now") is None
+    assert [c[1]["event"] for c in spy.calls] == ["runs_the_new_chain", "runs_when_bound_now"]
 
 
 def test_a_logger_can_be_copied(etw_capture: EtwCapture) -> None:

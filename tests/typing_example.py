@@ -36,7 +36,13 @@ from structlog_etw import (
     use_otel_activity_ids,
 )
 from structlog_etw.backends.capture import CaptureRecord
-from structlog_etw.testing import CapturedEvent, EtwCapture, capture_etw_events, decode_record
+from structlog_etw.testing import (
+    CapturedEvent,
+    EtwCapture,
+    capture_etw_events,
+    decode_record,
+    isolated_providers,
+)
 
 renderer = EtwRenderer("MyCompany_MyService", default_keyword=0x1, keywords_by_logger={"db": 0x2})
 wrapper: type[FilteringBoundLogger] = make_etw_bound_logger(renderer, min_level=logging.INFO)
@@ -113,4 +119,6 @@ tracepoints: list[str] = captured.registered("MyCompany_MyService")
 records: list[CaptureRecord] = captured.records
 again: list[CapturedEvent] = [decode_record(r) for r in records]
 captured.clear()
+with isolated_providers(), capture_etw_events():
+    fresh: Provider = get_provider("MyCompany_MyService", default_keyword=0x2)
 close_all()

@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 import structlog
 
-from structlog_etw import EtwRenderer
-from structlog_etw._provider import Provider
+from structlog_etw import EtwRenderer, Provider
 from structlog_etw.backends import user_events as _backend_linux
 from structlog_etw.backends.base import BackendUnavailable
 from structlog_etw.backends.user_events import UserEventsBackend, find_tracefs

@@ -150,16 +150,26 @@ class TestDecodeFailures:
     @settings(max_examples=15, deadline=None)
     @given(st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=8))
     def test_damaged_real_captures_decode_or_report(self, flips: list[tuple[int, int]]) -> None:
-        """A real capture with random bytes changed is refused with ValueError or decodes without raising."""
+        """A damaged capture opens or raises ``ValueError``; ``decode`` writes at most one event
+        per sample the file holds (at most one per 8-byte record header), its text carries no
+        control character and its chrome-trace output is one JSON document."""
         data = bytearray(vector("perf.data").read_bytes())
         for pos, value in flips:
             data[pos % len(data)] = value
+        try:
+            samples = len(list(PerfDataFile.from_bytes(bytes(data)).samples()))
+        except ValueError:
+            return
+        assert samples <= len(data) // 8
         for mode in ("text", "chrome-trace"):
-            try:
-                f = PerfDataFile.from_bytes(bytes(data))
-            except ValueError:
-                return
-            decode_file(f, io.StringIO(), mode=mode)
+            out = io.StringIO()
+            written, _problems = decode_file(PerfDataFile.from_bytes(bytes(data)), out, mode=mode)
+            assert written <= samples
+            text = out.getvalue()
+            if mode == "chrome-trace":
+                json.loads(text)
+            else:
+                assert not (_CONTROLS - {"\n"}) & set(text)
 
 
 class TestGeneratedHostileEvents:

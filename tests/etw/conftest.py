@@ -12,7 +12,7 @@ import pytest
 
 from structlog_etw import _platform
 from structlog_etw._provider import set_backend_factory
-from structlog_etw._registry import REGISTRY
+from structlog_etw.testing import isolated_providers
 from tests.helpers.shared import skip_or_fail
 
 
@@ -43,14 +43,6 @@ def etw_os(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
         library = request.getfixturevalue("fake").path
         monkeypatch.setattr(_platform, "PLATFORM", "win32")
         monkeypatch.setattr(_platform, "ETW_LIBRARY", library)
-    saved = dict(REGISTRY.named)
-    REGISTRY.named.clear()
-    previous = set_backend_factory(None)
-    try:
+    with isolated_providers():
+        set_backend_factory(None)  # the OS path (restored with the registry)
         yield EtwOs(library, f"StructlogEtw_Session_{uuid.uuid4().hex[:10]}")
-    finally:
-        for p in REGISTRY.named.values():
-            p.close()
-        set_backend_factory(previous)
-        REGISTRY.named.clear()
-        REGISTRY.named.update(saved)

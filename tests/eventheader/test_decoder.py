@@ -31,6 +31,7 @@ from structlog_etw.eventheader.perf_decode import (
 from structlog_etw.fields import to_fields
 from structlog_etw.tracelogging import TraceLoggingEncoder
 from structlog_etw.tracelogging import decode as tracelogging_decode
+from tests.helpers.decoded_spans import assert_read_from
 from tests.helpers.shared import skip_or_fail
 
 # The worked example of shared/spec/eventheader.md ("Test vector (DYN)").
@@ -298,12 +299,13 @@ def test_every_prefix_of_a_valid_event_is_rejected_cleanly() -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=200), st.integers(0, len(SPEC_EVENT)))
 def test_arbitrary_bytes_never_raise_anything_but_decode_errors(junk: bytes, cut: int) -> None:
-    """Random bytes, alone or after a cut vector, raise only EventHeaderDecodeError, or decode and render."""
+    """Junk decodes or raises the decode error; what decodes was read from the input, and renders."""
     for data in (junk, SPEC_EVENT[:cut] + junk, b"\x07" + junk):
         try:
             ev = decode_event("P_L4K1", data)
         except EventHeaderDecodeError:
             continue
+        assert_read_from(ev, data, data, data)
         perf_json_fields(ev)  # whatever decodes also renders
 
 

@@ -14,8 +14,7 @@ import structlog
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from structlog_etw._provider import Provider
-from structlog_etw._renderer import EtwRenderer
+from structlog_etw import EtwRenderer, Provider
 from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.eventheader import encoder as eh
 from structlog_etw.eventheader import spec

@@ -4,8 +4,10 @@ subprocess by tests/cli/test_hostile.py: a decoder bomb there fails fast, it can
 :func:`run` drives hypothesis over :func:`tests.helpers.strategies.eventheader_events` and
 :func:`~tests.helpers.strategies.tracelogging_events`.  For each event: the decoder returns a
 :class:`~structlog_etw.decoded.DecodedEvent` or raises its documented error; what it returns
-holds at most :data:`ITEMS_PER_BYTE` values per event byte (the work bound, counted, not timed);
-every writer renders it; text is free of control characters and JSON lines parse.  EventHeader
+was read from the input (:func:`tests.helpers.decoded_spans.assert_read_from`: its raw bytes,
+every field's bytes inside the input, no more fields than the metadata has room for) and holds
+at most :data:`ITEMS_PER_BYTE` values per event byte (the work bound, counted, not timed); every
+writer renders it; text is free of control characters and JSON lines parse.  EventHeader
 events also go through ``decode`` (``decode_file``) inside a perf.data in every format.
 """
 
@@ -24,6 +26,7 @@ from structlog_etw.eventheader import decode_event, perf_json
 from structlog_etw.eventheader.spec import EventHeaderDecodeError
 from structlog_etw.perf.datafile import PerfDataFile
 from structlog_etw.tracelogging import decode as tracelogging_decode
+from tests.helpers.decoded_spans import assert_read_from
 from tests.helpers.perfdata import ROUND, Event, Tracepoint, eventheader_format, perf_data
 from tests.helpers.strategies import eventheader_events, tracelogging_events
 
@@ -96,6 +99,7 @@ def run(examples: int) -> int:
         except EventHeaderDecodeError:
             return
         decoded += 1
+        assert_read_from(ev, event, event, event)
         _check_rendering(ev, len(event))
 
     @quick
@@ -108,6 +112,7 @@ def run(examples: int) -> int:
         except ValueError:
             return
         decoded += 1
+        assert_read_from(ev, data, metadata, metadata + data)
         _check_rendering(ev, len(metadata) + len(data))
 
     @settings(quick, max_examples=max(1, examples // 10))

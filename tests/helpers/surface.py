@@ -8,6 +8,8 @@ from typing import Any
 
 import structlog
 
+from structlog_etw import EtwRenderer
+
 
 def unique_provider(prefix: str = "SurfaceTest") -> str:
     """A provider name no other test uses (providers are process-wide)."""
@@ -23,6 +25,20 @@ class Spy:
     def __call__(self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> Any:
         self.calls.append((method_name, dict(event_dict)))
         return event_dict
+
+
+class SpyRenderer(EtwRenderer):
+    """An ``EtwRenderer`` that records every event dict it is given (a copy), as :class:`Spy`
+    does: it sees what reaches the renderer without being a processor before it (which the
+    wrapper would run for every call, listening or not)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def __call__(self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> Any:
+        self.calls.append((method_name, dict(event_dict)))
+        return super().__call__(logger, method_name, event_dict)
 
 
 class Exploding:

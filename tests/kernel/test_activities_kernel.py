@@ -22,8 +22,7 @@ import pytest
 import structlog
 from kernel_harness import PerfSession, wait_until
 
-from structlog_etw import EtwRenderer, etw_activity
-from structlog_etw._provider import Provider
+from structlog_etw import EtwRenderer, Provider, etw_activity
 from structlog_etw.decoded import DecodedEvent
 from structlog_etw.eventheader.decoder import decode_event
 from structlog_etw.perf.datafile import PerfDataFile

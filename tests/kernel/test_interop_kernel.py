@@ -12,8 +12,7 @@ from kernel_harness import PerfSession, wait_until
 from opentelemetry.sdk.trace import TracerProvider
 from test_activities_kernel import decoded_capture
 
-from structlog_etw import EtwRenderer, add_otel_ids, etw_activity
-from structlog_etw._provider import Provider
+from structlog_etw import EtwRenderer, Provider, add_otel_ids, etw_activity
 from structlog_etw.decoded import DecodedField
 from tests.helpers.cs_readers import read_like_geneva
 

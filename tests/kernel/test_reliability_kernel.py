@@ -31,8 +31,7 @@ import pytest
 import structlog
 from kernel_harness import PerfSession, wait_until
 
-from structlog_etw._provider import Provider
-from structlog_etw._renderer import EtwRenderer
+from structlog_etw import EtwRenderer, Provider
 from structlog_etw.backends.user_events import UserEventsBackend
 from structlog_etw.eventheader.decoder import decode_event
 from structlog_etw.fields import TRUNCATED_FIELD, TRUNCATION_MARKER, to_field

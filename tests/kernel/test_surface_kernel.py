@@ -27,15 +27,17 @@ pytestmark = pytest.mark.kernel
 PerfFactory = Callable[..., PerfSession]
 
 
-class Spy:
-    """A processor that records the events the chain saw."""
+class Spy(EtwRenderer):
+    """A renderer that records the events that reached it (a processor of the application's own
+    before the renderer would see every call: the wrapper runs such a chain, listening or not)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.events: list[str] = []
 
     def __call__(self, logger: Any, method_name: str, event_dict: Any) -> Any:
         self.events.append(str(event_dict.get("event")))
-        return event_dict
+        return super().__call__(logger, method_name, event_dict)
 
 
 def _ours(session: PerfSession, provider: str) -> list[Any]:
@@ -88,12 +90,11 @@ def test_ainfo_events_reach_perf_with_context_and_activity(
     provider_name: str, perf_session: PerfFactory
 ) -> None:
     """Async log calls reach perf with contextvars, keyword and activity; disabled ones skip the chain."""
-    renderer = EtwRenderer(provider_name, keywords=(0x4,))
-    spy = Spy()
+    renderer = spy = Spy(provider_name, keywords=(0x4,))
     log = structlog.wrap_logger(
         structlog.ReturnLogger(),
         wrapper_class=make_etw_bound_logger(renderer),
-        processors=[structlog.contextvars.merge_contextvars, spy, renderer],
+        processors=[structlog.contextvars.merge_contextvars, renderer],
     ).bind(service="checkout")
     activity, related = uuid.uuid4(), uuid.uuid4()
 
@@ -129,10 +130,9 @@ def test_wrapper_runs_the_chain_only_while_perf_records(
     provider_name: str, perf_session: PerfFactory
 ) -> None:
     """The ETW bound logger runs the processor chain only while perf records the event's tracepoint."""
-    renderer = EtwRenderer(provider_name)
-    spy = Spy()
+    renderer = spy = Spy(provider_name)
     log = structlog.wrap_logger(
-        structlog.ReturnLogger(), wrapper_class=make_etw_bound_logger(renderer), processors=[spy, renderer]
+        structlog.ReturnLogger(), wrapper_class=make_etw_bound_logger(renderer), processors=[renderer]
     ).bind(pid=os.getpid())
     slot = renderer.provider.slot(4, 1)
     log.info("before")
@@ -146,19 +146,18 @@ def test_wrapper_runs_the_chain_only_while_perf_records(
 
 def test_structlog_logger_name_selects_keyword_in_perf(provider_name: str, perf_session: PerfFactory) -> None:
     """A logger name (bound or from LoggerFactory) selects its keyword's tracepoint in perf."""
-    renderer = EtwRenderer(provider_name, keywords_by_logger={"db": 0x2})
-    spy = Spy()
+    renderer = spy = Spy(provider_name, keywords_by_logger={"db": 0x2})
     wrapper = make_etw_bound_logger(renderer)
     bound_db = structlog.wrap_logger(
-        structlog.ReturnLogger(), wrapper_class=wrapper, processors=[spy, renderer]
+        structlog.ReturnLogger(), wrapper_class=wrapper, processors=[renderer]
     ).bind(logger="db.pool")
     # A stdlib logger from structlog's LoggerFactory: the keyword comes from its name.
     factory_db = structlog.wrap_logger(
-        structlog.stdlib.LoggerFactory()("db"), wrapper_class=wrapper, processors=[spy, renderer]
+        structlog.stdlib.LoggerFactory()("db"), wrapper_class=wrapper, processors=[renderer]
     )
-    http = structlog.wrap_logger(
-        structlog.ReturnLogger(), wrapper_class=wrapper, processors=[spy, renderer]
-    ).bind(logger="http")
+    http = structlog.wrap_logger(structlog.ReturnLogger(), wrapper_class=wrapper, processors=[renderer]).bind(
+        logger="http"
+    )
     with perf_session([f"{provider_name}_L4K2"]) as session:
         bound_db.info("query_done", rows=3)
         factory_db.info("pool_checkout", size=5)

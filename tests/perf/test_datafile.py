@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import itertools
+import struct
 import uuid
 from pathlib import Path
 
@@ -14,7 +14,11 @@ from hypothesis import strategies as st
 
 from structlog_etw.perf.datafile import PerfDataError, PerfDataFile, Sample, read_samples
 from structlog_etw.perf.samples import SampleDecodeError, decode_sample
+from tests.helpers.decoded_spans import assert_read_from
 from tests.helpers.shared import REPO, pipe_mode_copy, vector
+
+#: perf_event_header: type (u32), misc (u16), size (u16); every record starts with one.
+PERF_HEADER_SIZE = 8
 
 
 @pytest.fixture(scope="module")
@@ -107,13 +111,29 @@ def test_random_damage_never_raises(perf_bytes: bytes, flips: list[tuple[int, in
     for pos, value in flips:
         if pos < len(damaged):
             damaged[pos] = value
+    """Flipped bytes: the file opens or raises ``PerfDataError``; every sample it yields is a
+    distinct record lying inside the file (at most one per 8-byte record header), and every
+    event decoded from one was read from the sample's bytes."""
+    data = bytes(damaged)
     try:
-        f = PerfDataFile.from_bytes(bytes(damaged))
+        f = PerfDataFile.from_bytes(data)
     except PerfDataError:
         return
-    for s in f.samples():
-        with contextlib.suppress(SampleDecodeError):
-            decode_sample(s)
+    samples = list(f.samples())
+    assert len(samples) <= len(data) // PERF_HEADER_SIZE
+    assert len({s.offset for s in samples}) == len(samples), "a record read twice"
+    for s in samples:
+        (size,) = struct.unpack_from("<H", data, s.offset + 6)  # perf_event_header.size
+        assert s.offset + size <= len(data)
+        assert s.raw in data[s.offset : s.offset + size] and s.raw.endswith(s.data)
+        try:
+            ev = decode_sample(s)
+        except SampleDecodeError:
+            continue
+        if ev.format == "eventheader":
+            assert_read_from(ev, s.data, s.data, s.data)
+        else:  # a plain tracepoint: fields by its tracefs format
+            assert_read_from(ev, s.raw, None, s.raw)
 
 
 def test_pipe_mode_files_are_read_like_normal_ones(perf_bytes: bytes, reference: list[Sample]) -> None:
