@@ -182,7 +182,8 @@ def comparisons() -> list[Comparison]:
         lambda: {"log": filtered_out_logger()},
     )
     for step, label in (
-        ("method", "our class, a method that returns at once"),
+        ("signature", "our class, a method that returns at once, structlog's signature"),
+        ("method", "+ self and event positional-only (keywords bound without name comparisons)"),
         ("provider_word", "+ the provider word read"),
         ("chain_check", "+ the chain check (renderer still at its index)"),
     ):
