@@ -289,8 +289,10 @@ def _write_direct(self: Any, plan: _Plan, name: str, event: Any, kw: dict[str, A
         or type(self._context) is not dict
     ):
         return self._proxy_to_logger(name, event, **kw)
-    # What BoundLoggerBase._process_event builds: context, then the call's keys, then "event".
-    event_dict = {**self._context, **kw}
+    # What BoundLoggerBase._process_event builds: context, then the call's keys, then "event"
+    # (with nothing bound: the call's own keyword dict, a new dict of this call).
+    context = self._context
+    event_dict = {**context, **kw} if context else kw
     if event is not None:
         event_dict["event"] = event
     logger = self._logger
