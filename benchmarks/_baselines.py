@@ -70,19 +70,24 @@ def dropping_logger() -> Any:
     ).bind()
 
 
-def json_chain_logger() -> Any:
-    """structlog's typical JSON production chain, writing to /dev/null."""
+def _json_chain(logger: Any, **renderer_kw: Any) -> Any:
+    """structlog's typical JSON production chain over *logger* (a held bound logger)."""
     return structlog.wrap_logger(
-        structlog.WriteLogger(_devnull_text()),
+        logger,
         wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso"),
             structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(),
+            structlog.processors.JSONRenderer(**renderer_kw),
         ],
     ).bind()
+
+
+def json_chain_logger() -> Any:
+    """structlog's typical JSON production chain, writing to /dev/null."""
+    return _json_chain(structlog.WriteLogger(_devnull_text()))
 
 
 class _UnflushedWriter:
@@ -100,34 +105,14 @@ class _UnflushedWriter:
 
 def json_chain_unflushed_logger() -> Any:
     """The JSON chain of :func:`json_chain_logger` writing without a flush per line."""
-    return structlog.wrap_logger(
-        _UnflushedWriter(_devnull_text()),
-        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso"),
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(),
-        ],
-    ).bind()
+    return _json_chain(_UnflushedWriter(_devnull_text()))
 
 
 def orjson_chain_logger() -> Any:
     """The JSON chain with orjson as serializer and ``BytesLogger`` (structlog's fastest JSON set-up)."""
     import orjson  # noqa: PLC0415 - benchmark-only dependency
 
-    return structlog.wrap_logger(
-        structlog.BytesLogger(open(os.devnull, "wb")),
-        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso"),
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(serializer=orjson.dumps),
-        ],
-    ).bind()
+    return _json_chain(structlog.BytesLogger(open(os.devnull, "wb")), serializer=orjson.dumps)
 
 
 def stdlib_json_logger() -> logging.Logger:
