@@ -206,33 +206,38 @@ def console_beside_tracing_logger(enabled: bool, stream: Any) -> Any:
 
 
 #: The steps of the disabled path measured one by one (docs/performance.md's attribution table).
-DISABLED_STEPS = ("method", "provider_word", "chain_check")
+DISABLED_STEPS = ("signature", "method", "provider_word", "chain_check")
 
 
 def disabled_step_logger(step: str) -> Any:
     """The fast-path logger of :func:`fast_path_logger` (nobody listening) whose ``info`` stops
-    after *step* of the disabled path: ``method`` returns at once (our class and signature),
+    after *step* of the disabled path: ``signature`` returns at once with structlog's signature
+    (``self, event, *args, **kw``: every keyword of the call compared with the parameter names),
+    ``method`` returns at once with ours (``self`` and ``event`` positional-only),
     ``provider_word`` after reading the provider word, ``chain_check`` after the chain's identity
     test too (the real method's disabled path, without its ``try``)."""
     log = fast_path_logger(enabled=False)
     plan = type(log)._etw_plan
     provider_word, at, renderer = plan.any, plan.at, plan.renderer
 
-    def method(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
+    def signature(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
         return None
 
-    def word(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
+    def method(self: Any, event: Any = None, /, *args: Any, **kw: Any) -> Any:
+        return None
+
+    def word(self: Any, event: Any = None, /, *args: Any, **kw: Any) -> Any:
         if not provider_word.word[0]:
             return None
         return True
 
-    def chain(self: Any, event: Any = None, *args: Any, **kw: Any) -> Any:
+    def chain(self: Any, event: Any = None, /, *args: Any, **kw: Any) -> Any:
         if not provider_word.word[0] and self._etw_chain[at] is renderer:
             return None
         return True
 
-    body = {"method": method, "provider_word": word, "chain_check": chain}[step]
+    body = {"signature": signature, "method": method, "provider_word": word, "chain_check": chain}[step]
     cls = type(type(log).__name__, (type(log),), {"info": body})
-    stepped = object.__new__(cls)
-    stepped.__dict__.update(log.__dict__)
+    stepped = object.__new__(cls)  # the logger's own state, set as __init__ sets it (inline values)
+    stepped.__init__(log._logger, log._processors, log._context)
     return stepped

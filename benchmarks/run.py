@@ -31,6 +31,7 @@ from _baselines import (  # noqa: E402
     dropping_logger,
     filtered_out_logger,
     json_chain_logger,
+    json_chain_unflushed_logger,
     orjson_chain_logger,
     stdlib_disabled_logger,
     stdlib_json_logger,
@@ -57,6 +58,9 @@ class Goal:
     limit: float
     text: str
     baseline: str | None = None
+    #: A per-field goal: the ratio is of ``(case - case_<slope_from>) / (baseline -
+    #: baseline_<slope_from>)`` per round (the ``_<n>`` cases: the same logger with n fields).
+    slope_from: str | None = None
 
 
 @dataclass
@@ -89,6 +93,22 @@ GOALS = [
         0.55,
         "enabled EventHeader, 5 fields, real writev <= 0.55x the orjson chain",
         baseline="orjson_chain",
+    ),
+    Goal(
+        "enabled",
+        "etw_enabled",
+        0.40,
+        "enabled EventHeader, 5 fields, real writev <= 0.40x the JSON chain without a per-line flush",
+        baseline="json_chain_unflushed",
+    ),
+    Goal(
+        "fields_100",
+        "etw_enabled",
+        0.6,
+        "enabled EventHeader, cost per extra field (100 fields minus 5, the same rounds) <= 0.6x the "
+        "orjson chain's",
+        baseline="orjson_chain",
+        slope_from="5",
     ),
     Goal("enabled", "etw_enabled_tl", 0.40, "enabled TraceLogging, 5 fields, writev <= 0.40x the JSON chain"),
     Goal("fields_100", "etw_enabled", 0.8, "enabled EventHeader, 100 fields, writev <= 0.8x the JSON chain"),
@@ -182,7 +202,8 @@ def comparisons() -> list[Comparison]:
         lambda: {"log": filtered_out_logger()},
     )
     for step, label in (
-        ("method", "our class, a method that returns at once"),
+        ("signature", "our class, a method that returns at once, structlog's signature"),
+        ("method", "+ self and event positional-only (keywords bound without name comparisons)"),
         ("provider_word", "+ the provider word read"),
         ("chain_check", "+ the chain check (renderer still at its index)"),
     ):
@@ -214,6 +235,13 @@ def comparisons() -> list[Comparison]:
         "structlog JSON chain -> /dev/null",
         f'log.info("user_login", {F})',
         lambda: {"log": json_chain_logger()},
+    )
+    _try(
+        c,
+        "json_chain_unflushed",
+        "structlog JSON chain -> /dev/null, no flush per line",
+        f'log.info("user_login", {F})',
+        lambda: {"log": json_chain_unflushed_logger()},
     )
     _try(
         c,
@@ -319,6 +347,22 @@ def comparisons() -> list[Comparison]:
             'log.info("evt", **kw)',
             lambda kw=kw: {"log": _ours("fast_path_logger", enabled=False), "kw": kw},
         )
+        if n == 100:  # the per-field goal: the 5-field calls in the same rounds
+            few = {f"f{i}": v for i, v in zip(range(5), _cycle_values(5), strict=True)}
+            _try(
+                c,
+                "orjson_chain_5",
+                "structlog JSON chain with orjson, 5 fields (for the cost per extra field)",
+                'log.info("evt", **kw)',
+                lambda few=few: {"log": orjson_chain_logger(), "kw": few},
+            )
+            _try(
+                c,
+                "etw_enabled_5",
+                "structlog-etw enabled (EventHeader), 5 fields (for the cost per extra field)",
+                'log.info("evt", **kw)',
+                lambda few=few: {"log": _ours("fast_path_logger", enabled=True), "kw": few},
+            )
         out.append(c)
 
     for size in STRING_SIZES:
@@ -425,6 +469,16 @@ def paired_ratio(case: list[float], base: list[float]) -> float:
     return statistics.median(c / b for c, b in zip(case, base, strict=True))
 
 
+def slope_ratio(cases: dict[str, Any], case: str, baseline: str, fewer: str) -> float | None:
+    """Median over rounds of (case - case_<fewer>) / (baseline - baseline_<fewer>): the cost per
+    extra field against the baseline's, each round's four timings back to back."""
+    try:
+        rows = [cases[k]["rounds_ns"] for k in (case, f"{case}_{fewer}", baseline, f"{baseline}_{fewer}")]
+    except KeyError:
+        return None
+    return round(statistics.median((a - b) / (c - d) for a, b, c, d in zip(*rows, strict=True)), 3)
+
+
 def run(quick: bool, only: set[str] | None, repeat_disabled: int = 1) -> dict[str, Any]:
     """Measure every comparison and return the results document.
 
@@ -492,6 +546,8 @@ def run(quick: bool, only: set[str] | None, repeat_disabled: int = 1) -> dict[st
             ratio = max(runs)  # "in every run": the worst run decides
         elif case and g.baseline is None:
             ratio = case["ratio"]
+        elif case and g.slope_from is not None:
+            ratio = slope_ratio(cases, g.case, g.baseline or "", g.slope_from)
         elif case and g.baseline in cases:
             ratio = round(paired_ratio(case["rounds_ns"], cases[g.baseline]["rounds_ns"]), 3)
         results["goals"].append(

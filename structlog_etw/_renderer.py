@@ -495,9 +495,13 @@ class EtwRenderer:
 
     def _render(self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> None:
         resolver = self._resolver
-        if _SPECIAL_SET.isdisjoint(event_dict) and (
-            len(REGISTRY) == WATCH.clean_size or not WATCH.etw_bound()
-        ):
+        # A dict's keys view looks the few control keys up in the dict (it iterates the smaller
+        # side when the other is a set): a cost per control key, not per field.
+        if (
+            event_dict.keys().isdisjoint(_SPECIAL_SET)
+            if type(event_dict) is dict
+            else _SPECIAL_SET.isdisjoint(event_dict)
+        ) and (len(REGISTRY) == WATCH.clean_size or not WATCH.etw_bound()):
             # the common case: no control key anywhere, nothing to look up
             if resolver.by_name:
                 slot = resolver.method_slot(method_name, logger, event_dict)

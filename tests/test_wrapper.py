@@ -541,3 +541,88 @@ class TestBindTimeClasses:
         log.info("unnamed")
         log.bind(logger="db").info("named")
         assert [(e.name, e.keyword) for e in etw_capture.events] == [("named", 0x2)]
+
+
+class TestEventKeyword:
+    """The log methods take ``self`` and ``event`` positional-only (the keywords of a call are
+    then never compared with parameter names: the disabled path's cost); a call that passes its
+    event as ``event=`` still means what it means to structlog, on every decision."""
+
+    @pytest.mark.parametrize("chain", ["run", "skip", "direct"])
+    def test_event_keyword_is_the_event(self, etw_capture: EtwCapture, chain: str) -> None:
+        """``log.info(event="x", a=1)`` gives the event dict and trace event of ``log.info("x", a=1)``."""
+        renderer, spy, cls = _setup(etw_capture)
+        name, provider = renderer.provider.name, renderer.provider
+        if chain == "run":  # a renderer that passes every level on: the chain runs for each call
+            renderer = spy = SpyRenderer(name, provider=provider, passthrough="debug")
+            cls = make_etw_bound_logger(renderer)
+        elif chain == "direct":  # a plain renderer: a subclass's __call__ must run, so no direct write
+            renderer = EtwRenderer(name, provider=provider)
+            cls = make_etw_bound_logger(renderer)
+        processors: list[Any] = {
+            "run": [renderer, structlog.processors.JSONRenderer()],
+            "skip": [renderer],
+            "direct": [structlog.contextvars.merge_contextvars, renderer],
+        }[chain]
+        log = bound(cls, processors, request="r1")
+        decision = {"run": "run the chain", "skip": "skip", "direct": "direct write"}[chain]
+        assert type(log)._etw_plan.decisions[4] == decision
+        log.info(event="user_login", attempts=3)
+        log.info("user_login", attempts=3)
+        first, second = etw_capture.events
+        fields = {"request": "r1", "attempts": 3}
+        assert (first.name, first.fields) == (second.name, second.fields) == ("user_login", fields)
+        if chain != "direct":
+            assert spy.calls[0] == spy.calls[1] == ("info", {**fields, "event": "user_login"})
+
+    def test_event_keyword_with_args_and_async(self, etw_capture: EtwCapture) -> None:
+        """The keyword event takes ``%``-arguments and the async methods' path too."""
+        renderer, spy, cls = _setup(etw_capture)
+        log = bound(cls, [renderer])
+        log.warning("user %s", "ann", n=1)
+        asyncio.run(log.ainfo(event="async_event", n=2))
+        assert [(e.name, e.fields) for e in etw_capture.events] == [
+            ("user %s", {"n": 1, "message": "user ann"}),
+            ("async_event", {"n": 2}),
+        ]
+
+    def test_event_given_twice_keeps_the_positional_one_and_counts_it(self, etw_capture: EtwCapture) -> None:
+        """``log.info("a", event="b")`` (a ``TypeError`` for structlog's signature) never raises:
+        the positional event is written, the keyword counted in ``stats()["invalid"]["event"]``."""
+        renderer, spy, cls = _setup(etw_capture)
+        log = bound(cls, [renderer])
+        assert log.info("a", event="b", n=1) is None
+        assert log.exception("c", event="d") is None
+        assert [e.name for e in etw_capture.events] == ["a", "c"]
+        assert renderer.provider.stats()["invalid"]["event"] == 2
+
+    def test_disabled_call_with_event_keyword_returns_none(self, etw_capture: EtwCapture) -> None:
+        """Nobody listening: any spelling of the call returns ``None`` before the chain."""
+        renderer, spy, cls = _setup(etw_capture)
+        etw_capture.set_enabled(False)
+        log = bound(cls, [renderer])
+        assert log.info(event="x") is None
+        assert log.info("a", event="b") is None
+        assert spy.calls == []
+        assert renderer.provider.stats()["invalid"].get("event", 0) == 0
+
+    @pytest.mark.parametrize("chain", ["run", "skip", "direct"])
+    def test_keys_named_like_parameters_are_fields(self, etw_capture: EtwCapture, chain: str) -> None:
+        """``self=``, ``method_name=`` (parameters of structlog's ``_proxy_to_logger``) are fields
+        of the trace event on every decision, sync and async, never a ``TypeError``."""
+        renderer, spy, cls = _setup(etw_capture)
+        name, provider = renderer.provider.name, renderer.provider
+        processors: list[Any] = [renderer]
+        if chain == "run":
+            renderer = SpyRenderer(name, provider=provider, passthrough="debug")
+            processors = [renderer, structlog.processors.JSONRenderer()]
+        elif chain == "direct":
+            renderer = EtwRenderer(name, provider=provider)
+            processors = [renderer]
+        cls = make_etw_bound_logger(renderer)
+        log = bound(cls, processors)
+        assert log.info("a", self=1, method_name=2) is None or chain == "run"
+        log.exception("b", self=3)
+        asyncio.run(log.ainfo("c", method_name=4))
+        got = [(e.name, e.fields.get("self"), e.fields.get("method_name")) for e in etw_capture.events]
+        assert got == [("a", 1, 2), ("b", 3, None), ("c", None, 4)]

@@ -293,7 +293,7 @@ def test_direct_write_gives_the_bytes_the_processor_chain_gives(fmt: str, merge:
             chain = [structlog.contextvars.merge_contextvars, renderer] if merge else [renderer]
             if kind == "direct":
                 log = bound(make_etw_bound_logger(renderer), chain)
-                assert _calls_of("_proxy_to_logger", lambda log=log: _log_everything(log, True)) == 0
+                assert _calls_of("_process_event", lambda log=log: _log_everything(log, True)) == 0
             else:
                 log = bound(structlog.make_filtering_bound_logger(logging.NOTSET), chain)
                 _log_everything(log, False)
@@ -308,10 +308,10 @@ def test_direct_write_is_left_when_the_chain_changes(etw_capture: EtwCapture) ->
     renderer = EtwRenderer(unique_provider())
     chain: list[Any] = [structlog.contextvars.merge_contextvars, renderer]
     log = bound(make_etw_bound_logger(renderer), chain)
-    assert _calls_of("_proxy_to_logger", lambda: log.info("direct")) == 0
+    assert _calls_of("_process_event", lambda: log.info("direct")) == 0
     spy = Spy()
     chain.insert(1, spy)  # same last processor, one more before it
-    assert _calls_of("_proxy_to_logger", lambda: log.info("through_the_chain")) == 1
+    assert _calls_of("_process_event", lambda: log.info("through_the_chain")) == 1
     assert [c[1]["event"] for c in spy.calls] == ["through_the_chain"]
     assert [e.name for e in etw_capture.events] == ["direct", "through_the_chain"]
 
@@ -332,7 +332,7 @@ def test_direct_write_is_not_used_for_other_chains(etw_capture: EtwCapture) -> N
         [Sub(name, provider=renderer.provider)],
     ):
         log = bound(make_etw_bound_logger(renderer), chain)
-        assert _calls_of("_proxy_to_logger", lambda log=log: log.info("x")) == 1
+        assert _calls_of("_process_event", lambda log=log: log.info("x")) == 1
 
 
 # --- console beside tracing ---------------------------------------------------------------------
