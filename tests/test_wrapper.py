@@ -577,7 +577,7 @@ class TestEventKeyword:
 
     def test_event_keyword_with_args_and_async(self, etw_capture: EtwCapture) -> None:
         """The keyword event takes ``%``-arguments and the async methods' path too."""
-        renderer, spy, cls = _setup(etw_capture)
+        renderer, _spy, cls = _setup(etw_capture)
         log = bound(cls, [renderer])
         log.warning("user %s", "ann", n=1)
         asyncio.run(log.ainfo(event="async_event", n=2))
@@ -589,7 +589,7 @@ class TestEventKeyword:
     def test_event_given_twice_keeps_the_positional_one_and_counts_it(self, etw_capture: EtwCapture) -> None:
         """``log.info("a", event="b")`` (a ``TypeError`` for structlog's signature) never raises:
         the positional event is written, the keyword counted in ``stats()["invalid"]["event"]``."""
-        renderer, spy, cls = _setup(etw_capture)
+        renderer, _spy, cls = _setup(etw_capture)
         log = bound(cls, [renderer])
         assert log.info("a", event="b", n=1) is None
         assert log.exception("c", event="d") is None
@@ -610,7 +610,7 @@ class TestEventKeyword:
     def test_keys_named_like_parameters_are_fields(self, etw_capture: EtwCapture, chain: str) -> None:
         """``self=``, ``method_name=`` (parameters of structlog's ``_proxy_to_logger``) are fields
         of the trace event on every decision, sync and async, never a ``TypeError``."""
-        renderer, spy, cls = _setup(etw_capture)
+        renderer, _spy, cls = _setup(etw_capture)
         name, provider = renderer.provider.name, renderer.provider
         processors: list[Any] = [renderer]
         if chain == "run":
