@@ -662,7 +662,7 @@ def make_etw_bound_logger(
     call) holds exactly one ``EtwRenderer`` of this provider, that renderer passes nothing on
     below the call's level (``passthrough``) and every processor before it is one of structlog's
     (or structlog-etw's) known side-effect-free processors (``merge_contextvars``,
-    ``add_log_level``, ``TimeStamper``, ``format_exc_info``, ... : docs/performance.md lists
+    ``add_log_level``, ``TimeStamper``, ``format_exc_info``, ... : docs/usage.md lists
     them).  A chain with another processor before the renderer (OpenTelemetry's structlog
     instrumentation, a metrics counter) runs for every call, so that processor sees every
     event, and the renderer writes nothing when nobody listens; any other chain -
