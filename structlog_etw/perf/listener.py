@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import re
 import select
 import sys
 import time
@@ -30,7 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from ..decoded import DecodedEvent
+from ..decoded import DecodedEvent, DecodeError
+from ..eventheader.spec import parse_tracepoint_name
 from .abi import CLOCK_MONOTONIC, RecordType, SampleFormat
 from .records import parse_lost, parse_sample
 from .tracefs_format import eventheader_offset
@@ -63,8 +63,6 @@ SAMPLE_TYPE: Final = int(
 )
 _R_SAMPLE: Final = int(RecordType.SAMPLE)
 _R_LOST: Final = int(RecordType.LOST)
-
-_NAME_RE: Final = re.compile(r"_L([0-9a-f]+)K([0-9a-f]+)((?:G[a-z0-9]+)?)")
 
 
 class ListenError(Exception):
@@ -105,18 +103,18 @@ def match_tracepoint(
 ) -> tuple[int, int] | None:
     """``(level, keyword)`` if ``name`` is one of ``provider``'s tracepoints passing the filters, else None.
 
-    ``level``: only tracepoints at that level or more severe (lower numbers).
-    ``keyword``: only tracepoints whose keyword shares a bit with it, and keyword 0
-    (as in ETW, an event without keywords passes every keyword filter).  ``group``:
-    only that provider group (None: any group).
+    The name is read by :func:`~structlog_etw.eventheader.spec.parse_tracepoint_name` (the one
+    parser of tracepoint names).  ``level``: only tracepoints at that level or more severe (lower
+    numbers).  ``keyword``: only tracepoints whose keyword shares a bit with it, and keyword 0
+    (as in ETW, an event without keywords passes every keyword filter).  ``group``: only that
+    provider group (None: any group).
     """
-    prefix = provider + "_L"
-    if not name.startswith(prefix):
+    try:
+        tp_provider, tp_level, tp_keyword, options = parse_tracepoint_name(name)
+    except DecodeError:
         return None
-    m = _NAME_RE.fullmatch(name, len(provider))
-    if m is None:
+    if tp_provider != provider:
         return None
-    tp_level, tp_keyword, options = int(m.group(1), 16), int(m.group(2), 16), m.group(3)
     if group is not None and options != f"G{group}":
         return None
     if level is not None and tp_level > level:

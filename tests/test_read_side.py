@@ -1,4 +1,5 @@
-"""The read side's shared rules: one error for every decoder, one struct nesting limit for both formats.
+"""The read side's shared rules: one error for every decoder, one struct nesting limit for both
+formats, one parser of tracepoint names.
 
 The events are built here from the formats' byte layouts (shared/spec), independent of the
 project's encoders, so the limit is tried exactly at its edge.
@@ -11,7 +12,7 @@ import pytest
 from structlog_etw.decoded import MAX_DECODE_NESTING, DecodeError
 from structlog_etw.eventheader import EventHeaderDecodeError, decode_event, parse_tracepoint_name
 from structlog_etw.eventheader import spec as eventheader_spec
-from structlog_etw.perf import SampleDecodeError
+from structlog_etw.perf import SampleDecodeError, match_tracepoint
 from structlog_etw.tracelogging import decode as tracelogging_decode
 from tests.helpers.hostile import eventheader_event, tracelogging_metadata
 
@@ -101,3 +102,30 @@ class TestOneNestingLimit:
         """One more TraceLogging struct level is a DecodeError (it was 64 before the limits became one)."""
         with pytest.raises(DecodeError, match=f"nested deeper than {MAX_DECODE_NESTING}"):
             tracelogging_decode(_tracelogging_nested(MAX_DECODE_NESTING + 1), b"\x07")
+
+
+class TestOneTracepointNameParser:
+    """The listener reads tracepoint names with the spec's parser: one place says whose a name is."""
+
+    @pytest.mark.parametrize(
+        "name", ["NoUnderscore", "P_4K1", "P_L4", "P_L4K1g", "P_L4K1G!", "x" * 256 + "_L4K1"]
+    )
+    def test_names_the_parser_refuses_match_no_provider(self, name: str) -> None:
+        """Every name parse_tracepoint_name refuses is no provider's tracepoint for the listener."""
+        with pytest.raises(DecodeError):
+            parse_tracepoint_name(name)
+        assert match_tracepoint(name.rpartition("_")[0] or name, name) is None
+
+    @pytest.mark.parametrize(
+        "name", ["P_L4K1", "P_L5K1fGgroup1", "P_L1Kf123456789abcdef", "P_L4K0", "Two_Parts_L3K2Gg"]
+    )
+    def test_the_listener_takes_what_the_parser_reads(self, name: str) -> None:
+        """match_tracepoint's (level, keyword) are parse_tracepoint_name's, for the provider it names."""
+        provider, level, keyword, _options = parse_tracepoint_name(name)
+        assert match_tracepoint(provider, name) == (level, keyword)
+
+    def test_the_group_is_the_g_option(self) -> None:
+        """A group filter takes the tracepoints whose options are exactly G<group>."""
+        assert match_tracepoint("P", "P_L4K1Gmine", group="mine") == (4, 1)
+        assert match_tracepoint("P", "P_L4K1Gother", group="mine") is None
+        assert match_tracepoint("P", "P_L4K1", group="mine") is None
