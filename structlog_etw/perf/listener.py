@@ -27,10 +27,11 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from ..decoded import DecodedEvent, DecodeError
 from ..eventheader.spec import parse_tracepoint_name
+from ..live import ListenedEvent, LostEvents, pump  # re-exported here; their home is structlog_etw.live
 from .abi import CLOCK_MONOTONIC, RecordType, SampleFormat
 from .records import parse_lost, parse_sample
 from .tracefs_format import eventheader_offset
@@ -67,35 +68,6 @@ _R_LOST: Final = int(RecordType.LOST)
 
 class ListenError(Exception):
     """Listening cannot start (or go on); the message says why and what to do."""
-
-
-@dataclass(frozen=True)
-class ListenedEvent:
-    """One event read live: the decoded event plus what perf knows about it.
-
-    ``time_ns`` is the kernel's CLOCK_MONOTONIC stamp; ``realtime_ns`` the same moment
-    as nanoseconds since the Unix epoch (moved by the offset between the two clocks
-    measured when listening started).  ``decoded`` is None when the bytes could not
-    be decoded (``error`` says why; ``raw`` holds them).
-    """
-
-    tracepoint: str
-    time_ns: int | None
-    realtime_ns: int | None
-    cpu: int | None
-    pid: int | None
-    tid: int | None
-    decoded: DecodedEvent | None
-    error: str | None = None
-    raw: bytes = b""
-
-
-@dataclass(frozen=True)
-class LostEvents:
-    """The kernel dropped ``count`` events on ``cpu``: the ring buffer was full."""
-
-    cpu: int
-    count: int
 
 
 def match_tracepoint(
@@ -439,7 +411,7 @@ def run(
     is already in the rings is shown before the exception goes on.  Returns the number of
     events emitted.
     """
-    return pump(
+    return pump(  # the read loop every live source shares (structlog_etw.live)
         listener.poll,
         lambda: listener.drain(flush=True),
         emit,
@@ -448,50 +420,3 @@ def run(
         duration=duration,
         stop=stop,
     )
-
-
-def pump(
-    poll: Callable[[float], list[Any]],
-    drain: Callable[[], list[Any]],
-    emit: Callable[[ListenedEvent], None],
-    lost: Callable[[LostEvents], None],
-    *,
-    count: int | None = None,
-    duration: float | None = None,
-    stop: Callable[[], bool] = lambda: False,
-    running: Callable[[], bool] = lambda: True,
-) -> int:
-    """The read loop of every live source (perf rings here, an ETW session in
-    :func:`structlog_etw.etw.consumer.run`): ``poll(timeout)`` until ``count`` events,
-    ``duration`` seconds, ``stop()`` or not ``running()``; then, unless ``count`` was reached,
-    what ``drain()`` still holds, also when interrupted.  Returns the number of events emitted.
-    """
-    deadline = None if duration is None else time.monotonic() + duration
-    seen = 0
-
-    def feed(items: list[ListenedEvent | LostEvents]) -> bool:
-        nonlocal seen
-        for item in items:
-            if isinstance(item, LostEvents):
-                lost(item)
-                continue
-            emit(item)
-            seen += 1
-            if count is not None and seen >= count:
-                return True
-        return False
-
-    try:
-        while not stop() and running():
-            timeout = 0.2
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                timeout = min(timeout, left)
-            if feed(poll(timeout)):
-                return seen
-    finally:
-        if count is None or seen < count:
-            feed(drain())
-    return seen
