@@ -212,6 +212,39 @@ class TestLayers:
                 visit(module)
 
 
+ARCHITECTURE_PAGE = ROOT / "docs" / "architecture.md"
+
+
+def _page_patterns(cells: str) -> set[str]:
+    """The module patterns a cell of docs/architecture.md names: `x/` is the package and its modules,
+    `__init__` the package itself, anything else a dotted module name."""
+    out: set[str] = set()
+    for name in re.findall(r"`([^`]+)`", cells):
+        if name.endswith("/"):
+            out.update({name[:-1], name[:-1] + ".*"})
+        else:
+            out.add("" if name == "__init__" else name)
+    return out
+
+
+class TestTheArchitecturePage:
+    """docs/architecture.md draws the layers and the read side this file enforces, and no others."""
+
+    def test_the_page_layer_table_is_the_enforced_one(self) -> None:
+        """Each row of the page's layer table names exactly the modules of that layer in _LAYER_TABLE."""
+        text = ARCHITECTURE_PAGE.read_text(encoding="utf-8")
+        rows = re.findall(r"^\| (\d) \| ([^|]+) \|", text, re.M)
+        drawn = {int(layer): _page_patterns(cells) for layer, cells in rows}
+        enforced = {layer: set(patterns) for layer, patterns in _LAYER_TABLE}
+        assert drawn == enforced
+
+    def test_the_page_read_side_is_the_enforced_one(self) -> None:
+        """The page's list of read-side modules is READ_SIDE."""
+        text = ARCHITECTURE_PAGE.read_text(encoding="utf-8")
+        paragraph = text.split("The read-side modules are", 1)[1].split("\n\n", 1)[0]
+        assert _page_patterns(paragraph) == set(READ_SIDE)
+
+
 class TestStructlogBoundary:
     """Nothing below the structlog surface imports structlog; the CLI sits on top and nothing imports it."""
 
