@@ -44,7 +44,7 @@ class ListenedEvent:
 
 @dataclass(frozen=True)
 class LostEvents:
-    """The source dropped ``count`` events on ``cpu``: the ring buffer was full."""
+    """The source dropped ``count`` events on ``cpu``: its buffer was full."""
 
     cpu: int
     count: int
