@@ -238,6 +238,15 @@ class TestTheArchitecturePage:
         enforced = {layer: set(patterns) for layer, patterns in _LAYER_TABLE}
         assert drawn == enforced
 
+    def test_every_module_is_on_the_page(self) -> None:
+        """The page's module table names every module file (a package's ``__init__.py`` aside)."""
+        text = ARCHITECTURE_PAGE.read_text(encoding="utf-8")
+        table = text.split("\n## Modules\n", 1)[1].split("\n#", 1)[0]
+        first_cells = "\n".join(line.split("|")[1] for line in table.splitlines() if line.startswith("|"))
+        named = set(re.findall(r"`([\w/]+\.py)`", first_cells))
+        files = [p.relative_to(PACKAGE).as_posix() for p in sorted(PACKAGE.rglob("*.py"))]
+        assert [f for f in files if f not in named and not f.endswith("/__init__.py")] == []
+
     def test_the_page_read_side_is_the_enforced_one(self) -> None:
         """The page's list of read-side modules is READ_SIDE."""
         text = ARCHITECTURE_PAGE.read_text(encoding="utf-8")
