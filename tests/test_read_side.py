@@ -71,6 +71,11 @@ class TestOneDecodeError:
         with pytest.raises(DecodeError, match="left over"):
             tracelogging_decode(tracelogging_metadata(b"v\0\x04"), b"\x01\x02")
 
+    def test_a_short_event_descriptor_raises_decode_error(self) -> None:
+        """An EVENT_DESCRIPTOR that is not 16 bytes is a DecodeError (it was struct.error)."""
+        with pytest.raises(DecodeError, match="16 bytes"):
+            tracelogging_decode(tracelogging_metadata(b"v\0\x04"), b"\x01", descriptor=b"\0" * 15)
+
     def test_the_sample_error_is_a_decode_error(self) -> None:
         """perf's SampleDecodeError (which names the sample) is caught by ``except DecodeError``."""
         assert issubclass(SampleDecodeError, DecodeError)

@@ -188,6 +188,8 @@ def decode_traits(blob: bytes) -> tuple[str, uuid.UUID | None]:
 
 def decode_event_descriptor(desc: bytes) -> dict[str, int]:
     """EVENT_DESCRIPTOR bytes -> dict of id, version, channel, level, opcode, task, keyword."""
+    if len(desc) != 16:
+        raise DecodeError(f"EVENT_DESCRIPTOR is 16 bytes, not {len(desc)}")
     keys = ("id", "version", "channel", "level", "opcode", "task", "keyword")
     return dict(zip(keys, struct.unpack("<HBBBBHQ", desc), strict=True))
 
