@@ -4,10 +4,14 @@ Everything here is decided once per configuration (renderer, wrapper class, ``Et
 ``EtwHandler``) and shared by all of them, so that a wrapper never drops an event its renderer
 would have written.  No structlog import: the structlog surface passes the contextvar look-up in.
 
-**Level tables** - :data:`LEVEL_NAMES` (ETW level -> name), :data:`METHOD_LEVELS` (structlog
-method name -> ETW level), :data:`STDLIB_NUMBERS` (ETW level -> stdlib number of the same
-name), :data:`STDLIB_LEVELS` (level name -> stdlib number, for ``min_level="info"``),
-:data:`LEVEL_BY_NAME` (the names a person types for a level).
+What lives here: the control keys and the checks of their values (:data:`CONTROL_KEYS`,
+:func:`level_or`, :func:`keyword_or`, :func:`valid_opcode`, :func:`valid_tags`,
+:func:`event_header`), event names (:func:`event_name`, the bounded :data:`EVENT_NAMES` cache),
+the logger-name rule (:func:`logger_name`), :class:`KeywordsByLogger`, and :class:`Resolver`
+(what one configuration decided: its slot tables).  The level tables and the keyword range are
+not here: they live in :mod:`structlog_etw._levels`, below the provider, which needs them too.
+Activities written straight to a provider check their control keys with the same functions
+(no :class:`Resolver`: a provider has no configuration to resolve against).
 
 **The control-key rule** (:data:`CONTROL_KEYS`): a control value is taken from the call, else the
 bound context, else structlog's contextvars; ``None`` counts as absent.  The first place that

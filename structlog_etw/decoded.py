@@ -6,6 +6,9 @@ The decoders (:func:`structlog_etw.eventheader.decode_event`, :func:`structlog_e
 and console text, the testing helpers) renders from it and never parses the bytes again.  So a
 :class:`DecodedEvent` carries, next to the Python values, what a faithful renderer needs: each
 field's wire types and value bytes, the event's byte order and its name as the wire spells it.
+
+Every decoder refuses malformed bytes with the one :class:`DecodeError` (a :class:`ValueError`)
+and follows structs nested at most :data:`MAX_DECODE_NESTING` deep.
 """
 
 from __future__ import annotations
@@ -13,9 +16,22 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-__all__ = ["DecodedEvent", "DecodedField", "plain_fields"]
+__all__ = ["MAX_DECODE_NESTING", "DecodeError", "DecodedEvent", "DecodedField", "plain_fields"]
+
+#: How deep the decoders follow structs inside structs (both formats): a struct at this depth
+#: (top-level fields are at depth 0) is refused with :class:`DecodeError`.  Our encoders write at
+#: most :data:`structlog_etw.fields.MAX_NESTING` levels; perf-decode keeps an 8-deep stack.
+MAX_DECODE_NESTING: Final = 32
+
+
+class DecodeError(ValueError):
+    """The bytes (or the tracepoint name) are not a well-formed event of the format being decoded.
+
+    The one error of every decoder (EventHeader, TraceLogging, perf samples); a
+    :class:`ValueError`, so ``except ValueError`` keeps working.
+    """
 
 
 @dataclass(frozen=True)

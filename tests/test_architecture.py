@@ -8,7 +8,10 @@ inside a function (lazy imports are still dependencies).
 from __future__ import annotations
 
 import ast
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,12 +28,14 @@ PKG = "structlog_etw"
 #: may import modules of its own layer or below.  Subpackages are listed by their modules.
 LAYERS: dict[str, int] = {}
 _LAYER_TABLE: list[tuple[int, list[str]]] = [
-    # 1: format-neutral data and the two formats' numbers (standard library only)
+    # 1: format-neutral data, the two formats' numbers and what every live reader shares
+    # (standard library only)
     (
         1,
         [
             "fields",
             "decoded",
+            "live",
             "eventheader.spec",
             "tracelogging.spec",
             "_size_policy",
@@ -42,8 +47,9 @@ _LAYER_TABLE: list[tuple[int, list[str]]] = [
     # 2: encoders and decoders
     (2, ["eventheader", "eventheader.*", "tracelogging", "tracelogging.*"]),
     # 3: where events go, and reading what perf and the kernel recorded
-    # (etw: the ETW session consumer; it decodes with tracelogging and yields perf.listener's
-    # ListenedEvent, so listen prints Windows and Linux events alike)
+    # (etw: the ETW session consumer; it decodes with tracelogging and yields live's
+    # ListenedEvent through live's read loop, as perf.listener does, so listen prints Windows and
+    # Linux events alike)
     (3, ["backends", "backends.*", "perf", "perf.*", "etw", "etw.*"]),
     # 4: the provider, the OS backend choice and status it reports, the process registry
     (4, ["_platform", "_registry", "_provider"]),
@@ -209,6 +215,48 @@ class TestLayers:
                 visit(module)
 
 
+ARCHITECTURE_PAGE = ROOT / "docs" / "architecture.md"
+
+
+def _page_patterns(cells: str) -> set[str]:
+    """The module patterns a cell of docs/architecture.md names: `x/` is the package and its modules,
+    `__init__` the package itself, anything else a dotted module name."""
+    out: set[str] = set()
+    for name in re.findall(r"`([^`]+)`", cells):
+        if name.endswith("/"):
+            out.update({name[:-1], name[:-1] + ".*"})
+        else:
+            out.add("" if name == "__init__" else name)
+    return out
+
+
+class TestTheArchitecturePage:
+    """docs/architecture.md draws the layers and the read side this file enforces, and no others."""
+
+    def test_the_page_layer_table_is_the_enforced_one(self) -> None:
+        """Each row of the page's layer table names exactly the modules of that layer in _LAYER_TABLE."""
+        text = ARCHITECTURE_PAGE.read_text(encoding="utf-8")
+        rows = re.findall(r"^\| (\d) \| ([^|]+) \|", text, re.M)
+        drawn = {int(layer): _page_patterns(cells) for layer, cells in rows}
+        enforced = {layer: set(patterns) for layer, patterns in _LAYER_TABLE}
+        assert drawn == enforced
+
+    def test_every_module_is_on_the_page(self) -> None:
+        """The page's module table names every module file (a package's ``__init__.py`` aside)."""
+        text = ARCHITECTURE_PAGE.read_text(encoding="utf-8")
+        table = text.split("\n## Modules\n", 1)[1].split("\n#", 1)[0]
+        first_cells = "\n".join(line.split("|")[1] for line in table.splitlines() if line.startswith("|"))
+        named = set(re.findall(r"`([\w/]+\.py)`", first_cells))
+        files = [p.relative_to(PACKAGE).as_posix() for p in sorted(PACKAGE.rglob("*.py"))]
+        assert [f for f in files if f not in named and not f.endswith("/__init__.py")] == []
+
+    def test_the_page_read_side_is_the_enforced_one(self) -> None:
+        """The page's list of read-side modules is READ_SIDE."""
+        text = ARCHITECTURE_PAGE.read_text(encoding="utf-8")
+        paragraph = text.split("The read-side modules are", 1)[1].split("\n\n", 1)[0]
+        assert _page_patterns(paragraph) == set(READ_SIDE)
+
+
 class TestStructlogBoundary:
     """Nothing below the structlog surface imports structlog; the CLI sits on top and nothing imports it."""
 
@@ -239,6 +287,165 @@ class TestStructlogBoundary:
         """pyproject's structlog-etw console script is structlog_etw.cli:main."""
         text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
         assert 'structlog-etw = "structlog_etw.cli:main"' in text
+
+
+#: The read side: the decoders, what they return, the readers of perf.data, perf rings, ETW
+#: sessions and .etl files, and the commands that show what they read.  None of them may load an
+#: encoder, directly or through what it imports (docs/architecture.md, "The read side").
+READ_SIDE: list[str] = [
+    "decoded",
+    "live",
+    "eventheader.spec",
+    "eventheader._values",
+    "eventheader.decoder",
+    "eventheader.perf_decode",
+    "tracelogging.spec",
+    "tracelogging.decoder",
+    "perf",
+    "perf.*",
+    "etw",
+    "etw.*",
+    "cli.decode",
+    "cli.decode_etl",
+    "cli.listen",
+    "cli.render",
+    "cli.output",
+    "cli.chrome_trace",
+]
+#: The write side's encoders: every module named ``encoder``.
+ENCODERS = {m for m in MODULES if m.rpartition(".")[2] == "encoder"}
+
+
+def _matches(module: str, patterns: list[str]) -> bool:
+    return any(module.startswith(p[:-1]) if p.endswith(".*") else module == p for p in patterns)
+
+
+def _run_time_graph() -> dict[str, set[str]]:
+    """What importing each module loads: every import but type-only ones (also those inside
+    functions), and the packages a submodule import runs first (``a.b.c`` runs ``a`` and ``a.b``)."""
+    graph: dict[str, set[str]] = {m: set() for m in MODULES}
+    for imp in IMPORTS:
+        if not imp.internal or imp.type_only:
+            continue
+        for target in _targets(imp, MODULES):
+            if target not in MODULES:
+                continue
+            parts = target.split(".")
+            graph[imp.module].update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+    for module, targets in graph.items():
+        targets.discard(module)
+    return graph
+
+
+def _chain_to(graph: dict[str, set[str]], start: str, goal: set[str]) -> list[str] | None:
+    """The shortest import chain from ``start`` to a module of ``goal`` (None: there is none)."""
+    parent: dict[str, str] = {}
+    queue = [start]
+    seen = {start}
+    while queue:
+        node = queue.pop(0)
+        for nxt in sorted(graph[node]):
+            if nxt in seen:
+                continue
+            seen.add(nxt)
+            parent[nxt] = node
+            if nxt in goal:
+                chain = [nxt]
+                while chain[-1] != start:
+                    chain.append(parent[chain[-1]])
+                return chain[::-1]
+            queue.append(nxt)
+    return None
+
+
+#: Fresh interpreters: importing these loads no encoder (the issue's ``python -X importtime``
+#: check), and ``forbidden`` prefixes name what else each must not load.
+_FRESH_IMPORTS: dict[str, tuple[str, ...]] = {
+    "structlog_etw.etw.consumer": ("structlog_etw.perf",),  # the read loop lives in live, not perf
+    "structlog_etw.etw.etl": ("structlog_etw.perf",),
+    "structlog_etw.cli.decode": (),
+    "structlog_etw.cli.listen": (),
+    "structlog_etw.cli.decode_etl": (),
+    "structlog_etw.perf": (),
+}
+
+_LOADED = """
+import sys
+import {module}
+print("\\n".join(sorted(m for m in sys.modules if m == "structlog_etw" or m.startswith("structlog_etw."))))
+"""
+
+
+def _importtime_modules(stderr: str) -> set[str]:
+    """Module names of ``-X importtime`` lines (``import time: self | cumulative | name``)."""
+    names = set()
+    for line in stderr.splitlines():
+        if line.startswith("import time:") and line.count("|") == 2:
+            names.add(line.rsplit("|", 1)[1].strip())
+    return names
+
+
+class TestReadSide:
+    """The read side (decoders, readers, decode, listen) loads no encoder: reading never pays for writing."""
+
+    def test_every_read_side_entry_names_a_module(self) -> None:
+        """Each READ_SIDE entry matches a module, so the list cannot go stale silently."""
+        assert [p for p in READ_SIDE if not any(_matches(m, [p]) for m in MODULES)] == []
+        assert {"eventheader.encoder", "tracelogging.encoder"} == ENCODERS
+
+    def test_no_read_side_module_imports_an_encoder(self) -> None:
+        """No read-side module imports an encoder, directly or through any module it imports."""
+        graph = _run_time_graph()
+        offenders = []
+        for module in sorted(MODULES):
+            if _matches(module, READ_SIDE):
+                chain = _chain_to(graph, module, ENCODERS)
+                if chain is not None:
+                    offenders.append(" -> ".join(m or PKG for m in chain))
+        assert offenders == []
+
+    def test_the_rule_sees_an_encoder_import(self) -> None:
+        """The chain search finds an encoder behind a package import (the rule can fail)."""
+        graph = {"cli.decode": {"x"}, "x": {"eventheader"}, "eventheader": {"eventheader.encoder"}}
+        graph["eventheader.encoder"] = set()
+        assert _chain_to(graph, "cli.decode", ENCODERS) == [
+            "cli.decode",
+            "x",
+            "eventheader",
+            "eventheader.encoder",
+        ]
+
+    @pytest.mark.parametrize("module", sorted(_FRESH_IMPORTS))
+    def test_a_fresh_import_loads_no_encoder(self, module: str) -> None:
+        """``python -X importtime -c "import M"`` loads no encoder of ours (nor what M must not load)."""
+        loaded = _fresh_import(module)
+        assert module in loaded
+        forbidden = tuple(f"{PKG}.{e}" for e in ENCODERS) + _FRESH_IMPORTS[module]
+        assert sorted(m for m in loaded if m.startswith(forbidden)) == []
+
+    def test_the_fresh_import_check_sees_an_encoder(self) -> None:
+        """The same check on the TraceLogging package's encoder name finds it (the check can fail)."""
+        assert f"{PKG}.tracelogging.encoder" in _fresh_import(f"{PKG}.tracelogging.encoder")
+
+
+def _fresh_import(module: str) -> set[str]:
+    """Our modules a fresh ``python -X importtime -c "import module"`` loads: ``sys.modules`` after the
+    import, checked against the importtime lines (both must name the same modules)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", _LOADED.format(module=module)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    loaded = set(proc.stdout.split())
+    timed = {m for m in _importtime_modules(proc.stderr) if m == PKG or m.startswith(PKG + ".")}
+    assert loaded == timed, loaded ^ timed
+    return loaded
 
 
 def _own_private_attributes(tree: ast.Module) -> set[str]:

@@ -8,8 +8,9 @@ out of each ``EVENT_RECORD`` (header, the TraceLogging metadata of the extended 
 ``EVENT_HEADER_EXT_TYPE_EVENT_SCHEMA_TL``, the provider traits, the related activity id and
 the user data: every piece bounded by a 16-bit length) into a queue bounded in bytes;
 :meth:`EtwListener.poll` decodes them with :func:`structlog_etw.tracelogging.decode` into
-:class:`~structlog_etw.perf.listener.ListenedEvent` items, the same objects the Linux listener
-yields, so ``structlog-etw listen`` prints both the same way.
+:class:`~structlog_etw.live.ListenedEvent` items, the same objects the Linux listener yields
+(read by the same loop, :func:`structlog_etw.live.pump`), so ``structlog-etw listen`` prints
+both the same way.
 
 The session is named (``structlog-etw-listen-<provider>`` unless told otherwise) so that a
 session left behind by a process that died before it could stop it is found and stopped by the
@@ -39,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ..backends import _dll
-from ..perf.listener import ListenedEvent, pump
+from ..live import ListenedEvent, pump
 from ..tracelogging.spec import provider_id as _provider_id
 from . import abi
 

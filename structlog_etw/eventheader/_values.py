@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
+from ..decoded import DecodeError
 from .spec import (
     ENC_BINARY_LENGTH16_CHAR8,
     ENC_STRING_LENGTH16_CHAR8,
@@ -49,7 +50,6 @@ from .spec import (
     FMT_UUID,
     LENGTH16_UNIT,
     ZSTRING_UNIT,
-    EventHeaderDecodeError,
 )
 
 __all__ = [
@@ -176,7 +176,7 @@ def value_kind(encoding: int, fmt: int, raw: bytes, order: str) -> tuple[Kind, b
         return Kind.BYTES, raw, order
     unit = ZSTRING_UNIT.get(encoding) or LENGTH16_UNIT.get(encoding)
     if unit is None:  # pragma: no cover - the parser rejects unknown encodings
-        raise EventHeaderDecodeError(f"unsupported encoding {encoding}")
+        raise DecodeError(f"unsupported encoding {encoding}")
     if fmt in _BOM_FORMATS:
         for mark, kind, bom_order in _BOMS:
             if raw.startswith(mark):

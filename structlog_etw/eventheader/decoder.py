@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Final
 
-from ..decoded import DecodedEvent, DecodedField, plain_fields
+from ..decoded import MAX_DECODE_NESTING, DecodedEvent, DecodedField, DecodeError, plain_fields
 from ._values import BYTE_ORDER, python_value
 from .spec import (
     ENC_BINARY_LENGTH16_CHAR8,
@@ -37,7 +37,7 @@ from .spec import (
     FORMAT_VALUE_MASK,
     LENGTH16_UNIT,
     ZSTRING_UNIT,
-    EventHeaderDecodeError,
+    EventHeaderDecodeError,  # re-exported: the old name of DecodeError
     HeaderFlags,
     parse_tracepoint_name,
 )
@@ -54,7 +54,6 @@ __all__ = [
 
 #: Every header flag the format defines (an event with another one set is rejected).
 KNOWN_FLAGS: Final = sum(int(flag) for flag in HeaderFlags)
-_MAX_DEPTH: Final = 32  # struct nesting limit (perf-decode: 8-deep stack; we are a bit more lenient)
 
 
 # --- metadata -----------------------------------------------------------------------------------
@@ -108,7 +107,7 @@ class _MetaReader:
         """
         out = self.fields(meta.format, depth)
         if not out:
-            raise EventHeaderDecodeError(
+            raise DecodeError(
                 f"metadata: struct {meta.name!r} declares {meta.format} members, the metadata has none"
             )
         return out
@@ -117,7 +116,7 @@ class _MetaReader:
         buf = self.buf
         nul = buf.find(b"\0", self.pos)
         if nul < 0 or self.end - nul < 2:
-            raise EventHeaderDecodeError("metadata: field name not NUL-terminated or encoding missing")
+            raise DecodeError("metadata: field name not NUL-terminated or encoding missing")
         name = buf[self.pos : nul]
         pos = nul + 1
         enc = buf[pos]
@@ -126,12 +125,12 @@ class _MetaReader:
         tag = 0
         if enc & ENCODING_CHAIN:
             if pos >= self.end:
-                raise EventHeaderDecodeError(f"metadata: field {name!r}: format byte missing")
+                raise DecodeError(f"metadata: field {name!r}: format byte missing")
             fmt = buf[pos]
             pos += 1
             if fmt & FORMAT_CHAIN:
                 if self.end - pos < 2:
-                    raise EventHeaderDecodeError(f"metadata: field {name!r}: tag missing")
+                    raise DecodeError(f"metadata: field {name!r}: tag missing")
                 (tag,) = struct.unpack_from(self.order + "H", buf, pos)
                 pos += 2
         array = enc & (ENCODING_CARRAY | ENCODING_VARRAY)
@@ -139,23 +138,23 @@ class _MetaReader:
         fmt &= FORMAT_VALUE_MASK
         count = 0
         if array == ENCODING_CARRAY | ENCODING_VARRAY:
-            raise EventHeaderDecodeError(f"metadata: field {name!r}: both CArray and VArray flags set")
+            raise DecodeError(f"metadata: field {name!r}: both CArray and VArray flags set")
         if array == ENCODING_CARRAY:
             if self.end - pos < 2:
-                raise EventHeaderDecodeError(f"metadata: field {name!r}: CArray length missing")
+                raise DecodeError(f"metadata: field {name!r}: CArray length missing")
             (count,) = struct.unpack_from(self.order + "H", buf, pos)
             pos += 2
             if count == 0:
-                raise EventHeaderDecodeError(f"metadata: field {name!r}: CArray length 0")
+                raise DecodeError(f"metadata: field {name!r}: CArray length 0")
         if value_enc == 0 or value_enc > ENC_BINARY_LENGTH16_CHAR8:
-            raise EventHeaderDecodeError(f"metadata: field {name!r}: unsupported encoding {value_enc}")
+            raise DecodeError(f"metadata: field {name!r}: unsupported encoding {value_enc}")
         self.pos = pos
         meta = FieldMetadata(name, value_enc, fmt, tag, array, count)
         if value_enc == ENC_STRUCT:
             if fmt == 0:
-                raise EventHeaderDecodeError(f"metadata: struct {name!r} with 0 fields")
-            if depth >= _MAX_DEPTH:
-                raise EventHeaderDecodeError("metadata: structs nested too deeply")
+                raise DecodeError(f"metadata: struct {name!r} with 0 fields")
+            if depth >= MAX_DECODE_NESTING:
+                raise DecodeError("metadata: structs nested too deeply")
             meta.children = self.members(meta, depth + 1)
             meta.element_min = sum(child.min_size for child in meta.children)
         else:
@@ -184,7 +183,7 @@ class _DataReader:
 
     def need(self, n: int, meta: FieldMetadata) -> None:
         if len(self.buf) - self.pos < n:
-            raise EventHeaderDecodeError(
+            raise DecodeError(
                 f"payload truncated in field {meta.name.decode('utf-8', 'replace')!r}"
                 f" (need {n} bytes at offset {self.pos}, have {len(self.buf) - self.pos})"
             )
@@ -264,10 +263,10 @@ class _Header:
 
 def _header(data: bytes) -> _Header:
     if len(data) < 8:
-        raise EventHeaderDecodeError(f"event too short for an EventHeader ({len(data)} bytes)")
+        raise DecodeError(f"event too short for an EventHeader ({len(data)} bytes)")
     flags, version = data[0], data[1]
     if flags & ~KNOWN_FLAGS:
-        raise EventHeaderDecodeError(f"unsupported EventHeader flags 0x{flags:02x}")
+        raise DecodeError(f"unsupported EventHeader flags 0x{flags:02x}")
     order = "<" if flags & HeaderFlags.LITTLE_ENDIAN else ">"
     eid, tag, opcode, level = struct.unpack_from(order + "HHBB", data, 2)
     pos = 8
@@ -277,21 +276,21 @@ def _header(data: bytes) -> _Header:
     if flags & HeaderFlags.EXTENSION:
         while True:
             if len(data) - pos < 4:
-                raise EventHeaderDecodeError("extension header truncated")
+                raise DecodeError("extension header truncated")
             size, kind = struct.unpack_from(order + "HH", data, pos)
             pos += 4
             k = kind & EXTENSION_KIND_MASK
             if len(data) - pos < size:
-                raise EventHeaderDecodeError(f"extension (kind {k}) truncated")
+                raise DecodeError(f"extension (kind {k}) truncated")
             if k == 0:
-                raise EventHeaderDecodeError("extension of kind 0 (invalid)")
+                raise DecodeError("extension of kind 0 (invalid)")
             if k == EXT_METADATA:
                 if meta_buf is not None:
-                    raise EventHeaderDecodeError("more than one Metadata extension")
+                    raise DecodeError("more than one Metadata extension")
                 meta_buf = data[pos : pos + size]
             elif k == EXT_ACTIVITY_ID:
                 if activity is not None or size not in (16, 32):
-                    raise EventHeaderDecodeError(f"bad ActivityId extension (size {size})")
+                    raise DecodeError(f"bad ActivityId extension (size {size})")
                 activity = data[pos : pos + 16]
                 if size == 32:
                     related = data[pos + 16 : pos + 32]
@@ -299,7 +298,7 @@ def _header(data: bytes) -> _Header:
             if not kind & EXTENSION_CHAIN:
                 break
     if meta_buf is None:
-        raise EventHeaderDecodeError("no Metadata extension (not a self-describing EventHeader event)")
+        raise DecodeError("no Metadata extension (not a self-describing EventHeader event)")
     return _Header(version, eid, tag, opcode, level, order, meta_buf, pos, activity, related)
 
 
@@ -332,12 +331,12 @@ def split_event_name(raw: bytes) -> tuple[str, dict[str, str]]:
 def parse_metadata(metadata: bytes, order: str) -> tuple[bytes, list[FieldMetadata]]:
     """A Metadata extension's event name (raw, with its ``;attr=value`` suffix) and fields.
 
-    ``order`` is the event's :mod:`struct` byte order.  Raises :class:`EventHeaderDecodeError`
+    ``order`` is the event's :mod:`struct` byte order.  Raises :class:`~structlog_etw.decoded.DecodeError`
     when the metadata is malformed.
     """
     nul = metadata.find(b"\0")
     if nul < 0:
-        raise EventHeaderDecodeError("event name not NUL-terminated")
+        raise DecodeError("event name not NUL-terminated")
     return metadata[:nul], _MetaReader(metadata, nul + 1, order).fields(1 << 30, 0)
 
 
@@ -351,20 +350,18 @@ def decode_event(tracepoint_name: str, data: bytes) -> DecodedEvent:
     ``tracepoint_name`` is the user_events name (``Provider_L4K1[options]``,
     an optional ``user_events:`` prefix is ignored); ``data`` the event bytes,
     starting at the EventHeader (after perf's common fields).  Raises
-    :class:`EventHeaderDecodeError` when the name or the bytes are malformed.
+    :class:`~structlog_etw.decoded.DecodeError` when the name or the bytes are malformed.
     """
     provider, level, keyword, _options = parse_tracepoint_name(tracepoint_name)
     data = bytes(data)
     h = _header(data)
     nul = h.metadata.find(b"\0")
     if nul < 0:
-        raise EventHeaderDecodeError("event name not NUL-terminated")
+        raise DecodeError("event name not NUL-terminated")
     metas = _MetaReader(h.metadata, nul + 1, h.order).fields(1 << 30, 0)
     field_list = tuple(_DataReader(data, h.payload, h.order).fields(metas))
     if h.level != level:
-        raise EventHeaderDecodeError(
-            f"header level {h.level} differs from the level {level} in the tracepoint name"
-        )
+        raise DecodeError(f"header level {h.level} differs from the level {level} in the tracepoint name")
     raw_name = h.metadata[:nul]
     name, attrs = split_event_name(raw_name)
     return DecodedEvent(

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from ..decoded import DecodedEvent, DecodedField
+from ..decoded import DecodedEvent, DecodedField, DecodeError
 from ._values import Kind, bool_value, int_of, struct_order, ucs4_code_points, utf16_text, value_kind
 from .decoder import KNOWN_FLAGS, FieldMetadata, parse_metadata, split_event_name
 from .spec import (
@@ -48,7 +48,6 @@ from .spec import (
     FIXED_SIZE,
     LENGTH16_UNIT,
     ZSTRING_UNIT,
-    EventHeaderDecodeError,
     HeaderFlags,
     parse_tracepoint_name,
 )
@@ -772,7 +771,7 @@ class Plans:
         try:
             provider, level, keyword, _options = parse_tracepoint_name(tracepoint_name)
             raw_name, metas = parse_metadata(metadata, order)
-        except EventHeaderDecodeError:
+        except DecodeError:
             return None
         version = head[1]
         eid, tag, opcode, hlevel = struct.unpack_from(order + "HHBB", head, 2)

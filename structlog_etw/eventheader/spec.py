@@ -21,6 +21,8 @@ import re
 import struct
 from typing import Final
 
+from ..decoded import DecodeError
+
 __all__ = [
     "COMMAND_FIELDS",
     "DYN_MAX_EVENT_SIZE",
@@ -231,8 +233,9 @@ _PROVIDER_RE: Final = re.compile(r"[A-Za-z0-9_]+\Z")
 _GROUP_RE: Final = re.compile(r"[a-z0-9]+\Z")
 
 
-class EventHeaderDecodeError(ValueError):
-    """The bytes (or the tracepoint name) are not a well-formed EventHeader event."""
+#: The name this error had before every decoder shared one: an alias of
+#: :class:`structlog_etw.decoded.DecodeError` (the same class), kept for code that catches it.
+EventHeaderDecodeError = DecodeError
 
 
 def validate_provider_name(name: str, group: str | None = None) -> None:
@@ -286,29 +289,29 @@ def parse_tracepoint_name(name: str) -> tuple[str, int, int, str]:
 
     The inverse of :func:`~structlog_etw.eventheader.spec.tracepoint_name`.  A ``system:`` prefix
     (``user_events:``) is ignored.
-    The provider is everything before the LAST ``_``.  Raises :class:`EventHeaderDecodeError`
+    The provider is everything before the LAST ``_``.  Raises :class:`~structlog_etw.decoded.DecodeError`
     for a name that is not an EventHeader tracepoint name.
     """
     if ":" in name:
         name = name.rsplit(":", 1)[1]
     if len(name) >= NAME_MAX or "\0" in name:
-        raise EventHeaderDecodeError(f"not an EventHeader tracepoint name (length/NUL): {name!r}")
+        raise DecodeError(f"not an EventHeader tracepoint name (length/NUL): {name!r}")
     under = name.rfind("_")
     if under < 0:
-        raise EventHeaderDecodeError(f"not an EventHeader tracepoint name (no '_'): {name!r}")
+        raise DecodeError(f"not an EventHeader tracepoint name (no '_'): {name!r}")
     provider = name[:under]
     pos = under + 1
     if pos >= len(name) or name[pos] != "L":
-        raise EventHeaderDecodeError(f"not an EventHeader tracepoint name (no L<level>): {name!r}")
+        raise DecodeError(f"not an EventHeader tracepoint name (no L<level>): {name!r}")
     level, pos = _lower_hex(name, pos + 1)
     if pos >= len(name) or name[pos] != "K":
-        raise EventHeaderDecodeError(f"not an EventHeader tracepoint name (no K<keyword>): {name!r}")
+        raise DecodeError(f"not an EventHeader tracepoint name (no K<keyword>): {name!r}")
     keyword, pos = _lower_hex(name, pos + 1)
     options = name[pos:]
     i = 0
     while i < len(options):
         if not "A" <= options[i] <= "Z":
-            raise EventHeaderDecodeError(f"bad option in tracepoint name: {name!r}")
+            raise DecodeError(f"bad option in tracepoint name: {name!r}")
         i += 1
         while i < len(options) and (options[i].isdigit() or "a" <= options[i] <= "z"):
             i += 1

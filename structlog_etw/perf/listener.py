@@ -22,15 +22,16 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import re
 import select
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
-from ..decoded import DecodedEvent
+from ..decoded import DecodedEvent, DecodeError
+from ..eventheader.spec import parse_tracepoint_name
+from ..live import ListenedEvent, LostEvents, pump  # re-exported here; their home is structlog_etw.live
 from .abi import CLOCK_MONOTONIC, RecordType, SampleFormat
 from .records import parse_lost, parse_sample
 from .tracefs_format import eventheader_offset
@@ -64,40 +65,9 @@ SAMPLE_TYPE: Final = int(
 _R_SAMPLE: Final = int(RecordType.SAMPLE)
 _R_LOST: Final = int(RecordType.LOST)
 
-_NAME_RE: Final = re.compile(r"_L([0-9a-f]+)K([0-9a-f]+)((?:G[a-z0-9]+)?)")
-
 
 class ListenError(Exception):
     """Listening cannot start (or go on); the message says why and what to do."""
-
-
-@dataclass(frozen=True)
-class ListenedEvent:
-    """One event read live: the decoded event plus what perf knows about it.
-
-    ``time_ns`` is the kernel's CLOCK_MONOTONIC stamp; ``realtime_ns`` the same moment
-    as nanoseconds since the Unix epoch (moved by the offset between the two clocks
-    measured when listening started).  ``decoded`` is None when the bytes could not
-    be decoded (``error`` says why; ``raw`` holds them).
-    """
-
-    tracepoint: str
-    time_ns: int | None
-    realtime_ns: int | None
-    cpu: int | None
-    pid: int | None
-    tid: int | None
-    decoded: DecodedEvent | None
-    error: str | None = None
-    raw: bytes = b""
-
-
-@dataclass(frozen=True)
-class LostEvents:
-    """The kernel dropped ``count`` events on ``cpu``: the ring buffer was full."""
-
-    cpu: int
-    count: int
 
 
 def match_tracepoint(
@@ -105,18 +75,18 @@ def match_tracepoint(
 ) -> tuple[int, int] | None:
     """``(level, keyword)`` if ``name`` is one of ``provider``'s tracepoints passing the filters, else None.
 
-    ``level``: only tracepoints at that level or more severe (lower numbers).
-    ``keyword``: only tracepoints whose keyword shares a bit with it, and keyword 0
-    (as in ETW, an event without keywords passes every keyword filter).  ``group``:
-    only that provider group (None: any group).
+    The name is read by :func:`~structlog_etw.eventheader.spec.parse_tracepoint_name` (the one
+    parser of tracepoint names).  ``level``: only tracepoints at that level or more severe (lower
+    numbers).  ``keyword``: only tracepoints whose keyword shares a bit with it, and keyword 0
+    (as in ETW, an event without keywords passes every keyword filter).  ``group``: only that
+    provider group (None: any group).
     """
-    prefix = provider + "_L"
-    if not name.startswith(prefix):
+    try:
+        tp_provider, tp_level, tp_keyword, options = parse_tracepoint_name(name)
+    except DecodeError:
         return None
-    m = _NAME_RE.fullmatch(name, len(provider))
-    if m is None:
+    if tp_provider != provider:
         return None
-    tp_level, tp_keyword, options = int(m.group(1), 16), int(m.group(2), 16), m.group(3)
     if group is not None and options != f"G{group}":
         return None
     if level is not None and tp_level > level:
@@ -441,7 +411,7 @@ def run(
     is already in the rings is shown before the exception goes on.  Returns the number of
     events emitted.
     """
-    return pump(
+    return pump(  # the read loop every live source shares (structlog_etw.live)
         listener.poll,
         lambda: listener.drain(flush=True),
         emit,
@@ -450,50 +420,3 @@ def run(
         duration=duration,
         stop=stop,
     )
-
-
-def pump(
-    poll: Callable[[float], list[Any]],
-    drain: Callable[[], list[Any]],
-    emit: Callable[[ListenedEvent], None],
-    lost: Callable[[LostEvents], None],
-    *,
-    count: int | None = None,
-    duration: float | None = None,
-    stop: Callable[[], bool] = lambda: False,
-    running: Callable[[], bool] = lambda: True,
-) -> int:
-    """The read loop of every live source (perf rings here, an ETW session in
-    :func:`structlog_etw.etw.consumer.run`): ``poll(timeout)`` until ``count`` events,
-    ``duration`` seconds, ``stop()`` or not ``running()``; then, unless ``count`` was reached,
-    what ``drain()`` still holds, also when interrupted.  Returns the number of events emitted.
-    """
-    deadline = None if duration is None else time.monotonic() + duration
-    seen = 0
-
-    def feed(items: list[ListenedEvent | LostEvents]) -> bool:
-        nonlocal seen
-        for item in items:
-            if isinstance(item, LostEvents):
-                lost(item)
-                continue
-            emit(item)
-            seen += 1
-            if count is not None and seen >= count:
-                return True
-        return False
-
-    try:
-        while not stop() and running():
-            timeout = 0.2
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                timeout = min(timeout, left)
-            if feed(poll(timeout)):
-                return seen
-    finally:
-        if count is None or seen < count:
-            feed(drain())
-    return seen

@@ -4,16 +4,19 @@ plain tracepoints (e.g. ``sched:sched_switch``) through their tracefs format.
 
 from __future__ import annotations
 
-from ..decoded import DecodedEvent, DecodedField, plain_fields
-from ..eventheader.decoder import EventHeaderDecodeError, decode_event
+from ..decoded import DecodedEvent, DecodedField, DecodeError, plain_fields
+from ..eventheader.decoder import decode_event
 from ..eventheader.perf_decode import perf_json, wallclock_text
 from .datafile import Sample
 
 __all__ = ["SampleDecodeError", "decode_sample", "sample_perf_json", "sample_time_text"]
 
 
-class SampleDecodeError(ValueError):
-    """A sample that cannot be decoded (unknown tracepoint, malformed EventHeader event)."""
+class SampleDecodeError(DecodeError):
+    """A sample that cannot be decoded (unknown tracepoint, malformed EventHeader event).
+
+    A :class:`~structlog_etw.decoded.DecodeError` that also names the sample (its offset in the
+    file and its tracepoint)."""
 
 
 def sample_time_text(sample: Sample) -> str | None:
@@ -61,7 +64,7 @@ def decode_sample(sample: Sample) -> DecodedEvent:
     if fmt.is_eventheader:
         try:
             return decode_event(fmt.name, sample.data)
-        except EventHeaderDecodeError as exc:
+        except DecodeError as exc:
             raise SampleDecodeError(f"sample at offset {sample.offset} ({sample.name}): {exc}") from exc
     order = "<"
     field_list = tuple(DecodedField(f.name, f.value(sample.raw, order), 0) for f in fmt.own_fields)

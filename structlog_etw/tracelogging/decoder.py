@@ -3,7 +3,8 @@
 Understands every InType/OutType our encoder writes and the other common ones: all integer
 widths, hex integers, FLOAT/DOUBLE, BOOL32, NUL-terminated and counted strings (UTF-8 and
 UTF-16), BINARY/COUNTEDBINARY, GUID, FILETIME, SYSTEMTIME, SID, structs (nested), constant
-and variable-count arrays (also of structs).  Malformed input raises :class:`ValueError`.
+and variable-count arrays (also of structs).  Malformed input raises
+:class:`~structlog_etw.decoded.DecodeError` (a :class:`ValueError`).
 
 Decoded values: ints -> ``int``; FLOAT/DOUBLE -> ``float``; BOOL32 and UINT8/BOOLEAN -> ``bool``
 (0/1, else ``int``); strings -> ``str`` (invalid UTF-8 replaced); binary -> ``bytes``; GUID ->
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Final
 
-from ..decoded import DecodedEvent, DecodedField, plain_fields
+from ..decoded import MAX_DECODE_NESTING, DecodedEvent, DecodedField, DecodeError, plain_fields
 from .spec import CHANNEL_TRACELOGGING, InType, OutType
 
 __all__ = [
@@ -123,14 +124,14 @@ class _Reader:
         left = len(self.buf) - self.pos - self.ghosts
         need = n * max(each, 1)
         if need > left:
-            raise ValueError(f"field {name!r}: {n} elements need at least {need} bytes of data, {left} left")
+            raise DecodeError(f"field {name!r}: {n} elements need at least {need} bytes of data, {left} left")
         if each == 0:
             self.ghosts += n
 
     def take(self, n: int) -> bytes:
         end = self.pos + n
         if n < 0 or end > len(self.buf):
-            raise ValueError(f"truncated input: need {n} bytes at offset {self.pos}")
+            raise DecodeError(f"truncated input: need {n} bytes at offset {self.pos}")
         b = self.buf[self.pos : end]
         self.pos = end
         return b
@@ -145,7 +146,7 @@ class _Reader:
     def cstr_bytes(self, error: str = "unterminated name") -> bytes:
         end = self.buf.find(b"\0", self.pos)
         if end < 0:
-            raise ValueError(error)
+            raise DecodeError(error)
         b = self.buf[self.pos : end]
         self.pos = end + 1
         return b
@@ -160,7 +161,7 @@ class _Reader:
             tag |= (b & 0x7F) << (21 - 7 * i)
             if not b & 0x80:
                 return tag
-        raise ValueError("tag longer than 4 bytes")
+        raise DecodeError("tag longer than 4 bytes")
 
     def at_end(self) -> bool:
         return self.pos >= len(self.buf)
@@ -171,7 +172,7 @@ def decode_traits(blob: bytes) -> tuple[str, uuid.UUID | None]:
     r = _Reader(blob)
     size = r.u16()
     if size != len(blob):
-        raise ValueError(f"traits size {size} != blob length {len(blob)}")
+        raise DecodeError(f"traits size {size} != blob length {len(blob)}")
     name = r.cstr()
     group = None
     while not r.at_end():
@@ -180,23 +181,22 @@ def decode_traits(blob: bytes) -> tuple[str, uuid.UUID | None]:
         body = r.take(tsize - 3)
         if ttype == 1:
             if len(body) != 16:
-                raise ValueError("bad provider group trait")
+                raise DecodeError("bad provider group trait")
             group = uuid.UUID(bytes_le=body)
     return name, group
 
 
 def decode_event_descriptor(desc: bytes) -> dict[str, int]:
     """EVENT_DESCRIPTOR bytes -> dict of id, version, channel, level, opcode, task, keyword."""
+    if len(desc) != 16:
+        raise DecodeError(f"EVENT_DESCRIPTOR is 16 bytes, not {len(desc)}")
     keys = ("id", "version", "channel", "level", "opcode", "task", "keyword")
     return dict(zip(keys, struct.unpack("<HBBBBHQ", desc), strict=True))
 
 
-_MAX_DEPTH: Final = 64
-
-
 def _parse_fields(r: _Reader, limit: int | None, depth: int = 0) -> list[FieldMeta]:
-    if depth > _MAX_DEPTH:
-        raise ValueError(f"structs nested deeper than {_MAX_DEPTH}")
+    if depth > MAX_DECODE_NESTING:  # the members of a struct at depth >= MAX_DECODE_NESTING
+        raise DecodeError(f"structs nested deeper than {MAX_DECODE_NESTING}")
     out: list[FieldMeta] = []
     while (limit is None and not r.at_end()) or (limit is not None and len(out) < limit):
         name = r.cstr()
@@ -211,12 +211,12 @@ def _parse_fields(r: _Reader, limit: int | None, depth: int = 0) -> list[FieldMe
         in_type = in_meta & 0x1F
         flags = in_meta & 0x60
         if flags == 0x60:
-            raise ValueError(f"field {name!r}: custom-schema fields are not supported")
+            raise DecodeError(f"field {name!r}: custom-schema fields are not supported")
         ccount = r.u16() if flags == InType.CCOUNT else None
         members: tuple[FieldMeta, ...] = ()
         if in_type == InType.STRUCT:
             if out_type == 0:
-                raise ValueError(f"struct {name!r} has no members")
+                raise DecodeError(f"struct {name!r} has no members")
             members = tuple(_parse_fields(r, out_type, depth + 1))
             out_type = 0
         out.append(FieldMeta(name, in_type, out_type, tag, flags == InType.VCOUNT, ccount, members))
@@ -227,7 +227,7 @@ def _metadata(metadata: bytes) -> tuple[bytes, int, list[FieldMeta]]:
     r = _Reader(metadata)
     size = r.u16()
     if size != len(metadata):
-        raise ValueError(f"metadata size {size} != blob length {len(metadata)}")
+        raise DecodeError(f"metadata size {size} != blob length {len(metadata)}")
     tags = r.tag()
     name = r.cstr_bytes()
     return name, tags, _parse_fields(r, None)
@@ -272,7 +272,7 @@ def _value_bytes(r: _Reader, f: FieldMeta) -> bytes:
         return head + r.take(4 * head[1])
     if t == InType.NULL:
         return b""
-    raise ValueError(f"field {f.name!r}: unsupported InType {t}")
+    raise DecodeError(f"field {f.name!r}: unsupported InType {t}")
 
 
 def _scalar(raw: bytes, f: FieldMeta) -> Any:
@@ -315,7 +315,7 @@ def _field(r: _Reader, f: FieldMeta) -> DecodedField:
     is_struct = bool(f.members)
     if f.vcount or f.ccount is not None:
         if f.in_type == InType.BINARY:
-            raise ValueError(f"field {f.name!r}: BINARY cannot be an array")
+            raise DecodeError(f"field {f.name!r}: BINARY cannot be an array")
         n = f.ccount if f.ccount is not None else r.u16()
         r.claim(n, f.element_size, f.name)
         if is_struct:
@@ -355,14 +355,14 @@ def decode(
     if descriptor is not None:
         d = decode_event_descriptor(descriptor)
         if d["channel"] != CHANNEL_TRACELOGGING:
-            raise ValueError(f"channel {d['channel']} is not TraceLogging (11)")
+            raise DecodeError(f"channel {d['channel']} is not TraceLogging (11)")
         level, keyword, opcode = d["level"], d["keyword"], d["opcode"]
         event_id, version = d["id"], d["version"]
     raw_name, tags, metas = _metadata(metadata)
     r = _Reader(data)
     decoded = tuple(_field(r, f) for f in metas)
     if not r.at_end():
-        raise ValueError(f"{len(data) - r.pos} bytes of data left over after the last field")
+        raise DecodeError(f"{len(data) - r.pos} bytes of data left over after the last field")
     return DecodedEvent(
         provider=provider,
         name=_text(raw_name),
