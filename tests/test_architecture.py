@@ -476,9 +476,10 @@ def _own_private_attributes(tree: ast.Module) -> set[str]:
 #: Private names of structlog that structlog-etw reads, and the one module allowed to read them.
 STRUCTLOG_PRIVATE_READERS = {"_contextvars"}
 #: Underscore names that are documented API of what they belong to: structlog's ``BoundLoggerBase``
-#: members for subclasses (``_context``, ``_logger``, ``_proxy_to_logger``; the wrapper class
-#: subclasses it, as structlog's own stdlib ``BoundLogger`` does) and ``sys._getframe``.
-DOCUMENTED_UNDERSCORE_API = {"_context", "_logger", "_proxy_to_logger", "_getframe"}
+#: members for subclasses (``_context``, ``_logger``, ``_process_event``, ``_proxy_to_logger``;
+#: the wrapper class subclasses it, as structlog's own stdlib ``BoundLogger`` does) and
+#: ``sys._getframe``.
+DOCUMENTED_UNDERSCORE_API = {"_context", "_logger", "_process_event", "_proxy_to_logger", "_getframe"}
 
 
 class TestPrivacy:
