@@ -163,6 +163,28 @@ class TestOneTypePerKey:
         entries = [*fast._by_keys.values(), *fast._by_classes.values()]
         assert any(entry is not eh._GENERAL for entry in entries)  # the generated functions ran
 
+    def test_the_interpreted_route_writes_nullable_keys_as_the_typed_route(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Before shapes are hot (default tiers), the interpreted route writes the typed route's bytes."""
+        rng = random.Random(2828)
+        walked, typed = eh.EventHeaderEncoder(), eh.EventHeaderEncoder()
+        choices: list[Any] = [None, 4, 0.25, "t", b"b", False]
+        keyed: list[object] = []
+        real = eh.walk
+
+        def counting(*args: Any) -> Any:
+            keyed.append(args[-1])
+            return real(*args)
+
+        monkeypatch.setattr(eh, "walk", counting)
+        for i in range(400):
+            event = {f"k{j}": rng.choice(choices) for j in range(i % 7 + 1)}
+            out = walked.encode_dict("n", event, None, 4)
+            assert out == typed.encode("n", dict_fields(event.items(), None), 4), event
+            assert decode_event(TP, out or b"").fields == event
+        assert any(keyed)  # the interpreted route ran with the nullable keys' entries
+
     def test_the_nullable_memory_is_bounded(self) -> None:
         """The keys remembered as nullable never pass the encoder's cache_limit."""
         enc = eh.EventHeaderEncoder(cache_limit=8)

@@ -1,17 +1,14 @@
 """``None`` through the real kernel: structlog -> user_events -> perf -> null (marker ``kernel``).
 
 perf-decode is not built in the guest (no test here finds it), so perf's capture is read by the
-project's decoder and by ``decode --perf-json``, which writes perf-decode's JSON text.
+project's decoder and by ``structlog-etw decode --perf-json`` (run in-process), which writes
+perf-decode's JSON text.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,19 +17,17 @@ from kernel_harness import PerfSession
 
 from structlog_etw import EtwRenderer
 from structlog_etw.backends.user_events import UserEventsBackend
+from structlog_etw.cli import main
 from structlog_etw.eventheader.spec import ENC_BINARY_LENGTH16_CHAR8, FMT_FLOAT, FMT_SIGNED_INT
 
 pytestmark = pytest.mark.kernel
-
-REPO = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
 
 
 class TestNullInPerf:
     """A None logged through the real kernel is read back as null, and keeps its key's type."""
 
     def test_none_and_sometimes_none_numbers_decode_as_null_with_one_field_type(
-        self, provider_name: str, perf_session: Callable[..., PerfSession]
+        self, provider_name: str, perf_session: Callable[..., PerfSession], capsys: pytest.CaptureFixture[str]
     ) -> None:
         """perf's capture decodes None as None, and a key once None keeps one nullable type."""
         renderer = EtwRenderer(provider_name)
@@ -63,17 +58,9 @@ class TestNullInPerf:
         }
         ratio_types = [next(f.format for f in e.field_list if f.name == "ratio") for e in events]
         assert ratio_types[1:] == [FMT_FLOAT] * 4
-        proc = subprocess.run(
-            [sys.executable, "-m", "structlog_etw", "decode", "--perf-json", str(session.path)],
-            capture_output=True,
-            text=True,
-            env=ENV,
-            cwd=REPO,
-            timeout=300,
-            check=False,
-        )
-        assert proc.returncode == 0, proc.stderr
-        assert '"status": null' in proc.stdout or '"status":null' in proc.stdout, proc.stdout
-        rows = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+        assert main(["decode", "--perf-json", str(session.path)]) == 0
+        out = capsys.readouterr().out
+        assert '"status":null' in out, out  # perf-decode's compact JSON
+        rows = [json.loads(line) for line in out.splitlines() if line.strip()]
         got = [(r["status"], r["ratio"]) for r in rows if r.get("n", "").endswith(":request")]
         assert got == values
