@@ -8,7 +8,7 @@ of fixed-size values, the UTF-8 bytes of each string), writing the same bytes th
 writes.  This module holds the parts both formats share:
 
 * :data:`SHAPE_KINDS`: the value classes a shape function takes, with the kind the type table
-  gives them (``None`` is the string ``"None"``); any other class, a key that is not a ``str``
+  gives them (``None`` is :data:`NONE`, a null); any other class, a key that is not a ``str``
   and a dict that is not flat sends the event down the general route;
 * :func:`layout`: the kinds of an event dict's values in order (``SKIP`` for ``exc_info`` and the
   skipped key), or ``None`` when the shape has no shape function;
@@ -63,6 +63,7 @@ __all__ = [
     "LAYOUT_HOT",
     "MAX_KEY_CHARS",
     "NONE",
+    "NULLABLE",
     "SHAPE_HOT",
     "SHAPE_KINDS",
     "SKIP",
@@ -94,10 +95,13 @@ _ENTRY_OVERHEAD: Final = 200
 _FUNCTION_BYTES_PER_VALUE: Final = 400
 _FUNCTION_BYTES_MIN: Final = 2000
 
-#: The kind of a ``None`` value in a layout: the type table writes it as the string ``"None"``.
+#: The kind of a ``None`` value in a layout (the type table's NULL: each format writes its null).
 NONE: Final = -2
 #: The kind of a position a shape function does not write (``exc_info``, the skipped key).
 SKIP: Final = -1
+#: Or-ed into a layout's kind by a format that writes a key in a nullable form (EventHeader: a
+#: key that has been ``None``): the value's class is the kind's, its step the format's own.
+NULLABLE: Final = 0x100
 
 #: Value class -> kind, for the classes a shape function writes (exact classes: a subclass takes
 #: the general route, as it does in the type table).  ``int`` is int64: a larger int makes the
@@ -181,7 +185,7 @@ def compile_packer(
     for i, kind in enumerate(kinds):
         if kind == SKIP:
             continue
-        ns[f"_c{i}"] = _CLASS_OF_KIND[kind]
+        ns[f"_c{i}"] = _CLASS_OF_KIND.get(kind) or _CLASS_OF_KIND[kind & ~NULLABLE]
         checks.append(f"_class(x{i}) is not _c{i}")
         step = steps[kind]
         expr = step.expr.format(v=f"x{i}")
@@ -385,9 +389,13 @@ def walk(
     known: Mapping[tuple[str, int], bytes],
     field_meta: Callable[[str, int], bytes],
     fresh: list[tuple[tuple[str, int], bytes]],
+    keyed: Mapping[str, Walker] | None = None,
 ) -> tuple[list[bytes], list[bytes], int]:
     """The interpreted shape function: an event dict of ``str`` keys and values of ``classes``
     -> (field metadata, packed values, logical field count), no code compiled.
+
+    ``keyed`` (a format's keys written in another kind, e.g. EventHeader's nullable keys) maps a
+    key to the entries (by value class) used instead of ``classes``' for it (``str`` aside).
 
     It writes what a generated shape function writes (and so what the general route writes) for
     a layout that has no function yet: a new layout costs a loop over the values, not a compile.
@@ -416,7 +424,8 @@ def walk(
             kind = STR
             count += 1
         else:
-            kind, pack, n = classes[cls]
+            own = None if keyed is None else keyed.get(key)
+            kind, pack, n = classes[cls] if own is None else own.get(cls) or classes[cls]
             add_value(pack(value))
             count += n
         meta = get_meta((key, kind))

@@ -14,7 +14,7 @@ BOOL       ``bool``                                  bool
 I64        ``int`` in [-2**63, 2**63)                int
 U64        ``int`` in [2**63, 2**64)                 int
 F64        ``float``                                 float (NaN/inf kept)
-STR        ``str`` (may hold lone surrogates / NUL;  str, big ints, None, enums,
+STR        ``str`` (may hold lone surrogates / NUL;  str, big ints, enums,
            the encoders make it valid UTF-8)         exceptions, anything else
 BYTES      ``bytes``                                 bytes, bytearray, memoryview
 UUID       ``uuid.UUID``                             uuid.UUID
@@ -23,6 +23,7 @@ IPV6       ``bytes`` (16, network order)             ipaddress.IPv6Address
 TIME       ``datetime.datetime`` (as given)          datetime.datetime
 JSON       ``str`` holding JSON text                 mixed / nested lists, ...
 STRUCT     ``list[Field]`` (1..MAX_STRUCT_FIELDS)    dict
+NULL       ``None``                                  None
 kind|ARRAY ``list`` of values of ``kind``            homogeneous list/tuple/set
 U8         ``int`` in [0, 2**8)                      (never: fixed-width layouts)
 I16        ``int`` in [-2**15, 2**15)                (never: fixed-width layouts)
@@ -34,6 +35,10 @@ The narrow integer kinds ``U8``/``I16``/``U16``/``U32`` are never produced from 
 they exist for layouts that prescribe a field's width (the Common Schema fields ``__csver__``,
 ``severityNumber`` and a span's ``kind``, as OpenTelemetry's exporters write them).  A value out
 of a kind's range is written as its text, like any value that does not fit its kind.
+
+``NULL`` is a value that is not there (``None``): EventHeader writes it as a nullable field (a
+counted field of a fixed-size format with no bytes, which perf-decode prints as ``null``);
+TraceLogging, which has no null, writes the text ``"None"`` (docs/types.md has both and why).
 
 Field names are ``str`` (non-``str`` keys are turned into strings here); the
 encoders make them valid for their metadata (no NUL).
@@ -67,6 +72,7 @@ __all__ = [
     "KIND_NAMES",
     "MAX_NESTING",
     "MAX_STRUCT_FIELDS",
+    "NULL",
     "STR",
     "STRUCT",
     "TIME",
@@ -105,6 +111,8 @@ U8: Final = 13
 I16: Final = 14
 U16: Final = 15
 U32: Final = 16
+#: ``None``: a value that is not there (its field's type is the encoder's: docs/types.md).
+NULL: Final = 17
 #: Or-ed into a scalar kind: a variable-length array of that kind.
 ARRAY: Final = 0x40
 
@@ -125,6 +133,7 @@ KIND_NAMES: Final[dict[int, str]] = {
     I16: "int16",
     U16: "uint16",
     U32: "uint32",
+    NULL: "null",
 }
 
 #: A struct (dict) holds at most this many fields (both formats: 7-bit count);
@@ -281,7 +290,7 @@ def to_field(key: object, value: object, depth: int = 0) -> Field:
         if t is _dt.datetime:
             return (name, TIME, value)
         if value is None:
-            return (name, STR, "None")
+            return (name, NULL, None)
         return _slow_field(name, value, depth)
     except Exception:
         return (name, STR, safe_str(value))

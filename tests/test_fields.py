@@ -25,6 +25,7 @@ from structlog_etw.fields import (
     JSON,
     MAX_NESTING,
     MAX_STRUCT_FIELDS,
+    NULL,
     STR,
     STRUCT,
     TIME,
@@ -100,7 +101,7 @@ U = uuid.UUID("12345678-1234-5678-1234-567812345678")
         (NOW, TIME, NOW),
         (dt.date(2024, 1, 2), STR, "2024-01-02"),
         (dt.time(3, 4, 5), STR, "03:04:05"),
-        (None, STR, "None"),
+        (None, NULL, None),
         (Color.RED, STR, "Color.RED"),
         (Level.HIGH, STR, "Level.HIGH"),
         (ValueError("bad thing"), STR, "ValueError: bad thing"),
@@ -288,6 +289,7 @@ _VALUE_TYPES = {
     IPV6: bytes,
     TIME: dt.datetime,
     JSON: str,
+    NULL: type(None),
 }
 
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import functools
 import itertools
 import re
 import struct
@@ -53,6 +54,7 @@ from typing import Any, Final
 from .._counters import count_value
 from .._shapes import (
     NONE,
+    NULLABLE,
     SKIP,
     LayoutFunctions,
     ShapeCache,
@@ -76,6 +78,7 @@ from ..fields import (
     IPV6,
     JSON,
     MAX_STRUCT_FIELDS,
+    NULL,
     STR,
     STRUCT,
     TIME,
@@ -142,6 +145,14 @@ _LITTLE: Final = sys.byteorder == "little"
 
 _SURROGATES = re.compile("[\ud800-\udfff]")
 
+#: Or-ed into I64/U64/F64 (this encoder's own kinds, never in a field list it is given): the value
+#: is written *nullable*, as BinaryLength16Char8 with the kind's format (LinuxTracepoints 1.4): a
+#: u16 length, then 8 bytes for a value or none for ``None`` (perf-decode prints ``null``).  A key
+#: that has been ``None`` in an event keeps this one type in the event's later events (docs/types.md).
+_NULLABLE: Final = NULLABLE
+#: The kinds that have a nullable form; a ``None`` with no other kind known is a nullable I64.
+_NULLABLE_KINDS: Final = (I64, U64, F64)
+
 # Metadata bytes (encoding [, format]) per field kind.
 _KIND_META: Final[dict[int, bytes]] = {
     BOOL: bytes((ENC_VALUE8 | ENCODING_CHAIN, FMT_BOOLEAN)),
@@ -159,6 +170,10 @@ _KIND_META: Final[dict[int, bytes]] = {
     I16: bytes((ENC_VALUE16 | ENCODING_CHAIN, FMT_SIGNED_INT)),
     U16: bytes((ENC_VALUE16 | ENCODING_CHAIN, FMT_UNSIGNED_INT)),
     U32: bytes((ENC_VALUE32 | ENCODING_CHAIN, FMT_UNSIGNED_INT)),
+    I64 | _NULLABLE: bytes((ENC_BINARY_LENGTH16_CHAR8 | ENCODING_CHAIN, FMT_SIGNED_INT)),
+    U64 | _NULLABLE: bytes((ENC_BINARY_LENGTH16_CHAR8 | ENCODING_CHAIN, FMT_UNSIGNED_INT)),
+    F64 | _NULLABLE: bytes((ENC_BINARY_LENGTH16_CHAR8 | ENCODING_CHAIN, FMT_FLOAT)),
+    NULL: bytes((ENC_BINARY_LENGTH16_CHAR8 | ENCODING_CHAIN, FMT_SIGNED_INT)),  # a nullable I64
 }
 
 # Fixed-size scalars: struct format char per kind.
@@ -282,8 +297,39 @@ def _address_body(size: int) -> Callable[[Any], bytes]:
     return address
 
 
+_NULL_BODY: Final = b"\0\0"  # a nullable value's u16 length 0
+
+
+def _null_body(value: Any) -> bytes:
+    if value is not None:
+        raise TypeError(f"expected None, got {type(value).__name__}")
+    return _NULL_BODY
+
+
+def _nullable_body(kind: int) -> Callable[[Any], bytes]:
+    pack = struct.Struct("<H" + _FIXED_CHAR[kind]).pack
+    size = struct.calcsize("<" + _FIXED_CHAR[kind])
+
+    def nullable(value: Any) -> bytes:
+        return _NULL_BODY if value is None else pack(size, value)
+
+    return nullable
+
+
+def _null_kind(as_null: int) -> int:
+    """The kind a None of a nullable key is written as: NULL, or the key's numeric kind nullable."""
+    return NULL if as_null == NULL else as_null | _NULLABLE
+
+
+#: NULL and the nullable kinds: the whole value (u16 length included), a fixed piece.
+_NULLABLE_BODY: Final[dict[int, Callable[[Any], bytes]]] = {
+    NULL: _null_body,
+    **{kind | _NULLABLE: _nullable_body(kind) for kind in _NULLABLE_KINDS},
+}
+
 _BODY: Final[dict[int, Callable[[Any], bytes]]] = {
     **{kind: struct.Struct("<" + ch).pack for kind, ch in _FIXED_CHAR.items()},
+    **_NULLABLE_BODY,
     STR: _text_body,
     JSON: _text_body,
     TIME: _time_body,
@@ -360,10 +406,11 @@ def _value_packer(kind: int) -> Callable[[Any], bytes]:
 class _Plan:
     """Prebuilt metadata extension and the per-leaf packers of one event shape."""
 
-    __slots__ = ("meta_block", "packers")
+    __slots__ = ("kinds", "meta_block", "packers")
 
     def __init__(self, meta_block: bytes, kinds: list[int]) -> None:
         self.meta_block = meta_block
+        self.kinds = kinds
         self.packers = [_value_packer(k) for k in kinds]
 
     def pack(self, values: Sequence[Any]) -> bytes:
@@ -480,7 +527,7 @@ def _elements(kind: int) -> Callable[[list[Any]], bytes]:
 #: The fast path's array bodies (after the u16 count) per element kind: fixed-size numbers in one
 #: ``array`` call, bools as 0/1 bytes, the other kinds element by element.
 _ARRAY_BODY: Final[dict[int, Callable[[list[Any]], bytes]]] = {
-    **{kind: _elements(kind) for kind in _BODY},
+    **{kind: _elements(kind) for kind in _BODY if kind not in _NULLABLE_BODY},
     **{kind: _fixed_array(code) for kind, code in _ARRAY_CODE.items()},
     BOOL: _bool_array,
 }
@@ -488,6 +535,7 @@ _ARRAY_BODY: Final[dict[int, Callable[[list[Any]], bytes]]] = {
 
 _VALUE_PACKERS: Final[dict[int, Callable[[Any], bytes]]] = {
     **{kind: struct.Struct("<" + ch).pack for kind, ch in _FIXED_CHAR.items()},
+    **_NULLABLE_BODY,
     STR: _pack_text,
     JSON: _pack_text,
     TIME: _pack_time,
@@ -497,17 +545,41 @@ _VALUE_PACKERS: Final[dict[int, Callable[[Any], bytes]]] = {
     IPV6: _BODY[IPV6],
 }
 _ARRAY_PACKERS: Final[dict[int, Callable[[Any], bytes]]] = {kind: _array_packer(kind) for kind in _ARRAY_BODY}
-_NONE_VALUE: Final = _pack_text("None")
 #: The interpreted route's table (``_shapes.walk``): value class -> kind, packer, field count.
+#: ``None`` is not in it: an event with a ``None`` takes the route of ``encode``, which learns
+#: the key as nullable (``EventHeaderEncoder._learn``).
 _WALK: Final[Walker] = {
     int: (I64, _VALUE_PACKERS[I64], 1),
     float: (F64, _VALUE_PACKERS[F64], 1),
     bool: (BOOL, _VALUE_PACKERS[BOOL], 1),
-    type(None): (STR, lambda value: _NONE_VALUE, 1),
     bytes: (BYTES, _pack_bytes, 1),
     uuid.UUID: (UUID, _uuid_body, 1),
     _dt.datetime: (TIME, _pack_time, 1),
 }
+
+
+#: The interpreted route's entries (``_shapes.walk``'s ``keyed``) of a key that has been None.
+_WalkEntry = tuple[int, Callable[[Any], bytes], int]
+_NULLABLE_I64_PACK: Final = struct.Struct("<Hq").pack
+_NULLABLE_F64_PACK: Final = struct.Struct("<Hd").pack
+_NULL_OF_NONE: Final = {None: _NULL_BODY}.__getitem__  # None -> u16 length 0, in C
+
+
+def _first_number(value: Any) -> bytes:
+    """A key's first number after its None names its None's type: the route of ``encode`` writes it."""
+    raise LookupError("the first number of a nullable key")
+
+
+def _walk_entries(as_null: int) -> dict[type, _WalkEntry]:
+    """The ``keyed`` entries (``_shapes.walk``) of a key that has been None, its None's kind ``as_null``."""
+    if as_null == NULL:
+        number: tuple[_WalkEntry, _WalkEntry] = ((NULL, _first_number, 1), (NULL, _first_number, 1))
+    else:
+        number = (
+            (I64 | _NULLABLE, functools.partial(_NULLABLE_I64_PACK, 8), 1),  # past int64: raises
+            (F64 | _NULLABLE, functools.partial(_NULLABLE_F64_PACK, 8), 1),
+        )
+    return {type(None): (_null_kind(as_null), _NULL_OF_NONE, 1), int: number[0], float: number[1]}
 
 
 # --- shape functions: event dict -> event bytes, one generated function per layout ---------------
@@ -515,16 +587,20 @@ _WALK: Final[Walker] = {
 #: How a shape function writes each kind (the same bytes as the packers above and the general path).
 _SHAPE_STEPS: Final[dict[int, Step]] = {
     STR: Step("", "{v}.encode()"),
-    NONE: Step("", "b'None'"),
+    NONE: Step("", "b''"),  # a null (NULL's metadata: a nullable int64), u16 length 0
     I64: Step("q", "{v}"),
     F64: Step("d", "{v}"),
     BOOL: Step("?", "{v}"),
     BYTES: Step("", "{v}"),
     UUID: Step("16s", "{v}.bytes"),
     TIME: Step("", "{v}.isoformat().encode()"),
+    # a key that has been None: its int or float as a counted 8-byte value (``_nullable_body``)
+    I64 | _NULLABLE: Step("", "_q({v})"),
+    F64 | _NULLABLE: Step("", "_d({v})"),
 }
+_SHAPE_ENV: Final = {"_q": struct.Struct("<q").pack, "_d": struct.Struct("<d").pack}
 #: The generated ``f(event, head, meta_block)`` per layout (compiled when hot; see ``_shapes``).
-_FUNCTIONS: Final = LayoutFunctions(lambda kinds: compile_packer(kinds, _SHAPE_STEPS, ("h", "m")))
+_FUNCTIONS: Final = LayoutFunctions(lambda kinds: compile_packer(kinds, _SHAPE_STEPS, ("h", "m"), _SHAPE_ENV))
 
 
 #: Header bytes of an event with opcode 0, tag 0 and no activity, per level.
@@ -572,6 +648,10 @@ class EventHeaderEncoder:
         "_by_classes",
         "_by_keys",
         "_cache",
+        "_nullable",
+        "_nullable_chars",
+        "_nullable_keys",
+        "_nullable_walk",
         "_plans",
         "_shapes",
         "_truncated",
@@ -595,6 +675,13 @@ class EventHeaderEncoder:
         self._shapes = ShapeCache(cache_limit, cache_bytes)
         self._by_keys: dict[tuple[Any, ...], _ShapeEntry] = self._shapes.first
         self._by_classes: dict[tuple[Any, ...], _ShapeEntry] = self._shapes.by_class
+        # event name -> {field name: the kind its None is written as (NULL: none known yet)}, for
+        # the top-level fields that have been None in a written event (bounded like the caches)
+        self._nullable: dict[str, dict[str, int]] = {}
+        self._nullable_chars = 0
+        self._nullable_keys = 0
+        # event name -> the interpreted route's entries of those keys (``_walk_entries``)
+        self._nullable_walk: dict[str, dict[str, Walker]] = {}
 
     @property
     def truncated(self) -> int:
@@ -621,6 +708,8 @@ class EventHeaderEncoder:
         not in 0..255, ``tag`` not in 0..65535, an activity or related id not 16 bytes.
         """
         head = _head(level, opcode, tag, activity_id, related_id)
+        if self._nullable:
+            fields = self._nullable_fields(name, fields)
         # The fast path: the shape's plan (metadata and one packer per leaf), nothing compiled.
         try:
             key: list[Any] = [name]
@@ -642,6 +731,8 @@ class EventHeaderEncoder:
             )
             if len(event) <= self.max_size:
                 if new and type(name) is str:  # written: worth keeping for the next event of its shape
+                    if NULL in plan.kinds:
+                        self._learn(name, fields)
                     chars = key_chars(name, [f[0] for f in fields]) if flat else len(plan.meta_block)
                     self._plans.put(shape, plan, True, chars, len(plan.meta_block))
                 return event
@@ -715,7 +806,8 @@ class EventHeaderEncoder:
         if type(name) is not str:
             return None, None
         fresh: list[tuple[tuple[str, int], bytes]] = []
-        metas, values, _ = walk(event, skip, _WALK, _FIELDS.first, _scalar_meta, fresh)
+        keyed = self._nullable_walk.get(name)  # keys that have been None: their nullable kinds
+        metas, values, _ = walk(event, skip, _WALK, _FIELDS.first, _scalar_meta, fresh, keyed)
         meta = b"".join((_name_bytes(name), *metas))
         if len(meta) > _U16_MAX:
             return None, None
@@ -749,11 +841,17 @@ class EventHeaderEncoder:
         entry = _GENERAL
         kinds = layout(tuple(event), tuple(map(type, event.values())), skip) if type(name) is str else None
         if kinds is not None:
+            as_null = self._nullable.get(name, {})
+            if as_null:  # keys that have been None: their ints and floats nullable (_nullable_fields)
+                kinds = tuple(
+                    kind | _NULLABLE if kind in (I64, F64) and key in as_null else kind
+                    for key, kind in zip(event, kinds, strict=True)
+                )
             fn = _FUNCTIONS.get(kinds)
             if fn is None:
                 return  # the layout is not compiled yet: the shape stays on the general route
             template = [
-                (k, STR if kind == NONE else kind, None)
+                (k, _null_kind(as_null.get(k, NULL)) if kind == NONE else kind, None)
                 for k, kind in zip(event, kinds, strict=True)
                 if kind != SKIP
             ]
@@ -762,6 +860,57 @@ class EventHeaderEncoder:
             except OverflowError:  # metadata past u16: the general route drops the event
                 entry = _GENERAL
         shapes.put(key, entry, first is _MISSING, chars, len(entry[0]))
+
+    def _nullable_fields(self, name: str, fields: list[Field]) -> list[Field]:
+        """``fields`` with the keys of ``name`` that have been None in its written events in their
+        nullable type: an int64/uint64/float64 value nullable (the first such kind seen becomes the
+        type its None is written as), a None as that type (before one is seen: NULL, a nullable
+        int64).  Other kinds (a str, a bool, ...) stay as they are."""
+        known = self._nullable.get(name) if type(name) is str else None
+        if not known:
+            return fields
+        out: list[Field] = []
+        for f in fields:
+            kind = f[1]
+            as_null = known.get(f[0]) if type(f[0]) is str and type(kind) is int else None
+            if as_null is None:
+                out.append(f)
+            elif kind == NULL:
+                out.append((f[0], _null_kind(as_null), None))
+            elif kind in _NULLABLE_KINDS:
+                if as_null == NULL:  # the key's first number: its None is written as this kind now
+                    known[f[0]] = kind
+                    self._nullable_walk.setdefault(name, {})[f[0]] = _walk_entries(kind)
+                    self._shapes.clear()  # (entries wrote its None as a nullable int64)
+                out.append((f[0], kind | _NULLABLE, f[2]))
+            else:
+                out.append(f)
+        return out
+
+    def _learn(self, name: str, fields: list[Field]) -> None:
+        """A written event of ``name`` had NULL fields: their keys are nullable from now on.  A new
+        key forgets the shape entries (built without it); past the caches' bounds all is forgotten."""
+        known = self._nullable.get(name)
+        for f in fields:
+            if f[1] != NULL or type(f[0]) is not str or (known is not None and f[0] in known):
+                continue
+            chars = 200 + len(name) + len(f[0])  # reckoned like a shape cache entry
+            if (
+                self._nullable_keys >= self.cache_limit
+                or self._nullable_chars + chars > self._shapes.max_bytes
+            ):
+                self._nullable.clear()
+                self._nullable_walk.clear()
+                self._nullable_chars = self._nullable_keys = 0
+                self._plans.clear()  # plans learn their keys again when rebuilt
+                known = None
+            if known is None:
+                known = self._nullable.setdefault(name, {})
+            known[f[0]] = NULL
+            self._nullable_walk.setdefault(name, {})[f[0]] = _walk_entries(NULL)
+            self._nullable_chars += chars
+            self._nullable_keys += 1
+            self._shapes.clear()
 
     def _encode_general(self, name: str, fields: list[Field], head: bytes) -> bytes | None:
         """The general path: any field list, the pieces built once, then joined whole or cut.

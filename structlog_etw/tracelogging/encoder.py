@@ -82,6 +82,7 @@ from ..fields import (
     IPV6,
     JSON,
     MAX_STRUCT_FIELDS,
+    NULL,
     STR,
     STRUCT,
     TIME,
@@ -215,6 +216,14 @@ def _pack_str(value: str) -> bytes:
     return _U16.pack(len(b)) + b
 
 
+#: ``None`` (the NULL kind): TraceLogging has no null, so it is the text ``"None"`` (docs/types.md).
+_NONE_VALUE: Final = _pack_str("None")
+
+
+def _pack_none(value: Any) -> bytes:
+    return _NONE_VALUE
+
+
 def _pack_bytes(value: bytes) -> bytes:
     if value.__class__ is not bytes:
         value = bytes_value(value)
@@ -265,6 +274,7 @@ _SCALARS: Final[dict[int, tuple[int, int, Packer, str]]] = {
     I16: (InType.INT16, 0, struct.Struct("<h").pack, "h"),
     U16: (InType.UINT16, OutType.UNSIGNED, struct.Struct("<H").pack, "H"),
     U32: (InType.UINT32, 0, struct.Struct("<I").pack, "I"),
+    NULL: (InType.COUNTEDANSISTRING, OutType.UTF8, _pack_none, ""),
 }
 
 
@@ -516,13 +526,12 @@ _SHAPE_STEPS: Final[dict[int, Step]] = {
     UUID: Step("16s", "{v}.bytes_le"),
     TIME: Step("Q", "_filetime({v})"),  # before 1601: negative, struct raises
 }
-_NONE_VALUE: Final = _pack_str("None")
 #: The interpreted route's table (``_shapes.walk``): value class -> kind, packer, field count.
 _WALK: Final[Walker] = {
     int: (I64, _I64S.pack, 1),
     float: (F64, _F64S.pack, 1),
     bool: (BOOL, _pack_bool, 1),
-    type(None): (STR, lambda value: _NONE_VALUE, 1),
+    type(None): (NULL, _pack_none, 1),
     bytes: (BYTES, _pack_bytes, 2),
     uuid.UUID: (UUID, _pack_uuid, 1),
     _dt.datetime: (TIME, _pack_time, 1),
@@ -771,7 +780,7 @@ class TraceLoggingEncoder:
             if fn is None:
                 return  # the layout is not compiled yet: the shape stays on the interpreted route
             template = [
-                (k, STR if kind == NONE else kind, None)
+                (k, NULL if kind == NONE else kind, None)
                 for k, kind in zip(event, kinds, strict=True)
                 if kind != SKIP
             ]

@@ -72,7 +72,7 @@ TYPE_TABLE: dict[str, tuple[Any, Any, int, int, bool]] = {
     "uids": ([UID], [UID], 6, 15, True),
     "nested": ({"a": 1, "b": {"c": "d"}}, {"a": 1, "b": {"c": "d"}}, 1, 2, False),  # Struct (2 fields)
     "mixed": ([1, "a"], '[1, "a"]', 10, 14, False),  # JSON string
-    "nothing": (None, "None", 10, 0, False),
+    "nothing": (None, None, 13, 2, False),  # BinaryLength16Char8 / SignedInt, length 0: null
     "color": (Color.RED, "Color.RED", 10, 0, False),
     "err": (ValueError("bad"), "ValueError: bad", 10, 0, False),
     # The remaining rows of docs/types.md (and edge cases of the rows above).

@@ -537,6 +537,8 @@ def _expected(field: F.Field) -> object:
         return {_name(n): _expected((n, k, v)) for n, k, v in value}
     if kind in (F.STR, F.JSON):
         return _SURROGATE.sub("\ufffd", value)
+    if kind == F.NULL:
+        return "None"  # TraceLogging has no null: the text (docs/types.md)
     if kind == F.IPV4:
         return ipaddress.IPv4Address(value)
     if kind == F.IPV6:

@@ -77,6 +77,8 @@ def _ms_field(eb: Any, name: str, kind: int, value: Any) -> None:
         getattr(eb, "add_float64" + s)(n, value)
     elif base == F.STR:
         getattr(eb, "add_str8" + s)(n, value)
+    elif base == F.NULL:
+        eb.add_str8(n, "None")  # TraceLogging has no null: the text (docs/types.md)
     elif base == F.JSON:
         getattr(eb, "add_str8" + s)(n, value, OutType.JSON)
     elif base == F.BYTES:
