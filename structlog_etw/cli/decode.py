@@ -20,13 +20,20 @@ import stat
 import sys
 import uuid
 from collections.abc import Callable, Iterable
-from typing import TextIO
+from dataclasses import dataclass
+from typing import Any, Final, TextIO
 
 from ..decoded import DecodedEvent
-from ..eventheader.perf_decode import EventPlan, Plans, activity_text, wallclock_text
+from ..eventheader.perf_decode import EventPlan, Plans, activity_text, json_string, wallclock_text
 from ..perf.datafile import PerfDataError, PerfDataFile, Sample
 from ..perf.samples import SampleDecodeError, decode_sample, sample_perf_json
-from ..perf.tracefs_format import FormatField, TracepointFormat
+from ..perf.tracefs_format import (
+    FMT_HEX,
+    FMT_NONE,
+    FMT_SIGNED,
+    FMT_STRING,
+    TracepointFormat,
+)
 from .output import (
     EventFilter,
     EventWriter,
@@ -37,14 +44,16 @@ from .output import (
     use_color,
 )
 from .render import (
+    CYAN,
+    MAGENTA,
+    RESET,
     EventMeta,
     TextFieldStyle,
     json_line,
     json_line_bytes,
-    plain_json_value,
-    pretty_fields,
     pretty_head,
     pretty_line,
+    pretty_value,
     printable,
 )
 
@@ -125,11 +134,10 @@ class _FastLines:
         #: plan -> whether the filters pass it, and (--json) the constant parts of its line.
         self.decided: dict[EventPlan, tuple[bool, bytes | None, bytes]] = {}
         self.names: dict[str, bytes] = {}  # tracepoint name -> its JSON string (--json)
-        #: id(format) -> (format, usable, filters pass, constant middle, field readers): plain tracepoints.
-        self.tracefs: dict[int, tuple[TracepointFormat, bool, bool, str, list[tuple[str, _Text]]]] = {}
         self.names_text: dict[str, str] = {}
-        #: id(format) -> (format, filters pass, its pretty_head, field names): text of plain tracepoints.
-        self.tracefs_heads: dict[int, tuple[TracepointFormat, bool, tuple[str, str], list[str]]] = {}
+        self.mode = mode
+        #: id(format) -> (format, its plan): plain tracepoints.
+        self.plain: dict[int, tuple[TracepointFormat, _PlainPlan]] = {}
 
     def _decide(self, plan: EventPlan) -> tuple[bool, bytes | None, bytes]:
         accepts = self.wanted.accepts_values(plan.level, plan.keyword, plan.provider, plan.name)
@@ -230,38 +238,180 @@ class _FastLines:
         ids += b',"related_id":' + (activity_text(related) if related is not None else b"null")
         return json_line_bytes(head + ids + attributes + b',"fields":{' + fields + b"}}")
 
-    def tracefs_text(self, sample: Sample) -> str | None:
-        """Console line of a plain tracepoint sample (``""``: filtered out)."""
-        fmt = sample.format
-        assert fmt is not None
-        found = self.tracefs_heads.get(id(fmt))
+    def plain_plan(self, fmt: TracepointFormat) -> _PlainPlan:
+        """The plan of a plain tracepoint format, compiled once (a bounded cache by format)."""
+        found = self.plain.get(id(fmt))
         if found is None or found[0] is not fmt:
-            if len(self.tracefs_heads) > 4096:
-                self.tracefs_heads.clear()
-            accepts = self.wanted.accepts_values(0, 0, fmt.system, fmt.name)
-            head = pretty_head(0, fmt.name, fmt.system, 0, 0, False, self.colors)
-            found = self.tracefs_heads[id(fmt)] = (fmt, accepts, head, [f.name for f in fmt.own_fields])
-        _fmt, accepts, head, names = found
-        if not accepts:
-            return ""
-        raw = sample.raw
-        line = pretty_line(
-            head, sample.realtime_ns, sample.time, None, None, sample.pid, sample.tid, sample.cpu, self.colors
-        )
-        if not names:
-            return line
-        return line + " " + pretty_fields(names, [f.value(raw, "<") for f in fmt.own_fields], self.colors)
+            if len(self.plain) > 4096:
+                self.plain.clear()
+            found = self.plain[id(fmt)] = (fmt, _plain_plan(fmt, self.mode, self.wanted, self.colors))
+        return found[1]
 
-    def tracefs_line(self, sample: Sample) -> str | None:
-        """``--json`` line of a plain tracepoint sample (``""``: filtered out; None: the ordinary path)."""
+    def plain_line(self, sample: Sample) -> str | None:
+        """The line of a plain tracepoint sample (``""``: filtered out; None: the ordinary path)."""
         fmt = sample.format
         assert fmt is not None
-        found = self.tracefs.get(id(fmt))
-        if found is None or found[0] is not fmt:
-            if len(self.tracefs) > 4096:
-                self.tracefs.clear()
-            names = [f.name for f in fmt.own_fields]
-            accepts = self.wanted.accepts_values(0, 0, fmt.system, fmt.name)
+        plan = self.plain_plan(fmt)
+        if not plan.accepts:
+            return ""
+        if not plan.usable:
+            return None
+        values = plan.values(sample.raw)
+        if values is None:
+            return None
+        real, t, pid, tid = sample.realtime_ns, sample.time, sample.pid, sample.tid
+        if self.text:
+            assert isinstance(plan.head, tuple)
+            line = pretty_line(plan.head, real, t, None, None, pid, tid, sample.cpu, self.colors)
+            return line + " " + plan.template % values if fmt.own_fields else line
+        fields = plan.template % values
+        if self.perf_json:
+            if pid is not None and tid is None:
+                return None
+            meta = []
+            if t is not None:
+                if real is not None:
+                    meta.append('"time":"' + wallclock_text(real) + '"')
+                else:
+                    sec, nsec = divmod(t, 1_000_000_000)
+                    meta.append(f'"time":{sec}.{nsec:09d}')
+            if sample.cpu is not None:
+                meta.append(f'"cpu":{sample.cpu}')
+            if pid is not None:
+                meta.append(f'"pid":{pid},"tid":{tid}')
+            assert isinstance(plan.head, str)
+            body = plan.head + "," + fields if fmt.own_fields else plan.head
+            return body + ',"meta":{' + ",".join(meta) + "}}"
+        stamp = '"' + wallclock_text(real) + '"' if real is not None else "null"
+        tracepoint = self.names_text.get(sample.name)
+        if tracepoint is None:
+            if len(self.names_text) > 4096:
+                self.names_text.clear()
+            tracepoint = self.names_text[sample.name] = _dumps(sample.name or None)
+        assert isinstance(plan.head, str)
+        text = (
+            f'{{"timestamp":{stamp},"time_ns":{_text(t)},"cpu":{_text(sample.cpu)},"pid":{_text(pid)},'
+            f'"tid":{_text(tid)},"tracepoint":{tracepoint}{plan.head},"fields":{{{fields}}}}}'
+        )
+        return text if text.isascii() and "\x7f" not in text else json_line(text)
+
+
+def _text(value: int | None) -> str:
+    return "null" if value is None else str(value)
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _num(value: int | None) -> bytes:
+    return b"null" if value is None else b"%d" % value
+
+
+# --- plain tracepoints ----------------------------------------------------------------------------
+#
+# A plain tracepoint's fields (sched:sched_switch: two char[16], ints) are the same bytes at the
+# same offsets in every sample: one struct unpack reads them all, and one %-template per format
+# and output writes them.  Formats with fields of other layouts (arrays of numbers, __data_loc,
+# sizes the struct cannot say) have no plan: the ordinary path writes them.
+
+#: Values whose text a plan keeps (comm names repeat): at most this many, of at most _SHORT characters.
+_TEXTS_KEPT: Final = 4096
+_SHORT: Final = 64
+
+
+@dataclass(frozen=True, slots=True)
+class _PlainPlan:
+    """How one plain tracepoint format is written in one output (``usable`` false: the ordinary path)."""
+
+    accepts: bool
+    usable: bool
+    #: raw -> the fields' values as the template takes them (None: the sample is too short).
+    values: Callable[[bytes], tuple[object, ...] | None]
+    template: str
+    #: The line's constant parts (per output: the perf-json ``"n"``, the JSON head, the text head).
+    head: object = None
+
+
+def _converted(
+    read: Callable[[bytes], tuple[object, ...] | None], convert: list[tuple[int, Callable[[Any], object]]]
+) -> Callable[[bytes], tuple[object, ...] | None]:
+    """``read`` with the values at the given indexes turned into their text."""
+    if not convert:
+        return read
+
+    def converted(raw: bytes) -> tuple[object, ...] | None:
+        values = read(raw)
+        if values is None:
+            return None
+        out = list(values)
+        for i, conv in convert:
+            out[i] = conv(out[i])
+        return tuple(out)
+
+    return converted
+
+
+def _kept(text_of: Callable[[str], str]) -> Callable[[str], str]:
+    """``text_of`` with the texts of short values kept (comm names repeat), bounded."""
+    kept: dict[str, str] = {}
+
+    def text(value: str) -> str:
+        found = kept.get(value)
+        if found is None:
+            found = text_of(value)
+            if len(value) <= _SHORT:
+                if len(kept) >= _TEXTS_KEPT:
+                    kept.clear()
+                kept[value] = found
+        return found
+
+    return text
+
+
+def _colored(colors: bool, code: str, text: str) -> str:
+    return code + text + RESET if colors else text
+
+
+def _plain_plan(fmt: TracepointFormat, mode: str, wanted: EventFilter, colors: bool) -> _PlainPlan:
+    """The plan of ``fmt`` in output ``mode`` (``perf-json``, ``json``, ``text``)."""
+    accepts = wanted.accepts_values(0, 0, fmt.system, fmt.name)
+    fields = fmt.own_fields
+    perf_json = mode == "perf-json"
+    read = fmt.values_reader
+    names = [f.name for f in fields]
+    if read is None or (mode == "json" and len(set(names)) != len(names)):
+        return _PlainPlan(accepts, False, lambda raw: None, "")
+    strings = [i for i, f in enumerate(fields) if f.format == FMT_STRING]
+    binary = [i for i, f in enumerate(fields) if f.format == FMT_NONE]
+    hexed = {i for i, f in enumerate(fields) if f.format == FMT_HEX}
+    convert: list[tuple[int, Callable[[Any], object]]] = []
+    if perf_json:  # perf-decode prints 1- and 2-byte signed fields unsigned (FormatField.perf_json)
+        convert += [
+            (i, _unsigned(8 * f.size)) for i, f in enumerate(fields) if f.format == FMT_SIGNED and f.size < 4
+        ]
+    head: object
+    if mode == "text":
+        convert += [(i, _kept(pretty_value)) for i in strings]
+        convert += [(i, pretty_value) for i in binary]
+        value_text = _colored(colors, MAGENTA, "%s")
+        pieces = [
+            _colored(colors, CYAN, printable(f.name)).replace("%", "%%") + "=" + value_text for f in fields
+        ]
+        template = " ".join(pieces)
+        head = pretty_head(0, fmt.name, fmt.system, 0, 0, False, colors)
+    else:
+        quote = json_string if perf_json else _dumps
+        convert += [(i, _kept(_dumps)) for i in strings]
+        convert += [(i, _hex_text) for i in binary]
+        pieces = []
+        for i, f in enumerate(fields):
+            value = '"0x%X"' if perf_json and i in hexed else "%s"
+            pieces.append(quote(f.name).replace("%", "%%") + ":" + value)
+        template = ",".join(pieces)
+        if perf_json:
+            head = '{"n":' + json_string(f"{fmt.system}:{fmt.name}")
+        else:
             middle = {
                 "provider": fmt.system,
                 "name": fmt.name,
@@ -275,47 +425,17 @@ class _FastLines:
                 "related_id": None,
                 "attributes": {},
             }
-            readers = [(_dumps(f.name) + ":", f.json_reader("<") or _generic(f)) for f in fmt.own_fields]
-            usable = len(set(names)) == len(names)  # the fields as a dict: every name once
-            found = self.tracefs[id(fmt)] = (fmt, usable, accepts, "," + _dumps(middle)[1:-1], readers)
-        _fmt, usable, accepts, middle_text, readers = found
-        if not accepts:
-            return ""
-        if not usable:
-            return None
-        raw = sample.raw
-        fields = ",".join([name + read(raw) for name, read in readers])
-        real, t = sample.realtime_ns, sample.time
-        stamp = '"' + wallclock_text(real) + '"' if real is not None else "null"
-        cpu, pid, tid = _text(sample.cpu), _text(sample.pid), _text(sample.tid)
-        tracepoint = self.names_text.get(sample.name)
-        if tracepoint is None:
-            if len(self.names_text) > 4096:
-                self.names_text.clear()
-            tracepoint = self.names_text[sample.name] = _dumps(sample.name or None)
-        text = f'{{"timestamp":{stamp},"time_ns":{_text(t)},"cpu":{cpu},"pid":{pid},"tid":{tid},"tracepoint":'
-        text += tracepoint + middle_text + ',"fields":{' + fields + "}}"
-        return text if text.isascii() and "\x7f" not in text else json_line(text)
+            head = "," + _dumps(middle)[1:-1]
+    return _PlainPlan(accepts, True, _converted(read, convert), template, head)
 
 
-_Text = Callable[[bytes], str]
+def _unsigned(bits: int) -> Callable[[int], int]:
+    mask = (1 << bits) - 1
+    return lambda value: value & mask
 
 
-def _generic(f: FormatField) -> _Text:
-    """The JSON text of a plain tracepoint field's value, the long way (arrays, dynamic data)."""
-    return lambda raw: _dumps(plain_json_value(f.value(raw, "<")))
-
-
-def _text(value: int | None) -> str:
-    return "null" if value is None else str(value)
-
-
-def _dumps(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def _num(value: int | None) -> bytes:
-    return b"null" if value is None else b"%d" % value
+def _hex_text(value: bytes) -> str:
+    return '"' + value.hex(" ") + '"'
 
 
 def decode_file(
@@ -386,29 +506,13 @@ def decode_file(
                     if len(batch) >= _BATCH:
                         flush_batch()
                 continue
-        if perf_json is not None and sample.format is not None and not sample.format.is_eventheader:
-            fmt = sample.format  # a plain tracepoint: its text needs no DecodedEvent
-            if wanted.accepts_values(0, 0, fmt.system, fmt.name):
-                try:
-                    batch.append(sample_perf_json(sample))
-                except OSError:
-                    raise
-                except Exception as exc:  # a crafted sample is reported, not raised
-                    problems.append(
-                        f"sample at offset {sample.offset} ({sample.name}): cannot decode: {exc!r}"
-                    )
-                    continue
-                written += 1
-                if len(batch) >= _BATCH:
-                    flush_batch()
-            continue
-        if (
-            fast is not None
-            and not fast.perf_json
-            and sample.format is not None
-            and not sample.format.is_eventheader
-        ):
-            line = fast.tracefs_line(sample) if fast.json else fast.tracefs_text(sample)
+        if fast is not None and sample.format is not None and not sample.format.is_eventheader:
+            try:
+                line = fast.plain_line(sample)
+            except OSError:
+                raise
+            except Exception:  # a crafted sample: the ordinary path reports what is wrong with it
+                line = None
             if line is not None:
                 if line:
                     batch.append(line)

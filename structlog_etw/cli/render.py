@@ -45,6 +45,7 @@ __all__ = [
     "pretty_fields",
     "pretty_head",
     "pretty_line",
+    "pretty_value",
     "printable",
     "undecodable_json",
     "undecodable_pretty",
@@ -234,6 +235,11 @@ def _value_text(value: Any, encoding: int = 0, fmt: int = 0) -> str:
     return repr(value)
 
 
+def pretty_value(value: Any) -> str:
+    """:func:`event_pretty`'s text of a field's Python value (of an event not in EventHeader)."""
+    return _value_text(value)
+
+
 def _field_text(f: DecodedField, eventheader: bool) -> str:
     if f.is_struct:
         elements = f.value if f.is_array else [f.value]
@@ -354,6 +360,16 @@ class TextFieldStyle(FieldStyle):
         )
 
     varying = fixed
+
+    def number(self, encoding: int, fmt: int, order: str) -> tuple[str, bytes] | None:
+        """A fixed-size integer's struct code and template, when its text is ``%d`` or ``0x%X``."""
+        found = super().number(encoding, fmt, order)
+        if found is None or fmt == FMT_ERRNO:
+            return None
+        code, piece = found
+        if piece == b"%d":
+            return None if fmt == FMT_HEX_INT else found
+        return (code, b"0x%X") if fmt == FMT_HEX_INT else None
 
     def member(self, meta: FieldMetadata, top: bool) -> tuple[bytes, bytes]:
         """``name=`` (at the top level coloured as :func:`event_pretty` colours it)."""

@@ -615,6 +615,22 @@ class FieldStyle:
         """The writer of a string or binary value's bytes (its kind may depend on them)."""
         return lambda raw: _json_value(encoding, fmt, raw, order)
 
+    def number(self, encoding: int, fmt: int, order: str) -> tuple[str, bytes] | None:
+        """A fixed-size integer's :mod:`struct` code and ``%``-template of its text, when its text
+        is one (``b"%d"``); a plan reads a run of such fields with one unpack.  None: use
+        :meth:`fixed`."""
+        code = _NUMBER_CODES.get(FIXED_SIZE.get(encoding, 0))
+        if code is None:
+            return None
+        kind = value_kind(encoding, fmt, b"", order)[0]
+        if kind is Kind.UNSIGNED:
+            return code, b"%d"
+        if kind is Kind.SIGNED:
+            return code.lower(), b"%d"
+        if kind is Kind.HEX:
+            return code, b'"0x%X"'
+        return None
+
     def member(self, meta: FieldMetadata, top: bool) -> tuple[bytes, bytes]:
         """What comes before and after a field's value (``"name":``)."""
         name = _json_utf8(meta.name)
@@ -677,16 +693,63 @@ def _scalar(meta: FieldMetadata, order: str, style: FieldStyle) -> Reader:
     return counted
 
 
+#: struct codes of the unsigned integers of each size (the signed ones: lower case).
+_NUMBER_CODES: Final = {1: "B", 2: "H", 4: "I", 8: "Q"}
+#: Array lengths whose unpack and template an array reader keeps.
+_ARRAYS_KEPT: Final = 64
+
+
+def _numbers(codes: list[str], template: bytes, order: str) -> Reader:
+    """The reader of a run of fixed-size integers: one unpack, one ``%`` of the run's template."""
+    unpack = struct.Struct(order + "".join(codes))
+    size = unpack.size
+    read = unpack.unpack_from
+
+    def numbers(buf: bytes, pos: int) -> tuple[bytes, int]:
+        end = pos + size
+        if end > len(buf):
+            raise _Bad
+        return template % read(buf, pos), end
+
+    return numbers
+
+
+def _member(before: bytes, after: bytes, reader: Reader) -> Reader:
+    def member(buf: bytes, pos: int) -> tuple[bytes, int]:
+        text, pos = reader(buf, pos)
+        return before + text + after, pos
+
+    return member
+
+
 def _fields(metas: list[FieldMetadata], order: str, style: FieldStyle, top: bool) -> Reader:
-    """The reader of a list of fields: ``"name":value,...`` (no braces)."""
-    readers = [(*style.member(m, top), _field(m, order, style)) for m in metas]
+    """The reader of a list of fields: ``"name":value,...`` (no braces).  Consecutive integer
+    fields (:meth:`FieldStyle.number`) are read with one unpack and written with one template."""
     sep = style.top_sep if top else style.struct_sep
+    segments: list[Reader] = []
+    codes: list[str] = []
+    pieces: list[bytes] = []
+    for m in metas:
+        before, after = style.member(m, top)
+        number = None if m.encoding == ENC_STRUCT or m.array else style.number(m.encoding, m.format, order)
+        if number is not None:
+            codes.append(number[0])
+            pieces.append(before.replace(b"%", b"%%") + number[1] + after.replace(b"%", b"%%"))
+            continue
+        if codes:
+            segments.append(_numbers(codes, sep.replace(b"%", b"%%").join(pieces), order))
+            codes, pieces = [], []
+        segments.append(_member(before, after, _field(m, order, style)))
+    if codes:
+        segments.append(_numbers(codes, sep.replace(b"%", b"%%").join(pieces), order))
+    if len(segments) == 1:
+        return segments[0]
 
     def read(buf: bytes, pos: int) -> tuple[bytes, int]:
         parts = []
-        for before, after, reader in readers:
-            text, pos = reader(buf, pos)
-            parts.append(before + text + after)
+        for segment in segments:
+            text, pos = segment(buf, pos)
+            parts.append(text)
         return sep.join(parts), pos
 
     return read
@@ -710,6 +773,35 @@ def _field(meta: FieldMetadata, order: str, style: FieldStyle) -> Reader:
     element_min = meta.element_min
     u16 = struct.Struct(order + "H").unpack_from
     aopen, asep, aclose = style.array_open, style.array_sep, style.array_close
+    number = None if meta.encoding == ENC_STRUCT else style.number(meta.encoding, meta.format, order)
+    if number is not None:  # n integers: one unpack, one template (kept per length)
+        code, piece = number
+        size = FIXED_SIZE[meta.encoding]
+        kept: dict[int, tuple[Callable[[bytes, int], tuple[int, ...]], bytes]] = {}
+        sep = asep.replace(b"%", b"%%")
+        aopen_t, aclose_t = aopen.replace(b"%", b"%%"), aclose.replace(b"%", b"%%")
+
+        def numbers(buf: bytes, pos: int) -> tuple[bytes, int]:
+            n = count
+            if n is None:
+                if pos + 2 > len(buf):
+                    raise _Bad
+                n = u16(buf, pos)[0]
+                pos += 2
+            end = pos + n * size
+            if end > len(buf):
+                raise _Bad
+            found = kept.get(n)
+            if found is None:
+                if len(kept) >= _ARRAYS_KEPT:
+                    kept.clear()
+                found = kept[n] = (
+                    struct.Struct(f"{order}{n}{code}").unpack_from,
+                    aopen_t + sep.join([piece] * n) + aclose_t,
+                )
+            return found[1] % found[0](buf, pos), end
+
+        return numbers
 
     def array(buf: bytes, pos: int) -> tuple[bytes, int]:
         n = count
