@@ -113,6 +113,11 @@ class _PerfJsonWriter:
         self.out.write(sample_perf_json(sample, decoded=decoded) + "\n")
 
 
+#: Whether the filters pass a plan's events, and its lines' constant parts (None: the ordinary path):
+#: --perf-json (start, header meta), --json (templates with and without every number), text
+#: (pretty_head's pair).
+_Decided = tuple[bool, tuple[Any, ...] | None]
+
 #: Lines kept before they are written in one go (and before every read that may wait for perf).
 _BATCH = 512
 
@@ -131,24 +136,25 @@ class _FastLines:
         style = TextFieldStyle(colors=colors) if self.text else None
         self.plans = Plans(field_tags=self.perf_json, style=style)
         self.wanted = wanted
-        #: plan -> whether the filters pass it, and (--json) the constant parts of its line.
-        self.decided: dict[EventPlan, tuple[bool, bytes | None, bytes]] = {}
+        #: plan -> whether the filters pass it, and the constant parts of its lines (:meth:`_decide`).
+        self.decided: dict[EventPlan, _Decided] = {}
         self.names: dict[str, bytes] = {}  # tracepoint name -> its JSON string (--json)
         self.names_text: dict[str, str] = {}
         self.mode = mode
         #: id(format) -> (format, its plan): plain tracepoints.
         self.plain: dict[int, tuple[TracepointFormat, _PlainPlan]] = {}
 
-    def _decide(self, plan: EventPlan) -> tuple[bool, bytes | None, bytes]:
+    def _decide(self, plan: EventPlan) -> _Decided:
+        """Whether the filters pass ``plan``'s events and the constant parts of their lines."""
         accepts = self.wanted.accepts_values(plan.level, plan.keyword, plan.provider, plan.name)
-        middle: bytes | None = None
-        attributes = b""
+        parts: tuple[object, ...] | None = None
         if self.text:
-            kind = pretty_head(
+            parts = pretty_head(
                 plan.level, plan.name, plan.provider, plan.keyword, plan.opcode, True, self.colors
             )
-            middle = "\0".join(kind).encode("utf-8", "surrogateescape")
-        elif not self.perf_json:  # event_json's keys from provider to version, and attributes
+        elif self.perf_json:  # {"n":..,fields,"meta":{sample's meta,header's meta,activities}}
+            parts = (b'{"n":' + plan.n + (b"," if plan.has_fields else b""), plan.header_meta)
+        else:  # event_json's keys from provider to version, and attributes
             head = {
                 "provider": plan.provider,
                 "name": plan.name,
@@ -160,13 +166,20 @@ class _FastLines:
                 "version": plan.version,
             }
             try:
-                middle = _dumps(head)[1:-1].encode("utf-8", "surrogateescape")
-                attributes = b',"attributes":' + _dumps(plan.attributes).encode("utf-8", "surrogateescape")
+                middle = _dumps(head)[1:-1].encode("utf-8", "surrogateescape").replace(b"%", b"%%")
+                attributes = _dumps(plan.attributes).encode("utf-8", "surrogateescape").replace(b"%", b"%%")
             except UnicodeEncodeError:  # not text the ordinary path writes this way: leave it to it
-                middle = None
+                parts = None
+            else:
+                rest = b',"tracepoint":%s,' + middle + b',"activity_id":%s,"related_id":%s,"attributes":'
+                rest += attributes + b',"fields":{%s}}'
+                parts = (
+                    b'{"timestamp":%s,"time_ns":%d,"cpu":%d,"pid":%d,"tid":%d' + rest,
+                    b'{"timestamp":%s,"time_ns":%s,"cpu":%s,"pid":%s,"tid":%s' + rest,
+                )
         if len(self.decided) > 4096:
             self.decided.clear()
-        decided = self.decided[plan] = (accepts, middle, attributes)
+        decided = self.decided[plan] = (accepts, parts)
         return decided
 
     def line(self, sample: Sample) -> str | None:
@@ -181,44 +194,38 @@ class _FastLines:
         decided = self.decided.get(plan)
         if decided is None:
             decided = self._decide(plan)
-        accepts, middle, attributes = decided
+        accepts, parts = decided
         if not accepts:
             return ""
+        if parts is None:
+            return None
         fields = Plans.fields(plan, data, pos)
         if fields is None:
             return None
-        t = sample.time
-        real = sample.realtime_ns
+        t, real, cpu, pid, tid = sample.time, sample.realtime_ns, sample.cpu, sample.pid, sample.tid
         if self.perf_json:
-            meta = []
-            if t is not None:
-                if real is not None:
-                    meta.append(b'"time":"' + wallclock_text(real).encode() + b'"')
-                else:
-                    sec, nsec = divmod(t, 1_000_000_000)
-                    meta.append(b'"time":%d.%09d' % (sec, nsec))
-            if sample.cpu is not None:
-                meta.append(b'"cpu":%d' % sample.cpu)
-            if sample.pid is not None:
-                meta.append(b'"pid":%d,"tid":%d' % (sample.pid, sample.tid or 0))
-            if plan.header_meta:
-                meta.append(plan.header_meta)
-            if activity is not None:
-                meta.append(b'"activity":' + activity_text(activity))
-            if related is not None:
-                meta.append(b'"relatedActivity":' + activity_text(related))
-            body = b'{"n":' + plan.n + (b"," + fields if plan.has_fields else b"")
-            line = body + b',"meta":{' + b",".join(meta) + b"}}"
+            start, header_meta = parts
+            if real is not None and cpu is not None and pid is not None and tid is not None:
+                meta = b'"time":"%s","cpu":%d,"pid":%d,"tid":%d' % (
+                    wallclock_text(real).encode(),
+                    cpu,
+                    pid,
+                    tid,
+                )
+                if header_meta:
+                    meta += b"," + header_meta
+                if activity is not None:
+                    meta += b',"activity":' + activity_text(activity)
+                if related is not None:
+                    meta += b',"relatedActivity":' + activity_text(related)
+            else:
+                meta = self._perf_meta(sample, header_meta, activity, related)
+            line: bytes = start + fields + b',"meta":{' + meta + b"}}"
             return line.decode("utf-8", "surrogateescape")
-        if middle is None:
-            return None
         if self.text:
-            kind, where = middle.decode("utf-8", "surrogateescape").split("\0")
             act = uuid.UUID(bytes=activity) if activity is not None else None
             rel = uuid.UUID(bytes=related) if related is not None else None
-            text = pretty_line(
-                (kind, where), real, t, act, rel, sample.pid, sample.tid, sample.cpu, self.colors
-            )
+            text: str = pretty_line(parts, real, t, act, rel, pid, tid, cpu, self.colors)
             return text + " " + fields.decode("utf-8", "surrogateescape") if plan.has_fields else text
         name = self.names.get(sample.name)
         if name is None:
@@ -229,14 +236,40 @@ class _FastLines:
             except UnicodeEncodeError:
                 return None
             self.names[sample.name] = name
-        head = b'{"timestamp":' + (
-            b'"' + wallclock_text(real).encode() + b'"' if real is not None else b"null"
-        )
-        head += b',"time_ns":' + _num(t) + b',"cpu":' + _num(sample.cpu) + b',"pid":' + _num(sample.pid)
-        head += b',"tid":' + _num(sample.tid) + b',"tracepoint":' + name + b"," + middle
-        ids = b',"activity_id":' + (activity_text(activity) if activity is not None else b"null")
-        ids += b',"related_id":' + (activity_text(related) if related is not None else b"null")
-        return json_line_bytes(head + ids + attributes + b',"fields":{' + fields + b"}}")
+        stamp = b'"' + wallclock_text(real).encode() + b'"' if real is not None else b"null"
+        act_text = activity_text(activity) if activity is not None else b"null"
+        rel_text = activity_text(related) if related is not None else b"null"
+        if t is not None and cpu is not None and pid is not None and tid is not None:
+            line = parts[0] % (stamp, t, cpu, pid, tid, name, act_text, rel_text, fields)
+        else:
+            values = (stamp, _num(t), _num(cpu), _num(pid), _num(tid), name, act_text, rel_text, fields)
+            line = parts[1] % values
+        return json_line_bytes(line)
+
+    @staticmethod
+    def _perf_meta(
+        sample: Sample, header_meta: bytes, activity: bytes | None, related: bytes | None
+    ) -> bytes:
+        """perf-decode's ``meta`` members of a sample without some of time, cpu, pid."""
+        meta = []
+        t = sample.time
+        if t is not None:
+            if sample.realtime_ns is not None:
+                meta.append(b'"time":"' + wallclock_text(sample.realtime_ns).encode() + b'"')
+            else:
+                sec, nsec = divmod(t, 1_000_000_000)
+                meta.append(b'"time":%d.%09d' % (sec, nsec))
+        if sample.cpu is not None:
+            meta.append(b'"cpu":%d' % sample.cpu)
+        if sample.pid is not None:
+            meta.append(b'"pid":%d,"tid":%d' % (sample.pid, sample.tid or 0))
+        if header_meta:
+            meta.append(header_meta)
+        if activity is not None:
+            meta.append(b'"activity":' + activity_text(activity))
+        if related is not None:
+            meta.append(b'"relatedActivity":' + activity_text(related))
+        return b",".join(meta)
 
     def plain_plan(self, fmt: TracepointFormat) -> _PlainPlan:
         """The plan of a plain tracepoint format, compiled once (a bounded cache by format)."""

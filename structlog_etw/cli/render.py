@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from .._levels import LEVEL_NAMES
 from ..decoded import DecodedEvent, DecodedField
-from ..eventheader._values import python_value
+from ..eventheader._values import python_reader
 from ..eventheader.decoder import FieldMetadata
 from ..eventheader.perf_decode import FieldStyle, errno_text, float_text, perf_json_fields, wallclock_text
 from ..eventheader.spec import (
@@ -202,6 +202,11 @@ def json_fields(event: DecodedEvent) -> dict[str, Any]:
     return {f.name: _plain(f.plain_value()) for f in event.field_list}
 
 
+#: Characters that make a string value be written quoted (as ``repr``): whitespace (as
+#: ``str.isspace``), ``=``, quotes, backslashes.
+_QUOTED: Final = re.compile("[\\s='\"\\\\]")
+
+
 def _value_text(value: Any, encoding: int = 0, fmt: int = 0) -> str:
     if isinstance(value, bool):
         return repr(value)
@@ -219,7 +224,7 @@ def _value_text(value: Any, encoding: int = 0, fmt: int = 0) -> str:
         return float_text(value, single=encoding == ENC_VALUE32)
     if isinstance(value, str):
         # repr() quotes and escapes (control and format characters too); plain words stay bare.
-        simple = value and value.isprintable() and not any(c.isspace() or c in "='\"\\" for c in value)
+        simple = value and value.isprintable() and _QUOTED.search(value) is None
         return value if simple else repr(value)
     if isinstance(value, bytes):
         return "0x" + value.hex() if value else "b''"
@@ -355,9 +360,8 @@ class TextFieldStyle(FieldStyle):
 
     def fixed(self, encoding: int, fmt: int, order: str) -> Callable[[bytes], bytes]:
         """The text of a fixed-size value's bytes."""
-        return lambda raw: _value_text(python_value(encoding, fmt, raw, order), encoding, fmt).encode(
-            "utf-8", "surrogateescape"
-        )
+        read = python_reader(encoding, fmt, order)
+        return lambda raw: _value_text(read(raw), encoding, fmt).encode("utf-8", "surrogateescape")
 
     varying = fixed
 

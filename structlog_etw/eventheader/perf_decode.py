@@ -36,7 +36,16 @@ from dataclasses import dataclass
 from typing import Final
 
 from ..decoded import DecodedEvent, DecodedField
-from ._values import Kind, bool_value, int_of, struct_order, ucs4_code_points, utf16_text, value_kind
+from ._values import (
+    Kind,
+    bool_value,
+    bytes_decide_kind,
+    int_of,
+    struct_order,
+    ucs4_code_points,
+    utf16_text,
+    value_kind,
+)
 from .decoder import KNOWN_FLAGS, FieldMetadata, parse_metadata, split_event_name
 from .spec import (
     ENC_STRUCT,
@@ -384,6 +393,26 @@ def _json_utf8(raw: bytes) -> bytes:
     return bytes(out)
 
 
+def _json_utf16(raw: bytes, order: str) -> bytes:
+    """perf-decode's text of UTF-16: its code points as UTF-8 (unpaired surrogates too), escaped."""
+    text = utf16_text(raw, order)
+    try:
+        utf8 = text.encode()  # valid UTF-8 of valid text: what _json_ucs writes, the fast way
+    except UnicodeEncodeError:
+        return _json_ucs([ord(c) for c in text])
+    return _json_utf8(utf8)
+
+
+def _json_ucs4(raw: bytes, order: str) -> bytes:
+    """perf-decode's text of UTF-32: its values as UTF-8(-like) bytes (past U+10FFFF too), escaped."""
+    n = len(raw) & ~3
+    try:
+        utf8 = raw[:n].decode("utf-32-le" if order == "<" else "utf-32-be").encode()
+    except UnicodeError:  # surrogates, values past U+10FFFF: perf-decode's own encoding of them
+        return _json_ucs(ucs4_code_points(raw, order))
+    return _json_utf8(utf8)
+
+
 def _q(text: bytes) -> bytes:
     return b'"' + text + b'"'
 
@@ -473,10 +502,10 @@ _JSON: Final[dict[Kind, Callable[[bytes, str], bytes]]] = {
     Kind.UUID: lambda raw, order: _q(str(uuid.UUID(bytes=bytes(raw))).encode()),
     Kind.BYTES: lambda raw, order: _hex_bytes(raw),
     Kind.NULL: lambda raw, order: b"null",
-    Kind.LATIN1: lambda raw, order: _q(_json_ucs(tuple(raw))),
+    Kind.LATIN1: lambda raw, order: _q(_json_utf8(raw.decode("latin-1").encode())),
     Kind.UTF8: lambda raw, order: _q(_json_utf8(raw)),
-    Kind.UTF16: lambda raw, order: _q(_json_ucs([ord(c) for c in utf16_text(raw, order)])),
-    Kind.UCS4: lambda raw, order: _q(_json_ucs(ucs4_code_points(raw, order))),
+    Kind.UTF16: lambda raw, order: _q(_json_utf16(raw, order)),
+    Kind.UCS4: lambda raw, order: _q(_json_ucs4(raw, order)),
 }
 
 
@@ -576,6 +605,8 @@ def perf_json(
 # reports the error.  The cache is bounded by the bytes of its keys.
 
 _EXTENSION: Final = int(HeaderFlags.EXTENSION)
+#: An extension's header (size, kind) in each byte order.
+_EXT_HEADER: Final = {o: struct.Struct(o + "HH").unpack_from for o in "<>"}
 _LITTLE: Final = int(HeaderFlags.LITTLE_ENDIAN)
 #: Bytes of cache keys (tracepoint names and metadata) the plans may hold.
 _CACHE_BYTES: Final = 16 << 20
@@ -586,6 +617,11 @@ Reader = Callable[[bytes, int], tuple[bytes, int]]
 
 class _Bad(Exception):
     """The event is not what its plan reads (truncated payload): decode it the ordinary way."""
+
+
+def _bind(text: Callable[[bytes, str], bytes], order: str) -> Callable[[bytes], bytes]:
+    """``raw -> text(raw, order)`` without a Python frame of its own (every writer's ``order``)."""
+    return functools.partial(text, order=order)  # type: ignore[call-arg]
 
 
 class FieldStyle:
@@ -608,12 +644,13 @@ class FieldStyle:
 
     def fixed(self, encoding: int, fmt: int, order: str) -> Callable[[bytes], bytes]:
         """The writer of a fixed-size value's bytes (its kind follows from the types alone)."""
-        text = _JSON[value_kind(encoding, fmt, b"", order)[0]]
-        return lambda raw: text(raw, order)
+        return _bind(_JSON[value_kind(encoding, fmt, b"", order)[0]], order)
 
     def varying(self, encoding: int, fmt: int, order: str) -> Callable[[bytes], bytes]:
         """The writer of a string or binary value's bytes (its kind may depend on them)."""
-        return lambda raw: _json_value(encoding, fmt, raw, order)
+        if bytes_decide_kind(encoding, fmt):
+            return lambda raw: _json_value(encoding, fmt, raw, order)
+        return _bind(_JSON[value_kind(encoding, fmt, b"", order)[0]], order)
 
     def number(self, encoding: int, fmt: int, order: str) -> tuple[str, bytes] | None:
         """A fixed-size integer's :mod:`struct` code and ``%``-template of its text, when its text
@@ -668,14 +705,11 @@ def _scalar(meta: FieldMetadata, order: str, style: FieldStyle) -> Reader:
         zero = b"\0" * unit
 
         def zstring(buf: bytes, pos: int) -> tuple[bytes, int]:
-            end = pos
-            n = len(buf)
-            while True:
-                if n - end < unit:
-                    raise _Bad
-                if buf[end : end + unit] == zero:
-                    break
-                end += unit
+            end = buf.find(zero, pos)  # the first aligned run of `unit` zero bytes
+            while end >= 0 and (end - pos) % unit:
+                end = buf.find(zero, end + 1)
+            if end < 0:
+                raise _Bad
             return write(buf[pos:end]), end + unit
 
         return zstring
@@ -714,19 +748,11 @@ def _numbers(codes: list[str], template: bytes, order: str) -> Reader:
     return numbers
 
 
-def _member(before: bytes, after: bytes, reader: Reader) -> Reader:
-    def member(buf: bytes, pos: int) -> tuple[bytes, int]:
-        text, pos = reader(buf, pos)
-        return before + text + after, pos
-
-    return member
-
-
 def _fields(metas: list[FieldMetadata], order: str, style: FieldStyle, top: bool) -> Reader:
     """The reader of a list of fields: ``"name":value,...`` (no braces).  Consecutive integer
     fields (:meth:`FieldStyle.number`) are read with one unpack and written with one template."""
     sep = style.top_sep if top else style.struct_sep
-    segments: list[Reader] = []
+    segments: list[tuple[bytes, bytes, Reader]] = []
     codes: list[str] = []
     pieces: list[bytes] = []
     for m in metas:
@@ -737,19 +763,19 @@ def _fields(metas: list[FieldMetadata], order: str, style: FieldStyle, top: bool
             pieces.append(before.replace(b"%", b"%%") + number[1] + after.replace(b"%", b"%%"))
             continue
         if codes:
-            segments.append(_numbers(codes, sep.replace(b"%", b"%%").join(pieces), order))
+            segments.append((b"", b"", _numbers(codes, sep.replace(b"%", b"%%").join(pieces), order)))
             codes, pieces = [], []
-        segments.append(_member(before, after, _field(m, order, style)))
+        segments.append((before, after, _field(m, order, style)))
     if codes:
-        segments.append(_numbers(codes, sep.replace(b"%", b"%%").join(pieces), order))
-    if len(segments) == 1:
-        return segments[0]
+        segments.append((b"", b"", _numbers(codes, sep.replace(b"%", b"%%").join(pieces), order)))
+    if len(segments) == 1 and not segments[0][0] and not segments[0][1]:
+        return segments[0][2]
 
     def read(buf: bytes, pos: int) -> tuple[bytes, int]:
         parts = []
-        for segment in segments:
-            text, pos = segment(buf, pos)
-            parts.append(text)
+        for before, after, reader in segments:
+            text, pos = reader(buf, pos)
+            parts.append(before + text + after)
         return sep.join(parts), pos
 
     return read
@@ -917,10 +943,11 @@ class Plans:
         activity: bytes | None = None
         related: bytes | None = None
         n = len(data)
+        ext = _EXT_HEADER[order]
         while True:
             if n - pos < 4:
                 return None
-            size, kind = struct.unpack_from(order + "HH", data, pos)
+            size, kind = ext(data, pos)
             pos += 4
             k = kind & EXTENSION_KIND_MASK
             if n - pos < size or k == 0:

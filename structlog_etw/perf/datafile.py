@@ -66,6 +66,8 @@ _PIPE_CHUNK: Final = 1 << 16
 #: FINISHED_ROUND records, or with rounds larger than this, is ordered within this window and
 #: what comes out older than an event already written is written at once and counted as late.
 REORDER_WINDOW_BYTES: Final = 32 << 20
+#: Samples read before they are handed on together (from a file; a pipe's one by one).
+_BATCH: Final = 512
 #: What one held sample costs besides its bytes (the Sample, its ints, the heap entry).
 _HELD_OVERHEAD: Final = 400
 
@@ -819,12 +821,13 @@ class PerfDataFile:
         (PERF_RECORD_LOST / LOST_SAMPLES) are added up in :attr:`lost`.
         Samples that cannot be parsed are reported in :attr:`problems`.
         """
-        for s in self._samples():
-            if s is not None:
-                yield s
+        for batch in self._batches():
+            if batch is not None:
+                yield from batch
 
-    def _samples(self) -> Iterator[Sample | None]:
-        """:meth:`samples`, with a None at every FINISHED_ROUND."""
+    def _batches(self) -> Iterator[list[Sample] | None]:
+        """:meth:`samples` in lists (of at most _BATCH samples; one at a time from a pipe, so that
+        each is out before a read that may wait), with a None at every FINISHED_ROUND."""
         self.record_counts.clear()
         self.lost = 0
         round_no = 0
@@ -839,6 +842,9 @@ class PerfDataFile:
         id_at: int | None = None
         u64 = struct.Struct(self.order + "Q").unpack_from
         sample_offset = self._sample
+        batch: list[Sample] = []
+        add = batch.append
+        limit = 1 if isinstance(self._source, _StreamSource) else _BATCH
         try:
             for typ, pos, body in self.records():
                 if typ == _R_SAMPLE:
@@ -857,7 +863,11 @@ class PerfDataFile:
                         made = self._fast_plan(key)
                         if made is not None:
                             fast[key] = made
-                        yield s
+                        add(s)
+                        if len(batch) >= limit:
+                            yield batch
+                            batch = []
+                            add = batch.append
                         continue
                     fixed, raw_at, i_id, i_pid, i_time, i_cpu, payload_at, fmt, name, offset_ns, tp = plan
                     try:
@@ -871,30 +881,42 @@ class PerfDataFile:
                         continue
                     raw = body[raw_at:end]
                     time = values[i_time] if i_time >= 0 else None
-                    yield Sample(
-                        name,
-                        time,
-                        values[i_cpu] if i_cpu >= 0 else None,
-                        values[i_pid] if i_pid >= 0 else None,
-                        values[i_pid + 1] if i_pid >= 0 else None,
-                        raw,
-                        raw[payload_at:] if payload_at else raw,
-                        fmt,
-                        pos,
-                        time + offset_ns if time is not None and offset_ns is not None else None,
-                        values[i_id] if i_id >= 0 else None,
-                        round_no,
-                        tp,
+                    add(
+                        Sample(
+                            name,
+                            time,
+                            values[i_cpu] if i_cpu >= 0 else None,
+                            values[i_pid] if i_pid >= 0 else None,
+                            values[i_pid + 1] if i_pid >= 0 else None,
+                            raw,
+                            raw[payload_at:] if payload_at else raw,
+                            fmt,
+                            pos,
+                            time + offset_ns if time is not None and offset_ns is not None else None,
+                            values[i_id] if i_id >= 0 else None,
+                            round_no,
+                            tp,
+                        )
                     )
+                    if len(batch) >= limit:
+                        yield batch
+                        batch = []
+                        add = batch.append
                     continue
                 if typ == _R_FINISHED_ROUND:
                     counts[typ] = counts.get(typ, 0) + 1
                     round_no += 1
+                    if batch:
+                        yield batch
+                        batch = []
+                        add = batch.append
                     yield None
                     continue
                 fast.clear()
                 self._count(typ)
                 self._other(typ, pos, body)
+            if batch:
+                yield batch
         finally:
             for typ, n in counts.items():
                 key_name = RECORD_NAMES.get(typ) or record_name(typ)
@@ -974,8 +996,8 @@ class PerfDataFile:
         horizon: int | None = None  # newest time seen when the previous round ended
         newest = -1
         released: int | None = None  # newest time released so far
-        for s in self._samples():
-            if s is None:  # a round ended: what is older than the previous round's end goes out
+        for batch in self._batches():
+            if batch is None:  # a round ended: what is older than the previous round's end goes out
                 if horizon is not None and held_list:
                     held_list.sort()
                     is_heap = False  # sorted: a heap until the next append
@@ -984,35 +1006,44 @@ class PerfDataFile:
                         out = held_list[:k]
                         del held_list[:k]
                         released = out[-1][0]
-                        for item in out:
-                            held -= len(item[2].raw) * 2 + _HELD_OVERHEAD
-                        for item in out:
-                            yield item[2]
+                        released_samples = [item[2] for item in out]
+                        held -= sum([len(r.raw) for r in released_samples]) * 2 + _HELD_OVERHEAD * k
+                        yield from released_samples
                 if newest >= 0:
                     horizon = newest
                 continue
-            t = s.time or 0
-            if released is not None and t < released:
-                self.late += 1
-                yield s
+            items = [(s.time or 0, seq + i, s) for i, s in enumerate(batch)]
+            cost = sum([len(s.raw) for s in batch]) * 2 + _HELD_OVERHEAD * len(batch)
+            first = min(items)[0]
+            if not is_heap and held + cost <= window and (released is None or first >= released):
+                # the whole batch is held (none late, the window not reached): as sample by sample
+                held_list += items
+                seq += len(items)
+                held += cost
+                newest = max(newest, max(items)[0])
                 continue
-            if is_heap:
-                push(held_list, (t, seq, s))
-            else:
-                held_list.append((t, seq, s))
-            seq += 1
-            held += len(s.raw) * 2 + _HELD_OVERHEAD
-            if t > newest:  # noqa: PLR1730 - a comparison, not a call, per sample
-                newest = t
-            if held > window:
-                if not is_heap:
-                    heapq.heapify(held_list)
-                    is_heap = True
-                while held > window and held_list:
-                    t, _, out_s = pop(held_list)
-                    held -= len(out_s.raw) * 2 + _HELD_OVERHEAD
-                    released = t
-                    yield out_s
+            for t, _, s in items:
+                if released is not None and t < released:
+                    self.late += 1
+                    yield s
+                    continue
+                if is_heap:
+                    push(held_list, (t, seq, s))
+                else:
+                    held_list.append((t, seq, s))
+                seq += 1
+                held += len(s.raw) * 2 + _HELD_OVERHEAD
+                if t > newest:  # noqa: PLR1730 - a comparison, not a call, per sample
+                    newest = t
+                if held > window:
+                    if not is_heap:
+                        heapq.heapify(held_list)
+                        is_heap = True
+                    while held > window and held_list:
+                        t_out, _, out_s = pop(held_list)
+                        held -= len(out_s.raw) * 2 + _HELD_OVERHEAD
+                        released = t_out
+                        yield out_s
         held_list.sort()
         for item in held_list:
             yield item[2]
