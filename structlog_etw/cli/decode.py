@@ -293,6 +293,15 @@ class _FastLines:
         if values is None:
             return None
         real, t, pid, tid = sample.realtime_ns, sample.time, sample.pid, sample.tid
+        cpu = sample.cpu
+        known = real is not None and t is not None and cpu is not None and pid is not None and tid is not None
+        if known and not self.text:  # the whole line from one template
+            if self.perf_json:
+                return plan.whole % (wallclock_text(real), cpu, pid, tid, *values)  # type: ignore[arg-type]
+            tracepoint = self.names_text.get(sample.name)
+            if tracepoint is not None:
+                text: str = plan.whole % (wallclock_text(real), t, cpu, pid, tid, tracepoint, *values)  # type: ignore[arg-type]
+                return text if text.isascii() and "\x7f" not in text else json_line(text)
         if self.text:
             assert isinstance(plan.head, tuple)
             line = pretty_line(plan.head, real, t, None, None, pid, tid, sample.cpu, self.colors)
@@ -364,6 +373,9 @@ class _PlainPlan:
     template: str
     #: The line's constant parts (per output: the perf-json ``"n"``, the JSON head, the text head).
     head: object = None
+    #: JSON outputs: the whole line's template for a sample with its wall-clock time, cpu, pid and
+    #: tid (its time text, numbers, and for --json the tracepoint's name, then the values).
+    whole: str = ""
 
 
 def _converted(
@@ -459,7 +471,16 @@ def _plain_plan(fmt: TracepointFormat, mode: str, wanted: EventFilter, colors: b
                 "attributes": {},
             }
             head = "," + _dumps(middle)[1:-1]
-    return _PlainPlan(accepts, True, _converted(read, convert), template, head)
+    whole = ""
+    if perf_json:
+        assert isinstance(head, str)
+        body = head.replace("%", "%%") + ("," + template if fields else "")
+        whole = body + ',"meta":{"time":"%s","cpu":%d,"pid":%d,"tid":%d}}'
+    elif mode == "json":
+        assert isinstance(head, str)
+        whole = '{"timestamp":"%s","time_ns":%d,"cpu":%d,"pid":%d,"tid":%d,"tracepoint":%s'
+        whole += head.replace("%", "%%") + ',"fields":{' + template + "}}"
+    return _PlainPlan(accepts, True, _converted(read, convert), template, head, whole)
 
 
 def _unsigned(bits: int) -> Callable[[int], int]:
