@@ -31,6 +31,7 @@ _LAYER_TABLE: list[tuple[int, list[str]]] = [
         [
             "fields",
             "decoded",
+            "_text",
             "eventheader.spec",
             "tracelogging.spec",
             "_size_policy",

@@ -23,8 +23,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final, TextIO
 
+from .._text import wallclock_text
 from ..decoded import DecodedEvent
-from ..eventheader.perf_decode import EventPlan, Plans, activity_text, json_string, wallclock_text
+from ..eventheader.perf_decode import EventPlan, Plans, activity_text, json_string
 from ..perf.datafile import PerfDataError, PerfDataFile, Sample
 from ..perf.samples import SampleDecodeError, decode_sample, sample_perf_json
 from ..perf.tracefs_format import (
@@ -504,20 +505,24 @@ def decode_file(
     level: int | None = None,
     keyword: int | None = None,
     notes: list[str] | None = None,
+    wanted: EventFilter | None = None,
 ) -> tuple[int, list[str]]:
     """Write the file's events to ``out`` in format ``mode``; return ``(events written, problems)``.
 
     Never raises for what the file holds: a sample that cannot be decoded (or whose decoding
     fails in any way) is a problem in the returned list, and the other samples are still written.
     Samples of events that are no tracepoints (hardware, software, breakpoints) are not
-    problems: one line per event name is appended to ``notes`` (when given).
+    problems: one line per event name is appended to ``notes`` (when given).  ``wanted`` is the
+    event filter when the caller has built one (``decode`` does, from its arguments); else it is
+    built from ``providers``, ``events``, ``level`` and ``keyword``.
     """
-    wanted = EventFilter(
-        level=level,
-        keyword=keyword,
-        providers=frozenset(providers) if providers else None,
-        names=frozenset(events) if events else None,
-    )
+    if wanted is None:
+        wanted = EventFilter(
+            level=level,
+            keyword=keyword,
+            providers=frozenset(providers) if providers else None,
+            names=frozenset(events) if events else None,
+        )
     perf_json = _PerfJsonWriter(out) if mode == "perf-json" else None
     writer: EventWriter | None = None if perf_json else make_writer(mode, out, colors=colors)
     problems: list[str] = []
@@ -546,23 +551,9 @@ def decode_file(
         if not sample.is_tracepoint:
             others[sample.name] = others.get(sample.name, 0) + 1
             continue
-        if fast is not None and sample.format is not None and sample.format.is_eventheader:
+        if fast is not None and sample.format is not None:
             try:
-                line = fast.line(sample)
-            except OSError:
-                raise
-            except Exception:  # a crafted event: the ordinary path reports what is wrong with it
-                line = None
-            if line is not None:
-                if line:
-                    batch.append(line)
-                    written += 1
-                    if len(batch) >= _BATCH:
-                        flush_batch()
-                continue
-        if fast is not None and sample.format is not None and not sample.format.is_eventheader:
-            try:
-                line = fast.plain_line(sample)
+                line = fast.line(sample) if sample.format.is_eventheader else fast.plain_line(sample)
             except OSError:
                 raise
             except Exception:  # a crafted sample: the ordinary path reports what is wrong with it
@@ -622,15 +613,18 @@ def _open(path: str) -> PerfDataFile:
 
 def _is_etl(path: str) -> bool:
     """Whether ``path`` is a regular file holding an .etl file, by its content (a pipe is not read)."""
-    from ..etw.etl import is_etl  # noqa: PLC0415 - only for decode
-
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             return False
         with open(path, "rb") as f:
-            return is_etl(f.read(128))
+            head = f.read(128)
     except OSError:
         return False
+    if head[:8] in (b"PERFILE2", b"2ELIFREP"):  # a perf.data file: no need to load the .etl reader
+        return False
+    from ..etw.etl import is_etl  # noqa: PLC0415 - only for what may be an .etl file
+
+    return is_etl(head)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -667,12 +661,9 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout,
             mode=mode,
             colors=use_color(args.color, sys.stdout),
-            providers=wanted.providers,
-            events=wanted.names,
             time_order=args.order == "time",
-            level=wanted.level,
-            keyword=wanted.keyword,
             notes=notes,
+            wanted=wanted,
         )
         sys.stdout.flush()
         lost, late = f.lost, f.late

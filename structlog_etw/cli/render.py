@@ -4,7 +4,8 @@ console line in the style of structlog's ``ConsoleRenderer``.  Used by ``structl
 
 Everything here renders from a :class:`~structlog_etw.decoded.DecodedEvent` (and the capture
 metadata in :class:`EventMeta`); no event bytes are parsed.  EventHeader field values are
-written with perf-decode's conventions (:mod:`structlog_etw.eventheader.perf_decode`).
+written with perf-decode's conventions (:mod:`structlog_etw.eventheader.perf_decode`; the value
+texts both share - errno, float, time - are in ``structlog_etw._text``).
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from .._levels import LEVEL_NAMES
+from .._text import errno_text, float_text, wallclock_text
 from ..decoded import DecodedEvent, DecodedField
 from ..eventheader._values import python_reader
 from ..eventheader.decoder import FieldMetadata
-from ..eventheader.perf_decode import FieldStyle, errno_text, float_text, perf_json_fields, wallclock_text
+from ..eventheader.perf_decode import FieldStyle, perf_json_fields
 from ..eventheader.spec import (
     ENC_BINARY_LENGTH16_CHAR8,
     ENC_STRING_LENGTH16_CHAR8,
