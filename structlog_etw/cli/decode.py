@@ -184,7 +184,8 @@ class _FastLines:
         return decided
 
     def line(self, sample: Sample) -> str | None:
-        """The sample's line, ``""`` when the filters drop it, None: take the ordinary path."""
+        """The sample's line, ``""`` when the filters drop it, None: take the ordinary path (as
+        for any exception: a payload its plan cannot read)."""
         fmt = sample.format
         assert fmt is not None
         data = sample.data
@@ -200,9 +201,8 @@ class _FastLines:
             return ""
         if parts is None:
             return None
-        fields = Plans.fields(plan, data, pos)
-        if fields is None:
-            return None
+        # A payload that is not what the metadata says raises: the caller takes the ordinary path.
+        fields = plan.read_fields(data, pos)[0]
         t, real, cpu, pid, tid = sample.time, sample.realtime_ns, sample.cpu, sample.pid, sample.tid
         if self.perf_json:
             start, header_meta = parts
