@@ -298,7 +298,7 @@ class _FastLines:
         known = real is not None and t is not None and cpu is not None and pid is not None and tid is not None
         if known and not self.text:  # the whole line from one template
             if self.perf_json:
-                return plan.whole % (wallclock_text(real), cpu, pid, tid, *values)  # type: ignore[arg-type]
+                return plan.whole % (*values, wallclock_text(real), cpu, pid, tid)  # type: ignore[arg-type]
             tracepoint = self.names_text.get(sample.name)
             if tracepoint is not None:
                 text: str = plan.whole % (wallclock_text(real), t, cpu, pid, tid, tracepoint, *values)  # type: ignore[arg-type]
@@ -375,7 +375,8 @@ class _PlainPlan:
     #: The line's constant parts (per output: the perf-json ``"n"``, the JSON head, the text head).
     head: object = None
     #: JSON outputs: the whole line's template for a sample with its wall-clock time, cpu, pid and
-    #: tid (its time text, numbers, and for --json the tracepoint's name, then the values).
+    #: tid (--json: time text, numbers, the tracepoint's name, the values; --perf-json: the values,
+    #: time text, numbers).
     whole: str = ""
 
 
