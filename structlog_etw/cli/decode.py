@@ -54,6 +54,7 @@ from .render import (
     json_line_bytes,
     pretty_head,
     pretty_line,
+    pretty_line_templates,
     pretty_value,
     printable,
 )
@@ -150,9 +151,10 @@ class _FastLines:
         accepts = self.wanted.accepts_values(plan.level, plan.keyword, plan.provider, plan.name)
         parts: tuple[object, ...] | None = None
         if self.text:
-            parts = pretty_head(
+            pretty = pretty_head(
                 plan.level, plan.name, plan.provider, plan.keyword, plan.opcode, True, self.colors
             )
+            parts = (pretty, pretty_line_templates(pretty, self.colors))
         elif self.perf_json:  # {"n":..,fields,"meta":{sample's meta,header's meta,activities}}
             parts = (b'{"n":' + plan.n + (b"," if plan.has_fields else b""), plan.header_meta)
         else:  # event_json's keys from provider to version, and attributes
@@ -224,9 +226,20 @@ class _FastLines:
             line: bytes = start + fields + b',"meta":{' + meta + b"}}"
             return line.decode("utf-8", "surrogateescape")
         if self.text:
-            act = uuid.UUID(bytes=activity) if activity is not None else None
-            rel = uuid.UUID(bytes=related) if related is not None else None
-            text: str = pretty_line(parts, real, t, act, rel, pid, tid, cpu, self.colors)
+            head, (same, other) = parts
+            if (
+                real is not None
+                and cpu is not None
+                and pid is not None
+                and tid is not None
+                and activity is None
+            ):
+                clock = wallclock_text(real)
+                text: str = same % (clock, pid, cpu) if pid == tid else other % (clock, pid, tid, cpu)
+            else:
+                act = uuid.UUID(bytes=activity) if activity is not None else None
+                rel = uuid.UUID(bytes=related) if related is not None else None
+                text = pretty_line(head, real, t, act, rel, pid, tid, cpu, self.colors)
             return text + " " + fields.decode("utf-8", "surrogateescape") if plan.has_fields else text
         name = self.names.get(sample.name)
         if name is None:
@@ -305,7 +318,12 @@ class _FastLines:
                 return text if text.isascii() and "\x7f" not in text else json_line(text)
         if self.text:
             assert isinstance(plan.head, tuple)
-            line = pretty_line(plan.head, real, t, None, None, pid, tid, sample.cpu, self.colors)
+            if known:
+                same, other = plan.line_templates
+                stamp = wallclock_text(real)  # type: ignore[arg-type]
+                line = same % (stamp, pid, cpu) if pid == tid else other % (stamp, pid, tid, cpu)
+            else:
+                line = pretty_line(plan.head, real, t, None, None, pid, tid, sample.cpu, self.colors)
             return line + " " + plan.template % values if fmt.own_fields else line
         fields = plan.template % values
         if self.perf_json:
@@ -378,6 +396,8 @@ class _PlainPlan:
     #: tid (--json: time text, numbers, the tracepoint's name, the values; --perf-json: the values,
     #: time text, numbers).
     whole: str = ""
+    #: text: :func:`~structlog_etw.cli.render.pretty_line_templates` of the head.
+    line_templates: tuple[str, str] = ("", "")
 
 
 def _converted(
@@ -482,7 +502,8 @@ def _plain_plan(fmt: TracepointFormat, mode: str, wanted: EventFilter, colors: b
         assert isinstance(head, str)
         whole = '{"timestamp":"%s","time_ns":%d,"cpu":%d,"pid":%d,"tid":%d,"tracepoint":%s'
         whole += head.replace("%", "%%") + ',"fields":{' + template + "}}"
-    return _PlainPlan(accepts, True, _converted(read, convert), template, head, whole)
+    templates = pretty_line_templates(head, colors) if isinstance(head, tuple) else ("", "")
+    return _PlainPlan(accepts, True, _converted(read, convert), template, head, whole, templates)
 
 
 def _unsigned(bits: int) -> Callable[[int], int]:

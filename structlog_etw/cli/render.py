@@ -47,6 +47,7 @@ __all__ = [
     "pretty_fields",
     "pretty_head",
     "pretty_line",
+    "pretty_line_templates",
     "pretty_value",
     "printable",
     "undecodable_json",
@@ -337,6 +338,18 @@ def pretty_line(
         where += f" cpu={cpu}"
     parts.append(_c(colors, DIM, where + "]"))
     return " ".join(parts)
+
+
+def pretty_line_templates(head: tuple[str, str], colors: bool) -> tuple[str, str]:
+    """:func:`pretty_line` of an event with a wall-clock time, cpu, pid and tid and no activity,
+    as two ``%`` templates: ``(time text, pid, cpu)`` when pid == tid, else ``(time text, pid,
+    tid, cpu)`` - the same text, decided once per kind of event."""
+    level_part = head[0].replace("%", "%%")
+    where = head[1].replace("%", "%%")
+    stamp = _c(colors, DIM, "%s")
+    same = " ".join([stamp, level_part, _c(colors, DIM, where + " pid=%d cpu=%d]")])
+    other = " ".join([stamp, level_part, _c(colors, DIM, where + " pid=%d/%d cpu=%d]")])
+    return same, other
 
 
 def pretty_fields(names: list[str], values: list[Any], colors: bool) -> str:
