@@ -36,6 +36,7 @@ _LAYER_TABLE: list[tuple[int, list[str]]] = [
             "fields",
             "decoded",
             "live",
+            "_text",
             "eventheader.spec",
             "tracelogging.spec",
             "_size_policy",

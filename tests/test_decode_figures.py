@@ -37,6 +37,17 @@ def memory_line(results: dict[str, Any]) -> str:
     )
 
 
+def spread_line(results: dict[str, Any]) -> str:
+    """The page's sentence on how the runs spread, from the results file."""
+    cpu = results["cpu"]
+    base = cpu["perf-decode"]["runs_s"]
+    parts = [f"perf-decode {min(base):.2f} s to {max(base):.2f} s"]
+    for key in ("json", "text", "perf-json"):
+        runs = cpu[key]["runs_s"]
+        parts.append(f"{_LABELS[key]} {min(runs):.2f} s to {max(runs):.2f} s")
+    return "; ".join(parts)
+
+
 class TestDecodeFigures:
     """docs/performance.md's "Decode throughput" section shows docs/benchmarks/decode.json."""
 
@@ -49,6 +60,11 @@ class TestDecodeFigures:
         """The peak-memory sentence in the page equals the one rendered from the results."""
         results = json.loads(RESULTS.read_text())
         assert memory_line(results) in PAGE.read_text()
+
+    def test_the_spread_of_the_runs_is_the_results_file(self) -> None:
+        """The page's sentence on the spread of every side's runs is the results file's."""
+        results = json.loads(RESULTS.read_text())
+        assert spread_line(results) in " ".join(PAGE.read_text().split())
 
     def test_the_file_size_is_the_results_file(self) -> None:
         """The page names the benchmark file's sample count as the results record it."""

@@ -20,13 +20,21 @@ import stat
 import sys
 import uuid
 from collections.abc import Callable, Iterable
-from typing import TextIO
+from dataclasses import dataclass
+from typing import Any, Final, TextIO
 
+from .._text import wallclock_text
 from ..decoded import DecodedEvent
-from ..eventheader.perf_decode import EventPlan, Plans, activity_text, wallclock_text
+from ..eventheader.perf_decode import EventPlan, Plans, activity_text, json_string
 from ..perf.datafile import PerfDataError, PerfDataFile, Sample
 from ..perf.samples import SampleDecodeError, decode_sample, sample_perf_json
-from ..perf.tracefs_format import FormatField, TracepointFormat
+from ..perf.tracefs_format import (
+    FMT_HEX,
+    FMT_NONE,
+    FMT_SIGNED,
+    FMT_STRING,
+    TracepointFormat,
+)
 from .output import (
     EventFilter,
     EventWriter,
@@ -37,14 +45,17 @@ from .output import (
     use_color,
 )
 from .render import (
+    CYAN,
+    MAGENTA,
+    RESET,
     EventMeta,
     TextFieldStyle,
     json_line,
     json_line_bytes,
-    plain_json_value,
-    pretty_fields,
     pretty_head,
     pretty_line,
+    pretty_line_templates,
+    pretty_value,
     printable,
 )
 
@@ -104,6 +115,11 @@ class _PerfJsonWriter:
         self.out.write(sample_perf_json(sample, decoded=decoded) + "\n")
 
 
+#: Whether the filters pass a plan's events, and its lines' constant parts (None: the ordinary path):
+#: --perf-json (start, header meta), --json (templates with and without every number), text
+#: (pretty_head's pair).
+_Decided = tuple[bool, tuple[Any, ...] | None]
+
 #: Lines kept before they are written in one go (and before every read that may wait for perf).
 _BATCH = 512
 
@@ -122,25 +138,26 @@ class _FastLines:
         style = TextFieldStyle(colors=colors) if self.text else None
         self.plans = Plans(field_tags=self.perf_json, style=style)
         self.wanted = wanted
-        #: plan -> whether the filters pass it, and (--json) the constant parts of its line.
-        self.decided: dict[EventPlan, tuple[bool, bytes | None, bytes]] = {}
+        #: plan -> whether the filters pass it, and the constant parts of its lines (:meth:`_decide`).
+        self.decided: dict[EventPlan, _Decided] = {}
         self.names: dict[str, bytes] = {}  # tracepoint name -> its JSON string (--json)
-        #: id(format) -> (format, usable, filters pass, constant middle, field readers): plain tracepoints.
-        self.tracefs: dict[int, tuple[TracepointFormat, bool, bool, str, list[tuple[str, _Text]]]] = {}
         self.names_text: dict[str, str] = {}
-        #: id(format) -> (format, filters pass, its pretty_head, field names): text of plain tracepoints.
-        self.tracefs_heads: dict[int, tuple[TracepointFormat, bool, tuple[str, str], list[str]]] = {}
+        self.mode = mode
+        #: id(format) -> (format, its plan): plain tracepoints.
+        self.plain: dict[int, tuple[TracepointFormat, _PlainPlan]] = {}
 
-    def _decide(self, plan: EventPlan) -> tuple[bool, bytes | None, bytes]:
+    def _decide(self, plan: EventPlan) -> _Decided:
+        """Whether the filters pass ``plan``'s events and the constant parts of their lines."""
         accepts = self.wanted.accepts_values(plan.level, plan.keyword, plan.provider, plan.name)
-        middle: bytes | None = None
-        attributes = b""
+        parts: tuple[object, ...] | None = None
         if self.text:
-            kind = pretty_head(
+            pretty = pretty_head(
                 plan.level, plan.name, plan.provider, plan.keyword, plan.opcode, True, self.colors
             )
-            middle = "\0".join(kind).encode("utf-8", "surrogateescape")
-        elif not self.perf_json:  # event_json's keys from provider to version, and attributes
+            parts = (pretty, pretty_line_templates(pretty, self.colors))
+        elif self.perf_json:  # {"n":..,fields,"meta":{sample's meta,header's meta,activities}}
+            parts = (b'{"n":' + plan.n + (b"," if plan.has_fields else b""), plan.header_meta)
+        else:  # event_json's keys from provider to version, and attributes
             head = {
                 "provider": plan.provider,
                 "name": plan.name,
@@ -152,17 +169,25 @@ class _FastLines:
                 "version": plan.version,
             }
             try:
-                middle = _dumps(head)[1:-1].encode("utf-8", "surrogateescape")
-                attributes = b',"attributes":' + _dumps(plan.attributes).encode("utf-8", "surrogateescape")
+                middle = _dumps(head)[1:-1].encode("utf-8", "surrogateescape").replace(b"%", b"%%")
+                attributes = _dumps(plan.attributes).encode("utf-8", "surrogateescape").replace(b"%", b"%%")
             except UnicodeEncodeError:  # not text the ordinary path writes this way: leave it to it
-                middle = None
+                parts = None
+            else:
+                rest = b',"tracepoint":%s,' + middle + b',"activity_id":%s,"related_id":%s,"attributes":'
+                rest += attributes + b',"fields":{%s}}'
+                parts = (
+                    b'{"timestamp":%s,"time_ns":%d,"cpu":%d,"pid":%d,"tid":%d' + rest,
+                    b'{"timestamp":%s,"time_ns":%s,"cpu":%s,"pid":%s,"tid":%s' + rest,
+                )
         if len(self.decided) > 4096:
             self.decided.clear()
-        decided = self.decided[plan] = (accepts, middle, attributes)
+        decided = self.decided[plan] = (accepts, parts)
         return decided
 
     def line(self, sample: Sample) -> str | None:
-        """The sample's line, ``""`` when the filters drop it, None: take the ordinary path."""
+        """The sample's line, ``""`` when the filters drop it, None: take the ordinary path (as
+        for any exception: a payload its plan cannot read)."""
         fmt = sample.format
         assert fmt is not None
         data = sample.data
@@ -173,44 +198,48 @@ class _FastLines:
         decided = self.decided.get(plan)
         if decided is None:
             decided = self._decide(plan)
-        accepts, middle, attributes = decided
+        accepts, parts = decided
         if not accepts:
             return ""
-        fields = Plans.fields(plan, data, pos)
-        if fields is None:
+        if parts is None:
             return None
-        t = sample.time
-        real = sample.realtime_ns
+        # A payload that is not what the metadata says raises: the caller takes the ordinary path.
+        fields = plan.read_fields(data, pos)[0]
+        t, real, cpu, pid, tid = sample.time, sample.realtime_ns, sample.cpu, sample.pid, sample.tid
         if self.perf_json:
-            meta = []
-            if t is not None:
-                if real is not None:
-                    meta.append(b'"time":"' + wallclock_text(real).encode() + b'"')
-                else:
-                    sec, nsec = divmod(t, 1_000_000_000)
-                    meta.append(b'"time":%d.%09d' % (sec, nsec))
-            if sample.cpu is not None:
-                meta.append(b'"cpu":%d' % sample.cpu)
-            if sample.pid is not None:
-                meta.append(b'"pid":%d,"tid":%d' % (sample.pid, sample.tid or 0))
-            if plan.header_meta:
-                meta.append(plan.header_meta)
-            if activity is not None:
-                meta.append(b'"activity":' + activity_text(activity))
-            if related is not None:
-                meta.append(b'"relatedActivity":' + activity_text(related))
-            body = b'{"n":' + plan.n + (b"," + fields if plan.has_fields else b"")
-            line = body + b',"meta":{' + b",".join(meta) + b"}}"
+            start, header_meta = parts
+            if real is not None and cpu is not None and pid is not None and tid is not None:
+                meta = b'"time":"%s","cpu":%d,"pid":%d,"tid":%d' % (
+                    wallclock_text(real).encode(),
+                    cpu,
+                    pid,
+                    tid,
+                )
+                if header_meta:
+                    meta += b"," + header_meta
+                if activity is not None:
+                    meta += b',"activity":' + activity_text(activity)
+                if related is not None:
+                    meta += b',"relatedActivity":' + activity_text(related)
+            else:
+                meta = self._perf_meta(sample, header_meta, activity, related)
+            line: bytes = start + fields + b',"meta":{' + meta + b"}}"
             return line.decode("utf-8", "surrogateescape")
-        if middle is None:
-            return None
         if self.text:
-            kind, where = middle.decode("utf-8", "surrogateescape").split("\0")
-            act = uuid.UUID(bytes=activity) if activity is not None else None
-            rel = uuid.UUID(bytes=related) if related is not None else None
-            text = pretty_line(
-                (kind, where), real, t, act, rel, sample.pid, sample.tid, sample.cpu, self.colors
-            )
+            head, (same, other) = parts
+            if (
+                real is not None
+                and cpu is not None
+                and pid is not None
+                and tid is not None
+                and activity is None
+            ):
+                clock = wallclock_text(real)
+                text: str = same % (clock, pid, cpu) if pid == tid else other % (clock, pid, tid, cpu)
+            else:
+                act = uuid.UUID(bytes=activity) if activity is not None else None
+                rel = uuid.UUID(bytes=related) if related is not None else None
+                text = pretty_line(head, real, t, act, rel, pid, tid, cpu, self.colors)
             return text + " " + fields.decode("utf-8", "surrogateescape") if plan.has_fields else text
         name = self.names.get(sample.name)
         if name is None:
@@ -221,89 +250,111 @@ class _FastLines:
             except UnicodeEncodeError:
                 return None
             self.names[sample.name] = name
-        head = b'{"timestamp":' + (
-            b'"' + wallclock_text(real).encode() + b'"' if real is not None else b"null"
-        )
-        head += b',"time_ns":' + _num(t) + b',"cpu":' + _num(sample.cpu) + b',"pid":' + _num(sample.pid)
-        head += b',"tid":' + _num(sample.tid) + b',"tracepoint":' + name + b"," + middle
-        ids = b',"activity_id":' + (activity_text(activity) if activity is not None else b"null")
-        ids += b',"related_id":' + (activity_text(related) if related is not None else b"null")
-        return json_line_bytes(head + ids + attributes + b',"fields":{' + fields + b"}}")
+        stamp = b'"' + wallclock_text(real).encode() + b'"' if real is not None else b"null"
+        act_text = activity_text(activity) if activity is not None else b"null"
+        rel_text = activity_text(related) if related is not None else b"null"
+        if t is not None and cpu is not None and pid is not None and tid is not None:
+            line = parts[0] % (stamp, t, cpu, pid, tid, name, act_text, rel_text, fields)
+        else:
+            values = (stamp, _num(t), _num(cpu), _num(pid), _num(tid), name, act_text, rel_text, fields)
+            line = parts[1] % values
+        return json_line_bytes(line)
 
-    def tracefs_text(self, sample: Sample) -> str | None:
-        """Console line of a plain tracepoint sample (``""``: filtered out)."""
+    @staticmethod
+    def _perf_meta(
+        sample: Sample, header_meta: bytes, activity: bytes | None, related: bytes | None
+    ) -> bytes:
+        """perf-decode's ``meta`` members of a sample without some of time, cpu, pid."""
+        meta = []
+        t = sample.time
+        if t is not None:
+            if sample.realtime_ns is not None:
+                meta.append(b'"time":"' + wallclock_text(sample.realtime_ns).encode() + b'"')
+            else:
+                sec, nsec = divmod(t, 1_000_000_000)
+                meta.append(b'"time":%d.%09d' % (sec, nsec))
+        if sample.cpu is not None:
+            meta.append(b'"cpu":%d' % sample.cpu)
+        if sample.pid is not None:
+            meta.append(b'"pid":%d,"tid":%d' % (sample.pid, sample.tid or 0))
+        if header_meta:
+            meta.append(header_meta)
+        if activity is not None:
+            meta.append(b'"activity":' + activity_text(activity))
+        if related is not None:
+            meta.append(b'"relatedActivity":' + activity_text(related))
+        return b",".join(meta)
+
+    def plain_plan(self, fmt: TracepointFormat) -> _PlainPlan:
+        """The plan of a plain tracepoint format, compiled once (a bounded cache by format)."""
+        found = self.plain.get(id(fmt))
+        if found is None or found[0] is not fmt:
+            if len(self.plain) > 4096:
+                self.plain.clear()
+            found = self.plain[id(fmt)] = (fmt, _plain_plan(fmt, self.mode, self.wanted, self.colors))
+        return found[1]
+
+    def plain_line(self, sample: Sample) -> str | None:
+        """The line of a plain tracepoint sample (``""``: filtered out; None: the ordinary path)."""
         fmt = sample.format
         assert fmt is not None
-        found = self.tracefs_heads.get(id(fmt))
-        if found is None or found[0] is not fmt:
-            if len(self.tracefs_heads) > 4096:
-                self.tracefs_heads.clear()
-            accepts = self.wanted.accepts_values(0, 0, fmt.system, fmt.name)
-            head = pretty_head(0, fmt.name, fmt.system, 0, 0, False, self.colors)
-            found = self.tracefs_heads[id(fmt)] = (fmt, accepts, head, [f.name for f in fmt.own_fields])
-        _fmt, accepts, head, names = found
-        if not accepts:
+        plan = self.plain_plan(fmt)
+        if not plan.accepts:
             return ""
-        raw = sample.raw
-        line = pretty_line(
-            head, sample.realtime_ns, sample.time, None, None, sample.pid, sample.tid, sample.cpu, self.colors
-        )
-        if not names:
-            return line
-        return line + " " + pretty_fields(names, [f.value(raw, "<") for f in fmt.own_fields], self.colors)
-
-    def tracefs_line(self, sample: Sample) -> str | None:
-        """``--json`` line of a plain tracepoint sample (``""``: filtered out; None: the ordinary path)."""
-        fmt = sample.format
-        assert fmt is not None
-        found = self.tracefs.get(id(fmt))
-        if found is None or found[0] is not fmt:
-            if len(self.tracefs) > 4096:
-                self.tracefs.clear()
-            names = [f.name for f in fmt.own_fields]
-            accepts = self.wanted.accepts_values(0, 0, fmt.system, fmt.name)
-            middle = {
-                "provider": fmt.system,
-                "name": fmt.name,
-                "level": 0,
-                "keyword": 0,
-                "tag": 0,
-                "opcode": 0,
-                "id": 0,
-                "version": 0,
-                "activity_id": None,
-                "related_id": None,
-                "attributes": {},
-            }
-            readers = [(_dumps(f.name) + ":", f.json_reader("<") or _generic(f)) for f in fmt.own_fields]
-            usable = len(set(names)) == len(names)  # the fields as a dict: every name once
-            found = self.tracefs[id(fmt)] = (fmt, usable, accepts, "," + _dumps(middle)[1:-1], readers)
-        _fmt, usable, accepts, middle_text, readers = found
-        if not accepts:
-            return ""
-        if not usable:
+        if not plan.usable:
             return None
-        raw = sample.raw
-        fields = ",".join([name + read(raw) for name, read in readers])
-        real, t = sample.realtime_ns, sample.time
+        values = plan.values(sample.raw)
+        if values is None:
+            return None
+        real, t, pid, tid = sample.realtime_ns, sample.time, sample.pid, sample.tid
+        cpu = sample.cpu
+        known = real is not None and t is not None and cpu is not None and pid is not None and tid is not None
+        if known and not self.text:  # the whole line from one template
+            if self.perf_json:
+                return plan.whole % (*values, wallclock_text(real), cpu, pid, tid)  # type: ignore[arg-type]
+            tracepoint = self.names_text.get(sample.name)
+            if tracepoint is not None:
+                text: str = plan.whole % (wallclock_text(real), t, cpu, pid, tid, tracepoint, *values)  # type: ignore[arg-type]
+                return text if text.isascii() and "\x7f" not in text else json_line(text)
+        if self.text:
+            assert isinstance(plan.head, tuple)
+            if known:
+                same, other = plan.line_templates
+                stamp = wallclock_text(real)  # type: ignore[arg-type]
+                line = same % (stamp, pid, cpu) if pid == tid else other % (stamp, pid, tid, cpu)
+            else:
+                line = pretty_line(plan.head, real, t, None, None, pid, tid, sample.cpu, self.colors)
+            return line + " " + plan.template % values if fmt.own_fields else line
+        fields = plan.template % values
+        if self.perf_json:
+            if pid is not None and tid is None:
+                return None
+            meta = []
+            if t is not None:
+                if real is not None:
+                    meta.append('"time":"' + wallclock_text(real) + '"')
+                else:
+                    sec, nsec = divmod(t, 1_000_000_000)
+                    meta.append(f'"time":{sec}.{nsec:09d}')
+            if sample.cpu is not None:
+                meta.append(f'"cpu":{sample.cpu}')
+            if pid is not None:
+                meta.append(f'"pid":{pid},"tid":{tid}')
+            assert isinstance(plan.head, str)
+            body = plan.head + "," + fields if fmt.own_fields else plan.head
+            return body + ',"meta":{' + ",".join(meta) + "}}"
         stamp = '"' + wallclock_text(real) + '"' if real is not None else "null"
-        cpu, pid, tid = _text(sample.cpu), _text(sample.pid), _text(sample.tid)
         tracepoint = self.names_text.get(sample.name)
         if tracepoint is None:
             if len(self.names_text) > 4096:
                 self.names_text.clear()
             tracepoint = self.names_text[sample.name] = _dumps(sample.name or None)
-        text = f'{{"timestamp":{stamp},"time_ns":{_text(t)},"cpu":{cpu},"pid":{pid},"tid":{tid},"tracepoint":'
-        text += tracepoint + middle_text + ',"fields":{' + fields + "}}"
+        assert isinstance(plan.head, str)
+        text = (
+            f'{{"timestamp":{stamp},"time_ns":{_text(t)},"cpu":{_text(sample.cpu)},"pid":{_text(pid)},'
+            f'"tid":{_text(tid)},"tracepoint":{tracepoint}{plan.head},"fields":{{{fields}}}}}'
+        )
         return text if text.isascii() and "\x7f" not in text else json_line(text)
-
-
-_Text = Callable[[bytes], str]
-
-
-def _generic(f: FormatField) -> _Text:
-    """The JSON text of a plain tracepoint field's value, the long way (arrays, dynamic data)."""
-    return lambda raw: _dumps(plain_json_value(f.value(raw, "<")))
 
 
 def _text(value: int | None) -> str:
@@ -318,6 +369,152 @@ def _num(value: int | None) -> bytes:
     return b"null" if value is None else b"%d" % value
 
 
+# --- plain tracepoints ----------------------------------------------------------------------------
+#
+# A plain tracepoint's fields (sched:sched_switch: two char[16], ints) are the same bytes at the
+# same offsets in every sample: one struct unpack reads them all, and one %-template per format
+# and output writes them.  Formats with fields of other layouts (arrays of numbers, __data_loc,
+# sizes the struct cannot say) have no plan: the ordinary path writes them.
+
+#: Values whose text a plan keeps (comm names repeat): at most this many, of at most _SHORT characters.
+_TEXTS_KEPT: Final = 4096
+_SHORT: Final = 64
+
+
+@dataclass(frozen=True, slots=True)
+class _PlainPlan:
+    """How one plain tracepoint format is written in one output (``usable`` false: the ordinary path)."""
+
+    accepts: bool
+    usable: bool
+    #: raw -> the fields' values as the template takes them (None: the sample is too short).
+    values: Callable[[bytes], tuple[object, ...] | None]
+    template: str
+    #: The line's constant parts (per output: the perf-json ``"n"``, the JSON head, the text head).
+    head: object = None
+    #: JSON outputs: the whole line's template for a sample with its wall-clock time, cpu, pid and
+    #: tid (--json: time text, numbers, the tracepoint's name, the values; --perf-json: the values,
+    #: time text, numbers).
+    whole: str = ""
+    #: text: :func:`~structlog_etw.cli.render.pretty_line_templates` of the head.
+    line_templates: tuple[str, str] = ("", "")
+
+
+def _converted(
+    read: Callable[[bytes], tuple[object, ...] | None], convert: list[tuple[int, Callable[[Any], object]]]
+) -> Callable[[bytes], tuple[object, ...] | None]:
+    """``read`` with the values at the given indexes turned into their text."""
+    if not convert:
+        return read
+
+    def converted(raw: bytes) -> tuple[object, ...] | None:
+        values = read(raw)
+        if values is None:
+            return None
+        out = list(values)
+        for i, conv in convert:
+            out[i] = conv(out[i])
+        return tuple(out)
+
+    return converted
+
+
+def _kept(text_of: Callable[[str], str]) -> Callable[[str], str]:
+    """``text_of`` with the texts of short values kept (comm names repeat), bounded."""
+    kept: dict[str, str] = {}
+
+    def text(value: str) -> str:
+        found = kept.get(value)
+        if found is None:
+            found = text_of(value)
+            if len(value) <= _SHORT:
+                if len(kept) >= _TEXTS_KEPT:
+                    kept.clear()
+                kept[value] = found
+        return found
+
+    return text
+
+
+def _colored(colors: bool, code: str, text: str) -> str:
+    return code + text + RESET if colors else text
+
+
+def _plain_plan(fmt: TracepointFormat, mode: str, wanted: EventFilter, colors: bool) -> _PlainPlan:
+    """The plan of ``fmt`` in output ``mode`` (``perf-json``, ``json``, ``text``)."""
+    accepts = wanted.accepts_values(0, 0, fmt.system, fmt.name)
+    fields = fmt.own_fields
+    perf_json = mode == "perf-json"
+    read = fmt.values_reader
+    names = [f.name for f in fields]
+    if read is None or (mode == "json" and len(set(names)) != len(names)):
+        return _PlainPlan(accepts, False, lambda raw: None, "")
+    strings = [i for i, f in enumerate(fields) if f.format == FMT_STRING]
+    binary = [i for i, f in enumerate(fields) if f.format == FMT_NONE]
+    hexed = {i for i, f in enumerate(fields) if f.format == FMT_HEX}
+    convert: list[tuple[int, Callable[[Any], object]]] = []
+    if perf_json:  # perf-decode prints 1- and 2-byte signed fields unsigned (FormatField.perf_json)
+        convert += [
+            (i, _unsigned(8 * f.size)) for i, f in enumerate(fields) if f.format == FMT_SIGNED and f.size < 4
+        ]
+    head: object
+    if mode == "text":
+        convert += [(i, _kept(pretty_value)) for i in strings]
+        convert += [(i, pretty_value) for i in binary]
+        value_text = _colored(colors, MAGENTA, "%s")
+        pieces = [
+            _colored(colors, CYAN, printable(f.name)).replace("%", "%%") + "=" + value_text for f in fields
+        ]
+        template = " ".join(pieces)
+        head = pretty_head(0, fmt.name, fmt.system, 0, 0, False, colors)
+    else:
+        quote = json_string if perf_json else _dumps
+        convert += [(i, _kept(_dumps)) for i in strings]
+        convert += [(i, _hex_text) for i in binary]
+        pieces = []
+        for i, f in enumerate(fields):
+            value = '"0x%X"' if perf_json and i in hexed else "%s"
+            pieces.append(quote(f.name).replace("%", "%%") + ":" + value)
+        template = ",".join(pieces)
+        if perf_json:
+            head = '{"n":' + json_string(f"{fmt.system}:{fmt.name}")
+        else:
+            middle = {
+                "provider": fmt.system,
+                "name": fmt.name,
+                "level": 0,
+                "keyword": 0,
+                "tag": 0,
+                "opcode": 0,
+                "id": 0,
+                "version": 0,
+                "activity_id": None,
+                "related_id": None,
+                "attributes": {},
+            }
+            head = "," + _dumps(middle)[1:-1]
+    whole = ""
+    if perf_json:
+        assert isinstance(head, str)
+        body = head.replace("%", "%%") + ("," + template if fields else "")
+        whole = body + ',"meta":{"time":"%s","cpu":%d,"pid":%d,"tid":%d}}'
+    elif mode == "json":
+        assert isinstance(head, str)
+        whole = '{"timestamp":"%s","time_ns":%d,"cpu":%d,"pid":%d,"tid":%d,"tracepoint":%s'
+        whole += head.replace("%", "%%") + ',"fields":{' + template + "}}"
+    templates = pretty_line_templates(head, colors) if isinstance(head, tuple) else ("", "")
+    return _PlainPlan(accepts, True, _converted(read, convert), template, head, whole, templates)
+
+
+def _unsigned(bits: int) -> Callable[[int], int]:
+    mask = (1 << bits) - 1
+    return lambda value: value & mask
+
+
+def _hex_text(value: bytes) -> str:
+    return '"' + value.hex(" ") + '"'
+
+
 def decode_file(
     f: PerfDataFile,
     out: TextIO,
@@ -330,20 +527,24 @@ def decode_file(
     level: int | None = None,
     keyword: int | None = None,
     notes: list[str] | None = None,
+    wanted: EventFilter | None = None,
 ) -> tuple[int, list[str]]:
     """Write the file's events to ``out`` in format ``mode``; return ``(events written, problems)``.
 
     Never raises for what the file holds: a sample that cannot be decoded (or whose decoding
     fails in any way) is a problem in the returned list, and the other samples are still written.
     Samples of events that are no tracepoints (hardware, software, breakpoints) are not
-    problems: one line per event name is appended to ``notes`` (when given).
+    problems: one line per event name is appended to ``notes`` (when given).  ``wanted`` is the
+    event filter when the caller has built one (``decode`` does, from its arguments); else it is
+    built from ``providers``, ``events``, ``level`` and ``keyword``.
     """
-    wanted = EventFilter(
-        level=level,
-        keyword=keyword,
-        providers=frozenset(providers) if providers else None,
-        names=frozenset(events) if events else None,
-    )
+    if wanted is None:
+        wanted = EventFilter(
+            level=level,
+            keyword=keyword,
+            providers=frozenset(providers) if providers else None,
+            names=frozenset(events) if events else None,
+        )
     perf_json = _PerfJsonWriter(out) if mode == "perf-json" else None
     writer: EventWriter | None = None if perf_json else make_writer(mode, out, colors=colors)
     problems: list[str] = []
@@ -372,43 +573,13 @@ def decode_file(
         if not sample.is_tracepoint:
             others[sample.name] = others.get(sample.name, 0) + 1
             continue
-        if fast is not None and sample.format is not None and sample.format.is_eventheader:
+        if fast is not None and sample.format is not None:
             try:
-                line = fast.line(sample)
+                line = fast.line(sample) if sample.format.is_eventheader else fast.plain_line(sample)
             except OSError:
                 raise
-            except Exception:  # a crafted event: the ordinary path reports what is wrong with it
+            except Exception:  # a crafted sample: the ordinary path reports what is wrong with it
                 line = None
-            if line is not None:
-                if line:
-                    batch.append(line)
-                    written += 1
-                    if len(batch) >= _BATCH:
-                        flush_batch()
-                continue
-        if perf_json is not None and sample.format is not None and not sample.format.is_eventheader:
-            fmt = sample.format  # a plain tracepoint: its text needs no DecodedEvent
-            if wanted.accepts_values(0, 0, fmt.system, fmt.name):
-                try:
-                    batch.append(sample_perf_json(sample))
-                except OSError:
-                    raise
-                except Exception as exc:  # a crafted sample is reported, not raised
-                    problems.append(
-                        f"sample at offset {sample.offset} ({sample.name}): cannot decode: {exc!r}"
-                    )
-                    continue
-                written += 1
-                if len(batch) >= _BATCH:
-                    flush_batch()
-            continue
-        if (
-            fast is not None
-            and not fast.perf_json
-            and sample.format is not None
-            and not sample.format.is_eventheader
-        ):
-            line = fast.tracefs_line(sample) if fast.json else fast.tracefs_text(sample)
             if line is not None:
                 if line:
                     batch.append(line)
@@ -464,15 +635,18 @@ def _open(path: str) -> PerfDataFile:
 
 def _is_etl(path: str) -> bool:
     """Whether ``path`` is a regular file holding an .etl file, by its content (a pipe is not read)."""
-    from ..etw.etl import is_etl  # noqa: PLC0415 - only for decode
-
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             return False
         with open(path, "rb") as f:
-            return is_etl(f.read(128))
+            head = f.read(128)
     except OSError:
         return False
+    if head[:8] in (b"PERFILE2", b"2ELIFREP"):  # a perf.data file: no need to load the .etl reader
+        return False
+    from ..etw.etl import is_etl  # noqa: PLC0415 - only for what may be an .etl file
+
+    return is_etl(head)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -509,12 +683,9 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout,
             mode=mode,
             colors=use_color(args.color, sys.stdout),
-            providers=wanted.providers,
-            events=wanted.names,
             time_order=args.order == "time",
-            level=wanted.level,
-            keyword=wanted.keyword,
             notes=notes,
+            wanted=wanted,
         )
         sys.stdout.flush()
         lost, late = f.lost, f.late

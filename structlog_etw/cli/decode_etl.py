@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
-from collections.abc import Iterable
 from typing import TextIO
 
 from ..etw.etl import EtlError, EtlEvent, EtlFile
@@ -40,11 +39,8 @@ def decode_etl(
     *,
     mode: str = "text",
     colors: bool = False,
-    providers: Iterable[str] | None = None,
-    events: Iterable[str] | None = None,
+    wanted: EventFilter | None = None,
     time_order: bool = True,
-    level: int | None = None,
-    keyword: int | None = None,
 ) -> tuple[int, list[str], int, Counter[tuple[str, str]]]:
     """Write the file's TraceLogging events to ``out``; return ``(written, problems, count, others)``.
 
@@ -52,14 +48,11 @@ def decode_etl(
     ``count``: how many there were in all.  ``others`` counts the records that are not
     TraceLogging by ``(kind, source)``
     (:attr:`~structlog_etw.etw.etl.EtlEvent.kind`, :attr:`~structlog_etw.etw.etl.EtlEvent.source`).
-    Never raises for what the file holds.
+    ``wanted``: the events to write (``decode``'s filter, built once from its arguments;
+    None: every event).  Never raises for what the file holds.
     """
-    wanted = EventFilter(
-        level=level,
-        keyword=keyword,
-        providers=frozenset(providers) if providers else None,
-        names=frozenset(events) if events else None,
-    )
+    if wanted is None:
+        wanted = EventFilter()
     writer: EventWriter = make_writer(mode, out, colors=colors)
     problems: list[str] = []
     undecodable = 0
@@ -117,11 +110,8 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout,
             mode=args.format,
             colors=use_color(args.color, sys.stdout),
-            providers=wanted.providers,
-            events=wanted.names,
+            wanted=wanted,
             time_order=args.order == "time",
-            level=wanted.level,
-            keyword=wanted.keyword,
         )
         sys.stdout.flush()
         lost = f.header.events_lost

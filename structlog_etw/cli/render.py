@@ -4,7 +4,8 @@ console line in the style of structlog's ``ConsoleRenderer``.  Used by ``structl
 
 Everything here renders from a :class:`~structlog_etw.decoded.DecodedEvent` (and the capture
 metadata in :class:`EventMeta`); no event bytes are parsed.  EventHeader field values are
-written with perf-decode's conventions (:mod:`structlog_etw.eventheader.perf_decode`).
+written with perf-decode's conventions (:mod:`structlog_etw.eventheader.perf_decode`; the value
+texts both share - errno, float, time - are in ``structlog_etw._text``).
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from .._levels import LEVEL_NAMES
+from .._text import errno_text, float_text, wallclock_text
 from ..decoded import DecodedEvent, DecodedField
-from ..eventheader._values import python_value
+from ..eventheader._values import python_reader
 from ..eventheader.decoder import FieldMetadata
-from ..eventheader.perf_decode import FieldStyle, errno_text, float_text, perf_json_fields, wallclock_text
+from ..eventheader.perf_decode import FieldStyle, perf_json_fields
 from ..eventheader.spec import (
     ENC_BINARY_LENGTH16_CHAR8,
     ENC_STRING_LENGTH16_CHAR8,
@@ -45,6 +47,8 @@ __all__ = [
     "pretty_fields",
     "pretty_head",
     "pretty_line",
+    "pretty_line_templates",
+    "pretty_value",
     "printable",
     "undecodable_json",
     "undecodable_pretty",
@@ -201,6 +205,11 @@ def json_fields(event: DecodedEvent) -> dict[str, Any]:
     return {f.name: _plain(f.plain_value()) for f in event.field_list}
 
 
+#: Characters that make a string value be written quoted (as ``repr``): whitespace (as
+#: ``str.isspace``), ``=``, quotes, backslashes.
+_QUOTED: Final = re.compile("[\\s='\"\\\\]")
+
+
 def _value_text(value: Any, encoding: int = 0, fmt: int = 0) -> str:
     if isinstance(value, bool):
         return repr(value)
@@ -218,7 +227,7 @@ def _value_text(value: Any, encoding: int = 0, fmt: int = 0) -> str:
         return float_text(value, single=encoding == ENC_VALUE32)
     if isinstance(value, str):
         # repr() quotes and escapes (control and format characters too); plain words stay bare.
-        simple = value and value.isprintable() and not any(c.isspace() or c in "='\"\\" for c in value)
+        simple = value and value.isprintable() and _QUOTED.search(value) is None
         return value if simple else repr(value)
     if isinstance(value, bytes):
         return "0x" + value.hex() if value else "b''"
@@ -232,6 +241,11 @@ def _value_text(value: Any, encoding: int = 0, fmt: int = 0) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_value_text(v) for v in value) + "]"
     return repr(value)
+
+
+def pretty_value(value: Any) -> str:
+    """:func:`event_pretty`'s text of a field's Python value (of an event not in EventHeader)."""
+    return _value_text(value)
 
 
 def _field_text(f: DecodedField, eventheader: bool) -> str:
@@ -326,6 +340,18 @@ def pretty_line(
     return " ".join(parts)
 
 
+def pretty_line_templates(head: tuple[str, str], colors: bool) -> tuple[str, str]:
+    """:func:`pretty_line` of an event with a wall-clock time, cpu, pid and tid and no activity,
+    as two ``%`` templates: ``(time text, pid, cpu)`` when pid == tid, else ``(time text, pid,
+    tid, cpu)`` - the same text, decided once per kind of event."""
+    level_part = head[0].replace("%", "%%")
+    where = head[1].replace("%", "%%")
+    stamp = _c(colors, DIM, "%s")
+    same = " ".join([stamp, level_part, _c(colors, DIM, where + " pid=%d cpu=%d]")])
+    other = " ".join([stamp, level_part, _c(colors, DIM, where + " pid=%d/%d cpu=%d]")])
+    return same, other
+
+
 def pretty_fields(names: list[str], values: list[Any], colors: bool) -> str:
     """:func:`event_pretty`'s text of fields that are Python values (events not in EventHeader)."""
     return " ".join(
@@ -349,11 +375,20 @@ class TextFieldStyle(FieldStyle):
 
     def fixed(self, encoding: int, fmt: int, order: str) -> Callable[[bytes], bytes]:
         """The text of a fixed-size value's bytes."""
-        return lambda raw: _value_text(python_value(encoding, fmt, raw, order), encoding, fmt).encode(
-            "utf-8", "surrogateescape"
-        )
+        read = python_reader(encoding, fmt, order)
+        return lambda raw: _value_text(read(raw), encoding, fmt).encode("utf-8", "surrogateescape")
 
     varying = fixed
+
+    def number(self, encoding: int, fmt: int, order: str) -> tuple[str, bytes] | None:
+        """A fixed-size integer's struct code and template, when its text is ``%d`` or ``0x%X``."""
+        found = super().number(encoding, fmt, order)
+        if found is None or fmt == FMT_ERRNO:
+            return None
+        code, piece = found
+        if piece == b"%d":
+            return None if fmt == FMT_HEX_INT else found
+        return (code, b"0x%X") if fmt == FMT_HEX_INT else None
 
     def member(self, meta: FieldMetadata, top: bool) -> tuple[bytes, bytes]:
         """``name=`` (at the top level coloured as :func:`event_pretty` colours it)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import enum
+import functools
 import ipaddress
 import struct
 import uuid
@@ -156,6 +157,15 @@ def struct_order(byte_order: str) -> str:
     return "<" if byte_order == "little" else ">"
 
 
+def bytes_decide_kind(encoding: int, fmt: int) -> bool:
+    """Whether :func:`value_kind` of a value of this encoding and format depends on its bytes
+    (a counted value read as a number by its size, or empty; a byte-order mark), not on the types alone."""
+    if encoding in FIXED_SIZE:
+        return False
+    counted = encoding in (ENC_STRING_LENGTH16_CHAR8, ENC_BINARY_LENGTH16_CHAR8) and fmt in _COUNTED_AS_FIXED
+    return counted or fmt in _BOM_FORMATS
+
+
 def value_kind(encoding: int, fmt: int, raw: bytes, order: str) -> tuple[Kind, bytes, str]:
     """``(kind, bytes, byte order)`` of one value (after a BOM: the text after it, in the BOM's order).
 
@@ -252,6 +262,14 @@ _PYTHON: Final[dict[Kind, Callable[[bytes, str], Any]]] = {
     Kind.UTF16: utf16_text,
     Kind.UCS4: lambda raw, order: "".join(_ucs_char(c) for c in ucs4_code_points(raw, order)),
 }
+
+
+def python_reader(encoding: int, fmt: int, order: str) -> Callable[[bytes], Any]:
+    """``raw -> python_value(encoding, fmt, raw, order)``, its kind decided once when the types
+    alone decide it (:func:`bytes_decide_kind`)."""
+    if bytes_decide_kind(encoding, fmt):
+        return lambda raw: python_value(encoding, fmt, raw, order)
+    return functools.partial(_PYTHON[value_kind(encoding, fmt, b"", order)[0]], order=order)  # type: ignore[call-arg]
 
 
 def python_value(encoding: int, fmt: int, raw: bytes, order: str) -> Any:

@@ -49,11 +49,14 @@ __all__ = [
     "decode_event",
     "parse_metadata",
     "parse_tracepoint_name",
+    "read_extensions",
     "split_event_name",
 ]
 
 #: Every header flag the format defines (an event with another one set is rejected).
 KNOWN_FLAGS: Final = sum(int(flag) for flag in HeaderFlags)
+_LITTLE_ENDIAN: Final = int(HeaderFlags.LITTLE_ENDIAN)
+_EXTENSION: Final = int(HeaderFlags.EXTENSION)
 
 
 # --- metadata -----------------------------------------------------------------------------------
@@ -261,26 +264,34 @@ class _Header:
     related: bytes | None = None
 
 
-def _header(data: bytes) -> _Header:
+#: An extension's header (size, kind) in each byte order.
+_EXT_HEADER: Final = {o: struct.Struct(o + "HH").unpack_from for o in "<>"}
+
+
+def read_extensions(data: bytes) -> tuple[str, bytes, int, bytes | None, bytes | None]:
+    """``(byte order, metadata, payload position, activity id, related id)`` of the EventHeader
+    event ``data``: its flags and extension chain checked (the one reader of them, for
+    :func:`decode_event` and the compiled plans).  Raises :class:`~structlog_etw.decoded.DecodeError`."""
     if len(data) < 8:
         raise DecodeError(f"event too short for an EventHeader ({len(data)} bytes)")
-    flags, version = data[0], data[1]
+    flags = data[0]
     if flags & ~KNOWN_FLAGS:
         raise DecodeError(f"unsupported EventHeader flags 0x{flags:02x}")
-    order = "<" if flags & HeaderFlags.LITTLE_ENDIAN else ">"
-    eid, tag, opcode, level = struct.unpack_from(order + "HHBB", data, 2)
+    order = "<" if flags & _LITTLE_ENDIAN else ">"
     pos = 8
     meta_buf: bytes | None = None
     activity: bytes | None = None
     related: bytes | None = None
-    if flags & HeaderFlags.EXTENSION:
+    n = len(data)
+    if flags & _EXTENSION:
+        ext = _EXT_HEADER[order]
         while True:
-            if len(data) - pos < 4:
+            if n - pos < 4:
                 raise DecodeError("extension header truncated")
-            size, kind = struct.unpack_from(order + "HH", data, pos)
+            size, kind = ext(data, pos)
             pos += 4
             k = kind & EXTENSION_KIND_MASK
-            if len(data) - pos < size:
+            if n - pos < size:
                 raise DecodeError(f"extension (kind {k}) truncated")
             if k == 0:
                 raise DecodeError("extension of kind 0 (invalid)")
@@ -299,7 +310,13 @@ def _header(data: bytes) -> _Header:
                 break
     if meta_buf is None:
         raise DecodeError("no Metadata extension (not a self-describing EventHeader event)")
-    return _Header(version, eid, tag, opcode, level, order, meta_buf, pos, activity, related)
+    return order, meta_buf, pos, activity, related
+
+
+def _header(data: bytes) -> _Header:
+    order, meta_buf, pos, activity, related = read_extensions(data)
+    eid, tag, opcode, level = struct.unpack_from(order + "HHBB", data, 2)
+    return _Header(data[1], eid, tag, opcode, level, order, meta_buf, pos, activity, related)
 
 
 def split_event_name(raw: bytes) -> tuple[str, dict[str, str]]:

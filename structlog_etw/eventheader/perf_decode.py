@@ -35,20 +35,25 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
 
+from .._text import errno_text, float_text, time_text, wallclock_text
 from ..decoded import DecodedEvent, DecodedField, DecodeError
-from ._values import Kind, bool_value, int_of, struct_order, ucs4_code_points, utf16_text, value_kind
-from .decoder import KNOWN_FLAGS, FieldMetadata, parse_metadata, split_event_name
+from ._values import (
+    Kind,
+    bool_value,
+    bytes_decide_kind,
+    int_of,
+    struct_order,
+    ucs4_code_points,
+    utf16_text,
+    value_kind,
+)
+from .decoder import FieldMetadata, parse_metadata, read_extensions, split_event_name
 from .spec import (
     ENC_STRUCT,
     ENCODING_CARRAY,
-    EXT_ACTIVITY_ID,
-    EXT_METADATA,
-    EXTENSION_CHAIN,
-    EXTENSION_KIND_MASK,
     FIXED_SIZE,
     LENGTH16_UNIT,
     ZSTRING_UNIT,
-    HeaderFlags,
     parse_tracepoint_name,
 )
 
@@ -65,233 +70,6 @@ __all__ = [
     "time_text",
     "wallclock_text",
 ]
-
-_ERRNO_NAMES: Final = (
-    "EPERM",
-    "ENOENT",
-    "ESRCH",
-    "EINTR",
-    "EIO",
-    "ENXIO",
-    "E2BIG",
-    "ENOEXEC",
-    "EBADF",
-    "ECHILD",
-    "EAGAIN",
-    "ENOMEM",
-    "EACCES",
-    "EFAULT",
-    "ENOTBLK",
-    "EBUSY",
-    "EEXIST",
-    "EXDEV",
-    "ENODEV",
-    "ENOTDIR",
-    "EISDIR",
-    "EINVAL",
-    "ENFILE",
-    "EMFILE",
-    "ENOTTY",
-    "ETXTBSY",
-    "EFBIG",
-    "ENOSPC",
-    "ESPIPE",
-    "EROFS",
-    "EMLINK",
-    "EPIPE",
-    "EDOM",
-    "ERANGE",
-    "EDEADLK",
-    "ENAMETOOLONG",
-    "ENOLCK",
-    "ENOSYS",
-    "ENOTEMPTY",
-    "ELOOP",
-    "-",
-    "ENOMSG",
-    "EIDRM",
-    "ECHRNG",
-    "EL2NSYNC",
-    "EL3HLT",
-    "EL3RST",
-    "ELNRNG",
-    "EUNATCH",
-    "ENOCSI",
-    "EL2HLT",
-    "EBADE",
-    "EBADR",
-    "EXFULL",
-    "ENOANO",
-    "EBADRQC",
-    "EBADSLT",
-    "-",
-    "EBFONT",
-    "ENOSTR",
-    "ENODATA",
-    "ETIME",
-    "ENOSR",
-    "ENONET",
-    "ENOPKG",
-    "EREMOTE",
-    "ENOLINK",
-    "EADV",
-    "ESRMNT",
-    "ECOMM",
-    "EPROTO",
-    "EMULTIHOP",
-    "EDOTDOT",
-    "EBADMSG",
-    "EOVERFLOW",
-    "ENOTUNIQ",
-    "EBADFD",
-    "EREMCHG",
-    "ELIBACC",
-    "ELIBBAD",
-    "ELIBSCN",
-    "ELIBMAX",
-    "ELIBEXEC",
-    "EILSEQ",
-    "ERESTART",
-    "ESTRPIPE",
-    "EUSERS",
-    "ENOTSOCK",
-    "EDESTADDRREQ",
-    "EMSGSIZE",
-    "EPROTOTYPE",
-    "ENOPROTOOPT",
-    "EPROTONOSUPPORT",
-    "ESOCKTNOSUPPORT",
-    "EOPNOTSUPP",
-    "EPFNOSUPPORT",
-    "EAFNOSUPPORT",
-    "EADDRINUSE",
-    "EADDRNOTAVAIL",
-    "ENETDOWN",
-    "ENETUNREACH",
-    "ENETRESET",
-    "ECONNABORTED",
-    "ECONNRESET",
-    "ENOBUFS",
-    "EISCONN",
-    "ENOTCONN",
-    "ESHUTDOWN",
-    "ETOOMANYREFS",
-    "ETIMEDOUT",
-    "ECONNREFUSED",
-    "EHOSTDOWN",
-    "EHOSTUNREACH",
-    "EALREADY",
-    "EINPROGRESS",
-    "ESTALE",
-    "EUCLEAN",
-    "ENOTNAM",
-    "ENAVAIL",
-    "EISNAM",
-    "EREMOTEIO",
-    "EDQUOT",
-    "ENOMEDIUM",
-    "EMEDIUMTYPE",
-    "ECANCELED",
-    "ENOKEY",
-    "EKEYEXPIRED",
-    "EKEYREVOKED",
-    "EKEYREJECTED",
-    "EOWNERDEAD",
-    "ENOTRECOVERABLE",
-    "ERFKILL",
-    "EHWPOISON",
-)
-
-
-def errno_text(value: int) -> str:
-    """perf-decode's errno text: ``EPERM(1)``, ``ERRNO(41)``, ``ERRNO(-5)``."""
-    u = value & 0xFFFFFFFF
-    if 1 <= u <= len(_ERRNO_NAMES) and _ERRNO_NAMES[u - 1] != "-":
-        return f"{_ERRNO_NAMES[u - 1]}({u})"
-    s = u - (1 << 32) if u >= 1 << 31 else u
-    return f"ERRNO({s})"
-
-
-def _days_to_civil(days: int) -> tuple[int, int, int]:
-    """Proleptic Gregorian (year, month, day) of a day count since 1970-01-01."""
-    z = days + 719468
-    era = z // 146097
-    doe = z - era * 146097
-    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
-    y = yoe + era * 400
-    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
-    mp = (5 * doy + 2) // 153
-    d = doy - (153 * mp + 2) // 5 + 1
-    m = mp + 3 if mp < 10 else mp - 9
-    return (y + 1 if m <= 2 else y), m, d
-
-
-@functools.lru_cache(maxsize=256)  # a capture's events share their seconds: the date once per second
-def time_text(seconds: int) -> str:
-    """perf-decode's time text: ``YYYY-MM-DDTHH:MM:SS`` (UTC) or ``TIME(n)`` when out of range."""
-    days, sod = divmod(seconds, 86400)
-    y, m, d = _days_to_civil(days)
-    if not -(1 << 31) <= y - 1900 < 1 << 31:
-        return f"TIME({seconds})"
-    ys = f"{y:04d}" if y >= 0 else f"-{-y:03d}"
-    return f"{ys}-{m:02d}-{d:02d}T{sod // 3600:02d}:{sod // 60 % 60:02d}:{sod % 60:02d}"
-
-
-def wallclock_text(realtime_ns: int) -> str:
-    """perf-decode's wall-clock time of a sample: ``2024-03-28T00:45:12.640913120Z`` (UTC, ns)."""
-    sec, nsec = divmod(realtime_ns, 1_000_000_000)
-    return f"{time_text(sec)}.{nsec:09d}Z"
-
-
-def _single_bits(value: float) -> bytes | None:
-    """``value`` as a float32, or None when it rounds past the largest float32 (e.g. ``3.403e+38``)."""
-    try:
-        return struct.pack("<f", value)
-    except OverflowError:
-        return None
-
-
-def _shortest_digits(value: float, single: bool) -> tuple[str, int]:
-    """Shortest round-trip digits ``d`` and exponent ``e`` with value == 0.d * 10**e (value > 0)."""
-    if single:
-        target = struct.pack("<f", value)
-        for p in range(1, 10):
-            s = f"{value:.{p - 1}e}"
-            if _single_bits(float(s)) == target:
-                break
-    else:
-        s = repr(value)
-    mant, _, exp_s = s.partition("e")
-    exp = int(exp_s) if exp_s else 0
-    int_part, _, frac = mant.partition(".")
-    digits = (int_part + frac).lstrip("0")
-    lead_zeros = len(int_part + frac) - len((int_part + frac).lstrip("0"))
-    point = len(int_part) - lead_zeros + exp
-    digits = digits.rstrip("0") or "0"
-    return digits, point
-
-
-def float_text(value: float, single: bool = False) -> str:
-    """``std::to_chars`` shortest text of a float (as perf-decode prints floats)."""
-    if math.isnan(value):
-        return "-nan" if math.copysign(1.0, value) < 0 else "nan"
-    if math.isinf(value):
-        return "-inf" if value < 0 else "inf"
-    if value == 0:
-        return "-0" if math.copysign(1.0, value) < 0 else "0"
-    sign = "-" if value < 0 else ""
-    digits, point = _shortest_digits(abs(value), single)
-    # scientific: d.ddde+XX
-    exp = point - 1
-    sci = digits[0] + ("." + digits[1:] if len(digits) > 1 else "") + ("e-" if exp < 0 else "e+")
-    sci += f"{abs(exp):02d}"
-    if point <= 0:
-        fixed = "0." + "0" * -point + digits
-    elif point >= len(digits):
-        fixed = str(int(abs(value)))  # an integer: C++ prints its exact digits, not the shortest ones
-    else:
-        fixed = digits[:point] + "." + digits[point:]
-    return sign + (fixed if len(fixed) <= len(sci) else sci)
 
 
 def _ucs_bytes(cp: int) -> bytes:
@@ -383,6 +161,26 @@ def _json_utf8(raw: bytes) -> bytes:
     return bytes(out)
 
 
+def _json_utf16(raw: bytes, order: str) -> bytes:
+    """perf-decode's text of UTF-16: its code points as UTF-8 (unpaired surrogates too), escaped."""
+    text = utf16_text(raw, order)
+    try:
+        utf8 = text.encode()  # valid UTF-8 of valid text: what _json_ucs writes, the fast way
+    except UnicodeEncodeError:
+        return _json_ucs([ord(c) for c in text])
+    return _json_utf8(utf8)
+
+
+def _json_ucs4(raw: bytes, order: str) -> bytes:
+    """perf-decode's text of UTF-32: its values as UTF-8(-like) bytes (past U+10FFFF too), escaped."""
+    n = len(raw) & ~3
+    try:
+        utf8 = raw[:n].decode("utf-32-le" if order == "<" else "utf-32-be").encode()
+    except UnicodeError:  # surrogates, values past U+10FFFF: perf-decode's own encoding of them
+        return _json_ucs(ucs4_code_points(raw, order))
+    return _json_utf8(utf8)
+
+
 def _q(text: bytes) -> bytes:
     return b'"' + text + b'"'
 
@@ -472,10 +270,10 @@ _JSON: Final[dict[Kind, Callable[[bytes, str], bytes]]] = {
     Kind.UUID: lambda raw, order: _q(str(uuid.UUID(bytes=bytes(raw))).encode()),
     Kind.BYTES: lambda raw, order: _hex_bytes(raw),
     Kind.NULL: lambda raw, order: b"null",
-    Kind.LATIN1: lambda raw, order: _q(_json_ucs(tuple(raw))),
+    Kind.LATIN1: lambda raw, order: _q(_json_utf8(raw.decode("latin-1").encode())),
     Kind.UTF8: lambda raw, order: _q(_json_utf8(raw)),
-    Kind.UTF16: lambda raw, order: _q(_json_ucs([ord(c) for c in utf16_text(raw, order)])),
-    Kind.UCS4: lambda raw, order: _q(_json_ucs(ucs4_code_points(raw, order))),
+    Kind.UTF16: lambda raw, order: _q(_json_utf16(raw, order)),
+    Kind.UCS4: lambda raw, order: _q(_json_ucs4(raw, order)),
 }
 
 
@@ -574,8 +372,6 @@ def perf_json(
 # events: anything else gives None and the caller decodes the event the ordinary way, which
 # reports the error.  The cache is bounded by the bytes of its keys.
 
-_EXTENSION: Final = int(HeaderFlags.EXTENSION)
-_LITTLE: Final = int(HeaderFlags.LITTLE_ENDIAN)
 #: Bytes of cache keys (tracepoint names and metadata) the plans may hold.
 _CACHE_BYTES: Final = 16 << 20
 
@@ -585,6 +381,11 @@ Reader = Callable[[bytes, int], tuple[bytes, int]]
 
 class _Bad(Exception):
     """The event is not what its plan reads (truncated payload): decode it the ordinary way."""
+
+
+def _bind(text: Callable[[bytes, str], bytes], order: str) -> Callable[[bytes], bytes]:
+    """``raw -> text(raw, order)`` without a Python frame of its own (every writer's ``order``)."""
+    return functools.partial(text, order=order)  # type: ignore[call-arg]
 
 
 class FieldStyle:
@@ -607,12 +408,29 @@ class FieldStyle:
 
     def fixed(self, encoding: int, fmt: int, order: str) -> Callable[[bytes], bytes]:
         """The writer of a fixed-size value's bytes (its kind follows from the types alone)."""
-        text = _JSON[value_kind(encoding, fmt, b"", order)[0]]
-        return lambda raw: text(raw, order)
+        return _bind(_JSON[value_kind(encoding, fmt, b"", order)[0]], order)
 
     def varying(self, encoding: int, fmt: int, order: str) -> Callable[[bytes], bytes]:
         """The writer of a string or binary value's bytes (its kind may depend on them)."""
-        return lambda raw: _json_value(encoding, fmt, raw, order)
+        if bytes_decide_kind(encoding, fmt):
+            return lambda raw: _json_value(encoding, fmt, raw, order)
+        return _bind(_JSON[value_kind(encoding, fmt, b"", order)[0]], order)
+
+    def number(self, encoding: int, fmt: int, order: str) -> tuple[str, bytes] | None:
+        """A fixed-size integer's :mod:`struct` code and ``%``-template of its text, when its text
+        is one (``b"%d"``); a plan reads a run of such fields with one unpack.  None: use
+        :meth:`fixed`."""
+        code = _NUMBER_CODES.get(FIXED_SIZE.get(encoding, 0))
+        if code is None:
+            return None
+        kind = value_kind(encoding, fmt, b"", order)[0]
+        if kind is Kind.UNSIGNED:
+            return code, b"%d"
+        if kind is Kind.SIGNED:
+            return code.lower(), b"%d"
+        if kind is Kind.HEX:
+            return code, b'"0x%X"'
+        return None
 
     def member(self, meta: FieldMetadata, top: bool) -> tuple[bytes, bytes]:
         """What comes before and after a field's value (``"name":``)."""
@@ -651,14 +469,11 @@ def _scalar(meta: FieldMetadata, order: str, style: FieldStyle) -> Reader:
         zero = b"\0" * unit
 
         def zstring(buf: bytes, pos: int) -> tuple[bytes, int]:
-            end = pos
-            n = len(buf)
-            while True:
-                if n - end < unit:
-                    raise _Bad
-                if buf[end : end + unit] == zero:
-                    break
-                end += unit
+            end = buf.find(zero, pos)  # the first aligned run of `unit` zero bytes
+            while end >= 0 and (end - pos) % unit:
+                end = buf.find(zero, end + 1)
+            if end < 0:
+                raise _Bad
             return write(buf[pos:end]), end + unit
 
         return zstring
@@ -676,14 +491,53 @@ def _scalar(meta: FieldMetadata, order: str, style: FieldStyle) -> Reader:
     return counted
 
 
+#: struct codes of the unsigned integers of each size (the signed ones: lower case).
+_NUMBER_CODES: Final = {1: "B", 2: "H", 4: "I", 8: "Q"}
+#: Array lengths whose unpack and template an array reader keeps.
+_ARRAYS_KEPT: Final = 64
+
+
+def _numbers(codes: list[str], template: bytes, order: str) -> Reader:
+    """The reader of a run of fixed-size integers: one unpack, one ``%`` of the run's template."""
+    unpack = struct.Struct(order + "".join(codes))
+    size = unpack.size
+    read = unpack.unpack_from
+
+    def numbers(buf: bytes, pos: int) -> tuple[bytes, int]:
+        end = pos + size
+        if end > len(buf):
+            raise _Bad
+        return template % read(buf, pos), end
+
+    return numbers
+
+
 def _fields(metas: list[FieldMetadata], order: str, style: FieldStyle, top: bool) -> Reader:
-    """The reader of a list of fields: ``"name":value,...`` (no braces)."""
-    readers = [(*style.member(m, top), _field(m, order, style)) for m in metas]
+    """The reader of a list of fields: ``"name":value,...`` (no braces).  Consecutive integer
+    fields (:meth:`FieldStyle.number`) are read with one unpack and written with one template."""
     sep = style.top_sep if top else style.struct_sep
+    segments: list[tuple[bytes, bytes, Reader]] = []
+    codes: list[str] = []
+    pieces: list[bytes] = []
+    for m in metas:
+        before, after = style.member(m, top)
+        number = None if m.encoding == ENC_STRUCT or m.array else style.number(m.encoding, m.format, order)
+        if number is not None:
+            codes.append(number[0])
+            pieces.append(before.replace(b"%", b"%%") + number[1] + after.replace(b"%", b"%%"))
+            continue
+        if codes:
+            segments.append((b"", b"", _numbers(codes, sep.replace(b"%", b"%%").join(pieces), order)))
+            codes, pieces = [], []
+        segments.append((before, after, _field(m, order, style)))
+    if codes:
+        segments.append((b"", b"", _numbers(codes, sep.replace(b"%", b"%%").join(pieces), order)))
+    if len(segments) == 1 and not segments[0][0] and not segments[0][1]:
+        return segments[0][2]
 
     def read(buf: bytes, pos: int) -> tuple[bytes, int]:
         parts = []
-        for before, after, reader in readers:
+        for before, after, reader in segments:
             text, pos = reader(buf, pos)
             parts.append(before + text + after)
         return sep.join(parts), pos
@@ -710,13 +564,41 @@ def _field(meta: FieldMetadata, order: str, style: FieldStyle) -> Reader:
     u16 = struct.Struct(order + "H").unpack_from
     aopen, asep, aclose = style.array_open, style.array_sep, style.array_close
 
-    def array(buf: bytes, pos: int) -> tuple[bytes, int]:
-        n = count
-        if n is None:
-            if pos + 2 > len(buf):
+    def length(buf: bytes, pos: int) -> tuple[int, int]:
+        """The array's element count (its own, or the u16 before the elements) and where they start."""
+        if count is not None:
+            return count, pos
+        if pos + 2 > len(buf):
+            raise _Bad
+        return u16(buf, pos)[0], pos + 2
+
+    number = None if meta.encoding == ENC_STRUCT else style.number(meta.encoding, meta.format, order)
+    if number is not None:  # n integers: one unpack, one template (kept per length)
+        code, piece = number
+        size = FIXED_SIZE[meta.encoding]
+        kept: dict[int, tuple[Callable[[bytes, int], tuple[int, ...]], bytes]] = {}
+        sep = asep.replace(b"%", b"%%")
+        aopen_t, aclose_t = aopen.replace(b"%", b"%%"), aclose.replace(b"%", b"%%")
+
+        def numbers(buf: bytes, pos: int) -> tuple[bytes, int]:
+            n, pos = length(buf, pos)
+            end = pos + n * size
+            if end > len(buf):
                 raise _Bad
-            n = u16(buf, pos)[0]
-            pos += 2
+            found = kept.get(n)
+            if found is None:
+                if len(kept) >= _ARRAYS_KEPT:
+                    kept.clear()
+                found = kept[n] = (
+                    struct.Struct(f"{order}{n}{code}").unpack_from,
+                    aopen_t + sep.join([piece] * n) + aclose_t,
+                )
+            return found[1] % found[0](buf, pos), end
+
+        return numbers
+
+    def array(buf: bytes, pos: int) -> tuple[bytes, int]:
+        n, pos = length(buf, pos)
         if len(buf) - pos < n * element_min:
             raise _Bad
         parts = []
@@ -813,39 +695,9 @@ class Plans:
     ) -> tuple[EventPlan, int, bytes | None, bytes | None] | None:
         """``(plan, payload position, activity id, related id)`` of the event ``data``, or None
         when the event is not well-formed (decode it the ordinary way to learn why)."""
-        if len(data) < 8:
-            return None
-        flags = data[0]
-        if flags & ~KNOWN_FLAGS or not flags & _EXTENSION:
-            return None
-        order = "<" if flags & _LITTLE else ">"
-        pos = 8
-        metadata: bytes | None = None
-        activity: bytes | None = None
-        related: bytes | None = None
-        n = len(data)
-        while True:
-            if n - pos < 4:
-                return None
-            size, kind = struct.unpack_from(order + "HH", data, pos)
-            pos += 4
-            k = kind & EXTENSION_KIND_MASK
-            if n - pos < size or k == 0:
-                return None
-            if k == EXT_METADATA:
-                if metadata is not None:
-                    return None
-                metadata = data[pos : pos + size]
-            elif k == EXT_ACTIVITY_ID:
-                if activity is not None or size not in (16, 32):
-                    return None
-                activity = data[pos : pos + 16]
-                if size == 32:
-                    related = data[pos + 16 : pos + 32]
-            pos += size
-            if not kind & EXTENSION_CHAIN:
-                break
-        if metadata is None:
+        try:
+            order, metadata, pos, activity, related = read_extensions(data)
+        except DecodeError:
             return None
         key = (tracepoint_name, data[:8], metadata)
         plan = self._plans.get(key, self)

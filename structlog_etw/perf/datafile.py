@@ -15,6 +15,7 @@ can be read is returned, and every problem is appended to :attr:`PerfDataFile.pr
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import os
 import stat
@@ -65,6 +66,8 @@ _PIPE_CHUNK: Final = 1 << 16
 #: FINISHED_ROUND records, or with rounds larger than this, is ordered within this window and
 #: what comes out older than an event already written is written at once and counted as late.
 REORDER_WINDOW_BYTES: Final = 32 << 20
+#: Samples read before they are handed on together (from a file; a pipe's one by one).
+_BATCH: Final = 512
 #: What one held sample costs besides its bytes (the Sample, its ints, the heap entry).
 _HELD_OVERHEAD: Final = 400
 
@@ -99,6 +102,25 @@ def _sample_plan(sample_type: int, order: str) -> _SamplePlan:
     fixed = struct.Struct(order + codes + "I")
     ident = index.get(0x10000, index.get(0x40, -1))
     return fixed, fixed.size, ident, index.get(0x2, -1), index.get(0x4, -1), index.get(0x80, -1)
+
+
+#: The fast reading of an attr's samples (see :meth:`PerfDataFile._samples`): unpack, raw
+#: offset, value indexes (id, pid, time, cpu), payload offset, format, name, clock offset, tracepoint.
+_Fast = tuple[
+    Callable[[bytes, int], tuple[int, ...]],
+    int,
+    int,
+    int,
+    int,
+    int,
+    int,
+    "TracepointFormat | None",
+    str,
+    "int | None",
+    bool,
+]
+#: Greater than any file sequence number: ``(t, _AFTER_ALL)`` sorts after every held sample of time t.
+_AFTER_ALL: Final = float("inf")
 
 
 class PerfDataError(ValueError):
@@ -799,51 +821,156 @@ class PerfDataFile:
         (PERF_RECORD_LOST / LOST_SAMPLES) are added up in :attr:`lost`.
         Samples that cannot be parsed are reported in :attr:`problems`.
         """
-        for s in self._samples():
-            if s is not None:
-                yield s
+        for batch in self._batches():
+            if batch is not None:
+                yield from batch
 
-    def _samples(self) -> Iterator[Sample | None]:
-        """:meth:`samples`, with a None at every FINISHED_ROUND."""
+    def _batches(self) -> Iterator[list[Sample] | None]:
+        """:meth:`samples` in lists (of at most _BATCH samples; one at a time from a pipe, so that
+        each is out before a read that may wait), with a None at every FINISHED_ROUND."""
         self.record_counts.clear()
         self.lost = 0
         round_no = 0
-        o = self.order
         if isinstance(self._source, _StreamSource):
             self._source.wait = self.on_wait
-        for typ, pos, body in self.records():
-            self._count(typ)
-            if typ == _R_SAMPLE:
-                s = self._sample(body, pos, round_no)
-                if isinstance(s, str):
-                    self.problems.append(s)
-                else:
-                    yield s
-            elif typ == _R_FINISHED_ROUND:
-                round_no += 1
-                yield None
-            elif typ == _R_LOST and len(body) >= 16:
-                self.lost += parse_lost(body, o)[1]
-            elif typ == _R_LOST_SAMPLES and len(body) >= 8:
-                self.lost += parse_lost_samples(body, o)
-            elif typ == _R_HEADER_ATTR and len(body) >= ATTR_SIZE_VER0:
-                (asize,) = struct.unpack_from(o + "I", body, 4)
-                asize = max(asize, ATTR_SIZE_VER0)
-                n = max(0, (len(body) - asize) // 8)
-                ids = list(struct.unpack_from(f"{o}{n}Q", body, asize)) if n else []
-                self._add_attr(body[:asize], ids)
-            elif typ == _R_HEADER_TRACING_DATA and len(body) >= 4:
-                self._parse_tracing_data(body[4:])
-            elif typ == _R_HEADER_FEATURE and len(body) >= 8:
-                (bit,) = struct.unpack_from(o + "Q", body, 0)
-                if bit == Feature.EVENT_DESC:
-                    self._parse_event_desc(body[8:])
-                elif bit == Feature.CLOCK_DATA:
-                    self._parse_clock_data(body[8:])
-                elif bit == Feature.TRACING_DATA:
-                    self._parse_tracing_data(body[8:])
-            elif typ in (_R_COMPRESSED, _R_COMPRESSED2):
-                self.problems.append(f"compressed records (perf record -z) are not supported (offset {pos})")
+        # The samples of an attr read with its plan, decided once per sample id (``fast``): the
+        # fixed fields' unpack, where the raw data starts, the indexes of the values, the
+        # attr's format, name and clock.  Any other record may change attrs, formats, names or
+        # the clock: it empties ``fast``.
+        fast: dict[int | None, _Fast] = {}
+        counts: dict[int, int] = {}
+        id_at: int | None = None
+        u64 = struct.Struct(self.order + "Q").unpack_from
+        sample_offset = self._sample
+        batch: list[Sample] = []
+        add = batch.append
+        limit = 1 if isinstance(self._source, _StreamSource) else _BATCH
+        try:
+            for typ, pos, body in self.records():
+                if typ == _R_SAMPLE:
+                    counts[typ] = counts.get(typ, 0) + 1
+                    key = u64(body, id_at)[0] if id_at is not None and len(body) >= id_at + 8 else None
+                    plan = fast.get(key)
+                    if plan is None:
+                        s = sample_offset(body, pos, round_no)
+                        if isinstance(s, str):
+                            self.problems.append(s)
+                            continue
+                        if not fast:
+                            id_at = self.attrs[0].id_at if self.attrs else None
+                            at = id_at
+                            key = u64(body, at)[0] if at is not None and len(body) >= at + 8 else None
+                        made = self._fast_plan(key)
+                        if made is not None:
+                            fast[key] = made
+                        add(s)
+                        if len(batch) >= limit:
+                            yield batch
+                            batch = []
+                            add = batch.append
+                        continue
+                    fixed, raw_at, i_id, i_pid, i_time, i_cpu, payload_at, fmt, name, offset_ns, tp = plan
+                    try:
+                        values = fixed(body, 0)
+                    except struct.error:
+                        self.problems.append(f"sample at offset {pos}: record too short for its sample_type")
+                        continue
+                    end = raw_at + values[-1]
+                    if end > len(body):
+                        self.problems.append(f"sample at offset {pos}: raw data runs past the record")
+                        continue
+                    raw = body[raw_at:end]
+                    time = values[i_time] if i_time >= 0 else None
+                    add(
+                        Sample(
+                            name,
+                            time,
+                            values[i_cpu] if i_cpu >= 0 else None,
+                            values[i_pid] if i_pid >= 0 else None,
+                            values[i_pid + 1] if i_pid >= 0 else None,
+                            raw,
+                            raw[payload_at:] if payload_at else raw,
+                            fmt,
+                            pos,
+                            time + offset_ns if time is not None and offset_ns is not None else None,
+                            values[i_id] if i_id >= 0 else None,
+                            round_no,
+                            tp,
+                        )
+                    )
+                    if len(batch) >= limit:
+                        yield batch
+                        batch = []
+                        add = batch.append
+                    continue
+                if typ == _R_FINISHED_ROUND:
+                    counts[typ] = counts.get(typ, 0) + 1
+                    round_no += 1
+                    if batch:
+                        yield batch
+                        batch = []
+                        add = batch.append
+                    yield None
+                    continue
+                fast.clear()
+                self._count(typ)
+                self._other(typ, pos, body)
+            if batch:
+                yield batch
+        finally:
+            for typ, n in counts.items():
+                key_name = RECORD_NAMES.get(typ) or record_name(typ)
+                self.record_counts[key_name] = self.record_counts.get(key_name, 0) + n
+
+    def _fast_plan(self, key: int | None) -> _Fast | None:
+        """How the samples of sample id ``key`` are read from now on (None: the long way)."""
+        attr = self._by_id.get(key) if key is not None else None
+        if attr is None and len(self.attrs) == 1:
+            attr = self.attrs[0]
+        if attr is None or not attr.plan:
+            return None
+        fixed, raw_at, i_id, i_pid, i_time, i_cpu = attr.plan
+        fmt = attr.format
+        tracepoint = attr.type == _TRACEPOINT
+        return (
+            fixed.unpack_from,
+            raw_at,
+            i_id,
+            i_pid,
+            i_time,
+            i_cpu,
+            fmt.payload_offset if fmt is not None else 0,
+            fmt,
+            attr.name if tracepoint else attr.label,
+            self.clock_offset_ns,
+            tracepoint,
+        )
+
+    def _other(self, typ: int, pos: int, body: bytes) -> None:
+        """A record other than SAMPLE and FINISHED_ROUND: lost counts, attrs, formats, features."""
+        o = self.order
+        if typ == _R_LOST and len(body) >= 16:
+            self.lost += parse_lost(body, o)[1]
+        elif typ == _R_LOST_SAMPLES and len(body) >= 8:
+            self.lost += parse_lost_samples(body, o)
+        elif typ == _R_HEADER_ATTR and len(body) >= ATTR_SIZE_VER0:
+            (asize,) = struct.unpack_from(o + "I", body, 4)
+            asize = max(asize, ATTR_SIZE_VER0)
+            n = max(0, (len(body) - asize) // 8)
+            ids = list(struct.unpack_from(f"{o}{n}Q", body, asize)) if n else []
+            self._add_attr(body[:asize], ids)
+        elif typ == _R_HEADER_TRACING_DATA and len(body) >= 4:
+            self._parse_tracing_data(body[4:])
+        elif typ == _R_HEADER_FEATURE and len(body) >= 8:
+            (bit,) = struct.unpack_from(o + "Q", body, 0)
+            if bit == Feature.EVENT_DESC:
+                self._parse_event_desc(body[8:])
+            elif bit == Feature.CLOCK_DATA:
+                self._parse_clock_data(body[8:])
+            elif bit == Feature.TRACING_DATA:
+                self._parse_tracing_data(body[8:])
+        elif typ in (_R_COMPRESSED, _R_COMPRESSED2):
+            self.problems.append(f"compressed records (perf record -z) are not supported (offset {pos})")
 
     def samples_by_time(self, window: int = REORDER_WINDOW_BYTES) -> Iterator[Sample]:
         """Every sample in time order, as ``perf script`` orders them, streaming round by round.
@@ -858,41 +985,68 @@ class PerfDataFile:
         (a file not written by perf's rules, or disorder wider than the window) comes out late,
         right away, and is counted in :attr:`late`.  Samples without a time count as 0.
         """
+        # Held samples are (time, file sequence, sample): a list sorted once per round (a sorted
+        # list is a heap); only past the window (no rounds) is it kept a heap sample by sample.
         self.late = 0
-        heap: list[tuple[int, int, Sample]] = []
+        held_list: list[tuple[int, int, Sample]] = []
+        is_heap = False
         push, pop = heapq.heappush, heapq.heappop
         seq = 0
         held = 0
         horizon: int | None = None  # newest time seen when the previous round ended
-        newest: int | None = None
+        newest = -1
         released: int | None = None  # newest time released so far
-        for s in self._samples():
-            if s is None:  # a round ended: what is older than the previous round's end goes out
-                if horizon is not None:
-                    while heap and heap[0][0] <= horizon:
-                        t, _, out = pop(heap)
-                        held -= len(out.raw) * 2 + _HELD_OVERHEAD
-                        released = t
-                        yield out
-                horizon = newest
+        for batch in self._batches():
+            if batch is None:  # a round ended: what is older than the previous round's end goes out
+                if horizon is not None and held_list:
+                    held_list.sort()
+                    is_heap = False  # sorted: a heap until the next append
+                    k = bisect.bisect_right(held_list, (horizon, _AFTER_ALL))
+                    if k:
+                        out = held_list[:k]
+                        del held_list[:k]
+                        released = out[-1][0]
+                        released_samples = [item[2] for item in out]
+                        held -= sum([len(r.raw) for r in released_samples]) * 2 + _HELD_OVERHEAD * k
+                        yield from released_samples
+                if newest >= 0:
+                    horizon = newest
                 continue
-            t = s.time or 0
-            if released is not None and t < released:
-                self.late += 1
-                yield s
+            items = [(s.time or 0, seq + i, s) for i, s in enumerate(batch)]
+            cost = sum([len(s.raw) for s in batch]) * 2 + _HELD_OVERHEAD * len(batch)
+            first = min(items)[0]
+            if not is_heap and held + cost <= window and (released is None or first >= released):
+                # the whole batch is held (none late, the window not reached): as sample by sample
+                held_list += items
+                seq += len(items)
+                held += cost
+                newest = max(newest, max(items)[0])
                 continue
-            push(heap, (t, seq, s))
-            seq += 1
-            held += len(s.raw) * 2 + _HELD_OVERHEAD
-            if newest is None or t > newest:
-                newest = t
-            while held > window and heap:
-                t, _, out = pop(heap)
-                held -= len(out.raw) * 2 + _HELD_OVERHEAD
-                released = t
-                yield out
-        while heap:
-            yield pop(heap)[2]
+            for t, _, s in items:
+                if released is not None and t < released:
+                    self.late += 1
+                    yield s
+                    continue
+                if is_heap:
+                    push(held_list, (t, seq, s))
+                else:
+                    held_list.append((t, seq, s))
+                seq += 1
+                held += len(s.raw) * 2 + _HELD_OVERHEAD
+                if t > newest:  # noqa: PLR1730 - a comparison, not a call, per sample
+                    newest = t
+                if held > window:
+                    if not is_heap:
+                        heapq.heapify(held_list)
+                        is_heap = True
+                    while held > window and held_list:
+                        t_out, _, out_s = pop(held_list)
+                        held -= len(out_s.raw) * 2 + _HELD_OVERHEAD
+                        released = t_out
+                        yield out_s
+        held_list.sort()
+        for item in held_list:
+            yield item[2]
 
     def samples_in_time_order(self) -> list[Sample]:
         """All samples in time order (:meth:`samples_by_time`), as a list."""

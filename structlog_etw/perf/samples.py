@@ -4,9 +4,10 @@ plain tracepoints (e.g. ``sched:sched_switch``) through their tracefs format.
 
 from __future__ import annotations
 
+from .._text import wallclock_text
 from ..decoded import DecodedEvent, DecodedField, DecodeError, plain_fields
 from ..eventheader.decoder import decode_event
-from ..eventheader.perf_decode import perf_json, wallclock_text
+from ..eventheader.perf_decode import perf_json
 from .datafile import Sample
 
 __all__ = ["SampleDecodeError", "decode_sample", "sample_perf_json", "sample_time_text"]

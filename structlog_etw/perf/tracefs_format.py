@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
@@ -374,6 +375,13 @@ class TracepointFormat:
         return self.fields[self.common_count :]
 
     @functools.cached_property
+    def values_reader(self) -> Callable[[bytes], tuple[Any, ...] | None] | None:
+        """``raw -> (value of each own field, ...)`` as :meth:`FormatField.value` reads them, in
+        one unpack (None when ``raw`` is too short); None for formats with fields of other
+        layouts (arrays of numbers, ``__data_loc``, sizes a struct code cannot say)."""
+        return _values_reader(self.own_fields)
+
+    @functools.cached_property
     def perf_json_head(self) -> Callable[[bytes], str]:
         """perf-decode's text of a sample of this plain tracepoint, up to its ``meta``: ``raw ->
         '"n":"system:name","field":value,...'`` (names escaped as perf-decode escapes them)."""
@@ -386,6 +394,48 @@ class TracepointFormat:
             return ",".join([n, *[name + read(raw) for name, read in readers]])
 
         return head
+
+
+#: struct codes of an integer field of each size (signed: lower case).
+_INT_CODES: Final = {1: "B", 2: "H", 4: "I", 8: "Q"}
+
+
+def _values_reader(fields: tuple[FormatField, ...]) -> Callable[[bytes], tuple[Any, ...] | None] | None:
+    if not fields:
+        return lambda raw: ()
+    start = fields[0].offset
+    codes = "<"
+    at = start
+    strings: list[int] = []
+    for i, f in enumerate(fields):
+        if f.offset < at or f.size == 0 or f.array in (ARRAY_DYNAMIC, ARRAY_REL):
+            return None
+        codes += "x" * (f.offset - at)
+        if f.format == FMT_STRING:
+            codes += f"{f.size}s"
+            strings.append(i)
+        elif f.format == FMT_NONE and (f.array == ARRAY_NONE or f.element_size == 1):
+            codes += f"{f.size}s"
+        elif f.array == ARRAY_NONE and f.element_size == f.size and f.size in _INT_CODES:
+            code = _INT_CODES[f.size]
+            codes += code.lower() if f.format == FMT_SIGNED else code
+        else:
+            return None
+        at = f.offset + f.size
+    unpack = struct.Struct(codes).unpack_from
+    need = at
+    if not strings:
+        return lambda raw: unpack(raw, start) if len(raw) >= need else None
+
+    def read(raw: bytes) -> tuple[Any, ...] | None:
+        if len(raw) < need:
+            return None
+        values: list[Any] = list(unpack(raw, start))
+        for i in strings:
+            values[i] = values[i].split(b"\0", 1)[0].decode("latin-1")
+        return tuple(values)
+
+    return read
 
 
 def parse_format(system: str, text: str, long64: bool = True) -> TracepointFormat | None:

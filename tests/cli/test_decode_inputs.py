@@ -201,14 +201,14 @@ import os, sys
 from structlog_etw.cli import main
 import structlog_etw.perf.datafile as datafile
 path = sys.argv[1]
-original = datafile.PerfDataFile._sample
+original = datafile.Sample  # every sample the reader makes (its fast path and the long way)
 seen = [0]
-def sample(self, *args):
+def sample(*args):
     seen[0] += 1
     if seen[0] == 100:  # perf record -o - > file rerun / copytruncate: the file shrinks
         os.truncate(path, os.path.getsize(path) // 2)
-    return original(self, *args)
-datafile.PerfDataFile._sample = sample
+    return original(*args)
+datafile.Sample = sample
 sys.exit(main(["decode", "--order", "file", "--json", path]))
 """
 

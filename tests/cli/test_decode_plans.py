@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from structlog_etw.cli import decode as decode_module
 from structlog_etw.cli.decode import decode_file
 from structlog_etw.cli.render import EventMeta, event_json, event_pretty
 from structlog_etw.perf.datafile import PerfDataFile, Sample
@@ -73,3 +75,21 @@ class TestPlansWriteWhatTheDecoderWrites:
         data = perf_data([samples[0], ROUND, *samples[1:]])
         for mode in _MODES:
             assert _decoded(data, mode) == _ordinary(data, mode)
+
+
+class TestPlansNeedNoDetour:
+    """The plans write the conformance capture themselves: the ordinary path is only a fallback."""
+
+    def test_conformance_capture_written_without_the_ordinary_path(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """With the ordinary decoder failing, every sample of the capture is still written in every format."""
+        data = vector("perf.data").read_bytes()
+        expected = {mode: _ordinary(data, mode) for mode in _MODES}
+
+        def refuse(sample: Sample) -> None:
+            raise SampleDecodeError("the ordinary path ran")
+
+        monkeypatch.setattr(decode_module, "decode_sample", refuse)
+        for mode in _MODES:
+            assert _decoded(data, mode) == expected[mode], mode
