@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from . import _otel
 from ._activity import CURRENT_ACTIVITY
+from ._levels import Opcode
 from .fields import BOOL, I16, I64, JSON, MAX_STRUCT_FIELDS, STR, STRUCT, U8, U16, U32, Field, safe_str
 
 if TYPE_CHECKING:
@@ -533,16 +534,16 @@ def write_common(
     otel = _otel.current_span_ids()
     current = CURRENT_ACTIVITY.get()
     if layout != "common":
-        if opcode != 1:
+        if opcode != Opcode.ACTIVITY_START:
             _write_tracing_etw(provider, slot, name, fields, opcode, tags, body, now, otel, current)
         return
     fmt = provider.format
-    if current is not None and opcode == 1:
+    if current is not None and opcode == Opcode.ACTIVITY_START:
         _start_activity(current, otel, now)
         return
-    if opcode == 1:
+    if opcode == Opcode.ACTIVITY_START:
         return
-    if current is not None and opcode == 2:
+    if current is not None and opcode == Opcode.ACTIVITY_STOP:
         trace, span, parent, _, started = _activity_ids(current, otel)
         duration = 0
         outcome = "ok"
@@ -609,7 +610,7 @@ def _write_tracing_etw(
 ) -> None:
     """tracing-etw's layout (``schema="tracing-etw"``): see the module docstring."""
     trace_id = None if otel is None else f"{otel[0]:032x}"
-    if opcode == 2 and current is not None:
+    if opcode == Opcode.ACTIVITY_STOP and current is not None:
         duration = 0
         for f in fields:
             if f[0] == "duration_ns" and f[1] == I64:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
 
 from . import _platform
 from ._counters import Guard, Tally, count_value
-from ._levels import LEVEL_NAMES, check_keyword
+from ._levels import LEVEL_NAMES, Opcode, check_keyword
 from ._platform import (
     EtwUnavailableWarning,
     ProviderStatus,
@@ -101,6 +101,9 @@ class _Encoder(Protocol[E_co]):
         related_id: bytes | None,
     ) -> E_co | None: ...
 
+
+#: The opcode of the only event that carries a related activity id (a plain int: the hot path's).
+_START: Final = int(Opcode.ACTIVITY_START)
 
 #: Results of :meth:`_WritePath.write` that are not backend codes (those are >= 0).
 _TOO_LARGE: Final = -1
@@ -539,7 +542,7 @@ class Provider:
         ``related_id`` is written only on a Start event (opcode 1); other events carry the
         activity id alone (EventHeader: 16-byte ActivityId extension; ETW: no related id).
         """
-        if opcode != 1:
+        if opcode != _START:
             related_id = None
         word = slot.word
         if not word[0] or word is UNWRITABLE_WORD:
@@ -582,7 +585,7 @@ class Provider:
         if not word[0] or word is UNWRITABLE_WORD:
             self._count_unwritten(slot)
             return False
-        if opcode != 1:
+        if opcode != _START:
             related_id = None
         path: _WritePath[Any] = self._path
         try:
