@@ -26,7 +26,7 @@ from functools import cached_property
 from typing import Any, Final
 
 from ..decoded import DecodedEvent, DecodedField, plain_fields
-from .spec import CHANNEL_TRACELOGGING, InType, OutType
+from .spec import CHANNEL_TRACELOGGING, EVENT_DESCRIPTOR, InType, OutType
 
 __all__ = [
     "FieldMeta",
@@ -188,7 +188,7 @@ def decode_traits(blob: bytes) -> tuple[str, uuid.UUID | None]:
 def decode_event_descriptor(desc: bytes) -> dict[str, int]:
     """EVENT_DESCRIPTOR bytes -> dict of id, version, channel, level, opcode, task, keyword."""
     keys = ("id", "version", "channel", "level", "opcode", "task", "keyword")
-    return dict(zip(keys, struct.unpack("<HBBBBHQ", desc), strict=True))
+    return dict(zip(keys, EVENT_DESCRIPTOR.unpack(desc), strict=True))
 
 
 _MAX_DEPTH: Final = 64
