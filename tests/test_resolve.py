@@ -119,7 +119,7 @@ def test_logger_name_rule() -> None:
 
 
 def test_event_text_names_are_valid_and_cached_only_when_short() -> None:
-    assert EVENT_NAMES["a;b\0c"] == "a_bc"
+    assert EVENT_NAMES["a;b\0c"] == "a_b_c"
     assert EVENT_NAMES["a;b\0c"] is EVENT_NAMES["a;b\0c"]  # kept
     assert EVENT_NAMES[""] == "event"
     long = "x" * 500

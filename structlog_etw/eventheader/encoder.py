@@ -88,6 +88,7 @@ from ..fields import (
     UUID,
     Field,
     bytes_value,
+    clean_name,
     dict_fields,
     json_as_str,
     leaf_values,
@@ -183,14 +184,12 @@ def sanitize_name(name: str) -> str:
     """Make ``name`` usable as an EventHeader event or field name.
 
     ``;`` starts attributes in EventHeader names (names may not contain it; perf-decode cuts the
-    event name there) and NUL ends the name: both become ``_``.  Lone surrogates become U+FFFD
-    when encoded.
+    event name there): it becomes ``_``, and so does NUL (:func:`~structlog_etw.fields.clean_name`,
+    the rule of every name).  Lone surrogates become U+FFFD when encoded.
     """
     if ";" in name:
         name = name.replace(";", "_")
-    if "\0" in name:
-        name = name.replace("\0", "_")
-    return name
+    return clean_name(name)
 
 
 def _utf8(text: str) -> bytes:

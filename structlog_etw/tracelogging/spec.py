@@ -15,6 +15,8 @@ import struct
 import uuid
 from typing import Final
 
+from ..fields import clean_name
+
 __all__ = [
     "CHANNEL_TRACELOGGING",
     "DEFAULT_MAX_SIZE",
@@ -152,9 +154,9 @@ def valid_text(text: str) -> str:
 
 
 def name_bytes(name: str) -> bytes:
-    """A metadata name: UTF-8, NUL-terminated; NULs and lone surrogates become U+FFFD."""
-    if "\0" in name:
-        name = name.replace("\0", "\ufffd")
+    """A metadata name: UTF-8, NUL-terminated; a NUL becomes ``_`` (the rule of every name,
+    :func:`~structlog_etw.fields.clean_name`), lone surrogates U+FFFD."""
+    name = clean_name(name)
     try:
         return name.encode() + b"\0"
     except UnicodeEncodeError:
