@@ -420,14 +420,9 @@ class Provider:
                 old.close()
 
     def _after_fork(self) -> None:
-        """In a fork child: fresh locks for the provider and for its encoder and backends."""
-        import threading  # noqa: PLC0415 - only in a fork child
-
+        """In a fork child: a fresh guard (the backends' locks are renewed where they are made,
+        :func:`~structlog_etw.backends.base.fork_safe_lock`; the encoders hold none)."""
         self._guard.renew()
-        parts: tuple[object, ...] = (self._path.encoder, self._path.backend, self._base_backend)
-        for part in parts:
-            if isinstance(getattr(part, "_lock", None), type(threading.Lock())):
-                part._lock = threading.Lock()  # type: ignore[attr-defined]
 
     @property
     def backend(self) -> Backend[Any]:

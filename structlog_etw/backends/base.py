@@ -3,6 +3,9 @@ error a backend raises when it cannot open."""
 
 from __future__ import annotations
 
+import os
+import threading
+import weakref
 from typing import Any, Literal, Protocol, TypeVar
 
 from ..tracelogging.spec import TraceLoggingEvent
@@ -17,6 +20,7 @@ __all__ = [
     "Slot",
     "TraceLoggingBackend",
     "TraceLoggingEvent",
+    "fork_safe_lock",
 ]
 
 #: The word of a slot whose events cannot be written but must be counted: a slot of a closed
@@ -32,6 +36,31 @@ UNWRITABLE_WORD: tuple[int] = (1,)
 #: provider.  It reads non-zero, so the fast paths always go on to the slot of the call.  (Built
 #: with ``tuple()``: the compiler must not merge it with :data:`UNWRITABLE_WORD`.)
 UNKNOWN_WORD: tuple[int, ...] = tuple([1])
+
+
+#: The objects whose ``_lock`` a fork child replaces (:func:`fork_safe_lock`), held weakly.
+_FORK_RENEWED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def fork_safe_lock(owner: object) -> threading.Lock:
+    """A lock for ``owner._lock`` that a fork child replaces with a fresh one.
+
+    The one home of that rule (every backend with a lock uses it, and so can a backend of your
+    own): another thread of the parent may hold the lock at the moment of the fork, and the
+    child, which has only the forking thread, would wait for it forever.  ``owner`` must take
+    weak references (``__weakref__`` in its ``__slots__``).
+    """
+    _FORK_RENEWED.add(owner)
+    return threading.Lock()
+
+
+def _renew_locks() -> None:
+    for owner in list(_FORK_RENEWED):
+        owner._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # pragma: no branch (absent on Windows)
+    os.register_at_fork(after_in_child=_renew_locks)
 
 
 class Slot:
