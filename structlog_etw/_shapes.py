@@ -21,8 +21,7 @@ writes.  This module holds the parts both formats share:
   made only for shapes written :data:`SHAPE_HOT` times, bounded by count and by bytes, never
   for a key longer than :data:`MAX_KEY_CHARS`;
 * :func:`walk`: the interpreted shape function (a loop, no code compiled) both formats run for
-  a layout that has no generated function yet;
-* :func:`header_problem`: the one range check of the header arguments both formats take.
+  a layout that has no generated function yet.
 
 **Tiers.**  An event dict whose shape has no entry is written by :func:`walk` when its values
 are of the classes above, else by the general route (typed fields, the encoder's non-generated
@@ -70,7 +69,6 @@ __all__ = [
     "ShapeCache",
     "Step",
     "compile_packer",
-    "header_problem",
     "key_chars",
     "layout",
     "walk",
@@ -215,31 +213,6 @@ def key_chars(name: object, keys: Iterable[object]) -> int:
         return len(name) + sum(map(len, keys))  # type: ignore[arg-type]
     except Exception:
         return MAX_KEY_CHARS + 1
-
-
-def header_problem(
-    level: object, opcode: object, tag: object, tag_bits: int, activity_id: object, related_id: object
-) -> str | None:
-    """Why the header arguments are out of range (None when they are fine): the one check of both
-    formats.  ``level`` and ``opcode`` are 0..255, ``tag`` 0..2**tag_bits-1 (EventHeader 16,
-    TraceLogging 28), activity and related ids 16 bytes (``related_id`` only with an activity)."""
-    try:
-        bad = bool((level | opcode) >> 8 or tag >> tag_bits)  # type: ignore[operator]  # negative: -1
-    except TypeError:
-        bad = True
-    if bad:
-        return (
-            f"level and opcode must be in 0..255 and tag in 0..{(1 << tag_bits) - 1:#x}, "
-            f"got {level!r}, {opcode!r}, {tag!r}"
-        )
-    if activity_id is not None:
-        try:
-            ok = len(activity_id) == 16 and (related_id is None or len(related_id) == 16)  # type: ignore[arg-type]
-        except TypeError:
-            ok = False
-        if not ok:
-            return "activity ids must be 16 bytes"
-    return None
 
 
 class LayoutFunctions:

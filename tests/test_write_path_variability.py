@@ -22,6 +22,7 @@ import structlog
 
 from structlog_etw import EtwRenderer, KeywordsByLogger, Provider
 from structlog_etw.backends.capture import CaptureBackend
+from structlog_etw.eventheader import Header
 from structlog_etw.eventheader.encoder import EventHeaderEncoder
 from structlog_etw.fields import dict_fields
 from structlog_etw.testing import decode_record
@@ -107,7 +108,7 @@ class TestNewLayoutPerEvent:
         encoder: Any = EventHeaderEncoder() if fmt == "eventheader" else TraceLoggingEncoder("P")
         for i in range(300):  # every event a new shape (a new key), layouts of every kind
             event = {f"k{i}": VALUES[i % len(VALUES)], "n": i, "s": "x" * (i % 5)}
-            assert encoder.encode_dict("e", event, None, 4) == encoder.encode(
+            assert encoder.encode_dict("e", event, None, Header(4)) == encoder.encode(
                 "e", dict_fields(event.items(), None), 4
             )
         assert calls == []

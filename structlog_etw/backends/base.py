@@ -8,6 +8,7 @@ import threading
 import weakref
 from typing import Any, Literal, Protocol, TypeVar
 
+from .._header import Header, plain_header
 from ..tracelogging.spec import TraceLoggingEvent
 
 __all__ = [
@@ -72,13 +73,15 @@ class Slot:
     rewrites.  Reading ``word[0]`` is the whole per-call enabled check.
     """
 
-    __slots__ = ("handle", "keyword", "level", "word")
+    __slots__ = ("handle", "header", "keyword", "level", "word")
 
     def __init__(self, level: int, keyword: int, word: Any, handle: Any = None) -> None:
         self.level = level
         self.keyword = keyword
         self.word = word
         self.handle = handle
+        #: The header of this slot's plain events (opcode 0, tag 0, no activity), built once.
+        self.header: Header = plain_header(level)
 
     @property
     def enabled(self) -> bool:

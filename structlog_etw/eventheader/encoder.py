@@ -51,6 +51,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from .._counters import count_value
+from .._header import INFO_HEADER, Header, HeaderValue, header_problem, plain_header
 from .._shapes import (
     NONE,
     SKIP,
@@ -59,7 +60,6 @@ from .._shapes import (
     Step,
     Walker,
     compile_packer,
-    header_problem,
     key_chars,
     layout,
     walk,
@@ -526,15 +526,46 @@ _SHAPE_STEPS: Final[dict[int, Step]] = {
 _FUNCTIONS: Final = LayoutFunctions(lambda kinds: compile_packer(kinds, _SHAPE_STEPS, ("h", "m")))
 
 
-#: Header bytes of an event with opcode 0, tag 0 and no activity, per level.
-_HEADS: Final[dict[int, bytes]] = {lv: _HEADER.pack(HEADER_FLAGS, 0, 0, 0, 0, lv) for lv in range(256)}
+#: The header bytes of each level's plain header (opcode 0, tag 0, no activity), by the header.
+_HEADS: Final[dict[HeaderValue, bytes]] = {
+    plain_header(lv): _HEADER.pack(HEADER_FLAGS, 0, 0, 0, 0, lv) for lv in range(256)
+}
 
 
-def _head(level: int, opcode: int, tag: int, activity_id: bytes | None, related_id: bytes | None) -> bytes:
-    """The header and the activity extension; ``ValueError`` for arguments outside their ranges."""
-    problem = header_problem(level, opcode, tag, 16, activity_id, related_id)
+def _head(header: HeaderValue) -> bytes:
+    """The header and the activity extension; ``ValueError`` for values outside their ranges."""
+    try:
+        head = _HEADS.get(header)
+    except TypeError:  # an id of an unhashable type (a bytearray): written all the same
+        head = None
+    return _new_head(header) if head is None else head
+
+
+#: The header bytes of recent headers that are not plain ones (an activity's events share one):
+#: at most :data:`_RECENT_MAX` entries (each under 200 bytes), cleared when full.
+_RECENT: Final[dict[HeaderValue, bytes]] = {}
+_RECENT_MAX: Final = 256
+
+
+def _new_head(header: HeaderValue) -> bytes:
+    """:func:`_head` of a header that is not a plain one (kept among the recent ones)."""
+    try:
+        head = _RECENT.get(header)
+    except TypeError:  # an id of an unhashable type (a bytearray): built, not kept
+        return _build_head(header)
+    if head is None:
+        head = _build_head(header)
+        if len(_RECENT) >= _RECENT_MAX:
+            _RECENT.clear()
+        _RECENT[header] = head
+    return head
+
+
+def _build_head(header: HeaderValue) -> bytes:
+    problem = header_problem(header, 16)
     if problem is not None:
         raise ValueError(problem)
+    level, opcode, tag, activity_id, related_id = header
     head = _HEADER.pack(HEADER_FLAGS, 0, 0, tag, opcode, level)
     if activity_id is not None:
         ids = activity_id if related_id is None else activity_id + related_id
@@ -610,16 +641,22 @@ class EventHeaderEncoder:
         activity_id: bytes | None = None,
         related_id: bytes | None = None,
     ) -> bytes | None:
+        """``encode_fields(name, fields, Header(level, opcode, tag, activity_id, related_id))``."""
+        return self.encode_fields(name, fields, Header(level, opcode, tag, activity_id, related_id))
+
+    def encode_fields(
+        self, name: str, fields: list[Field], header: HeaderValue = INFO_HEADER
+    ) -> bytes | None:
         """The event bytes (header, extensions, payload), or ``None`` if it cannot fit ``max_size``.
 
         The error contract (the same for both encoders, docs/limits.md): never raises for a field
         list whose kinds come from the type table, whatever the values: a value that does not fit
         its kind is written as its text (:func:`~structlog_etw.fields.normalize`).  Returns
         ``None`` only when the event cannot fit ``max_size`` even with its values cut.  Raises
-        ``ValueError`` only for arguments outside the header's ranges: ``level`` or ``opcode``
-        not in 0..255, ``tag`` not in 0..65535, an activity or related id not 16 bytes.
+        ``ValueError`` only for a header outside its ranges: ``level`` or ``opcode`` not in
+        0..255, ``tag`` not in 0..65535, an activity or related id not 16 bytes.
         """
-        head = _head(level, opcode, tag, activity_id, related_id)
+        head = _head(header)
         # The fast path: the shape's plan (metadata and one packer per leaf), nothing compiled.
         try:
             key: list[Any] = [name]
@@ -653,13 +690,9 @@ class EventHeaderEncoder:
         name: str,
         event: Mapping[Any, Any],
         skip: str | None,
-        level: int,
-        opcode: int = 0,
-        tag: int = 0,
-        activity_id: bytes | None = None,
-        related_id: bytes | None = None,
+        header: HeaderValue = INFO_HEADER,
     ) -> bytes | None:
-        """``encode(name, dict_fields(event.items(), skip), level, ...)``, byte for byte, faster.
+        """``encode_fields(name, dict_fields(event.items(), skip), header)``, byte for byte, faster.
 
         ``event``'s items are the fields, except ``exc_info`` and the key ``skip`` (``None``: none
         skipped).  A hot shape (``str`` keys, values of the classes of
@@ -667,13 +700,15 @@ class EventHeaderEncoder:
         times) is written by its layout's generated function straight from the dict's values (one
         ``struct`` call per run of fixed-size values).  Anything else (a shape not hot yet, a
         layout not compiled yet, another value class, a value the function cannot write, an
-        event past ``max_size``) takes the route of :meth:`encode`, which compiles nothing.  Same
-        error contract as :meth:`encode`.
+        event past ``max_size``) takes the route of :meth:`encode_fields`, which compiles nothing.  Same
+        error contract as :meth:`encode_fields`.
         """
-        simple = opcode == 0 and tag == 0 and activity_id is None and type(level) is int
-        head = _HEADS.get(level) if simple else None
+        try:
+            head = _HEADS.get(header)  # a plain header's; any other: _head builds and checks it
+        except TypeError:
+            head = None
         if head is None:
-            head = _head(level, opcode, tag, activity_id, related_id)
+            head = _new_head(header)
         key: tuple[Any, ...] | None = None
         entry: _ShapeEntry | None = None
         try:
@@ -697,9 +732,7 @@ class EventHeaderEncoder:
             except Exception:  # a value it does not write: the general route decides
                 out = None
         if out is None:
-            out = self.encode(
-                name, dict_fields(event.items(), skip), level, opcode, tag, activity_id, related_id
-            )
+            out = self.encode_fields(name, dict_fields(event.items(), skip), header)
         if out is not None and key is not None:  # written: count the shape towards an entry
             _FUNCTIONS.earn()
             with contextlib.suppress(Exception):

@@ -57,6 +57,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from .._counters import count_value
+from .._header import INFO_HEADER, Header, HeaderValue, header_problem, plain_header
 from .._shapes import (
     NONE,
     SKIP,
@@ -65,7 +66,6 @@ from .._shapes import (
     Step,
     Walker,
     compile_packer,
-    header_problem,
     key_chars,
     layout,
     walk,
@@ -532,9 +532,8 @@ _FUNCTIONS: Final = LayoutFunctions(
     lambda kinds: compile_packer(kinds, _SHAPE_STEPS, env={"_filetime": filetime})
 )
 _MISSING: Final[Any] = object()
-#: The levels whose header needs no check on the hot path, and the end of the 28-bit tags.
-_LEVELS: Final = frozenset(range(256))
-_TAG_END: Final = 1 << 28
+#: The tag of each plain header (0), by the header: a header found here needs no check.
+_CHECKED: Final[dict[HeaderValue, int]] = {plain_header(lv): 0 for lv in range(256)}
 
 
 class _ShapeEntry:
@@ -626,6 +625,12 @@ class TraceLoggingEncoder:
         activity_id: bytes | None = None,
         related_id: bytes | None = None,
     ) -> TraceLoggingEvent | None:
+        """``encode_fields(name, fields, Header(level, opcode, tag, activity_id, related_id))``."""
+        return self.encode_fields(name, fields, Header(level, opcode, tag, activity_id, related_id))
+
+    def encode_fields(
+        self, name: str, fields: list[Field], header: HeaderValue = INFO_HEADER
+    ) -> TraceLoggingEvent | None:
         """``(traits, metadata, data)`` for one event, or ``None`` if it cannot fit even truncated.
 
         ``tag`` is the event's 28-bit tags value (in the metadata).  Level, opcode and the activity
@@ -640,9 +645,15 @@ class TraceLoggingEncoder:
         outside the header's ranges: ``level`` or ``opcode`` not in 0..255, ``tag`` not in
         0..0x0FFFFFFF, an activity or related id not 16 bytes.
         """
-        problem = header_problem(level, opcode, tag, 28, activity_id, related_id)
-        if problem is not None:
-            raise ValueError(problem)
+        try:
+            tag = _CHECKED.get(header)
+        except TypeError:  # an id of an unhashable type (a bytearray): checked all the same
+            tag = None
+        if tag is None:  # not a plain header: checked (the ids are not in the blobs: their sizes)
+            problem = header_problem(header, 28)
+            if problem is not None:
+                raise ValueError(problem)
+            tag = header[2]
         # The fast path: the plan's packers, one per field.
         try:
             key = (name, tag, _shape(fields))
@@ -666,13 +677,9 @@ class TraceLoggingEncoder:
         name: str,
         event: Mapping[Any, Any],
         skip: str | None,
-        level: int = 4,
-        opcode: int = 0,
-        tag: int = 0,
-        activity_id: bytes | None = None,
-        related_id: bytes | None = None,
+        header: HeaderValue = INFO_HEADER,
     ) -> TraceLoggingEvent | None:
-        """``encode(name, dict_fields(event.items(), skip), level, ...)``, byte for byte, faster.
+        """``encode_fields(name, dict_fields(event.items(), skip), header)``, byte for byte, faster.
 
         ``event``'s items are the fields, except ``exc_info`` and the key ``skip`` (``None``: none
         skipped).  A hot shape (``str`` keys, values of the classes of
@@ -680,18 +687,18 @@ class TraceLoggingEncoder:
         times) has its data packed by its layout's generated function straight from the dict's
         values; its metadata and its room in the budget are cached with it.  Anything else (a
         shape not hot yet, a layout not compiled yet, another value class, a value the function
-        cannot write) takes the route of :meth:`encode`, which compiles nothing.  Same error
-        contract as :meth:`encode` (the header arguments are checked on that route).
+        cannot write) takes the route of :meth:`encode_fields`, which compiles nothing.  Same error
+        contract as :meth:`encode_fields` (the header is checked on that route).
         """
         key: tuple[Any, ...] | None = None
         entry: _ShapeEntry | None = None
-        fast = level in _LEVELS and opcode in _LEVELS and type(tag) is int and 0 <= tag < _TAG_END
-        if fast and activity_id is not None:  # not in the blobs: only their sizes matter here
-            try:
-                fast = len(activity_id) == 16 and (related_id is None or len(related_id) == 16)
-            except TypeError:
-                fast = False
-        if fast:
+        try:
+            tag = _CHECKED.get(header)  # a plain header's; any other: checked (not in the blobs)
+        except TypeError:
+            tag = None
+        if tag is None and header_problem(header, 28) is None:
+            tag = header[2]
+        if tag is not None:
             try:
                 key = (name, tag, skip, *event)
                 entry = self._by_keys.get(key)
@@ -707,16 +714,16 @@ class TraceLoggingEncoder:
                 pass
         out = None
         fresh: list[tuple[tuple[str, int], bytes]] | None = None
-        if fast and entry is not _GENERAL:  # no function for this layout yet: the interpreted route
+        if (
+            tag is not None and entry is not _GENERAL
+        ):  # no function for this layout yet: the interpreted route
             try:
                 out, fresh = self._walk(name, event, skip, tag)
             except Exception:  # a value it does not write: the general route decides
                 out = None
         if out is None:
-            out = self.encode(
-                name, dict_fields(event.items(), skip), level, opcode, tag, activity_id, related_id
-            )
-        if out is not None and key is not None:  # written: count the shape towards an entry
+            out = self.encode_fields(name, dict_fields(event.items(), skip), header)
+        if out is not None and key is not None and tag is not None:  # written: count the shape
             _FUNCTIONS.earn()
             with contextlib.suppress(Exception):
                 self._seen(key, name, event, skip, tag, fresh)
