@@ -65,6 +65,7 @@ __all__ = [
     "SHAPE_HOT",
     "SHAPE_KINDS",
     "SKIP",
+    "HotShape",
     "LayoutFunctions",
     "ShapeCache",
     "Step",
@@ -274,6 +275,24 @@ class LayoutFunctions:
         return len(self._fns)
 
 
+_MISSING: Final[Any] = object()
+
+
+class HotShape(NamedTuple):
+    """What :meth:`ShapeCache.written` gives for a shape that just became hot."""
+
+    #: The key to store the entry under (with the value classes when ``first`` is False).
+    key: tuple[Any, ...]
+    #: Whether the entry goes to :attr:`ShapeCache.first` (else :attr:`ShapeCache.by_class`).
+    first: bool
+    #: :func:`key_chars` of the key.
+    chars: int
+    #: The layout's generated function, or ``None`` when the shape has none.
+    fn: Callable[..., bytes | None] | None
+    #: The typed fields (values ``None``) whose metadata the entry holds.
+    template: list[tuple[str, int, None]]
+
+
 class ShapeCache:
     """An encoder's shape entries, bounded by count and bytes, made only for hot, written shapes.
 
@@ -315,6 +334,50 @@ class ShapeCache:
             self._charge(counts, chars)
         counts[key] = n
         return False
+
+    def written(
+        self,
+        key: tuple[Any, ...],
+        name: object,
+        event: Mapping[Any, Any],
+        skip: str | None,
+        fresh: list[Any] | None,
+        remember: Callable[[list[Any]], None],
+        general: object,
+        functions: LayoutFunctions,
+    ) -> HotShape | None:
+        """The general route wrote an event of ``key``'s shape: count it; once hot, what its
+        entry is built from (``None``: nothing to build yet).
+
+        ``fresh``: the field metadata the interpreted route built for it, handed to ``remember``
+        when the key was written before (one-off keys are not kept).  A key that has an entry for
+        other value classes is counted with the classes appended (``general``: the format's entry
+        of a shape written by the general route, never built again).  A shape without a layout
+        gets :attr:`HotShape.fn` ``None`` (its entry is ``general``); one whose layout is not
+        compiled yet gets nothing (it stays on the general route).
+        """
+        first = self.first.get(key, _MISSING)
+        if fresh and (first is not _MISSING or key in self.seen_counts):
+            remember(fresh)
+        if first is not _MISSING:  # the shape has an entry for other value classes
+            key = (*key, *map(type, event.values()))
+            if self.by_class.get(key) is general:
+                return None
+        chars = key_chars(name, event)
+        if not self.seen(key, chars):
+            return None
+        kinds = layout(tuple(event), tuple(map(type, event.values())), skip) if type(name) is str else None
+        if kinds is None:
+            return HotShape(key, first is _MISSING, chars, None, [])
+        fn = functions.get(kinds)
+        if fn is None:
+            return None  # the layout is not compiled yet: the shape stays on the general route
+        template = [
+            (k, STR if kind == NONE else kind, None)
+            for k, kind in zip(event, kinds, strict=True)
+            if kind != SKIP
+        ]
+        return HotShape(key, first is _MISSING, chars, fn, template)
 
     def put(self, key: tuple[Any, ...], entry: Any, first: bool, chars: int, meta_bytes: int = 0) -> None:
         """Store ``entry`` under ``key`` (in :attr:`first` or :attr:`by_class`)."""

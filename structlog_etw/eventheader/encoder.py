@@ -54,14 +54,12 @@ from .._counters import count_value
 from .._header import INFO_HEADER, Header, HeaderValue, header_problem, plain_header
 from .._shapes import (
     NONE,
-    SKIP,
     LayoutFunctions,
     ShapeCache,
     Step,
     Walker,
     compile_packer,
     key_chars,
-    layout,
     walk,
 )
 from .._size_policy import NO_LIMIT, Cuttable, Piece, joined, leading_pieces, water_level, whole_size
@@ -764,36 +762,18 @@ class EventHeaderEncoder:
         skip: str | None,
         fresh: list[tuple[tuple[str, int], bytes]] | None,
     ) -> None:
-        """The general route wrote an event of ``key``'s shape: count it; once hot, build its entry
-        (``_GENERAL`` when the shape has no shape function) if its layout has a function."""
-        shapes = self._shapes
-        first = shapes.first.get(key, _MISSING)
-        if fresh and (first is not _MISSING or key in shapes.seen_counts):
-            # keys written before: their field metadata is worth keeping (one-off keys are not)
-            _remember_walked(fresh)
-        if first is not _MISSING:  # the shape has an entry for other value classes
-            key = (*key, *map(type, event.values()))
-            if shapes.by_class.get(key) is _GENERAL:
-                return
-        chars = key_chars(name, event)
-        if not shapes.seen(key, chars):
+        """The general route wrote an event of ``key``'s shape (:meth:`ShapeCache.written`); once
+        hot, its entry: ``_GENERAL`` when the shape has no shape function."""
+        hot = self._shapes.written(key, name, event, skip, fresh, _remember_walked, _GENERAL, _FUNCTIONS)
+        if hot is None:
             return
         entry = _GENERAL
-        kinds = layout(tuple(event), tuple(map(type, event.values())), skip) if type(name) is str else None
-        if kinds is not None:
-            fn = _FUNCTIONS.get(kinds)
-            if fn is None:
-                return  # the layout is not compiled yet: the shape stays on the general route
-            template = [
-                (k, STR if kind == NONE else kind, None)
-                for k, kind in zip(event, kinds, strict=True)
-                if kind != SKIP
-            ]
+        if hot.fn is not None:
             try:
-                entry = (_meta_block(name, template, []), fn)
+                entry = (_meta_block(name, list(hot.template), []), hot.fn)
             except OverflowError:  # metadata past u16: the general route drops the event
                 entry = _GENERAL
-        shapes.put(key, entry, first is _MISSING, chars, len(entry[0]))
+        self._shapes.put(hot.key, entry, hot.first, hot.chars, len(entry[0]))
 
     def _encode_general(self, name: str, fields: list[Field], head: bytes) -> bytes | None:
         """The general path: any field list, the pieces built once, then joined whole or cut.

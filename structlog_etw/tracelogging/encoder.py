@@ -60,14 +60,11 @@ from .._counters import count_value
 from .._header import INFO_HEADER, Header, HeaderValue, header_problem, plain_header
 from .._shapes import (
     NONE,
-    SKIP,
     LayoutFunctions,
     ShapeCache,
     Step,
     Walker,
     compile_packer,
-    key_chars,
-    layout,
     walk,
 )
 from .._size_policy import NO_LIMIT, Cuttable, Piece, joined, leading_pieces, water_level, whole_size
@@ -759,34 +756,16 @@ class TraceLoggingEncoder:
         """The general route wrote an event of ``key``'s shape: count it; once hot, build its entry
         (``_GENERAL`` when the shape has no shape function or breaks TraceLogging's field-count or
         metadata limits) if its layout has a function."""
-        shapes = self._shapes
-        first = shapes.first.get(key, _MISSING)
-        if fresh and (first is not _MISSING or key in shapes.seen_counts):
-            # keys written before: their field metadata is worth keeping (one-off keys are not)
-            _remember_walked(fresh)
-        if first is not _MISSING:  # the shape has an entry for other value classes
-            key = (*key, *map(type, event.values()))
-            if shapes.by_class.get(key) is _GENERAL:
-                return
-        chars = key_chars(name, event)
-        if not shapes.seen(key, chars):
+        hot = self._shapes.written(key, name, event, skip, fresh, _remember_walked, _GENERAL, _FUNCTIONS)
+        if hot is None:
             return
         entry = _GENERAL
-        kinds = layout(tuple(event), tuple(map(type, event.values())), skip) if type(name) is str else None
-        if kinds is not None:
-            fn = _FUNCTIONS.get(kinds)
-            if fn is None:
-                return  # the layout is not compiled yet: the shape stays on the interpreted route
-            template = [
-                (k, STR if kind == NONE else kind, None)
-                for k, kind in zip(event, kinds, strict=True)
-                if kind != SKIP
-            ]
-            metas, _, count = _compile(template)
+        if hot.fn is not None:
+            metas, _, count = _compile(hot.template)
             metadata = _metadata_within(name, metas, tag)
             if count <= MAX_FIELDS and metadata:
-                entry = _ShapeEntry(metadata, fn, self._budget - len(metadata))
-        shapes.put(key, entry, first is _MISSING, chars, len(entry.metadata))
+                entry = _ShapeEntry(metadata, hot.fn, self._budget - len(metadata))
+        self._shapes.put(hot.key, entry, hot.first, hot.chars, len(entry.metadata))
 
     def _encode_general(self, name: str, fields: list[Field], tags: int) -> TraceLoggingEvent | None:
         """The general path: any field list, the pieces built once, then joined whole or cut.
