@@ -99,6 +99,12 @@ def _part_c(fields: list[Field], body: str | None) -> list[Field]:
     if body is not None:
         own.append(("Body", STR, body))
     own.extend(f for f in fields if f is not moved)
+    return _part_c_struct(own)
+
+
+def _part_c_struct(own: list[Field]) -> list[Field]:
+    """PartC of ``own`` fields, left out when there are none; past 127 the last is ``_more``
+    (the rest as JSON text): the one home of PartC's field limit, both layouts."""
     if not own:
         return []
     if len(own) > MAX_STRUCT_FIELDS:
@@ -254,21 +260,6 @@ def _otel_part_a(
     return ("PartA", STRUCT, [time_field, *ext] if span else [*ext, time_field])
 
 
-def _otel_part_c(fields: list[Field]) -> list[Field]:
-    """PartC: the event's own fields, left out when there are none; past 127 the last is ``_more``."""
-    if not fields:
-        return []
-    own = fields
-    if len(own) > MAX_STRUCT_FIELDS:
-        rest = own[MAX_STRUCT_FIELDS - 1 :]
-        try:
-            text = json.dumps({f[0]: _plain(f) for f in rest}, default=safe_str, ensure_ascii=False)
-        except Exception:
-            text = safe_str([f[0] for f in rest])
-        own = [*own[: MAX_STRUCT_FIELDS - 1], ("_more", JSON, text)]
-    return [("PartC", STRUCT, own)]
-
-
 def otel_log_fields(
     fields: list[Field],
     *,
@@ -355,7 +346,7 @@ def otel_record_fields(
     return [
         _csver(fmt),
         _otel_part_a(fmt, rfc3339_autosi(time_ns), trace_id, span_id, cloud, span=False),
-        *_otel_part_c(own),
+        *_part_c_struct(own),
         ("PartB", STRUCT, part_b),
     ]
 
@@ -392,7 +383,7 @@ def otel_span_fields(
     part_a = _otel_part_a(fmt, rfc3339_autosi(stop_ns), trace_id, span_id, cloud, span=True)
     if resource:
         fields = [*resource, *fields] if fmt == TRACELOGGING else [*fields, *resource]
-    part_c = _otel_part_c(fields)
+    part_c = _part_c_struct(fields)
     head: list[Field] = []
     if parent_id:
         head.append(("parentId", STR, parent_id))
