@@ -110,16 +110,16 @@ def _part_c_struct(own: list[Field]) -> list[Field]:
     if len(own) > MAX_STRUCT_FIELDS:
         rest = own[MAX_STRUCT_FIELDS - 1 :]
         try:
-            text = json.dumps({f[0]: _plain(f) for f in rest}, default=safe_str, ensure_ascii=False)
+            text = json.dumps({f[0]: _json_value(f) for f in rest}, default=safe_str, ensure_ascii=False)
         except Exception:
             text = safe_str([f[0] for f in rest])
         own = [*own[: MAX_STRUCT_FIELDS - 1], ("_more", JSON, text)]
     return [("PartC", STRUCT, own)]
 
 
-def _plain(field: Field) -> Any:
+def _json_value(field: Field) -> Any:
     if field[1] == STRUCT:
-        return {f[0]: _plain(f) for f in field[2]}
+        return {f[0]: _json_value(f) for f in field[2]}
     value = field[2]
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).hex()

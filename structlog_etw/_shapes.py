@@ -12,7 +12,7 @@ writes.  This module holds the parts both formats share:
   and a dict that is not flat sends the event down the general route;
 * :func:`layout`: the kinds of an event dict's values in order (``SKIP`` for ``exc_info`` and the
   skipped key), or ``None`` when the shape has no shape function;
-* :func:`compile_packer`: the generated function for a layout, given how a format writes each
+* :func:`compile_shape_function`: the generated function for a layout, given how a format writes each
   kind (:class:`Step`).  Its source is built only from the format's step table and positions,
   never from keys or values.  The one code generator of the package;
 * :class:`LayoutFunctions`: a format's generated functions, one per layout, compiled only once
@@ -69,7 +69,7 @@ __all__ = [
     "LayoutFunctions",
     "ShapeCache",
     "Step",
-    "compile_packer",
+    "compile_shape_function",
     "key_chars",
     "layout",
     "walk",
@@ -147,7 +147,7 @@ class Step(NamedTuple):
     expr: str
 
 
-def compile_packer(
+def compile_shape_function(
     kinds: tuple[int, ...],
     steps: Mapping[int, Step],
     lead: tuple[str, ...] = (),

@@ -98,13 +98,13 @@ class TestNewLayoutPerEvent:
         from structlog_etw import _shapes  # noqa: PLC0415
 
         calls: list[object] = []
-        real = _shapes.compile_packer
+        real = _shapes.compile_shape_function
 
         def counting(*args: Any, **kw: Any) -> Any:
             calls.append(args[0])
             return real(*args, **kw)
 
-        monkeypatch.setattr(_shapes, "compile_packer", counting)
+        monkeypatch.setattr(_shapes, "compile_shape_function", counting)
         encoder: Any = EventHeaderEncoder() if fmt == "eventheader" else TraceLoggingEncoder("P")
         for i in range(300):  # every event a new shape (a new key), layouts of every kind
             event = {f"k{i}": VALUES[i % len(VALUES)], "n": i, "s": "x" * (i % 5)}

@@ -58,7 +58,7 @@ from .._shapes import (
     ShapeCache,
     Step,
     Walker,
-    compile_packer,
+    compile_shape_function,
     key_chars,
     walk,
 )
@@ -354,7 +354,7 @@ def _value_packer(kind: int) -> Callable[[Any], bytes]:
     return _VALUE_PACKERS[kind]
 
 
-class _Plan:
+class _FieldPlan:
     """Prebuilt metadata extension and the per-leaf packers of one event shape."""
 
     __slots__ = ("meta_block", "packers")
@@ -429,10 +429,10 @@ def _meta_block(name: str, fields: list[Field], kinds: list[int], fresh: FieldPa
     return _EXT.pack(len(meta), EXT_METADATA) + meta
 
 
-def _build_plan(name: str, fields: list[Field], fresh: FieldParts | None = None) -> _Plan:
+def _build_plan(name: str, fields: list[Field], fresh: FieldParts | None = None) -> _FieldPlan:
     """The plan of ``fields``' shape.  Raises OverflowError when the metadata passes 65535 bytes."""
     kinds: list[int] = []
-    return _Plan(_meta_block(name, fields, kinds, fresh), kinds)
+    return _FieldPlan(_meta_block(name, fields, kinds, fresh), kinds)
 
 
 def _shape(fields: list[Field]) -> tuple[Any, ...]:
@@ -521,7 +521,7 @@ _SHAPE_STEPS: Final[dict[int, Step]] = {
     TIME: Step("", "{v}.isoformat().encode()"),
 }
 #: The generated ``f(event, head, meta_block)`` per layout (compiled when hot; see ``_shapes``).
-_FUNCTIONS: Final = LayoutFunctions(lambda kinds: compile_packer(kinds, _SHAPE_STEPS, ("h", "m")))
+_FUNCTIONS: Final = LayoutFunctions(lambda kinds: compile_shape_function(kinds, _SHAPE_STEPS, ("h", "m")))
 
 
 #: The header bytes of each level's plain header (opcode 0, tag 0, no activity), by the header.
@@ -617,7 +617,7 @@ class EventHeaderEncoder:
         self._truncated = itertools.count()  # next(): one C call, safe under re-entry
         # encode's plans per typed-field shape (name and (field name, kind) pairs).
         self._plans = ShapeCache(cache_limit, cache_bytes)
-        self._cache: dict[tuple[Any, ...], _Plan] = self._plans.first
+        self._cache: dict[tuple[Any, ...], _FieldPlan] = self._plans.first
         # encode_dict's shapes: (name, skip, *keys) -> the entry built for the value classes seen
         # first; (name, skip, *keys, *classes) -> the entries of other classes.
         self._shapes = ShapeCache(cache_limit, cache_bytes)

@@ -64,7 +64,7 @@ from .._shapes import (
     ShapeCache,
     Step,
     Walker,
-    compile_packer,
+    compile_shape_function,
     walk,
 )
 from .._size_policy import NO_LIMIT, Cuttable, Piece, joined, leading_pieces, water_level, whole_size
@@ -368,7 +368,7 @@ def _shape(fields: Sequence[Field]) -> tuple[Any, ...]:
     return tuple(out)
 
 
-class _Plan:
+class _FieldPlan:
     """Metadata and packers for one event shape, and the room its data may take in the budget."""
 
     __slots__ = ("metadata", "ok", "packers", "room")
@@ -526,7 +526,7 @@ _WALK: Final[Walker] = {
 }
 #: The generated ``f(event) -> data`` per layout (compiled when hot; see ``_shapes``).
 _FUNCTIONS: Final = LayoutFunctions(
-    lambda kinds: compile_packer(kinds, _SHAPE_STEPS, env={"_filetime": filetime})
+    lambda kinds: compile_shape_function(kinds, _SHAPE_STEPS, env={"_filetime": filetime})
 )
 _MISSING: Final[Any] = object()
 #: The tag of each plain header (0), by the header: a header found here needs no check.
@@ -593,7 +593,7 @@ class TraceLoggingEncoder:
         self._budget = max_size - len(self.traits)
         # encode's plans per typed-field shape (name, tags, (field name, kind) pairs).
         self._plans = ShapeCache(cache_limit, cache_bytes)
-        self._cache: dict[tuple[Any, ...], _Plan] = self._plans.first
+        self._cache: dict[tuple[Any, ...], _FieldPlan] = self._plans.first
         # encode_dict's shapes: (name, tag, skip, *keys) -> the entry built for the value classes
         # seen first; (name, tag, skip, *keys, *classes) -> the entries of other classes.
         self._shapes = ShapeCache(cache_limit, cache_bytes)
@@ -605,12 +605,12 @@ class TraceLoggingEncoder:
         """Events written with values cut or fields left off by the size policy."""
         return count_value(self._truncated)
 
-    def _new_plan(self, name: str, fields: Sequence[Field], tags: int) -> _Plan:
+    def _new_plan(self, name: str, fields: Sequence[Field], tags: int) -> _FieldPlan:
         """The plan of a shape; its metadata is ``b""`` (and it is not ok) past :data:`MAX_METADATA`."""
         metas, packers, count = _compile(fields)
         metadata = _metadata_within(name, metas, tags)
         ok = count <= MAX_FIELDS and bool(metadata)
-        return _Plan(metadata, packers, ok, self._budget)
+        return _FieldPlan(metadata, packers, ok, self._budget)
 
     def encode(
         self,
