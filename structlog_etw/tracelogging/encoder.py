@@ -529,8 +529,22 @@ _FUNCTIONS: Final = LayoutFunctions(
     lambda kinds: compile_shape_function(kinds, _SHAPE_STEPS, env={"_filetime": filetime})
 )
 _MISSING: Final[Any] = object()
-#: The tag of each plain header (0), by the header: a header found here needs no check.
-_CHECKED: Final[dict[HeaderValue, int]] = {plain_header(lv): 0 for lv in range(256)}
+#: The tag of each plain header (0), by the header.
+_PLAIN_CHECKED: Final[dict[HeaderValue, int]] = {plain_header(lv): 0 for lv in range(256)}
+#: The tag of every header checked already, by the header: the plain ones and up to
+#: :data:`_CHECKED_MAX` recent others (an activity's events share one); back to the plain ones
+#: when full.  A header found here needs no check.
+_CHECKED: Final[dict[HeaderValue, int]] = dict(_PLAIN_CHECKED)
+_CHECKED_MAX: Final = 512
+
+
+def _remember_checked(header: HeaderValue, tag: int) -> None:
+    """Keep a header :func:`header_problem` found fine (a thread that misses it checks again)."""
+    if len(_CHECKED) >= _CHECKED_MAX:
+        _CHECKED.clear()
+        _CHECKED.update(_PLAIN_CHECKED)
+    with contextlib.suppress(TypeError):  # an id of an unhashable type: not kept
+        _CHECKED[header] = tag
 
 
 class _ShapeEntry:
@@ -695,6 +709,7 @@ class TraceLoggingEncoder:
             tag = None
         if tag is None and header_problem(header, 28) is None:
             tag = header[2]
+            _remember_checked(header, tag)
         if tag is not None:
             try:
                 key = (name, tag, skip, *event)
