@@ -179,3 +179,4 @@ def bench(session: nox.Session) -> None:
         *session.posargs,
     )
     session.run("python", "benchmarks/otel_exporters.py", "--out", "docs/benchmarks/otel_exporters.json")
+    session.run("python", "benchmarks/layouts.py", "--out", "docs/benchmarks/layouts.json")

@@ -47,6 +47,7 @@ from types import TracebackType
 from typing import Any, Final, TypeVar, cast
 
 from . import _otel
+from ._levels import Level, Opcode
 from ._provider import Provider
 from ._resolve import CONTROL_KEYS, event_header, event_name, keyword_or, level_or
 from .fields import to_fields
@@ -61,9 +62,9 @@ CURRENT_ACTIVITY: ContextVar[tuple[bytes, bytes | None] | None] = ContextVar(
     "structlog-etw.current-activity", default=None
 )
 
-OPCODE_START: Final = 1
-OPCODE_STOP: Final = 2
-LEVEL_INFO: Final = 4
+#: The opcodes of an activity's first and last event, as plain ints (what ``etw_opcode`` takes).
+_START: Final = int(Opcode.ACTIVITY_START)
+_STOP: Final = int(Opcode.ACTIVITY_STOP)
 
 _VERSION_4: Final = 0x0000_0000_0000_4000  # version nibble in byte 6 of the high half
 _HI_MASK: Final = 0xFFFF_FFFF_FFFF_0FFF
@@ -215,7 +216,7 @@ class Activity:
             scope.otel_token = _otel.SPAN_ID_TAKEN.set(from_span)
         scope.stack_token = self._scopes.set((*self._scopes.get(), scope))
         self._running.append(scope)
-        self._emit(OPCODE_START, scope, scope.fields)
+        self._emit(_START, scope, scope.fields)
         return self
 
     def __exit__(
@@ -246,7 +247,7 @@ class Activity:
             stop_fields["outcome"] = outcome
         except Exception:  # pragma: no cover - defensive
             stop_fields = {}
-        self._emit(OPCODE_STOP, scope, stop_fields)
+        self._emit(_STOP, scope, stop_fields)
         # ValueError: exited in another context than the one it was entered in (e.g. a
         # context manager handed between tasks); this context never saw the activity set.
         with contextlib.suppress(ValueError):
@@ -315,7 +316,7 @@ class Activity:
         controls = self._controls
         invalid = provider.count_invalid
         slot = provider.slot(
-            level_or(controls.get("etw_level"), LEVEL_INFO, invalid),
+            level_or(controls.get("etw_level"), Level.INFORMATIONAL, invalid),
             keyword_or(controls.get("etw_keyword"), provider.default_keyword, invalid),
         )
         if not slot.word[0]:
@@ -330,7 +331,7 @@ class Activity:
             opcode=opcode,
             tag=tags,
             activity_id=scope.activity_id,
-            related_id=scope.related_id if opcode == OPCODE_START else None,
+            related_id=scope.related_id if opcode == _START else None,
         )
 
     def __repr__(self) -> str:

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from . import _otel
 from ._activity import CURRENT_ACTIVITY
+from ._levels import Opcode
 from .fields import BOOL, I16, I64, JSON, MAX_STRUCT_FIELDS, STR, STRUCT, U8, U16, U32, Field, safe_str
 
 if TYPE_CHECKING:
@@ -98,21 +99,27 @@ def _part_c(fields: list[Field], body: str | None) -> list[Field]:
     if body is not None:
         own.append(("Body", STR, body))
     own.extend(f for f in fields if f is not moved)
+    return _part_c_struct(own)
+
+
+def _part_c_struct(own: list[Field]) -> list[Field]:
+    """PartC of ``own`` fields, left out when there are none; past 127 the last is ``_more``
+    (the rest as JSON text): the one home of PartC's field limit, both layouts."""
     if not own:
         return []
     if len(own) > MAX_STRUCT_FIELDS:
         rest = own[MAX_STRUCT_FIELDS - 1 :]
         try:
-            text = json.dumps({f[0]: _plain(f) for f in rest}, default=safe_str, ensure_ascii=False)
+            text = json.dumps({f[0]: _json_value(f) for f in rest}, default=safe_str, ensure_ascii=False)
         except Exception:
             text = safe_str([f[0] for f in rest])
         own = [*own[: MAX_STRUCT_FIELDS - 1], ("_more", JSON, text)]
     return [("PartC", STRUCT, own)]
 
 
-def _plain(field: Field) -> Any:
+def _json_value(field: Field) -> Any:
     if field[1] == STRUCT:
-        return {f[0]: _plain(f) for f in field[2]}
+        return {f[0]: _json_value(f) for f in field[2]}
     value = field[2]
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).hex()
@@ -253,21 +260,6 @@ def _otel_part_a(
     return ("PartA", STRUCT, [time_field, *ext] if span else [*ext, time_field])
 
 
-def _otel_part_c(fields: list[Field]) -> list[Field]:
-    """PartC: the event's own fields, left out when there are none; past 127 the last is ``_more``."""
-    if not fields:
-        return []
-    own = fields
-    if len(own) > MAX_STRUCT_FIELDS:
-        rest = own[MAX_STRUCT_FIELDS - 1 :]
-        try:
-            text = json.dumps({f[0]: _plain(f) for f in rest}, default=safe_str, ensure_ascii=False)
-        except Exception:
-            text = safe_str([f[0] for f in rest])
-        own = [*own[: MAX_STRUCT_FIELDS - 1], ("_more", JSON, text)]
-    return [("PartC", STRUCT, own)]
-
-
 def otel_log_fields(
     fields: list[Field],
     *,
@@ -354,7 +346,7 @@ def otel_record_fields(
     return [
         _csver(fmt),
         _otel_part_a(fmt, rfc3339_autosi(time_ns), trace_id, span_id, cloud, span=False),
-        *_otel_part_c(own),
+        *_part_c_struct(own),
         ("PartB", STRUCT, part_b),
     ]
 
@@ -391,7 +383,7 @@ def otel_span_fields(
     part_a = _otel_part_a(fmt, rfc3339_autosi(stop_ns), trace_id, span_id, cloud, span=True)
     if resource:
         fields = [*resource, *fields] if fmt == TRACELOGGING else [*fields, *resource]
-    part_c = _otel_part_c(fields)
+    part_c = _part_c_struct(fields)
     head: list[Field] = []
     if parent_id:
         head.append(("parentId", STR, parent_id))
@@ -533,16 +525,16 @@ def write_common(
     otel = _otel.current_span_ids()
     current = CURRENT_ACTIVITY.get()
     if layout != "common":
-        if opcode != 1:
+        if opcode != Opcode.ACTIVITY_START:
             _write_tracing_etw(provider, slot, name, fields, opcode, tags, body, now, otel, current)
         return
     fmt = provider.format
-    if current is not None and opcode == 1:
+    if current is not None and opcode == Opcode.ACTIVITY_START:
         _start_activity(current, otel, now)
         return
-    if opcode == 1:
+    if opcode == Opcode.ACTIVITY_START:
         return
-    if current is not None and opcode == 2:
+    if current is not None and opcode == Opcode.ACTIVITY_STOP:
         trace, span, parent, _, started = _activity_ids(current, otel)
         duration = 0
         outcome = "ok"
@@ -609,7 +601,7 @@ def _write_tracing_etw(
 ) -> None:
     """tracing-etw's layout (``schema="tracing-etw"``): see the module docstring."""
     trace_id = None if otel is None else f"{otel[0]:032x}"
-    if opcode == 2 and current is not None:
+    if opcode == Opcode.ACTIVITY_STOP and current is not None:
         duration = 0
         for f in fields:
             if f[0] == "duration_ns" and f[1] == I64:

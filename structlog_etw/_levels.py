@@ -1,14 +1,17 @@
-"""ETW levels and keywords: the level tables and the ranges of a level and a keyword.
+"""ETW levels, opcodes and keywords: the level tables, the :class:`Level` and :class:`Opcode`
+numbers both formats share, and the ranges of a level and a keyword.
 
 One home for the structlog surface (method names, ``min_level``), the stdlib bridge (level
-numbers), the provider (the levels registered up front, the keyword check at set-up) and the CLI
-(``--level``, level names in its output).  An ETW level is 1 (critical) .. 5 (verbose); a keyword
-is a 64-bit mask.  Standard library only.
+numbers), the provider (the levels registered up front, the keyword check at set-up), the
+activities (Start and Stop opcodes), both encoders and what reads their events (the CLI's
+``--level``, level names, the timeline's activity pairs).  An ETW level is 1 (critical) .. 5
+(verbose); a keyword is a 64-bit mask.  Standard library only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import IntEnum
 from typing import Final
 
 __all__ = [
@@ -17,6 +20,8 @@ __all__ = [
     "METHOD_LEVELS",
     "STDLIB_LEVELS",
     "STDLIB_NUMBERS",
+    "Level",
+    "Opcode",
     "check_keyword",
     "level_from_method",
     "level_from_stdlib",
@@ -25,6 +30,39 @@ __all__ = [
     "valid_keyword",
     "valid_level",
 ]
+
+
+class Level(IntEnum):
+    """An event's severity (ETW's and EventHeader's ``level`` byte; eventheader_types' ``Level``)."""
+
+    LOG_ALWAYS = 0
+    CRITICAL_ERROR = 1
+    ERROR = 2
+    WARNING = 3
+    INFORMATIONAL = 4
+    VERBOSE = 5
+
+
+class Opcode(IntEnum):
+    """An event's role (ETW's and EventHeader's ``opcode`` byte; eventheader_types' ``Opcode``).
+
+    structlog-etw writes :attr:`INFO` for every event but an activity's first
+    (:attr:`ACTIVITY_START`, the only one carrying a related activity id) and last
+    (:attr:`ACTIVITY_STOP`); the rest name what other providers write.
+    """
+
+    INFO = 0
+    ACTIVITY_START = 1
+    ACTIVITY_STOP = 2
+    COLLECTION_START = 3
+    COLLECTION_STOP = 4
+    EXTENSION = 5
+    REPLY = 6
+    RESUME = 7
+    SUSPEND = 8
+    SEND = 9
+    RECEIVE = 240
+
 
 #: ETW level -> its name: the structlog method and the stdlib level of that severity.
 LEVEL_NAMES: Final[Mapping[int, str]] = {1: "critical", 2: "error", 3: "warning", 4: "info", 5: "debug"}

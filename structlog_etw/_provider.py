@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
 
 from . import _platform
 from ._counters import Guard, Tally, count_value
-from ._levels import LEVEL_NAMES, check_keyword
+from ._header import HeaderValue
+from ._levels import LEVEL_NAMES, Opcode, check_keyword
 from ._platform import (
     EtwUnavailableWarning,
     ProviderStatus,
@@ -71,36 +72,24 @@ class _Encoder(Protocol[E_co]):
     """What both encoders offer (EventHeader: ``E_co`` is ``bytes``; TraceLogging:
     :data:`~structlog_etw.tracelogging.spec.TraceLoggingEvent`).
 
-    ``encode`` returns ``None`` when the event cannot fit the format's size budget even with
-    its values cut (the size policy); ``truncated`` counts events written with values cut.
+    ``encode_fields`` returns ``None`` when the event cannot fit the format's size budget even
+    with its values cut (the size policy); ``truncated`` counts events written with values cut.
+    The event's level, opcode, tag and activity ids come as one header value
+    (:data:`~structlog_etw._header.HeaderValue`).
     """
 
     @property
     def truncated(self) -> int: ...
 
-    def encode(
-        self,
-        name: str,
-        fields: list[Field],
-        level: int,
-        opcode: int,
-        tag: int,
-        activity_id: bytes | None,
-        related_id: bytes | None,
-    ) -> E_co | None: ...
+    def encode_fields(self, name: str, fields: list[Field], header: HeaderValue) -> E_co | None: ...
 
     def encode_dict(
-        self,
-        name: str,
-        event: Mapping[Any, Any],
-        skip: str | None,
-        level: int,
-        opcode: int,
-        tag: int,
-        activity_id: bytes | None,
-        related_id: bytes | None,
+        self, name: str, event: Mapping[Any, Any], skip: str | None, header: HeaderValue
     ) -> E_co | None: ...
 
+
+#: The opcode of the only event that carries a related activity id (a plain int: the hot path's).
+_START: Final = int(Opcode.ACTIVITY_START)
 
 #: Results of :meth:`_WritePath.write` that are not backend codes (those are >= 0).
 _TOO_LARGE: Final = -1
@@ -131,26 +120,17 @@ class _WritePath(Generic[E]):
         #: The name a backend error code is counted under (errno names, Win32 names).
         self.error_name = error_name
 
-    def write(
-        self,
-        slot: Slot,
-        name: str,
-        fields: list[Field],
-        opcode: int,
-        tag: int,
-        activity_id: bytes | None,
-        related_id: bytes | None,
-    ) -> int:
+    def write(self, slot: Slot, name: str, fields: list[Field], header: HeaderValue) -> int:
         """0 written; else the backend's error code, :data:`_TOO_LARGE`, :data:`_ENCODE_ERROR` or
         :data:`_INTERNAL_ERROR` (a backend that raised).  Never raises."""
         try:
-            event = self.encoder.encode(name, fields, slot.level, opcode, tag, activity_id, related_id)
+            event = self.encoder.encode_fields(name, fields, header)
         except Exception:
             return _ENCODE_ERROR
         if event is None:
             return _TOO_LARGE
         try:
-            return self.backend.write(slot, event, opcode, activity_id, related_id)
+            return self.backend.write(slot, event, header[1], header[3], header[4])
         except Exception:
             return _INTERNAL_ERROR
 
@@ -417,14 +397,9 @@ class Provider:
                 old.close()
 
     def _after_fork(self) -> None:
-        """In a fork child: fresh locks for the provider and for its encoder and backends."""
-        import threading  # noqa: PLC0415 - only in a fork child
-
+        """In a fork child: a fresh guard (the backends' locks are renewed where they are made,
+        :func:`~structlog_etw.backends.base.fork_safe_lock`; the encoders hold none)."""
         self._guard.renew()
-        parts: tuple[object, ...] = (self._path.encoder, self._path.backend, self._base_backend)
-        for part in parts:
-            if isinstance(getattr(part, "_lock", None), type(threading.Lock())):
-                part._lock = threading.Lock()  # type: ignore[attr-defined]
 
     @property
     def backend(self) -> Backend[Any]:
@@ -539,13 +514,16 @@ class Provider:
         ``related_id`` is written only on a Start event (opcode 1); other events carry the
         activity id alone (EventHeader: 16-byte ActivityId extension; ETW: no related id).
         """
-        if opcode != 1:
-            related_id = None
         word = slot.word
         if not word[0] or word is UNWRITABLE_WORD:
             self._count_unwritten(slot)
             return False
-        rc = self._path.write(slot, name, fields, opcode, tag, activity_id, related_id)
+        try:
+            header = _header(slot, opcode, tag, activity_id, related_id)
+        except Exception:
+            self._count_failure(_ENCODE_ERROR)
+            return False
+        rc = self._path.write(slot, name, fields, header)
         if rc == 0:  # the common case: one C call
             self._count_written()
             return True
@@ -582,11 +560,15 @@ class Provider:
         if not word[0] or word is UNWRITABLE_WORD:
             self._count_unwritten(slot)
             return False
-        if opcode != 1:
+        if opcode != _START:
             related_id = None
         path: _WritePath[Any] = self._path
         try:
-            out = path.encode_dict(name, event, skip, slot.level, opcode, tag, activity_id, related_id)
+            if activity_id is None and not opcode and not tag:  # a plain event: the slot's header
+                out = path.encode_dict(name, event, skip, slot.header)
+            else:
+                # one tuple for this event, the values of a Header (no call: the cheapest there is)
+                out = path.encode_dict(name, event, skip, (slot.level, opcode, tag, activity_id, related_id))
         except Exception:
             self._count_failure(_ENCODE_ERROR)
             return False
@@ -698,6 +680,16 @@ class Provider:
 
     def __repr__(self) -> str:
         return f"Provider({self.name!r}, group={self.group!r}, format={self.format!r})"
+
+
+def _header(
+    slot: Slot, opcode: int, tag: int, activity_id: bytes | None, related_id: bytes | None
+) -> HeaderValue:
+    """The header of an event at ``slot``: the slot's own for a plain event, else a new one
+    (``related_id`` kept only on a Start event)."""
+    if activity_id is None and not opcode and not tag:
+        return slot.header
+    return (slot.level, opcode, tag, activity_id, related_id if opcode == _START else None)
 
 
 def _parse_provider_id(value: object) -> uuid.UUID | None:

@@ -129,8 +129,8 @@ def positional_message(event: str, args: object) -> tuple[str, str | None]:
         return event, f"{type(exc).__name__}: {safe_str(exc)}"
 
 
-class _NotPlain(Exception):
-    """An event with control keys and a key that is not a ``str``: rendered from :func:`_plain`."""
+class _NotStrKeyed(Exception):
+    """An event with control keys and a key that is not a ``str``: rendered from :func:`_str_keyed`."""
 
 
 #: structlog method name -> stdlib level number (what a pass-through level is compared with).
@@ -221,7 +221,7 @@ def exc_info_text(exc_info: object) -> str | None:
         return safe_str(exc_info[1])
 
 
-def _plain(event_dict: MutableMapping[str, Any]) -> dict[str, Any]:
+def _str_keyed(event_dict: MutableMapping[str, Any]) -> dict[str, Any]:
     """``event_dict`` with every key an exact ``str``: what the renderer writes when a key of the
     event broke it (a key whose ``__eq__`` or ``__hash__`` raises, met by a dict look-up).
 
@@ -401,14 +401,14 @@ class EtwRenderer:
         ``""`` inside a ``ProcessorFormatter``).
 
         An event whose keys break the renderer (a key whose ``__eq__``/``__hash__`` raises) is
-        written from a copy with plain ``str`` keys (:func:`_plain`), and that copy is what
+        written from a copy with plain ``str`` keys (:func:`_str_keyed`), and that copy is what
         ``passthrough`` returns; ``dropped["render_error"]`` counts only what even that cannot
         write.
         """
         try:
             from_formatter = "_record" in event_dict or "_from_structlog" in event_dict
         except Exception:  # a key whose __eq__ raises: a plain copy decides
-            event_dict = _plain(event_dict)
+            event_dict = _str_keyed(event_dict)
             from_formatter = "_record" in event_dict or "_from_structlog" in event_dict
         if from_formatter:
             return self._from_formatter(logger, method_name, event_dict)
@@ -416,7 +416,7 @@ class EtwRenderer:
             self._render(logger, method_name, event_dict)
         except Exception:
             try:
-                plain = _plain(event_dict)
+                plain = _str_keyed(event_dict)
                 self._render(logger, method_name, plain)
             except Exception:
                 self.provider.count_dropped("render_error")
@@ -510,7 +510,7 @@ class EtwRenderer:
             header = None
         else:
             if not _STR_ONLY.issuperset(map(type, event_dict)):  # a key might break the look-ups
-                raise _NotPlain  # after the takes, control values would be lost: render _plain()
+                raise _NotStrKeyed  # after the takes, control values would be lost: render _str_keyed()
             take = resolver.take
             level = take(event_dict, "etw_level")
             keyword = take(event_dict, "etw_keyword")

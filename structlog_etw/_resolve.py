@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from ._levels import LEVEL_NAMES, METHOD_LEVELS, check_keyword, valid_keyword, valid_level
 from .eventheader.spec import TAG_MAX as EVENTHEADER_TAG_MAX
-from .fields import safe_str
+from .fields import clean_name, safe_str
 from .tracelogging.spec import TAG_MAX as TRACELOGGING_TAG_MAX
 
 if TYPE_CHECKING:
@@ -124,12 +124,11 @@ def event_header(
 def event_name(event: object) -> str:
     """Make structlog's ``event`` value a valid event name.
 
-    ``str(event)`` (never raising); NUL characters removed; ``;`` replaced by ``_`` (EventHeader
-    names may not contain it); cut to :data:`MAX_EVENT_NAME` characters; empty -> ``"event"``.
+    ``str(event)`` (never raising); NUL and ``;`` replaced by ``_`` (NUL by the rule of every
+    name, :func:`~structlog_etw.fields.clean_name`; EventHeader names may not contain ``;``); cut
+    to :data:`MAX_EVENT_NAME` characters; empty -> ``"event"``.
     """
-    name = event if type(event) is str else safe_str(event)
-    if "\0" in name:
-        name = name.replace("\0", "")
+    name = clean_name(event if type(event) is str else safe_str(event))
     if ";" in name:
         name = name.replace(";", "_")
     if len(name) > MAX_EVENT_NAME:

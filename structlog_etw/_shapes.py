@@ -12,7 +12,7 @@ writes.  This module holds the parts both formats share:
   and a dict that is not flat sends the event down the general route;
 * :func:`layout`: the kinds of an event dict's values in order (``SKIP`` for ``exc_info`` and the
   skipped key), or ``None`` when the shape has no shape function;
-* :func:`compile_packer`: the generated function for a layout, given how a format writes each
+* :func:`compile_shape_function`: the generated function for a layout, given how a format writes each
   kind (:class:`Step`).  Its source is built only from the format's step table and positions,
   never from keys or values.  The one code generator of the package;
 * :class:`LayoutFunctions`: a format's generated functions, one per layout, compiled only once
@@ -21,8 +21,7 @@ writes.  This module holds the parts both formats share:
   made only for shapes written :data:`SHAPE_HOT` times, bounded by count and by bytes, never
   for a key longer than :data:`MAX_KEY_CHARS`;
 * :func:`walk`: the interpreted shape function (a loop, no code compiled) both formats run for
-  a layout that has no generated function yet;
-* :func:`header_problem`: the one range check of the header arguments both formats take.
+  a layout that has no generated function yet.
 
 **Tiers.**  An event dict whose shape has no entry is written by :func:`walk` when its values
 are of the classes above, else by the general route (typed fields, the encoder's non-generated
@@ -55,7 +54,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, NamedTuple
 
-from .fields import BOOL, BYTES, F64, I64, STR, TIME, UUID
+from .fields import BOOL, BYTES, F64, I64, NULL, STR, TIME, UUID
 
 __all__ = [
     "COMPILE_COST",
@@ -67,11 +66,11 @@ __all__ = [
     "SHAPE_HOT",
     "SHAPE_KINDS",
     "SKIP",
+    "HotShape",
     "LayoutFunctions",
     "ShapeCache",
     "Step",
-    "compile_packer",
-    "header_problem",
+    "compile_shape_function",
     "key_chars",
     "layout",
     "walk",
@@ -152,7 +151,7 @@ class Step(NamedTuple):
     expr: str
 
 
-def compile_packer(
+def compile_shape_function(
     kinds: tuple[int, ...],
     steps: Mapping[int, Step],
     lead: tuple[str, ...] = (),
@@ -221,31 +220,6 @@ def key_chars(name: object, keys: Iterable[object]) -> int:
         return MAX_KEY_CHARS + 1
 
 
-def header_problem(
-    level: object, opcode: object, tag: object, tag_bits: int, activity_id: object, related_id: object
-) -> str | None:
-    """Why the header arguments are out of range (None when they are fine): the one check of both
-    formats.  ``level`` and ``opcode`` are 0..255, ``tag`` 0..2**tag_bits-1 (EventHeader 16,
-    TraceLogging 28), activity and related ids 16 bytes (``related_id`` only with an activity)."""
-    try:
-        bad = bool((level | opcode) >> 8 or tag >> tag_bits)  # type: ignore[operator]  # negative: -1
-    except TypeError:
-        bad = True
-    if bad:
-        return (
-            f"level and opcode must be in 0..255 and tag in 0..{(1 << tag_bits) - 1:#x}, "
-            f"got {level!r}, {opcode!r}, {tag!r}"
-        )
-    if activity_id is not None:
-        try:
-            ok = len(activity_id) == 16 and (related_id is None or len(related_id) == 16)  # type: ignore[arg-type]
-        except TypeError:
-            ok = False
-        if not ok:
-            return "activity ids must be 16 bytes"
-    return None
-
-
 class LayoutFunctions:
     """A format's generated shape functions, one per layout, compiled when hot and paid for.
 
@@ -305,6 +279,31 @@ class LayoutFunctions:
         return len(self._fns)
 
 
+_MISSING: Final[Any] = object()
+
+
+class HotShape(NamedTuple):
+    """What :meth:`ShapeCache.written` gives for a shape that just became hot."""
+
+    #: The key to store the entry under (with the value classes when ``first`` is False).
+    key: tuple[Any, ...]
+    #: Whether the entry goes to :attr:`ShapeCache.first` (else :attr:`ShapeCache.by_class`).
+    first: bool
+    #: :func:`key_chars` of the key.
+    chars: int
+    #: The layout's generated function, or ``None`` when the shape has none.
+    fn: Callable[..., bytes | None] | None
+    #: The typed fields (values ``None``) whose metadata the entry holds.
+    template: list[tuple[str, int, None]]
+
+
+def _none_kind(key: str, nullable: Mapping[str, int] | None, null_of: Callable[[int], int] | None) -> int:
+    """The kind a ``None`` at ``key`` is written as: its nullable kind, else NULL."""
+    if not nullable or null_of is None:
+        return NULL
+    return null_of(nullable.get(key, NULL))
+
+
 class ShapeCache:
     """An encoder's shape entries, bounded by count and bytes, made only for hot, written shapes.
 
@@ -346,6 +345,62 @@ class ShapeCache:
             self._charge(counts, chars)
         counts[key] = n
         return False
+
+    def written(
+        self,
+        key: tuple[Any, ...],
+        name: object,
+        event: Mapping[Any, Any],
+        skip: str | None,
+        fresh: list[Any] | None,
+        remember: Callable[[list[Any]], None],
+        general: object,
+        functions: LayoutFunctions,
+        nullable: Mapping[str, int] | None = None,
+        null_of: Callable[[int], int] | None = None,
+    ) -> HotShape | None:
+        """The general route wrote an event of ``key``'s shape: count it; once hot, what its
+        entry is built from (``None``: nothing to build yet).
+
+        ``fresh``: the field metadata the interpreted route built for it, handed to ``remember``
+        when the key was written before (one-off keys are not kept).  A key that has an entry for
+        other value classes is counted with the classes appended (``general``: the format's entry
+        of a shape written by the general route, never built again).  A shape without a layout
+        gets :attr:`HotShape.fn` ``None`` (its entry is ``general``); one whose layout is not
+        compiled yet gets nothing (it stays on the general route).
+
+        ``nullable`` (a format that writes keys that have been ``None`` in a nullable form:
+        EventHeader) maps such a key to the kind its ``None`` is written as, and ``null_of`` gives
+        a kind's nullable form (the kind itself when it has none): their values' kinds and their
+        ``None`` take that form; any other ``None`` is :data:`~structlog_etw.fields.NULL`.
+        """
+        first = self.first.get(key, _MISSING)
+        if fresh and (first is not _MISSING or key in self.seen_counts):
+            remember(fresh)
+        if first is not _MISSING:  # the shape has an entry for other value classes
+            key = (*key, *map(type, event.values()))
+            if self.by_class.get(key) is general:
+                return None
+        chars = key_chars(name, event)
+        if not self.seen(key, chars):
+            return None
+        kinds = layout(tuple(event), tuple(map(type, event.values())), skip) if type(name) is str else None
+        if kinds is None:
+            return HotShape(key, first is _MISSING, chars, None, [])
+        if nullable and null_of is not None:  # keys that have been None: their nullable form
+            kinds = tuple(
+                null_of(kind) if kind >= 0 and k in nullable else kind
+                for k, kind in zip(event, kinds, strict=True)
+            )
+        fn = functions.get(kinds)
+        if fn is None:
+            return None  # the layout is not compiled yet: the shape stays on the general route
+        template = [
+            (k, _none_kind(k, nullable, null_of) if kind == NONE else kind, None)
+            for k, kind in zip(event, kinds, strict=True)
+            if kind != SKIP
+        ]
+        return HotShape(key, first is _MISSING, chars, fn, template)
 
     def put(self, key: tuple[Any, ...], entry: Any, first: bool, chars: int, meta_bytes: int = 0) -> None:
         """Store ``entry`` under ``key`` (in :attr:`first` or :attr:`by_class`)."""
@@ -395,7 +450,8 @@ def walk(
     -> (field metadata, packed values, logical field count), no code compiled.
 
     ``keyed`` (a format's keys written in another kind, e.g. EventHeader's nullable keys) maps a
-    key to the entries (by value class) used instead of ``classes``' for it (``str`` aside).
+    key to the table (by value class, every class of ``classes``) used instead of ``classes`` for
+    it (``str`` aside).
 
     It writes what a generated shape function writes (and so what the general route writes) for
     a layout that has no function yet: a new layout costs a loop over the values, not a compile.
@@ -424,8 +480,7 @@ def walk(
             kind = STR
             count += 1
         else:
-            own = None if keyed is None else keyed.get(key)
-            kind, pack, n = classes[cls] if own is None else own.get(cls) or classes[cls]
+            kind, pack, n = (classes if keyed is None else keyed.get(key, classes))[cls]
             add_value(pack(value))
             count += n
         meta = get_meta((key, kind))

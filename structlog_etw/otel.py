@@ -134,19 +134,25 @@ def _keyword_chooser(
 
 
 class _Exporter:
-    """What both exporters share: the provider, the keyword choice, the resource cache, shutdown."""
+    """What both exporters share: the provider, the keyword choice, the resource cache, shutdown,
+    and their options (the one list of them; ``event_name`` ``None``: the exporter's own default)."""
+
+    #: The name of every event when ``event_name`` is not given.
+    default_event_name = "Log"
 
     def __init__(
         self,
         provider_name: str,
         *,
-        provider: Provider | None,
-        keyword: int,
-        keywords_by_scope: Mapping[str, int] | KeywordsByLogger | None,
-        keyword_for: _KeywordFor | None,
-        event_name: str,
-        resource_attributes: Iterable[str],
+        keyword: int = 1,
+        keywords_by_scope: Mapping[str, int] | KeywordsByLogger | None = None,
+        keyword_for: _KeywordFor | None = None,
+        event_name: str | None = None,
+        resource_attributes: Iterable[str] = (),
+        provider: Provider | None = None,
     ) -> None:
+        if event_name is None:
+            event_name = self.default_event_name
         check_keyword(keyword, "keyword")
         if not isinstance(event_name, str) or not event_name:
             raise ValueError(f"event_name must be a non-empty str, got {event_name!r}")
@@ -252,27 +258,6 @@ class EtwLogExporter(_Exporter, _LogExporterBase):
     nothing and report failure); the provider stays registered for others of the process.
     """
 
-    def __init__(
-        self,
-        provider_name: str,
-        *,
-        keyword: int = 1,
-        keywords_by_scope: Mapping[str, int] | KeywordsByLogger | None = None,
-        keyword_for: Callable[[str | None, int], int] | None = None,
-        event_name: str = "Log",
-        resource_attributes: Iterable[str] = (),
-        provider: Provider | None = None,
-    ) -> None:
-        super().__init__(
-            provider_name,
-            provider=provider,
-            keyword=keyword,
-            keywords_by_scope=keywords_by_scope,
-            keyword_for=keyword_for,
-            event_name=event_name,
-            resource_attributes=resource_attributes,
-        )
-
     def export(self, batch: Sequence[ReadableLogRecord]) -> _LogResult:
         """Write every record some session wants; ``FAILURE`` if one could not be written.  Never raises."""
         return _LogResult.SUCCESS if self._export_all(batch) else _LogResult.FAILURE
@@ -332,6 +317,9 @@ class EtwSpanExporter(_Exporter, SpanExporter):
     exporters do not write them.
     """
 
+    #: The name of every Span event when ``event_name`` is not given.
+    default_event_name = "Span"
+
     def __init__(
         self,
         provider_name: str,
@@ -340,7 +328,7 @@ class EtwSpanExporter(_Exporter, SpanExporter):
         keyword: int = 1,
         keywords_by_scope: Mapping[str, int] | KeywordsByLogger | None = None,
         keyword_for: Callable[[str | None, int], int] | None = None,
-        event_name: str = "Span",
+        event_name: str | None = None,
         resource_attributes: Iterable[str] = (),
         provider: Provider | None = None,
     ) -> None:

@@ -139,7 +139,7 @@ def test_too_large_and_encode_errors_are_counted_not_raised(
     def broken(*args: Any) -> bytes:
         raise RuntimeError("an encoder bug")
 
-    monkeypatch.setattr(type(p.encoder), "encode", broken)
+    monkeypatch.setattr(type(p.encoder), "encode_fields", broken)
     assert p.write(p.slot(4, 1), "bug", FIELDS) is False
     assert p.stats()["dropped"] == {"too_large": 1, "encode_error": 1}
     assert captures["Co_Svc"].records == []

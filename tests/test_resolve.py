@@ -127,7 +127,7 @@ def test_logger_name_rule() -> None:
 
 def test_event_text_names_are_valid_and_cached_only_when_short() -> None:
     """EVENT_NAMES cleans names and caches short ones; a long text is cut to 200, not cached."""
-    assert EVENT_NAMES["a;b\0c"] == "a_bc"
+    assert EVENT_NAMES["a;b\0c"] == "a_b_c"
     assert EVENT_NAMES["a;b\0c"] is EVENT_NAMES["a;b\0c"]  # kept
     assert EVENT_NAMES[""] == "event"
     long = "x" * 500

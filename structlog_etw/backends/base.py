@@ -3,8 +3,12 @@ error a backend raises when it cannot open."""
 
 from __future__ import annotations
 
+import os
+import threading
+import weakref
 from typing import Any, Literal, Protocol, TypeVar
 
+from .._header import Header, plain_header
 from ..tracelogging.spec import TraceLoggingEvent
 
 __all__ = [
@@ -17,6 +21,7 @@ __all__ = [
     "Slot",
     "TraceLoggingBackend",
     "TraceLoggingEvent",
+    "fork_safe_lock",
 ]
 
 #: The word of a slot whose events cannot be written but must be counted: a slot of a closed
@@ -34,6 +39,31 @@ UNWRITABLE_WORD: tuple[int] = (1,)
 UNKNOWN_WORD: tuple[int, ...] = tuple([1])
 
 
+#: The objects whose ``_lock`` a fork child replaces (:func:`fork_safe_lock`), held weakly.
+_FORK_RENEWED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def fork_safe_lock(owner: object) -> threading.Lock:
+    """A lock for ``owner._lock`` that a fork child replaces with a fresh one.
+
+    The one home of that rule (every backend with a lock uses it, and so can a backend of your
+    own): another thread of the parent may hold the lock at the moment of the fork, and the
+    child, which has only the forking thread, would wait for it forever.  ``owner`` must take
+    weak references (``__weakref__`` in its ``__slots__``).
+    """
+    _FORK_RENEWED.add(owner)
+    return threading.Lock()
+
+
+def _renew_locks() -> None:
+    for owner in list(_FORK_RENEWED):
+        owner._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # pragma: no branch (absent on Windows)
+    os.register_at_fork(after_in_child=_renew_locks)
+
+
 class Slot:
     """A provider's (level, keyword) pair as a backend sees it.
 
@@ -43,13 +73,15 @@ class Slot:
     rewrites.  Reading ``word[0]`` is the whole per-call enabled check.
     """
 
-    __slots__ = ("handle", "keyword", "level", "word")
+    __slots__ = ("handle", "header", "keyword", "level", "word")
 
     def __init__(self, level: int, keyword: int, word: Any, handle: Any = None) -> None:
         self.level = level
         self.keyword = keyword
         self.word = word
         self.handle = handle
+        #: The header of this slot's plain events (opcode 0, tag 0, no activity), built once.
+        self.header: Header = plain_header(level)
 
     @property
     def enabled(self) -> bool:

@@ -14,14 +14,13 @@ write records its event too, in order, instead of waiting for the interrupted on
 from __future__ import annotations
 
 import errno
-import threading
 import uuid
 from dataclasses import dataclass
 
 from ..eventheader.spec import tracepoint_name
 from ..tracelogging.spec import CHANNEL_TRACELOGGING, TraceLoggingEvent, Win32Error
 from ..tracelogging.spec import provider_id as tracelogging_provider_id
-from .base import Slot
+from .base import Slot, fork_safe_lock
 
 __all__ = ["CaptureBackend", "CaptureRecord"]
 
@@ -87,7 +86,7 @@ class CaptureBackend:
         self._slots: dict[tuple[int, int], Slot] = {}
         #: Where records go (appended to, never replaced: a subclass may hand in a shared list).
         self._records: list[CaptureRecord] = []
-        self._lock = threading.Lock()  # slots and rules only; never taken by write
+        self._lock = fork_safe_lock(self)  # slots and rules only; never taken by write
         self._closed = False
 
     # -- slots -----------------------------------------------------------------------------

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import struct
-import threading
 import uuid
 from collections.abc import Sequence
 from typing import Any, Final
@@ -25,7 +24,7 @@ from typing import Any, Final
 from ..tracelogging.spec import TraceLoggingEvent, Win32Error, event_descriptor, group_guid, provider_traits
 from ..tracelogging.spec import provider_id as _provider_id
 from . import _dll
-from .base import BackendUnavailable, Slot
+from .base import BackendUnavailable, Slot, fork_safe_lock
 
 __all__ = ["EtwBackend"]
 
@@ -97,6 +96,7 @@ class EtwBackend:
     format = "tracelogging"
 
     __slots__ = (
+        "__weakref__",
         "_callback",
         "_closed",
         "_event_write",
@@ -179,7 +179,7 @@ class EtwBackend:
         # metadata -> (metadata, the traits and metadata EVENT_DATA_DESCRIPTORs): per event shape
         self._prefixes: dict[bytes, tuple[bytes, bytes]] = {}
         self._set_information = set_information
-        self._lock = threading.Lock()
+        self._lock = fork_safe_lock(self)  # a fork child gets a fresh one
         self._slots: dict[tuple[int, int], Slot] = {}
         self._words: dict[tuple[int, int], list[int]] = {}
         #: The provider word: ``any_word[0]`` is 1 while a session has this provider enabled (at

@@ -44,7 +44,6 @@ import platform
 import re
 import struct
 import sys
-import threading
 import weakref
 from typing import Any, Final
 
@@ -54,7 +53,7 @@ except ImportError:  # Windows: the module still imports; UserEventsBackend() sa
     fcntl = None  # type: ignore[assignment]
 
 from ..eventheader.spec import register_command, tracepoint_name, validate_provider_name
-from .base import UNKNOWN_WORD, BackendUnavailable, Slot
+from .base import UNKNOWN_WORD, BackendUnavailable, Slot, fork_safe_lock
 
 __all__ = [
     "DIAG_IOCSDEL",
@@ -156,18 +155,6 @@ class _Registration:
         self.bit = bit
 
 
-_LIVE: weakref.WeakSet[UserEventsBackend] = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    for backend in list(_LIVE):
-        backend._lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
 class UserEventsBackend:
     """EventHeader events through Linux user_events (``format == "eventheader"``).
 
@@ -206,7 +193,7 @@ class UserEventsBackend:
         self.group = group
         self._flags = USER_EVENT_REG_PERSIST if persist else 0
         self._fd = -1
-        self._lock = threading.Lock()
+        self._lock = fork_safe_lock(self)  # a fork child gets a fresh one
         self._slots: dict[tuple[int, int], Slot] = {}
         self._regs: list[_Registration] = []
         self._any_array = (_ANY_TYPE * 1)()
@@ -245,7 +232,6 @@ class UserEventsBackend:
             ) from e
         except OSError as e:
             raise BackendUnavailable(f"cannot open {path}: {os.strerror(e.errno or 0)}", "open_failed") from e
-        _LIVE.add(self)
 
     # -- registration ---------------------------------------------------------------
 

@@ -25,16 +25,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import IO, Any, Final
+from typing import IO, Any
 
+from .._levels import Opcode
 from ..decoded import DecodedEvent
 from .render import EventMeta, json_fields
 
-__all__ = ["OPCODE_START", "OPCODE_STOP", "ChromeTraceWriter", "trace_events"]
-
-#: ETW opcodes of an activity's first and last event (WINEVENT_OPCODE_START / _STOP).
-OPCODE_START: Final = 1
-OPCODE_STOP: Final = 2
+__all__ = ["ChromeTraceWriter", "trace_events"]
 
 
 @dataclass
@@ -88,19 +85,19 @@ def _slices(collected: list[_Collected]) -> tuple[list[_Slice], list[dict[str, A
     for c in collected:
         ev = c.event
         aid = str(ev.activity_id) if ev.activity_id is not None else None
-        if ev.opcode == OPCODE_START and aid is not None and aid not in open_:
+        if ev.opcode == Opcode.ACTIVITY_START and aid is not None and aid not in open_:
             related = str(ev.related_id) if ev.related_id is not None else None
             args: dict[str, Any] = {"activity_id": aid, "related_id": related, **json_fields(ev)}
             s = _Slice(ev.name, ev.provider, c.time, None, c.pid, c.tid, aid, related, args)
             open_[aid] = s
             slices.append(s)
-        elif ev.opcode == OPCODE_STOP and aid is not None and aid in open_:
+        elif ev.opcode == Opcode.ACTIVITY_STOP and aid is not None and aid in open_:
             s = open_.pop(aid)
             s.end = max(c.time, s.start)
             stop_fields = json_fields(ev)
             if stop_fields:
                 s.args["stop"] = stop_fields
-        elif ev.opcode == OPCODE_STOP and aid is not None:
+        elif ev.opcode == Opcode.ACTIVITY_STOP and aid is not None:
             instants.append(_instant(c, {"unpaired": "Stop without its Start in the capture"}))
         else:
             instants.append(_instant(c))

@@ -14,9 +14,10 @@ event source): ``--format text`` (default, terminal or not) or ``json`` (``--jso
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import IO
 
 from ..eventheader.spec import validate_provider_name
@@ -123,6 +124,25 @@ _PLATFORM = sys.platform
 _ETW_LIBRARY: str | None = None
 
 
+@contextlib.contextmanager
+def _stop_on_signals(close: Callable[[], None]) -> Iterator[list[int]]:
+    """Ctrl-C and SIGTERM only append to the yielded list (the loop sees it within a poll round and
+    stops cleanly, showing everything already read); on leaving, the handlers are restored and
+    ``close`` runs (the one home of both commands' signal handling)."""
+    stopping: list[int] = []
+
+    def on_signal(signum: int, frame: object) -> None:
+        stopping.append(signum)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stopping
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        close()
+
+
 def _run_etw(args: argparse.Namespace) -> int:
     """``listen`` on Windows: a named ETW session for the provider; same output and filters."""
     from ..etw import EtwListener, EtwListenError  # noqa: PLC0415 (Windows only)
@@ -137,14 +157,7 @@ def _run_etw(args: argparse.Namespace) -> int:
     except EtwListenError as e:
         print(f"structlog-etw listen: {e}", file=err, flush=True)
         return 2
-    stopping: list[int] = []
-
-    def on_signal(signum: int, frame: object) -> None:
-        stopping.append(signum)
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    shown = 0
-    try:
+    with _stop_on_signals(listener.close) as stopping:
         stale = " (stopped a stale session of that name)" if listener.stale_stopped else ""
         print(
             f"listening to {args.provider}: ETW provider {{{listener.provider_id}}}, "
@@ -155,10 +168,6 @@ def _run_etw(args: argparse.Namespace) -> int:
         writer = make_writer(args.format, out, colors=use_color(args.color, out), flush=True)
         emit = emit_to(writer, system=None)  # ETW events have no tracepoint
         shown = run_etw(listener, emit, count=args.count, duration=args.duration, stop=lambda: bool(stopping))
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        listener.close()
     print(f"structlog-etw listen: {shown} events, {listener.lost} lost", file=err, flush=True)
     return 0
 
@@ -185,16 +194,7 @@ def run(args: argparse.Namespace) -> int:
     except ListenError as e:
         print(f"structlog-etw listen: {e}", file=err, flush=True)
         return 2
-    # Ctrl-C and SIGTERM only raise a flag: the loop sees it within a poll round and stops
-    # cleanly, showing everything already read (nothing is cut off mid-batch).
-    stopping: list[int] = []
-
-    def on_signal(signum: int, frame: object) -> None:
-        stopping.append(signum)
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    shown = 0
-    try:
+    with _stop_on_signals(listener.close) as stopping:  # nothing is cut off mid-batch
         names = ", ".join(listener.tracepoints) or "(none yet)"
         mine = f" (registered by listen: {', '.join(listener.registered)})" if listener.registered else ""
         print(f"listening to {args.provider}: {names}{mine}; Ctrl-C to stop", file=err, flush=True)
@@ -207,9 +207,5 @@ def run(args: argparse.Namespace) -> int:
         shown = run_listener(
             listener, emit, lost, count=args.count, duration=args.duration, stop=lambda: bool(stopping)
         )
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        listener.close()
     print(f"structlog-etw listen: {shown} events, {listener.lost} lost", file=err, flush=True)
     return 0

@@ -23,7 +23,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import IO, Protocol
 
-from .._levels import LEVEL_BY_NAME
+from .._levels import LEVEL_BY_NAME, valid_keyword, valid_level
 from ..decoded import DecodedEvent
 from .render import EventMeta, event_json, event_pretty, undecodable_json, undecodable_pretty
 
@@ -56,18 +56,22 @@ def level_filter_arg(text: str) -> int:
             raise argparse.ArgumentTypeError(
                 f"invalid level {text!r} (1-255 or one of {', '.join(LEVEL_BY_NAME)})"
             ) from None
-    if not 1 <= value <= 255:
+    if not valid_level(value):
         raise argparse.ArgumentTypeError(f"level {value} out of range 1..255")
     return value
 
 
 def keyword_arg(text: str) -> int:
-    """argparse type of a keyword mask: 1..2**64-1, decimal or ``0x`` hex."""
+    """argparse type of a keyword mask: 1..2**64-1, decimal or ``0x`` hex.
+
+    A keyword (:func:`~structlog_etw._levels.valid_keyword`) other than 0: a filter of mask 0
+    would pass only the events without keywords.
+    """
     try:
         value = int(text, 0)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if not 0 < value < 2**64:
+    if value == 0 or not valid_keyword(value):
         raise argparse.ArgumentTypeError(f"keyword must be in 1..2**64-1 (got {text!r})")
     return value
 

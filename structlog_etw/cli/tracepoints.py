@@ -19,6 +19,7 @@ import threading
 from typing import Any
 
 from .._levels import LEVEL_BY_NAME as LEVELS
+from .._levels import valid_keyword
 from ..eventheader.spec import NAME_MAX, tracepoint_name, validate_provider_name
 
 __all__ = ["TAKES_COMMAND", "add_arguments", "level_arg", "run"]
@@ -54,7 +55,7 @@ def _keyword(text: str) -> int:
         value = int(text, 0)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid keyword {text!r} (e.g. 1, 0x4)") from None
-    if not 0 <= value < 1 << 64:
+    if not valid_keyword(value):
         raise argparse.ArgumentTypeError(f"keyword {text} out of range (64-bit)")
     return value
 

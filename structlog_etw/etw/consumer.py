@@ -39,6 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from .._levels import valid_keyword, valid_level
 from ..backends import _dll
 from ..live import ListenedEvent, pump
 from ..tracelogging.spec import provider_id as _provider_id
@@ -295,9 +296,9 @@ class EtwListener:
         max_buffered_bytes: int = DEFAULT_BUFFERED_BYTES,
         library: str | Sequence[str] | None = None,
     ) -> None:
-        if level is not None and not 1 <= level <= 255:
+        if level is not None and not valid_level(level):
             raise EtwListenError(f"level {level} out of range 1..255")
-        if keyword is not None and not 0 <= keyword < 2**64:
+        if keyword is not None and not valid_keyword(keyword):
             raise EtwListenError("keyword out of range 0..2**64-1")
         self.provider_name, self.provider_id = _provider_guid(provider)
         self._provider_guid = self.provider_id.bytes_le

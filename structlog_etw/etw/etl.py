@@ -43,6 +43,7 @@ from typing import BinaryIO, Final
 
 from ..decoded import DecodedEvent
 from ..tracelogging.decoder import decode, decode_traits
+from ..tracelogging.spec import EVENT_DESCRIPTOR
 
 __all__ = [
     "CLOCK_CPU_CYCLES",
@@ -626,7 +627,7 @@ def _event_record(data: bytes, pos: int, size: int, where: int, cpu: int, header
         data, pos
     )
     provider = uuid.UUID(bytes_le=guid)
-    event_id, _version, channel, level, opcode, _task, keyword = struct.unpack_from("<HBBBBHQ", desc)
+    event_id, _version, channel, level, opcode, _task, keyword = EVENT_DESCRIPTOR.unpack_from(desc)
     end = pos + size
     at = pos + _EH.size
     metadata = traits = related = None
@@ -723,7 +724,7 @@ def _decode_tracelogging(
             related_id=related_id,
         )
     # TraceLogging events may name another channel: the schema item, not the channel, makes them.
-    event_id, version, _channel, level, opcode, _task, keyword = struct.unpack("<HBBBBHQ", desc)
+    event_id, version, _channel, level, opcode, _task, keyword = EVENT_DESCRIPTOR.unpack(desc)
     event = decode(
         metadata,
         user_data,

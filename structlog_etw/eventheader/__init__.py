@@ -25,6 +25,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from .._header import Header
 from .spec import (
     COMMAND_FIELDS,
     DYN_MAX_EVENT_SIZE,
@@ -54,6 +55,7 @@ __all__ = [
     "EventHeaderEncoder",
     "ExtensionKind",
     "Format",
+    "Header",
     "HeaderFlags",
     "decode_event",
     "parse_tracepoint_name",

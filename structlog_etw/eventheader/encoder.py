@@ -52,18 +52,16 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from .._counters import count_value
+from .._header import INFO_HEADER, Header, HeaderValue, header_problem, plain_header
 from .._shapes import (
     NONE,
     NULLABLE,
-    SKIP,
     LayoutFunctions,
     ShapeCache,
     Step,
     Walker,
-    compile_packer,
-    header_problem,
+    compile_shape_function,
     key_chars,
-    layout,
     walk,
 )
 from .._size_policy import NO_LIMIT, Cuttable, Piece, joined, leading_pieces, water_level, whole_size
@@ -91,6 +89,7 @@ from ..fields import (
     UUID,
     Field,
     bytes_value,
+    clean_name,
     dict_fields,
     json_as_str,
     leaf_values,
@@ -198,14 +197,12 @@ def sanitize_name(name: str) -> str:
     """Make ``name`` usable as an EventHeader event or field name.
 
     ``;`` starts attributes in EventHeader names (names may not contain it; perf-decode cuts the
-    event name there) and NUL ends the name: both become ``_``.  Lone surrogates become U+FFFD
-    when encoded.
+    event name there): it becomes ``_``, and so does NUL (:func:`~structlog_etw.fields.clean_name`,
+    the rule of every name).  Lone surrogates become U+FFFD when encoded.
     """
     if ";" in name:
         name = name.replace(";", "_")
-    if "\0" in name:
-        name = name.replace("\0", "_")
-    return name
+    return clean_name(name)
 
 
 def _utf8(text: str) -> bytes:
@@ -316,9 +313,11 @@ def _nullable_body(kind: int) -> Callable[[Any], bytes]:
     return nullable
 
 
-def _null_kind(as_null: int) -> int:
-    """The kind a None of a nullable key is written as: NULL, or the key's numeric kind nullable."""
-    return NULL if as_null == NULL else as_null | _NULLABLE
+def _null_of(kind: int) -> int:
+    """A kind's form at a key that has been None: an int64, uint64 or float64 nullable, any other
+    kind (NULL, a str, a bool, ...) itself.  Also the kind such a key's None is written as, from
+    the kind it takes (NULL before a number is seen)."""
+    return kind | _NULLABLE if kind in _NULLABLE_KINDS else kind
 
 
 #: NULL and the nullable kinds: the whole value (u16 length included), a fixed piece.
@@ -403,7 +402,7 @@ def _value_packer(kind: int) -> Callable[[Any], bytes]:
     return _VALUE_PACKERS[kind]
 
 
-class _Plan:
+class _FieldPlan:
     """Prebuilt metadata extension and the per-leaf packers of one event shape."""
 
     __slots__ = ("kinds", "meta_block", "packers")
@@ -479,10 +478,10 @@ def _meta_block(name: str, fields: list[Field], kinds: list[int], fresh: FieldPa
     return _EXT.pack(len(meta), EXT_METADATA) + meta
 
 
-def _build_plan(name: str, fields: list[Field], fresh: FieldParts | None = None) -> _Plan:
+def _build_plan(name: str, fields: list[Field], fresh: FieldParts | None = None) -> _FieldPlan:
     """The plan of ``fields``' shape.  Raises OverflowError when the metadata passes 65535 bytes."""
     kinds: list[int] = []
-    return _Plan(_meta_block(name, fields, kinds, fresh), kinds)
+    return _FieldPlan(_meta_block(name, fields, kinds, fresh), kinds)
 
 
 def _shape(fields: list[Field]) -> tuple[Any, ...]:
@@ -579,7 +578,8 @@ def _walk_entries(as_null: int) -> dict[type, _WalkEntry]:
             (I64 | _NULLABLE, functools.partial(_NULLABLE_I64_PACK, 8), 1),  # past int64: raises
             (F64 | _NULLABLE, functools.partial(_NULLABLE_F64_PACK, 8), 1),
         )
-    return {type(None): (_null_kind(as_null), _NULL_OF_NONE, 1), int: number[0], float: number[1]}
+    # every class of the interpreted route's table: walk reads one table per value
+    return {**_WALK, type(None): (_null_of(as_null), _NULL_OF_NONE, 1), int: number[0], float: number[1]}
 
 
 # --- shape functions: event dict -> event bytes, one generated function per layout ---------------
@@ -600,18 +600,51 @@ _SHAPE_STEPS: Final[dict[int, Step]] = {
 }
 _SHAPE_ENV: Final = {"_q": struct.Struct("<q").pack, "_d": struct.Struct("<d").pack}
 #: The generated ``f(event, head, meta_block)`` per layout (compiled when hot; see ``_shapes``).
-_FUNCTIONS: Final = LayoutFunctions(lambda kinds: compile_packer(kinds, _SHAPE_STEPS, ("h", "m"), _SHAPE_ENV))
+_FUNCTIONS: Final = LayoutFunctions(
+    lambda kinds: compile_shape_function(kinds, _SHAPE_STEPS, ("h", "m"), _SHAPE_ENV)
+)
 
 
-#: Header bytes of an event with opcode 0, tag 0 and no activity, per level.
-_HEADS: Final[dict[int, bytes]] = {lv: _HEADER.pack(HEADER_FLAGS, 0, 0, 0, 0, lv) for lv in range(256)}
+#: The header bytes of each level's plain header (opcode 0, tag 0, no activity), by the header.
+_HEADS: Final[dict[HeaderValue, bytes]] = {
+    plain_header(lv): _HEADER.pack(HEADER_FLAGS, 0, 0, 0, 0, lv) for lv in range(256)
+}
 
 
-def _head(level: int, opcode: int, tag: int, activity_id: bytes | None, related_id: bytes | None) -> bytes:
-    """The header and the activity extension; ``ValueError`` for arguments outside their ranges."""
-    problem = header_problem(level, opcode, tag, 16, activity_id, related_id)
+def _head(header: HeaderValue) -> bytes:
+    """The header and the activity extension; ``ValueError`` for values outside their ranges."""
+    try:
+        head = _HEADS.get(header)
+    except TypeError:  # an id of an unhashable type (a bytearray): written all the same
+        head = None
+    return _new_head(header) if head is None else head
+
+
+#: The header bytes of recent headers that are not plain ones (an activity's events share one):
+#: at most :data:`_RECENT_MAX` entries (each under 200 bytes), cleared when full.
+_RECENT: Final[dict[HeaderValue, bytes]] = {}
+_RECENT_MAX: Final = 256
+
+
+def _new_head(header: HeaderValue) -> bytes:
+    """:func:`_head` of a header that is not a plain one (kept among the recent ones)."""
+    try:
+        head = _RECENT.get(header)
+    except TypeError:  # an id of an unhashable type (a bytearray): built, not kept
+        return _build_head(header)
+    if head is None:
+        head = _build_head(header)
+        if len(_RECENT) >= _RECENT_MAX:
+            _RECENT.clear()
+        _RECENT[header] = head
+    return head
+
+
+def _build_head(header: HeaderValue) -> bytes:
+    problem = header_problem(header, 16)
     if problem is not None:
         raise ValueError(problem)
+    level, opcode, tag, activity_id, related_id = header
     head = _HEADER.pack(HEADER_FLAGS, 0, 0, tag, opcode, level)
     if activity_id is not None:
         ids = activity_id if related_id is None else activity_id + related_id
@@ -669,7 +702,7 @@ class EventHeaderEncoder:
         self._truncated = itertools.count()  # next(): one C call, safe under re-entry
         # encode's plans per typed-field shape (name and (field name, kind) pairs).
         self._plans = ShapeCache(cache_limit, cache_bytes)
-        self._cache: dict[tuple[Any, ...], _Plan] = self._plans.first
+        self._cache: dict[tuple[Any, ...], _FieldPlan] = self._plans.first
         # encode_dict's shapes: (name, skip, *keys) -> the entry built for the value classes seen
         # first; (name, skip, *keys, *classes) -> the entries of other classes.
         self._shapes = ShapeCache(cache_limit, cache_bytes)
@@ -698,16 +731,22 @@ class EventHeaderEncoder:
         activity_id: bytes | None = None,
         related_id: bytes | None = None,
     ) -> bytes | None:
+        """``encode_fields(name, fields, Header(level, opcode, tag, activity_id, related_id))``."""
+        return self.encode_fields(name, fields, Header(level, opcode, tag, activity_id, related_id))
+
+    def encode_fields(
+        self, name: str, fields: list[Field], header: HeaderValue = INFO_HEADER
+    ) -> bytes | None:
         """The event bytes (header, extensions, payload), or ``None`` if it cannot fit ``max_size``.
 
         The error contract (the same for both encoders, docs/limits.md): never raises for a field
         list whose kinds come from the type table, whatever the values: a value that does not fit
         its kind is written as its text (:func:`~structlog_etw.fields.normalize`).  Returns
         ``None`` only when the event cannot fit ``max_size`` even with its values cut.  Raises
-        ``ValueError`` only for arguments outside the header's ranges: ``level`` or ``opcode``
-        not in 0..255, ``tag`` not in 0..65535, an activity or related id not 16 bytes.
+        ``ValueError`` only for a header outside its ranges: ``level`` or ``opcode`` not in
+        0..255, ``tag`` not in 0..65535, an activity or related id not 16 bytes.
         """
-        head = _head(level, opcode, tag, activity_id, related_id)
+        head = _head(header)
         if self._nullable:
             fields = self._nullable_fields(name, fields)
         # The fast path: the shape's plan (metadata and one packer per leaf), nothing compiled.
@@ -745,13 +784,9 @@ class EventHeaderEncoder:
         name: str,
         event: Mapping[Any, Any],
         skip: str | None,
-        level: int,
-        opcode: int = 0,
-        tag: int = 0,
-        activity_id: bytes | None = None,
-        related_id: bytes | None = None,
+        header: HeaderValue = INFO_HEADER,
     ) -> bytes | None:
-        """``encode(name, dict_fields(event.items(), skip), level, ...)``, byte for byte, faster.
+        """``encode_fields(name, dict_fields(event.items(), skip), header)``, byte for byte, faster.
 
         ``event``'s items are the fields, except ``exc_info`` and the key ``skip`` (``None``: none
         skipped).  A hot shape (``str`` keys, values of the classes of
@@ -759,13 +794,15 @@ class EventHeaderEncoder:
         times) is written by its layout's generated function straight from the dict's values (one
         ``struct`` call per run of fixed-size values).  Anything else (a shape not hot yet, a
         layout not compiled yet, another value class, a value the function cannot write, an
-        event past ``max_size``) takes the route of :meth:`encode`, which compiles nothing.  Same
-        error contract as :meth:`encode`.
+        event past ``max_size``) takes the route of :meth:`encode_fields`, which compiles nothing.  Same
+        error contract as :meth:`encode_fields`.
         """
-        simple = opcode == 0 and tag == 0 and activity_id is None and type(level) is int
-        head = _HEADS.get(level) if simple else None
+        try:
+            head = _HEADS.get(header)  # a plain header's; any other: _head builds and checks it
+        except TypeError:
+            head = None
         if head is None:
-            head = _head(level, opcode, tag, activity_id, related_id)
+            head = _new_head(header)
         key: tuple[Any, ...] | None = None
         entry: _ShapeEntry | None = None
         try:
@@ -789,9 +826,7 @@ class EventHeaderEncoder:
             except Exception:  # a value it does not write: the general route decides
                 out = None
         if out is None:
-            out = self.encode(
-                name, dict_fields(event.items(), skip), level, opcode, tag, activity_id, related_id
-            )
+            out = self.encode_fields(name, dict_fields(event.items(), skip), header)
         if out is not None and key is not None:  # written: count the shape towards an entry
             _FUNCTIONS.earn()
             with contextlib.suppress(Exception):
@@ -824,42 +859,21 @@ class EventHeaderEncoder:
         skip: str | None,
         fresh: list[tuple[tuple[str, int], bytes]] | None,
     ) -> None:
-        """The general route wrote an event of ``key``'s shape: count it; once hot, build its entry
-        (``_GENERAL`` when the shape has no shape function) if its layout has a function."""
-        shapes = self._shapes
-        first = shapes.first.get(key, _MISSING)
-        if fresh and (first is not _MISSING or key in shapes.seen_counts):
-            # keys written before: their field metadata is worth keeping (one-off keys are not)
-            _remember_walked(fresh)
-        if first is not _MISSING:  # the shape has an entry for other value classes
-            key = (*key, *map(type, event.values()))
-            if shapes.by_class.get(key) is _GENERAL:
-                return
-        chars = key_chars(name, event)
-        if not shapes.seen(key, chars):
+        """The general route wrote an event of ``key``'s shape (:meth:`ShapeCache.written`); once
+        hot, its entry: ``_GENERAL`` when the shape has no shape function."""
+        nullable = self._nullable.get(name)
+        hot = self._shapes.written(
+            key, name, event, skip, fresh, _remember_walked, _GENERAL, _FUNCTIONS, nullable, _null_of
+        )
+        if hot is None:
             return
         entry = _GENERAL
-        kinds = layout(tuple(event), tuple(map(type, event.values())), skip) if type(name) is str else None
-        if kinds is not None:
-            as_null = self._nullable.get(name, {})
-            if as_null:  # keys that have been None: their ints and floats nullable (_nullable_fields)
-                kinds = tuple(
-                    kind | _NULLABLE if kind in (I64, F64) and key in as_null else kind
-                    for key, kind in zip(event, kinds, strict=True)
-                )
-            fn = _FUNCTIONS.get(kinds)
-            if fn is None:
-                return  # the layout is not compiled yet: the shape stays on the general route
-            template = [
-                (k, _null_kind(as_null.get(k, NULL)) if kind == NONE else kind, None)
-                for k, kind in zip(event, kinds, strict=True)
-                if kind != SKIP
-            ]
+        if hot.fn is not None:
             try:
-                entry = (_meta_block(name, template, []), fn)
+                entry = (_meta_block(name, list(hot.template), []), hot.fn)
             except OverflowError:  # metadata past u16: the general route drops the event
                 entry = _GENERAL
-        shapes.put(key, entry, first is _MISSING, chars, len(entry[0]))
+        self._shapes.put(hot.key, entry, hot.first, hot.chars, len(entry[0]))
 
     def _nullable_fields(self, name: str, fields: list[Field]) -> list[Field]:
         """``fields`` with the keys of ``name`` that have been None in its written events in their
@@ -876,7 +890,7 @@ class EventHeaderEncoder:
             if as_null is None:
                 out.append(f)
             elif kind == NULL:
-                out.append((f[0], _null_kind(as_null), None))
+                out.append((f[0], _null_of(as_null), None))
             elif kind in _NULLABLE_KINDS:
                 if as_null == NULL:  # the key's first number: its None is written as this kind now
                     known[f[0]] = kind

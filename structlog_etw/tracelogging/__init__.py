@@ -26,6 +26,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from .._header import Header
 from .spec import (
     CHANNEL_TRACELOGGING,
     DEFAULT_MAX_SIZE,
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CHANNEL_TRACELOGGING",
     "DEFAULT_MAX_SIZE",
+    "Header",
     "InType",
     "OutType",
     "TraceLoggingEncoder",

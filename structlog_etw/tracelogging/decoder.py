@@ -27,7 +27,7 @@ from functools import cached_property
 from typing import Any, Final
 
 from ..decoded import MAX_DECODE_NESTING, DecodedEvent, DecodedField, DecodeError, plain_fields
-from .spec import CHANNEL_TRACELOGGING, InType, OutType
+from .spec import CHANNEL_TRACELOGGING, EVENT_DESCRIPTOR, InType, OutType
 
 __all__ = [
     "FieldMeta",
@@ -191,7 +191,7 @@ def decode_event_descriptor(desc: bytes) -> dict[str, int]:
     if len(desc) != 16:
         raise DecodeError(f"EVENT_DESCRIPTOR is 16 bytes, not {len(desc)}")
     keys = ("id", "version", "channel", "level", "opcode", "task", "keyword")
-    return dict(zip(keys, struct.unpack("<HBBBBHQ", desc), strict=True))
+    return dict(zip(keys, EVENT_DESCRIPTOR.unpack(desc), strict=True))
 
 
 def _parse_fields(r: _Reader, limit: int | None, depth: int = 0) -> list[FieldMeta]:

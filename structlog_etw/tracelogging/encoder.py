@@ -57,17 +57,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from .._counters import count_value
+from .._header import INFO_HEADER, Header, HeaderValue, header_problem, plain_header
 from .._shapes import (
     NONE,
-    SKIP,
     LayoutFunctions,
     ShapeCache,
     Step,
     Walker,
-    compile_packer,
-    header_problem,
-    key_chars,
-    layout,
+    compile_shape_function,
     walk,
 )
 from .._size_policy import NO_LIMIT, Cuttable, Piece, joined, leading_pieces, water_level, whole_size
@@ -381,7 +378,7 @@ def _shape(fields: Sequence[Field]) -> tuple[Any, ...]:
     return tuple(out)
 
 
-class _Plan:
+class _FieldPlan:
     """Metadata and packers for one event shape, and the room its data may take in the budget."""
 
     __slots__ = ("metadata", "ok", "packers", "room")
@@ -538,12 +535,25 @@ _WALK: Final[Walker] = {
 }
 #: The generated ``f(event) -> data`` per layout (compiled when hot; see ``_shapes``).
 _FUNCTIONS: Final = LayoutFunctions(
-    lambda kinds: compile_packer(kinds, _SHAPE_STEPS, env={"_filetime": filetime})
+    lambda kinds: compile_shape_function(kinds, _SHAPE_STEPS, env={"_filetime": filetime})
 )
 _MISSING: Final[Any] = object()
-#: The levels whose header needs no check on the hot path, and the end of the 28-bit tags.
-_LEVELS: Final = frozenset(range(256))
-_TAG_END: Final = 1 << 28
+#: The tag of each plain header (0), by the header.
+_PLAIN_CHECKED: Final[dict[HeaderValue, int]] = {plain_header(lv): 0 for lv in range(256)}
+#: The tag of every header checked already, by the header: the plain ones and up to
+#: :data:`_CHECKED_MAX` recent others (an activity's events share one); back to the plain ones
+#: when full.  A header found here needs no check.
+_CHECKED: Final[dict[HeaderValue, int]] = dict(_PLAIN_CHECKED)
+_CHECKED_MAX: Final = 512
+
+
+def _remember_checked(header: HeaderValue, tag: int) -> None:
+    """Keep a header :func:`header_problem` found fine (a thread that misses it checks again)."""
+    if len(_CHECKED) >= _CHECKED_MAX:
+        _CHECKED.clear()
+        _CHECKED.update(_PLAIN_CHECKED)
+    with contextlib.suppress(TypeError):  # an id of an unhashable type: not kept
+        _CHECKED[header] = tag
 
 
 class _ShapeEntry:
@@ -606,7 +616,7 @@ class TraceLoggingEncoder:
         self._budget = max_size - len(self.traits)
         # encode's plans per typed-field shape (name, tags, (field name, kind) pairs).
         self._plans = ShapeCache(cache_limit, cache_bytes)
-        self._cache: dict[tuple[Any, ...], _Plan] = self._plans.first
+        self._cache: dict[tuple[Any, ...], _FieldPlan] = self._plans.first
         # encode_dict's shapes: (name, tag, skip, *keys) -> the entry built for the value classes
         # seen first; (name, tag, skip, *keys, *classes) -> the entries of other classes.
         self._shapes = ShapeCache(cache_limit, cache_bytes)
@@ -618,12 +628,12 @@ class TraceLoggingEncoder:
         """Events written with values cut or fields left off by the size policy."""
         return count_value(self._truncated)
 
-    def _new_plan(self, name: str, fields: Sequence[Field], tags: int) -> _Plan:
+    def _new_plan(self, name: str, fields: Sequence[Field], tags: int) -> _FieldPlan:
         """The plan of a shape; its metadata is ``b""`` (and it is not ok) past :data:`MAX_METADATA`."""
         metas, packers, count = _compile(fields)
         metadata = _metadata_within(name, metas, tags)
         ok = count <= MAX_FIELDS and bool(metadata)
-        return _Plan(metadata, packers, ok, self._budget)
+        return _FieldPlan(metadata, packers, ok, self._budget)
 
     def encode(
         self,
@@ -634,6 +644,12 @@ class TraceLoggingEncoder:
         tag: int = 0,
         activity_id: bytes | None = None,
         related_id: bytes | None = None,
+    ) -> TraceLoggingEvent | None:
+        """``encode_fields(name, fields, Header(level, opcode, tag, activity_id, related_id))``."""
+        return self.encode_fields(name, fields, Header(level, opcode, tag, activity_id, related_id))
+
+    def encode_fields(
+        self, name: str, fields: list[Field], header: HeaderValue = INFO_HEADER
     ) -> TraceLoggingEvent | None:
         """``(traits, metadata, data)`` for one event, or ``None`` if it cannot fit even truncated.
 
@@ -649,9 +665,15 @@ class TraceLoggingEncoder:
         outside the header's ranges: ``level`` or ``opcode`` not in 0..255, ``tag`` not in
         0..0x0FFFFFFF, an activity or related id not 16 bytes.
         """
-        problem = header_problem(level, opcode, tag, 28, activity_id, related_id)
-        if problem is not None:
-            raise ValueError(problem)
+        try:
+            tag = _CHECKED.get(header)
+        except TypeError:  # an id of an unhashable type (a bytearray): checked all the same
+            tag = None
+        if tag is None:  # not a plain header: checked (the ids are not in the blobs: their sizes)
+            problem = header_problem(header, 28)
+            if problem is not None:
+                raise ValueError(problem)
+            tag = header[2]
         # The fast path: the plan's packers, one per field.
         try:
             key = (name, tag, _shape(fields))
@@ -675,13 +697,9 @@ class TraceLoggingEncoder:
         name: str,
         event: Mapping[Any, Any],
         skip: str | None,
-        level: int = 4,
-        opcode: int = 0,
-        tag: int = 0,
-        activity_id: bytes | None = None,
-        related_id: bytes | None = None,
+        header: HeaderValue = INFO_HEADER,
     ) -> TraceLoggingEvent | None:
-        """``encode(name, dict_fields(event.items(), skip), level, ...)``, byte for byte, faster.
+        """``encode_fields(name, dict_fields(event.items(), skip), header)``, byte for byte, faster.
 
         ``event``'s items are the fields, except ``exc_info`` and the key ``skip`` (``None``: none
         skipped).  A hot shape (``str`` keys, values of the classes of
@@ -689,18 +707,19 @@ class TraceLoggingEncoder:
         times) has its data packed by its layout's generated function straight from the dict's
         values; its metadata and its room in the budget are cached with it.  Anything else (a
         shape not hot yet, a layout not compiled yet, another value class, a value the function
-        cannot write) takes the route of :meth:`encode`, which compiles nothing.  Same error
-        contract as :meth:`encode` (the header arguments are checked on that route).
+        cannot write) takes the route of :meth:`encode_fields`, which compiles nothing.  Same error
+        contract as :meth:`encode_fields` (the header is checked on that route).
         """
         key: tuple[Any, ...] | None = None
         entry: _ShapeEntry | None = None
-        fast = level in _LEVELS and opcode in _LEVELS and type(tag) is int and 0 <= tag < _TAG_END
-        if fast and activity_id is not None:  # not in the blobs: only their sizes matter here
-            try:
-                fast = len(activity_id) == 16 and (related_id is None or len(related_id) == 16)
-            except TypeError:
-                fast = False
-        if fast:
+        try:
+            tag = _CHECKED.get(header)  # a plain header's; any other: checked (not in the blobs)
+        except TypeError:
+            tag = None
+        if tag is None and header_problem(header, 28) is None:
+            tag = header[2]
+            _remember_checked(header, tag)
+        if tag is not None:
             try:
                 key = (name, tag, skip, *event)
                 entry = self._by_keys.get(key)
@@ -716,16 +735,16 @@ class TraceLoggingEncoder:
                 pass
         out = None
         fresh: list[tuple[tuple[str, int], bytes]] | None = None
-        if fast and entry is not _GENERAL:  # no function for this layout yet: the interpreted route
+        if (
+            tag is not None and entry is not _GENERAL
+        ):  # no function for this layout yet: the interpreted route
             try:
                 out, fresh = self._walk(name, event, skip, tag)
             except Exception:  # a value it does not write: the general route decides
                 out = None
         if out is None:
-            out = self.encode(
-                name, dict_fields(event.items(), skip), level, opcode, tag, activity_id, related_id
-            )
-        if out is not None and key is not None:  # written: count the shape towards an entry
+            out = self.encode_fields(name, dict_fields(event.items(), skip), header)
+        if out is not None and key is not None and tag is not None:  # written: count the shape
             _FUNCTIONS.earn()
             with contextlib.suppress(Exception):
                 self._seen(key, name, event, skip, tag, fresh)
@@ -761,34 +780,16 @@ class TraceLoggingEncoder:
         """The general route wrote an event of ``key``'s shape: count it; once hot, build its entry
         (``_GENERAL`` when the shape has no shape function or breaks TraceLogging's field-count or
         metadata limits) if its layout has a function."""
-        shapes = self._shapes
-        first = shapes.first.get(key, _MISSING)
-        if fresh and (first is not _MISSING or key in shapes.seen_counts):
-            # keys written before: their field metadata is worth keeping (one-off keys are not)
-            _remember_walked(fresh)
-        if first is not _MISSING:  # the shape has an entry for other value classes
-            key = (*key, *map(type, event.values()))
-            if shapes.by_class.get(key) is _GENERAL:
-                return
-        chars = key_chars(name, event)
-        if not shapes.seen(key, chars):
+        hot = self._shapes.written(key, name, event, skip, fresh, _remember_walked, _GENERAL, _FUNCTIONS)
+        if hot is None:
             return
         entry = _GENERAL
-        kinds = layout(tuple(event), tuple(map(type, event.values())), skip) if type(name) is str else None
-        if kinds is not None:
-            fn = _FUNCTIONS.get(kinds)
-            if fn is None:
-                return  # the layout is not compiled yet: the shape stays on the interpreted route
-            template = [
-                (k, NULL if kind == NONE else kind, None)
-                for k, kind in zip(event, kinds, strict=True)
-                if kind != SKIP
-            ]
-            metas, _, count = _compile(template)
+        if hot.fn is not None:
+            metas, _, count = _compile(hot.template)
             metadata = _metadata_within(name, metas, tag)
             if count <= MAX_FIELDS and metadata:
-                entry = _ShapeEntry(metadata, fn, self._budget - len(metadata))
-        shapes.put(key, entry, first is _MISSING, chars, len(entry.metadata))
+                entry = _ShapeEntry(metadata, hot.fn, self._budget - len(metadata))
+        self._shapes.put(hot.key, entry, hot.first, hot.chars, len(entry.metadata))
 
     def _encode_general(self, name: str, fields: list[Field], tags: int) -> TraceLoggingEvent | None:
         """The general path: any field list, the pieces built once, then joined whole or cut.

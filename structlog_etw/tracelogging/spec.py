@@ -15,9 +15,12 @@ import struct
 import uuid
 from typing import Final
 
+from ..fields import clean_name
+
 __all__ = [
     "CHANNEL_TRACELOGGING",
     "DEFAULT_MAX_SIZE",
+    "EVENT_DESCRIPTOR",
     "GROUP_TRAIT_SIZE",
     "MAX_FIELDS",
     "MAX_METADATA",
@@ -151,9 +154,9 @@ def valid_text(text: str) -> str:
 
 
 def name_bytes(name: str) -> bytes:
-    """A metadata name: UTF-8, NUL-terminated; NULs and lone surrogates become U+FFFD."""
-    if "\0" in name:
-        name = name.replace("\0", "\ufffd")
+    """A metadata name: UTF-8, NUL-terminated; a NUL becomes ``_`` (the rule of every name,
+    :func:`~structlog_etw.fields.clean_name`), lone surrogates U+FFFD."""
+    name = clean_name(name)
     try:
         return name.encode() + b"\0"
     except UnicodeEncodeError:
@@ -242,7 +245,10 @@ def provider_traits(name: str, group_id: uuid.UUID | None = None) -> bytes:
 
 def event_descriptor(level: int, opcode: int, keyword: int) -> bytes:
     """EVENT_DESCRIPTOR (16 bytes): Id 0, Version 0, Channel 11, Level, Opcode, Task 0, Keyword."""
-    return _EVENT_DESCRIPTOR.pack(0, 0, CHANNEL_TRACELOGGING, level, opcode, 0, keyword)
+    return EVENT_DESCRIPTOR.pack(0, 0, CHANNEL_TRACELOGGING, level, opcode, 0, keyword)
 
 
-_EVENT_DESCRIPTOR: Final = struct.Struct("<HBBBBHQ")
+#: The layout of an EVENT_DESCRIPTOR (evntprov.h, 16 bytes): Id u16, Version u8, Channel u8,
+#: Level u8, Opcode u8, Task u16, Keyword u64: what a write passes and what a record carries
+#: (:func:`event_descriptor` writes it, the decoders and the ``.etl`` reader unpack it).
+EVENT_DESCRIPTOR: Final = struct.Struct("<HBBBBHQ")

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from structlog_etw import _shapes
+from structlog_etw.eventheader import Header, spec
 from structlog_etw.eventheader import encoder as eh
-from structlog_etw.eventheader import spec
 from structlog_etw.fields import dict_fields
 from tests.helpers.ehparse import parse
 from tests.helpers.strategies import event_dicts, shape_edge_values, typed_values
@@ -65,7 +65,7 @@ class TestSameBytesAsTheGeneralRoute:
         if again:
             again[next(iter(again))] = second
         for d in (first, again, first):
-            assert fast.encode_dict(name, d, skip, **kw) == _general(general, name, d, skip, **kw)
+            assert fast.encode_dict(name, d, skip, Header(**kw)) == _general(general, name, d, skip, **kw)
         assert fast.truncated == general.truncated
 
     @settings(max_examples=200, deadline=None)
@@ -73,7 +73,7 @@ class TestSameBytesAsTheGeneralRoute:
     def test_typed_values_of_every_table_row(self, d: dict[str, Any]) -> None:
         """encode_dict writes the general route's bytes for dicts of every type-table row's values."""
         fast, general = eh.EventHeaderEncoder(), eh.EventHeaderEncoder()
-        assert fast.encode_dict("E", d, "event", 5) == _general(general, "E", d, "event", level=5)
+        assert fast.encode_dict("E", d, "event", Header(5)) == _general(general, "E", d, "event", level=5)
 
 
 class TestShapeFunctionIsUsed:
@@ -82,12 +82,12 @@ class TestShapeFunctionIsUsed:
     def test_the_five_field_call_is_written_by_its_shape_function(self) -> None:
         """A hot five-field call is written by its shape function, without the typed-field plans."""
         enc = eh.EventHeaderEncoder()
-        enc.encode_dict("hello", FIVE, "event", 4)  # the first: general route; the shape is hot
+        enc.encode_dict("hello", FIVE, "event", Header(4))  # the first: general route; the shape is hot
         enc._cache.clear()
-        got = enc.encode_dict("hello", FIVE, "event", 4)
+        got = enc.encode_dict("hello", FIVE, "event", Header(4))
         assert got is not None
         meta, fn = enc._by_keys[("hello", "event", *FIVE)]  # type: ignore[misc]
-        assert fn is not None and fn(FIVE, eh._HEADS[4], meta) == got
+        assert fn is not None and fn(FIVE, eh._HEADS[Header(4)], meta) == got
         assert enc._cache == {}  # the typed-field plans were not needed
         assert parse(got).values() == {k: v for k, v in FIVE.items() if k != "event"}
 
@@ -101,9 +101,9 @@ class TestShapeFunctionIsUsed:
             "x": -1,
         }
         enc = eh.EventHeaderEncoder()
-        enc.encode_dict("E", d, None, 4)
+        enc.encode_dict("E", d, None, Header(4))
         enc._cache.clear()
-        got = enc.encode_dict("E", d, None, 4)
+        got = enc.encode_dict("E", d, None, Header(4))
         assert enc._by_keys[("E", None, *d)] is not eh._GENERAL
         assert enc._cache == {}
         assert got == _general(eh.EventHeaderEncoder(), "E", d, None, level=4)
@@ -111,9 +111,9 @@ class TestShapeFunctionIsUsed:
     def test_a_new_event_name_with_a_known_layout_compiles_nothing(self) -> None:
         """A new event name with a known layout compiles nothing and reuses the same shape function."""
         enc = eh.EventHeaderEncoder()
-        enc.encode_dict("first", FIVE, "event", 4)
+        enc.encode_dict("first", FIVE, "event", Header(4))
         compiled = dict(eh._FUNCTIONS._fns)
-        enc.encode_dict("second", FIVE, "event", 4)
+        enc.encode_dict("second", FIVE, "event", Header(4))
         assert compiled == eh._FUNCTIONS._fns
         assert enc._by_keys[("first", "event", *FIVE)][1] is enc._by_keys[("second", "event", *FIVE)][1]  # type: ignore[index]
 
@@ -121,29 +121,31 @@ class TestShapeFunctionIsUsed:
         """Keys first seen with a dict value stay general, yet get a shape function for int values."""
         enc = eh.EventHeaderEncoder()
         for v in ({"nested": 1}, 5):
-            enc.encode_dict("E", {"a": v}, None, 4)
+            enc.encode_dict("E", {"a": v}, None, Header(4))
         assert enc._by_keys[("E", None, "a")] is eh._GENERAL
         assert enc._by_classes[("E", None, "a", int)] is not None
 
     def test_values_of_other_classes_get_their_own_entry_and_keep_the_first(self) -> None:
         """A value of another class gets its own class-keyed entry, keeps the first, and needs no plan."""
         enc = eh.EventHeaderEncoder()
-        enc.encode_dict("E", {"a": 1}, None, 4)
+        enc.encode_dict("E", {"a": 1}, None, Header(4))
         first = enc._by_keys[("E", None, "a")]
-        assert enc.encode_dict("E", {"a": "x"}, None, 4) == _general(
+        assert enc.encode_dict("E", {"a": "x"}, None, Header(4)) == _general(
             eh.EventHeaderEncoder(), "E", {"a": "x"}, None, level=4
         )
         assert enc._by_keys[("E", None, "a")] is first
         assert enc._by_classes[("E", None, "a", str)] is not None
         enc._cache.clear()
-        enc.encode_dict("E", {"a": "y"}, None, 4)
+        enc.encode_dict("E", {"a": "y"}, None, Header(4))
         assert enc._cache == {}
 
     def test_shapes_it_cannot_write_are_remembered_as_general(self) -> None:
         """A shape with a nested dict is written by the general route and remembered as general."""
         enc = eh.EventHeaderEncoder()
         d = {"nested": {"a": 1}, "k": 1}
-        assert enc.encode_dict("E", d, None, 4) == _general(eh.EventHeaderEncoder(), "E", d, None, level=4)
+        assert enc.encode_dict("E", d, None, Header(4)) == _general(
+            eh.EventHeaderEncoder(), "E", d, None, level=4
+        )
         assert enc._by_keys[("E", None, *d)] is eh._GENERAL
 
 
@@ -154,8 +156,8 @@ class TestShapeCachesAreBounded:
         """Both shape caches (by keys, by classes) stay within cache_limit over 100 event names."""
         enc = eh.EventHeaderEncoder(cache_limit=16)
         for i in range(100):
-            enc.encode_dict(f"e{i}", {"a": 1}, None, 4)
-            enc.encode_dict(f"e{i}", {"a": "x"}, None, 4)  # another class: the second cache
+            enc.encode_dict(f"e{i}", {"a": 1}, None, Header(4))
+            enc.encode_dict(f"e{i}", {"a": "x"}, None, Header(4))  # another class: the second cache
             assert len(enc._by_keys) <= 16
             assert len(enc._by_classes) <= 16
 
@@ -168,7 +170,7 @@ class TestValuesTheShapeFunctionCannotWrite:
         enc = eh.EventHeaderEncoder()
         for v in (1, 2**63, 2**64, -(2**63) - 1):
             d = {"v": v}
-            got = enc.encode_dict("E", d, None, 4)
+            got = enc.encode_dict("E", d, None, Header(4))
             assert got == _general(eh.EventHeaderEncoder(), "E", d, None, level=4)
             assert got is not None
             assert parse(got).values()["v"] == (v if v < 2**64 and v >= -(2**63) else str(v))
@@ -176,7 +178,7 @@ class TestValuesTheShapeFunctionCannotWrite:
     def test_too_large_string_is_cut_by_the_size_policy(self) -> None:
         """A string over max_size is cut by the size policy: within budget, flagged and counted."""
         enc = eh.EventHeaderEncoder(max_size=200)
-        got = enc.encode_dict("E", {"s": "x" * 500}, None, 4)
+        got = enc.encode_dict("E", {"s": "x" * 500}, None, Header(4))
         assert got is not None and len(got) <= 200
         assert parse(got).values()[eh.TRUNCATED_FIELD] is True
         assert enc.truncated == 1

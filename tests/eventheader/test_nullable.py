@@ -14,6 +14,7 @@ from structlog_etw import EtwRenderer, _shapes
 from structlog_etw._provider import Provider
 from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.cli.render import event_json, event_pretty
+from structlog_etw.eventheader import Header
 from structlog_etw.eventheader import encoder as eh
 from structlog_etw.eventheader.decoder import decode_event
 from structlog_etw.eventheader.perf_decode import perf_json_fields
@@ -68,28 +69,28 @@ class TestEncoderBytes:
 
     def test_none_alone_is_a_nullable_int64_of_length_zero(self) -> None:
         """A None with no other type known: BinaryLength16Char8 / SignedInt, u16 length 0."""
-        out = eh.EventHeaderEncoder().encode_dict("E", {"x": None}, None, 4)
+        out = eh.EventHeaderEncoder().encode_dict("E", {"x": None}, None, Header(4))
         assert out is not None
         assert _tail(out, "E") == b"x\0" + NULLABLE_INT + b"\0\0"
 
     def test_ints_and_floats_of_a_key_that_was_none_are_nullable_with_their_fixed_size(self) -> None:
         """After a None, the key's int is a counted 8-byte SignedInt value; its float a Float one."""
         enc = eh.EventHeaderEncoder()
-        enc.encode_dict("E", {"x": None, "r": None}, None, 4)
-        out = enc.encode_dict("E", {"x": -2, "r": 0.5}, None, 4)
+        enc.encode_dict("E", {"x": None, "r": None}, None, Header(4))
+        out = enc.encode_dict("E", {"x": -2, "r": 0.5}, None, Header(4))
         assert out is not None
         meta = b"x\0" + NULLABLE_INT + b"r\0" + NULLABLE_FLOAT
         values = b"\x08\0" + struct.pack("<q", -2) + b"\x08\0" + struct.pack("<d", 0.5)
         assert _tail(out, "E") == meta + values
         # and the next None of r is a nullable float: the key's first number named its type
-        again = enc.encode_dict("E", {"x": None, "r": None}, None, 4)
+        again = enc.encode_dict("E", {"x": None, "r": None}, None, Header(4))
         assert again is not None and _tail(again, "E") == meta + b"\0\0\0\0"
 
     def test_a_uint64_of_a_nullable_key_is_nullable_unsigned(self) -> None:
         """An int past int64 at a key that was None: BinaryLength16Char8 / UnsignedInt, length 8."""
         enc = eh.EventHeaderEncoder()
-        enc.encode_dict("E", {"x": None}, None, 4)
-        out = enc.encode_dict("E", {"x": 2**64 - 1}, None, 4)
+        enc.encode_dict("E", {"x": None}, None, Header(4))
+        out = enc.encode_dict("E", {"x": 2**64 - 1}, None, Header(4))
         assert out is not None
         assert _types(out)["x"] == (ENC_BINARY_LENGTH16_CHAR8, FMT_UNSIGNED_INT)
         assert decode_event(TP, out).fields == {"x": 2**64 - 1}
@@ -97,9 +98,9 @@ class TestEncoderBytes:
     def test_keys_never_none_and_other_events_keep_their_plain_types(self) -> None:
         """Only the keys of the event name that were None change: other keys and names stay Value64."""
         enc = eh.EventHeaderEncoder()
-        enc.encode_dict("E", {"x": None, "y": 1}, None, 4)
-        same = enc.encode_dict("E", {"x": 1, "y": 1}, None, 4)
-        other = enc.encode_dict("F", {"x": 1}, None, 4)
+        enc.encode_dict("E", {"x": None, "y": 1}, None, Header(4))
+        same = enc.encode_dict("E", {"x": 1, "y": 1}, None, Header(4))
+        other = enc.encode_dict("F", {"x": 1}, None, Header(4))
         assert same is not None and other is not None
         assert _types(same) == {
             "x": (ENC_BINARY_LENGTH16_CHAR8, FMT_SIGNED_INT),
@@ -110,7 +111,7 @@ class TestEncoderBytes:
     def test_a_string_key_keeps_its_string_type_and_its_none_is_a_null(self) -> None:
         """perf-decode reads a zero-length string as "": a None of a str key is a null, never ""."""
         enc = eh.EventHeaderEncoder()
-        events = [enc.encode_dict("E", {"s": v}, None, 4) for v in ("a", None, "", "b")]
+        events = [enc.encode_dict("E", {"s": v}, None, Header(4)) for v in ("a", None, "", "b")]
         assert all(e is not None for e in events)
         assert [decode_event(TP, e).fields["s"] for e in events if e] == ["a", None, "", "b"]
         assert [_types(e)["s"] for e in events if e] == [
@@ -122,7 +123,7 @@ class TestEncoderBytes:
 
     def test_a_none_in_a_struct_is_a_null_member(self) -> None:
         """A None inside a dict is a nullable int64 member of length 0 (the memory is top-level only)."""
-        out = eh.EventHeaderEncoder().encode_dict("E", {"d": {"a": None, "b": 1}}, None, 4)
+        out = eh.EventHeaderEncoder().encode_dict("E", {"d": {"a": None, "b": 1}}, None, Header(4))
         assert out is not None
         assert decode_event(TP, out).fields == {"d": {"a": None, "b": 1}}
 
@@ -139,7 +140,7 @@ class TestOneTypePerKey:
         """Every event from the first None on carries the key as one nullable SignedInt type."""
         enc = eh.EventHeaderEncoder()
         values: list[Any] = [5, None, 7, None, None, 9, 11] * 4
-        events = [enc.encode_dict("E", {"status": v, "path": "/"}, None, 4) for v in values]
+        events = [enc.encode_dict("E", {"status": v, "path": "/"}, None, Header(4)) for v in values]
         decoded = [decode_event(TP, e) for e in events if e is not None]
         assert [d.fields["status"] for d in decoded] == values
         types = {_types(e)["status"] for e in events[1:] if e is not None}
@@ -156,7 +157,7 @@ class TestOneTypePerKey:
         for _ in range(3000):
             name = rng.choice(["a", "b"])
             event = {k: rng.choice(choices) for k in ("x", "y", "z")}
-            out = fast.encode_dict(name, event, None, 4)
+            out = fast.encode_dict(name, event, None, Header(4))
             assert out == typed.encode(name, dict_fields(event.items(), None), 4), event
             got = decode_event(TP, out or b"").fields
             assert got == event
@@ -180,7 +181,7 @@ class TestOneTypePerKey:
         monkeypatch.setattr(eh, "walk", counting)
         for i in range(400):
             event = {f"k{j}": rng.choice(choices) for j in range(i % 7 + 1)}
-            out = walked.encode_dict("n", event, None, 4)
+            out = walked.encode_dict("n", event, None, Header(4))
             assert out == typed.encode("n", dict_fields(event.items(), None), 4), event
             assert decode_event(TP, out or b"").fields == event
         assert any(keyed)  # the interpreted route ran with the nullable keys' entries
@@ -189,14 +190,14 @@ class TestOneTypePerKey:
         """The keys remembered as nullable never pass the encoder's cache_limit."""
         enc = eh.EventHeaderEncoder(cache_limit=8)
         for i in range(100):
-            assert enc.encode_dict(f"e{i}", {"x": None, "y": None}, None, 4) is not None
+            assert enc.encode_dict(f"e{i}", {"x": None, "y": None}, None, Header(4)) is not None
             assert sum(map(len, enc._nullable.values())) <= 8
         assert enc._nullable  # what was learned last is kept
 
     def test_an_event_that_is_not_written_teaches_nothing(self) -> None:
         """A None of an event too large to write is not remembered (nothing kept for what was not written)."""
         enc = eh.EventHeaderEncoder(max_size=64)
-        assert enc.encode_dict("E" * 80, {"x": None}, None, 4) is None
+        assert enc.encode_dict("E" * 80, {"x": None}, None, Header(4)) is None
         assert enc._nullable == {}
 
 
@@ -204,7 +205,7 @@ class TestDecoders:
     """Every reader of EventHeader gives None (Python) or null (JSON) back."""
 
     def _decoded(self) -> Any:
-        out = eh.EventHeaderEncoder().encode_dict("E", {"x": None, "s": "v"}, None, 4)
+        out = eh.EventHeaderEncoder().encode_dict("E", {"x": None, "s": "v"}, None, Header(4))
         assert out is not None
         return decode_event(TP, out)
 
@@ -246,10 +247,10 @@ class TestOtherPaths:
     def test_tracelogging_writes_the_text_none(self) -> None:
         """TraceLogging has no null: None is the COUNTEDANSISTRING/UTF8 text "None", ints stay INT64."""
         enc = TraceLoggingEncoder("P")
-        out = enc.encode_dict("E", {"x": None}, None, 4)
+        out = enc.encode_dict("E", {"x": None}, None, Header(4))
         assert out is not None
         _, meta, data = out
         assert meta.endswith(b"x\0" + bytes((InType.COUNTEDANSISTRING | 0x80, OutType.UTF8)))
         assert data == b"\x04\0None"
-        later = enc.encode_dict("E", {"x": 1}, None, 4)
+        later = enc.encode_dict("E", {"x": 1}, None, Header(4))
         assert later is not None and later[1].endswith(b"x\0" + bytes((InType.INT64,)))

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from structlog_etw import _shapes
 from structlog_etw.fields import dict_fields
+from structlog_etw.tracelogging import Header
 from structlog_etw.tracelogging import encoder as tl
 from tests.helpers.strategies import event_dicts, shape_edge_values, typed_values
 
@@ -65,7 +66,7 @@ class TestSameBlobsAsTheGeneralRoute:
         if again:  # the same keys again with one value of another class
             again[next(iter(again))] = second
         for d in (first, again, first):
-            assert fast.encode_dict(name, d, skip, **kw) == _general(general, name, d, skip, **kw)
+            assert fast.encode_dict(name, d, skip, Header(**kw)) == _general(general, name, d, skip, **kw)
         assert fast.truncated == general.truncated
 
     @settings(max_examples=200, deadline=None)
@@ -73,7 +74,7 @@ class TestSameBlobsAsTheGeneralRoute:
     def test_typed_values_of_every_table_row(self, d: dict[str, Any]) -> None:
         """encode_dict writes the general route's blobs for dicts of every type-table row's values."""
         fast, general = tl.TraceLoggingEncoder("P"), tl.TraceLoggingEncoder("P")
-        assert fast.encode_dict("E", d, "event", 5) == _general(general, "E", d, "event", level=5)
+        assert fast.encode_dict("E", d, "event", Header(5)) == _general(general, "E", d, "event", level=5)
 
     def test_many_fields_past_the_field_limit_take_the_general_route(self) -> None:
         """200 fields, past the field limit, go the general route (cut, counted), remembered as general."""
