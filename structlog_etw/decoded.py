@@ -40,9 +40,11 @@ class DecodedField:
 
     ``encoding``/``format`` are the wire numbers of the field's format: EventHeader encoding
     and format, or TraceLogging InType and OutType (:attr:`DecodedEvent.format` says which;
-    plain tracepoint fields have 0).  ``value`` is the Python value: for a struct
-    (``is_struct``) the list of its member :class:`DecodedField` objects, for an array
-    (``is_array``) a ``list`` of element values (of member lists for an array of structs).
+    plain tracepoint fields, format ``"tracefs"``, have their array kind and print style:
+    :meth:`structlog_etw.perf.tracefs_format.FormatField.decoded`).  ``value`` is the Python
+    value: for a struct (``is_struct``) the list of its member :class:`DecodedField` objects,
+    for an array (``is_array``) a ``list`` of element values (of member lists for an array of
+    structs).
 
     ``raw`` is the value's bytes as the event carries them, without a length prefix or a
     terminator (``b""`` for structs and arrays); ``raw_elements`` holds the bytes of each

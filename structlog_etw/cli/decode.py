@@ -453,7 +453,7 @@ def _plain_plan(fmt: TracepointFormat, mode: str, wanted: EventFilter, colors: b
     binary = [i for i, f in enumerate(fields) if f.format == FMT_NONE]
     hexed = {i for i, f in enumerate(fields) if f.format == FMT_HEX}
     convert: list[tuple[int, Callable[[Any], object]]] = []
-    if perf_json:  # perf-decode prints 1- and 2-byte signed fields unsigned (FormatField.perf_json)
+    if perf_json:  # perf-decode prints 1- and 2-byte signed fields unsigned (tracefs_perf_json_head)
         convert += [
             (i, _unsigned(8 * f.size)) for i, f in enumerate(fields) if f.format == FMT_SIGNED and f.size < 4
         ]

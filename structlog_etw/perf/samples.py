@@ -4,13 +4,23 @@ plain tracepoints (e.g. ``sched:sched_switch``) through their tracefs format.
 
 from __future__ import annotations
 
+import json
+from typing import Literal
+
 from .._text import wallclock_text
 from ..decoded import DecodedEvent, DecodedField, DecodeError, plain_fields
 from ..eventheader.decoder import decode_event
-from ..eventheader.perf_decode import perf_json
+from ..eventheader.perf_decode import json_string, perf_json
 from .datafile import Sample
+from .tracefs_format import ARRAY_NONE, FMT_HEX, FMT_NONE, FMT_SIGNED, FMT_STRING
 
-__all__ = ["SampleDecodeError", "decode_sample", "sample_perf_json", "sample_time_text"]
+__all__ = [
+    "SampleDecodeError",
+    "decode_sample",
+    "sample_perf_json",
+    "sample_time_text",
+    "tracefs_perf_json_head",
+]
 
 
 class SampleDecodeError(DecodeError):
@@ -56,8 +66,9 @@ def decode_sample(sample: Sample) -> DecodedEvent:
     EventHeader samples: provider, level, keyword from the tracepoint name and
     everything else from the event (``format`` ``"eventheader"``).  Plain tracepoints:
     ``provider`` is the system (``sched``), ``name`` the event (``sched_switch``), level and
-    keyword 0, ``format`` ``"tracefs"``, fields decoded per the tracefs format (encoding 0 in
-    ``field_list``).  Raises :class:`SampleDecodeError`.
+    keyword 0, ``format`` ``"tracefs"``, fields decoded per the tracefs format (each
+    ``field_list`` entry as :meth:`~structlog_etw.perf.tracefs_format.FormatField.decoded` builds
+    it: value, print style, array kind and value bytes).  Raises :class:`SampleDecodeError`.
     """
     fmt = sample.format
     if fmt is None:
@@ -68,7 +79,7 @@ def decode_sample(sample: Sample) -> DecodedEvent:
         except DecodeError as exc:
             raise SampleDecodeError(f"sample at offset {sample.offset} ({sample.name}): {exc}") from exc
     order = "<"
-    field_list = tuple(DecodedField(f.name, f.value(sample.raw, order), 0) for f in fmt.own_fields)
+    field_list = tuple(f.decoded(sample.raw, order) for f in fmt.own_fields)
     return DecodedEvent(
         provider=fmt.system,
         name=fmt.name,
@@ -89,16 +100,47 @@ def sample_perf_json(sample: Sample, *, field_tags: bool = True, decoded: Decode
     ``field_tags`` is false.
 
     ``decoded`` is the sample's :func:`decode_sample` result when the caller has it already
-    (an EventHeader sample is then not decoded again).  Raises :class:`SampleDecodeError`.
+    (the sample is then not decoded again: the text is rendered from the decoded event only, a
+    plain tracepoint's as well as an EventHeader event's).  Raises :class:`SampleDecodeError`.
     """
     fmt = sample.format
     if fmt is None:
         raise _unknown_format(sample)
     meta = _meta(sample)
+    event = decoded if decoded is not None else decode_sample(sample)
     if fmt.is_eventheader:
-        event = decoded if decoded is not None else decode_sample(sample)
         return perf_json(event, field_tags=field_tags, extra_meta=meta)
-    # Names come from the file's tracing data: escaped like every other string, so that each line
-    # is one JSON object whatever the file holds (the format's writer is made once per format).
     meta_text = '"meta":{' + ",".join(f'"{k}":{v}' for k, v in meta.items()) + "}"
-    return "{" + fmt.perf_json_head(sample.raw) + "," + meta_text + "}"
+    return "{" + tracefs_perf_json_head(event) + "," + meta_text + "}"
+
+
+def tracefs_perf_json_head(event: DecodedEvent) -> str:
+    """perf-decode's text of a plain tracepoint's :class:`~structlog_etw.decoded.DecodedEvent`
+    (``format`` ``"tracefs"``), up to its ``meta``: ``'"n":"system:name","field":value,...'``.
+
+    Rendered from the decoded fields only (never the event's bytes): names are escaped as
+    perf-decode escapes them, so each line is one JSON object whatever the file's tracing data
+    holds.
+    """
+    order = event.byte_order
+    parts = ['"n":' + json_string(f"{event.provider}:{event.name}")]
+    parts += [json_string(f.name) + ":" + _tracefs_value_text(f, order) for f in event.field_list]
+    return ",".join(parts)
+
+
+def _tracefs_value_text(f: DecodedField, order: Literal["little", "big"]) -> str:
+    """perf-decode's JSON text of one plain tracepoint field: text as a string, bytes as spaced
+    hex, numbers in the field's style (1- and 2-byte signed numbers print unsigned), arrays as lists."""
+    if f.format == FMT_STRING:
+        return json.dumps(f.value if f.value is not None else "", ensure_ascii=False)
+    if f.format == FMT_NONE:
+        return '"' + f.raw.hex(" ") + '"'
+
+    def number(chunk: bytes) -> str:
+        if f.format == FMT_HEX:
+            return f'"0x{int.from_bytes(chunk, order):X}"'
+        return str(int.from_bytes(chunk, order, signed=f.format == FMT_SIGNED and len(chunk) >= 4))
+
+    if f.encoding != ARRAY_NONE:
+        return "[" + ",".join(number(chunk) for chunk in f.raw_elements) + "]"
+    return "null" if f.value is None else number(f.raw)

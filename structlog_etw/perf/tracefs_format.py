@@ -26,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from ..decoded import DecodedField
+
 __all__ = ["FormatField", "TracepointFormat", "eventheader_offset", "parse_format"]
 
 # Field value formats (how perf-decode prints a plain field).
@@ -124,51 +126,54 @@ class FormatField:
     def value(self, raw: bytes, order: str) -> Any:
         """The Python value of this field in ``raw``: int, list of ints, str, bytes, or None."""
         data = self.field_bytes(raw, order)
-        if data is None:
-            return None
+        return None if data is None else self._value(data, order)
+
+    @functools.cached_property
+    def is_bytes(self) -> bool:
+        """True when the field's value is its bytes (structs and other types without a number or
+        text form, and arrays of such 1-byte elements)."""
+        return self.format == FMT_NONE and (self.array == ARRAY_NONE or self.element_size == 1)
+
+    def _elements(self, data: bytes) -> list[bytes]:
+        es = self.element_size
+        return [data[i : i + es] for i in range(0, len(data) - es + 1, es)]
+
+    def _value(self, data: bytes, order: str) -> Any:
         if self.format == FMT_STRING:
             return data.split(b"\0", 1)[0].decode("latin-1")
-        if self.format == FMT_NONE and (self.array == ARRAY_NONE or self.element_size == 1):
+        if self.is_bytes:
             return bytes(data)
         signed = self.format == FMT_SIGNED
-        es = self.element_size
         byteorder = _byteorder(order)
-        values = [
-            int.from_bytes(data[i : i + es], byteorder, signed=signed)
-            for i in range(0, len(data) - es + 1, es)
-        ]
+        values = [int.from_bytes(chunk, byteorder, signed=signed) for chunk in self._elements(data)]
         if self.array == ARRAY_NONE:
             return values[0] if values else None
         return values
 
-    def perf_json_reader(self, order: str) -> Callable[[bytes], str]:
-        """:meth:`perf_json` with every decision the field's layout allows made once: ``raw -> text``."""
-        if self.array in (ARRAY_DYNAMIC, ARRAY_REL) or self.size == 0:
-            return lambda raw: self.perf_json(raw, order)
-        start, end = self.offset, self.offset + self.size
+    def decoded(self, raw: bytes, order: str) -> DecodedField:
+        """This field of ``raw`` as a :class:`~structlog_etw.decoded.DecodedField`: its :meth:`value`
+        and what a writer needs to print it as perf-decode does, without the event's bytes.
+
+        ``format`` is the print style (``FMT_NONE``: the bytes, ``FMT_HEX``, ``FMT_UNSIGNED``,
+        ``FMT_SIGNED``, ``FMT_STRING``), ``encoding`` the array kind (``ARRAY_NONE``,
+        ``ARRAY_FIXED``, ``ARRAY_DYNAMIC`` or ``ARRAY_REL``: anything but ``ARRAY_NONE`` is printed
+        as a list, except text and bytes); ``raw`` is the text's bytes (up to its NUL), the bytes of
+        a byte array or the number's bytes; ``raw_elements`` the bytes of each number of an array
+        (all empty when the field lies outside the event).
+        """
+        data = self.field_bytes(raw, order)
+        style = FMT_HEX if self.format == FMT_NONE and not self.is_bytes else self.format
+        if data is None:
+            return DecodedField(self.name, None, self.array, style)
+        value = self._value(data, order)
         if self.format == FMT_STRING:
-
-            def string(raw: bytes) -> str:
-                data = raw[start:end] if end <= len(raw) else b""
-                return _json_text(data.split(b"\0", 1)[0].decode("latin-1"))
-
-            return string
-        es = self.element_size
-        if self.format == FMT_NONE and (self.array == ARRAY_NONE or es == 1):
-            return lambda raw: '"' + (raw[start:end] if end <= len(raw) else b"").hex(" ") + '"'
-        if self.array != ARRAY_NONE or es > self.size:
-            return lambda raw: self.perf_json(raw, order)
-        byteorder = _byteorder(order)
-        stop = start + es
-        if self.format in (FMT_HEX, FMT_NONE):
-            return lambda raw: (
-                f'"0x{int.from_bytes(raw[start:stop], byteorder):X}"' if end <= len(raw) else "null"
-            )
-        if self.format == FMT_SIGNED and es >= 4:
-            return lambda raw: (
-                str(int.from_bytes(raw[start:stop], byteorder, signed=True)) if end <= len(raw) else "null"
-            )
-        return lambda raw: str(int.from_bytes(raw[start:stop], byteorder)) if end <= len(raw) else "null"
+            return DecodedField(self.name, value, self.array, style, raw=data.split(b"\0", 1)[0])
+        if self.is_bytes:
+            return DecodedField(self.name, value, self.array, style, raw=bytes(data))
+        elements = self._elements(data)
+        if self.array == ARRAY_NONE:
+            return DecodedField(self.name, value, self.array, style, raw=elements[0] if elements else b"")
+        return DecodedField(self.name, value, self.array, style, raw_elements=tuple(elements))
 
     def json_reader(self, order: str) -> Callable[[bytes], str] | None:
         """The JSON text of :meth:`value` (bytes as spaced hex, ints, Latin-1 text, null), decided
@@ -195,29 +200,6 @@ class FormatField:
         return lambda raw: (
             str(int.from_bytes(raw[start:stop], byteorder, signed=signed)) if end <= len(raw) else "null"
         )
-
-    def perf_json(self, raw: bytes, order: str) -> str:
-        """This field's value as perf-decode writes it (JSON text)."""
-        data = self.field_bytes(raw, order) or b""
-        if self.format == FMT_STRING:
-            text = data.split(b"\0", 1)[0].decode("latin-1")
-            return json.dumps(text, ensure_ascii=False)  # escapes as perf-decode does
-        if self.format == FMT_NONE and (self.array == ARRAY_NONE or self.element_size == 1):
-            return '"' + data.hex(" ") + '"'
-        es = self.element_size
-        byteorder = _byteorder(order)
-
-        def one(chunk: bytes) -> str:
-            u = int.from_bytes(chunk, byteorder)
-            if self.format in (FMT_HEX, FMT_NONE):
-                return f'"0x{u:X}"'
-            if self.format == FMT_SIGNED and es >= 4 and u >= 1 << (es * 8 - 1):
-                return str(u - (1 << (es * 8)))
-            return str(u)
-
-        if self.array == ARRAY_NONE:
-            return one(data[:es]) if len(data) >= es else "null"
-        return "[" + ",".join(one(data[i : i + es]) for i in range(0, len(data) - es + 1, es)) + "]"
 
 
 #: Words of a C declaration that qualify its type; of the other words (but those ignored),
@@ -380,20 +362,6 @@ class TracepointFormat:
         one unpack (None when ``raw`` is too short); None for formats with fields of other
         layouts (arrays of numbers, ``__data_loc``, sizes a struct code cannot say)."""
         return _values_reader(self.own_fields)
-
-    @functools.cached_property
-    def perf_json_head(self) -> Callable[[bytes], str]:
-        """perf-decode's text of a sample of this plain tracepoint, up to its ``meta``: ``raw ->
-        '"n":"system:name","field":value,...'`` (names escaped as perf-decode escapes them)."""
-        from ..eventheader.perf_decode import json_string  # noqa: PLC0415 - only perf-json needs it
-
-        n = '"n":' + json_string(f"{self.system}:{self.name}")
-        readers = [(json_string(f.name) + ":", f.perf_json_reader("<")) for f in self.own_fields]
-
-        def head(raw: bytes) -> str:
-            return ",".join([n, *[name + read(raw) for name, read in readers]])
-
-        return head
 
 
 #: struct codes of an integer field of each size (signed: lower case).

@@ -125,6 +125,37 @@ def test_perf_data_samples_render_from_their_decoded_events(monkeypatch: pytest.
     assert not problems, "\n".join(problems[:20])
 
 
+class TestPlainTracepointPerfJson:
+    """--perf-json of plain (tracefs) tracepoints is written from their DecodedEvent alone."""
+
+    def test_sched_switch_text_needs_no_event_bytes(self) -> None:
+        """The 285 sched_switch samples render as perf-decode does with every event byte gone
+        (the sample's raw and data and the decoded event's raw emptied): the writer reads fields only."""
+        f = PerfDataFile.open(vector(PERF))
+        pairs_in = [(s, e) for s, e in zip(f.samples(), expected_perf_data_events(), strict=True)]
+        plain = [(s, e) for s, e in pairs_in if not s.is_eventheader]
+        assert len(plain) == 285
+        got = []
+        for s, _ in plain:
+            event = dataclasses.replace(decode_sample(s), raw=b"")
+            hollow = dataclasses.replace(s, raw=b"", data=b"")
+            got.append(pairs(sample_perf_json(hollow, decoded=event)))
+        problems = _mismatches(got, [e for _, e in plain])
+        assert not problems, "\n".join(problems[:20])
+
+    def test_the_text_follows_the_decoded_fields(self) -> None:
+        """Changed DecodedField value bytes change the text: the writer reads the fields, not the event."""
+        f = PerfDataFile.open(vector(PERF))
+        sample = next(s for s in f.samples() if not s.is_eventheader)
+        event = decode_sample(sample)
+        pid = next(i for i, fl in enumerate(event.field_list) if fl.name == "prev_pid")
+        changed = list(event.field_list)
+        changed[pid] = dataclasses.replace(changed[pid], value=0x1234, raw=(0x1234).to_bytes(4, "little"))
+        text = sample_perf_json(sample, decoded=dataclasses.replace(event, field_list=tuple(changed)))
+        assert '"prev_pid":"0x1234"' in text
+        assert '"prev_pid":"0x950"' in sample_perf_json(sample, decoded=event)
+
+
 def test_the_perf_data_expectation_differs_from_the_old_file_only_by_field_tags() -> None:
     """The tagged expectation is the shipped file plus tags on exactly the 3 events that carry them."""
     old = load_expected(vector(PERF + ".linux.json"))

@@ -7,6 +7,8 @@ import struct
 
 import pytest
 
+from structlog_etw.decoded import DecodedEvent
+from structlog_etw.perf.samples import tracefs_perf_json_head
 from structlog_etw.perf.tracefs_format import eventheader_offset, parse_format
 
 #: The common fields every tracepoint's format starts with (Linux 6.12).
@@ -83,15 +85,25 @@ def test_tracefs_format_fields_and_perf_decode_conventions() -> None:
         "ptr": 0x1000,
         "ports": [80, 443],
     }
-    texts = {f.name: f.perf_json(bytes(raw), "<") for f in fmt.own_fields}
-    assert texts == {
-        "prev_comm": '"perf"',
-        "prev_pid": '"0x950"',  # pid_t: an unknown type, printed in hex like perf-decode
-        "msg": '"hi"',
-        "flags": '"0xFF"',  # unsigned long: hex
-        "ptr": '"0x1000"',  # pointers: hex
-        "ports": "[80,443]",
-    }
+    event = DecodedEvent(
+        "sched",
+        "sched_switch",
+        0,
+        0,
+        field_list=tuple(f.decoded(bytes(raw), "<") for f in fmt.own_fields),
+        format="tracefs",
+    )
+    assert tracefs_perf_json_head(event) == ",".join(
+        [
+            '"n":"sched:sched_switch"',
+            '"prev_comm":"perf"',
+            '"prev_pid":"0x950"',  # pid_t: an unknown type, printed in hex like perf-decode
+            '"msg":"hi"',
+            '"flags":"0xFF"',  # unsigned long: hex
+            '"ptr":"0x1000"',  # pointers: hex
+            '"ports":[80,443]',
+        ]
+    )
 
 
 def test_an_eventheader_tracepoint_format_is_recognised() -> None:
