@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
 
 from . import _platform
 from ._counters import Guard, Tally, count_value
-from ._header import HeaderValue
 from ._levels import LEVEL_NAMES, Opcode, check_keyword
 from ._platform import (
     EtwUnavailableWarning,
@@ -44,6 +43,7 @@ from .backends.base import UNKNOWN_WORD, UNWRITABLE_WORD, Backend, BackendUnavai
 from .backends.null import DISABLED_WORD, NullBackend
 from .eventheader.spec import error_name as eventheader_error_name
 from .fields import Field
+from .header import HeaderValue
 from .tracelogging.spec import TraceLoggingEvent
 from .tracelogging.spec import error_name as tracelogging_error_name
 
@@ -75,7 +75,7 @@ class _Encoder(Protocol[E_co]):
     ``encode_fields`` returns ``None`` when the event cannot fit the format's size budget even
     with its values cut (the size policy); ``truncated`` counts events written with values cut.
     The event's level, opcode, tag and activity ids come as one header value
-    (:data:`~structlog_etw._header.HeaderValue`).
+    (:data:`~structlog_etw.header.HeaderValue`).
     """
 
     @property

@@ -42,7 +42,7 @@ _LAYER_TABLE: list[tuple[int, list[str]]] = [
             "_size_policy",
             "_shapes",
             "_levels",
-            "_header",
+            "header",
             "_counters",
         ],
     ),

@@ -8,7 +8,7 @@ import threading
 import weakref
 from typing import Any, Literal, Protocol, TypeVar
 
-from .._header import Header, plain_header
+from ..header import Header, plain_header
 from ..tracelogging.spec import TraceLoggingEvent
 
 __all__ = [

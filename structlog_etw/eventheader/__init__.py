@@ -25,7 +25,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from .._header import Header
+from ..header import Header
 from .spec import (
     COMMAND_FIELDS,
     DYN_MAX_EVENT_SIZE,

@@ -52,7 +52,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from .._counters import count_value
-from .._header import INFO_HEADER, Header, HeaderValue, header_problem, plain_header
 from .._shapes import (
     NONE,
     NULLABLE,
@@ -96,6 +95,7 @@ from ..fields import (
     normalize,
     safe_str,
 )
+from ..header import INFO_HEADER, Header, HeaderValue, header_problem, plain_header
 from .spec import (
     DYN_MAX_EVENT_SIZE,
     ENC_BINARY_LENGTH16_CHAR8,

@@ -26,7 +26,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from .._header import Header
+from ..header import Header
 from .spec import (
     CHANNEL_TRACELOGGING,
     DEFAULT_MAX_SIZE,

@@ -57,7 +57,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from .._counters import count_value
-from .._header import INFO_HEADER, Header, HeaderValue, header_problem, plain_header
 from .._shapes import (
     NONE,
     LayoutFunctions,
@@ -98,6 +97,7 @@ from ..fields import (
     normalize,
     safe_str,
 )
+from ..header import INFO_HEADER, Header, HeaderValue, header_problem, plain_header
 from .spec import (
     DEFAULT_MAX_SIZE,
     MAX_FIELDS,
