@@ -543,36 +543,45 @@ class TestBindTimeClasses:
         assert [(e.name, e.keyword) for e in etw_capture.events] == [("named", 0x2)]
 
 
+#: The wrapper's decisions, by the name the tests give the chain that makes them.
+_DECISIONS: dict[str, str] = {"run": "run the chain", "skip": "skip", "direct": "direct write"}
+
+
+def _logger_deciding(chain: str, **context: Any) -> tuple[SpyRenderer | None, Any]:
+    """A bound logger whose plan makes decision ``_DECISIONS[chain]`` at info level (checked),
+    and the spy renderer that sees its events (None for the direct write, which calls no
+    renderer: a subclass's ``__call__`` must run, so only the plain renderer is written directly)."""
+    provider = EtwRenderer(unique_provider()).provider
+    name = provider.name
+    spy: SpyRenderer | None = None
+    if chain == "run":  # a renderer that passes every level on: the chain runs for each call
+        spy = SpyRenderer(name, provider=provider, passthrough="debug")
+        processors: list[Any] = [spy, structlog.processors.JSONRenderer()]
+    elif chain == "skip":
+        spy = SpyRenderer(name, provider=provider)
+        processors = [spy]
+    else:
+        processors = [structlog.contextvars.merge_contextvars, EtwRenderer(name, provider=provider)]
+    log = bound(make_etw_bound_logger(processors[-1] if spy is None else spy), processors, **context)
+    assert type(log)._etw_plan.decisions[4] == _DECISIONS[chain]
+    return spy, log
+
+
 class TestEventKeyword:
     """The log methods take ``self`` and ``event`` positional-only (the keywords of a call are
     then never compared with parameter names: the disabled path's cost); a call that passes its
     event as ``event=`` still means what it means to structlog, on every decision."""
 
-    @pytest.mark.parametrize("chain", ["run", "skip", "direct"])
+    @pytest.mark.parametrize("chain", list(_DECISIONS))
     def test_event_keyword_is_the_event(self, etw_capture: EtwCapture, chain: str) -> None:
         """``log.info(event="x", a=1)`` gives the event dict and trace event of ``log.info("x", a=1)``."""
-        renderer, spy, cls = _setup(etw_capture)
-        name, provider = renderer.provider.name, renderer.provider
-        if chain == "run":  # a renderer that passes every level on: the chain runs for each call
-            renderer = spy = SpyRenderer(name, provider=provider, passthrough="debug")
-            cls = make_etw_bound_logger(renderer)
-        elif chain == "direct":  # a plain renderer: a subclass's __call__ must run, so no direct write
-            renderer = EtwRenderer(name, provider=provider)
-            cls = make_etw_bound_logger(renderer)
-        processors: list[Any] = {
-            "run": [renderer, structlog.processors.JSONRenderer()],
-            "skip": [renderer],
-            "direct": [structlog.contextvars.merge_contextvars, renderer],
-        }[chain]
-        log = bound(cls, processors, request="r1")
-        decision = {"run": "run the chain", "skip": "skip", "direct": "direct write"}[chain]
-        assert type(log)._etw_plan.decisions[4] == decision
+        spy, log = _logger_deciding(chain, request="r1")
         log.info(event="user_login", attempts=3)
         log.info("user_login", attempts=3)
         first, second = etw_capture.events
         fields = {"request": "r1", "attempts": 3}
         assert (first.name, first.fields) == (second.name, second.fields) == ("user_login", fields)
-        if chain != "direct":
+        if spy is not None:
             assert spy.calls[0] == spy.calls[1] == ("info", {**fields, "event": "user_login"})
 
     def test_event_keyword_with_args_and_async(self, etw_capture: EtwCapture) -> None:
@@ -606,22 +615,12 @@ class TestEventKeyword:
         assert spy.calls == []
         assert renderer.provider.stats()["invalid"].get("event", 0) == 0
 
-    @pytest.mark.parametrize("chain", ["run", "skip", "direct"])
+    @pytest.mark.parametrize("chain", list(_DECISIONS))
     def test_keys_named_like_parameters_are_fields(self, etw_capture: EtwCapture, chain: str) -> None:
         """``self=``, ``method_name=`` (parameters of structlog's ``_proxy_to_logger``) are fields
         of the trace event on every decision, sync and async, never a ``TypeError``."""
-        renderer, _spy, cls = _setup(etw_capture)
-        name, provider = renderer.provider.name, renderer.provider
-        processors: list[Any] = [renderer]
-        if chain == "run":
-            renderer = SpyRenderer(name, provider=provider, passthrough="debug")
-            processors = [renderer, structlog.processors.JSONRenderer()]
-        elif chain == "direct":
-            renderer = EtwRenderer(name, provider=provider)
-            processors = [renderer]
-        cls = make_etw_bound_logger(renderer)
-        log = bound(cls, processors)
-        assert log.info("a", self=1, method_name=2) is None or chain == "run"
+        _, log = _logger_deciding(chain)
+        log.info("a", self=1, method_name=2)
         log.exception("b", self=3)
         asyncio.run(log.ainfo("c", method_name=4))
         got = [(e.name, e.fields.get("self"), e.fields.get("method_name")) for e in etw_capture.events]
