@@ -582,6 +582,12 @@ def _walk_entries(as_null: int) -> dict[type, _WalkEntry]:
     return {**_WALK, type(None): (_null_of(as_null), _NULL_OF_NONE, 1), int: number[0], float: number[1]}
 
 
+#: The ``keyed`` table of each kind a key that has been None can take (shared by every such key).
+_NULLABLE_WALK: Final[dict[int, dict[type, _WalkEntry]]] = {
+    kind: _walk_entries(kind) for kind in (NULL, *_NULLABLE_KINDS)
+}
+
+
 # --- shape functions: event dict -> event bytes, one generated function per layout ---------------
 
 #: How a shape function writes each kind (the same bytes as the packers above and the general path).
@@ -713,7 +719,7 @@ class EventHeaderEncoder:
         self._nullable: dict[str, dict[str, int]] = {}
         self._nullable_chars = 0
         self._nullable_keys = 0
-        # event name -> the interpreted route's entries of those keys (``_walk_entries``)
+        # event name -> the interpreted route's table of those keys (``_NULLABLE_WALK``)
         self._nullable_walk: dict[str, dict[str, Walker]] = {}
 
     @property
@@ -894,7 +900,7 @@ class EventHeaderEncoder:
             elif kind in _NULLABLE_KINDS:
                 if as_null == NULL:  # the key's first number: its None is written as this kind now
                     known[f[0]] = kind
-                    self._nullable_walk.setdefault(name, {})[f[0]] = _walk_entries(kind)
+                    self._nullable_walk.setdefault(name, {})[f[0]] = _NULLABLE_WALK[kind]
                     self._shapes.clear()  # (entries wrote its None as a nullable int64)
                 out.append((f[0], kind | _NULLABLE, f[2]))
             else:
@@ -921,7 +927,7 @@ class EventHeaderEncoder:
             if known is None:
                 known = self._nullable.setdefault(name, {})
             known[f[0]] = NULL
-            self._nullable_walk.setdefault(name, {})[f[0]] = _walk_entries(NULL)
+            self._nullable_walk.setdefault(name, {})[f[0]] = _NULLABLE_WALK[NULL]
             self._nullable_chars += chars
             self._nullable_keys += 1
             self._shapes.clear()
