@@ -210,7 +210,7 @@ _ALL_RUN: Final = (RUN,) * (len(LEVEL_NAMES) + 1)
 def _side_effect_free(processor: object) -> bool:
     """Whether *processor* is known to do nothing but read and change the event dict.
 
-    The allow-list (docs/performance.md): structlog's ``merge_contextvars``, ``add_log_level``,
+    The allow-list (docs/usage.md): structlog's ``merge_contextvars``, ``add_log_level``,
     ``add_log_level_number``, ``add_logger_name``, ``filter_by_level``, ``format_exc_info``,
     ``dict_tracebacks``, ``dev.set_exc_info`` and instances (of exactly these classes) of
     ``TimeStamper``, ``MaybeTimeStamper``, ``CallsiteParameterAdder``, ``EventRenamer``,
