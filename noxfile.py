@@ -20,8 +20,10 @@ own venv.
   the wheel into a fresh venv to run the demo from outside the source tree (tests/packaging/).
 * ``bench``  - the benchmark suite (``benchmarks/run.py``): ratios against structlog (JSON chain, the
   same with orjson), stdlib logging (+ python-json-logger) and traceloggingdynamic measured in the
-  same run; ``nox -s bench -- --guest-run`` adds the real kernel write in the virtme-ng guest.  Not
-  part of the default sessions.
+  same run; ``nox -s bench -- --guest-run`` adds the real kernel write in the virtme-ng guest; then
+  the OpenTelemetry exporters, new layouts (``benchmarks/layouts.py``) and large inputs
+  (``benchmarks/input_sizes.py``), each against baselines of its own run.  Not part of the default
+  sessions.
 """
 
 from __future__ import annotations
@@ -180,3 +182,8 @@ def bench(session: nox.Session) -> None:
     )
     session.run("python", "benchmarks/otel_exporters.py", "--out", "docs/benchmarks/otel_exporters.json")
     session.run("python", "benchmarks/layouts.py", "--out", "docs/benchmarks/layouts.json")
+    # Large inputs (huge logger names, lists, strings, pipe-mode attrs) against same-run baselines.
+    session.run(
+        "python", "benchmarks/input_sizes.py", "--out", "docs/benchmarks/input_sizes.json",
+        "--update-docs", "docs/performance.md",
+    )  # fmt: skip

@@ -193,3 +193,14 @@ def file_mode(records: bytes, tracepoints: list[Tracepoint], attrs: list[tuple[i
     ids = b"".join(struct.pack("<Q", ident) for _, _, ident in attrs)
     table = struct.pack("<QQ", tracing_off, len(tracing))
     return head + section + ids + records + table + tracing
+
+
+def many_attrs(n: int) -> bytes:
+    """A pipe-mode perf.data of ``n`` (HEADER_ATTR, HEADER_TRACING_DATA) pairs, one tracepoint each
+    (ids 1000 + i, attr ids 10,000 + i), its format after its attr: no samples."""
+    out = bytearray(header_pipe())
+    for i in range(n):
+        tp = Tracepoint("test", plain_format(f"t{i}", 1000 + i), 1000 + i)
+        out += attr_record(_TRACEPOINT, tp.id, 10_000 + i)
+        out += tracing_data_record([tp])
+    return bytes(out)
