@@ -21,7 +21,6 @@ import platform
 import random
 import sys
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,20 +33,13 @@ import structlog  # noqa: E402
 from structlog_etw import EtwRenderer, Provider  # noqa: E402
 from structlog_etw.backends.capture import CaptureBackend  # noqa: E402
 
+# The value kinds, shared with tests/test_write_path_variability.py (benchmarks import test helpers).
+from tests.helpers.value_kinds import VALUES  # noqa: E402
+
 GOAL = 3.0
 EVENTS = 2000
 FORMATS = ("eventheader", "tracelogging")
 FIELD_COUNTS = (5, 20, 120)
-VALUES: list[Any] = [
-    "text",
-    7,
-    2.5,
-    True,
-    None,
-    b"\x01\x02",
-    uuid.UUID(int=3),
-    dt.datetime(2024, 1, 2, 3, 4, 5),
-]
 
 
 def _logger(fmt: str, name: str) -> tuple[Any, CaptureBackend]:

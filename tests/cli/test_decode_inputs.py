@@ -24,6 +24,7 @@ from tests.helpers.perfdata import (
     event_desc_record,
     file_mode,
     header_pipe,
+    many_attrs,
     plain_format,
     record,
     sample_record,
@@ -156,44 +157,41 @@ class TestRecordsPastTheirSection:
         assert f"at offset {len(head)}" in run.stderr
 
 
-def _many_attrs(n: int) -> bytes:
-    out = bytearray(header_pipe())
-    for i in range(n):
-        tp = Tracepoint("test", plain_format(f"t{i}", 1000 + i), 1000 + i)
-        out += attr_record(2, tp.id, 10_000 + i)
-        out += tracing_data_record([tp])
-    return bytes(out)
-
-
-_CPU_OF_PARSE = """
-import sys, time
+_LINES_OF_PARSE = """
+import sys
 from structlog_etw.perf.datafile import PerfDataFile
 data = open(sys.argv[1], "rb").read()
-best = None
-for _ in range(3):
-    t = time.process_time()
-    f = PerfDataFile.from_bytes(data)
-    n = sum(1 for _ in f.samples())
-    assert len(f.attrs) == len(f.formats) and all(a.format for a in f.attrs), f.problems
-    used = time.process_time() - t
-    best = used if best is None else min(best, used)
-print(best)
+lines = [0]
+def trace(frame, event, arg):
+    if event == "line":
+        lines[0] += 1
+    return trace
+sys.settrace(trace)
+f = PerfDataFile.from_bytes(data)
+n = sum(1 for _ in f.samples())
+sys.settrace(None)
+assert n == 0 and not f.problems, f.problems
+assert len(f.attrs) == len(f.formats) == int(sys.argv[2]) and all(a.format for a in f.attrs)
+print(lines[0])
 """
 
 
 class TestFormatsOncePerAttr:
     """Pipe mode's tracepoint formats are matched to attrs once each: linear, not attrs x records."""
 
-    def test_8000_attrs_and_tracing_data_records_cost_linear_time(self, tmp_path: Path) -> None:
-        """CPU time of 8,000 HEADER_ATTR + HEADER_TRACING_DATA pairs <= 8x that of 2,000 (quadratic: 16x)."""
-        times = []
+    def test_8000_attrs_and_tracing_data_records_take_linear_work(self, tmp_path: Path) -> None:
+        """8,000 HEADER_ATTR + HEADER_TRACING_DATA pairs each get their format, and reading them runs
+        at most 4.5x the Python lines 2,000 do (linear: 4x; matching every format against every attr:
+        16x).  A count, not a timing: their CPU times, at most 8x, are measured by
+        benchmarks/input_sizes.py (docs/performance.md)."""
+        lines = []
         for n in (2000, 8000):
             path = tmp_path / f"attrs{n}.data"
-            path.write_bytes(_many_attrs(n))
-            run = run_bounded(_CPU_OF_PARSE, str(path), timeout=300)
+            path.write_bytes(many_attrs(n))
+            run = run_bounded(_LINES_OF_PARSE, str(path), str(n), timeout=300)
             assert not run.hung and run.returncode == 0, run.stderr
-            times.append(float(run.stdout))
-        assert times[1] <= 8 * max(times[0], 0.01), times
+            lines.append(int(run.stdout))
+        assert lines[1] <= 4.5 * lines[0], lines
 
 
 _SHRINK = """
