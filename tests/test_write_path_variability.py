@@ -205,8 +205,8 @@ class TestContainersPastTheBudget:
     def test_a_20_mb_string_keeps_what_a_200_kb_one_keeps(self, fmt: str) -> None:
         """A 20 MB and a 200 KB string, each opening with a lone surrogate, are both written cut to
         the same budget: the same kept text (the surrogate replaced by U+FFFD, then the truncation
-        marker), both counted truncated (what the big one costs against the small one, at most 5x, is measured by
-        benchmarks/input_sizes.py: docs/performance.md)."""
+        marker), both counted truncated (what the big one costs against the small one, at most
+        5x, is measured by benchmarks/input_sizes.py: docs/performance.md)."""
         log, provider, backend = _pipeline(fmt, f"BigText_{fmt}")
         for size in (20_000_000, 200_000):
             log.info("e", text="\ud800" + "x" * size, after=1)
