@@ -22,11 +22,10 @@ import os
 import stat
 import struct
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import islice
 from operator import itemgetter
-from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from .abi import (
     ATTR_SIZE_VER0,
@@ -41,6 +40,9 @@ from .abi import (
 )
 from .records import parse_lost, parse_lost_samples, parse_sample, record_header, sample_id_offset
 from .tracefs_format import TracepointFormat, parse_format
+
+if TYPE_CHECKING:
+    from pathlib import Path  # in annotations only: the reader does not load pathlib
 
 __all__ = ["REORDER_WINDOW_BYTES", "PerfDataError", "PerfDataFile", "Sample", "read_samples"]
 
@@ -150,23 +152,38 @@ class PerfDataError(ValueError):
     """The file is not a perf.data file at all (bad magic, header too short)."""
 
 
-@dataclass
 class _Attr:
-    type: int
-    config: int
-    sample_type: int
-    read_format: int
-    sample_id_all: bool
-    ids: list[int]
-    name: str = ""
-    format: TracepointFormat | None = None
-    #: Where its samples hold their event id (None: they do not).
-    id_at: int | None = field(init=False, default=None)
-    #: How its samples are read (:func:`_sample_plan`; None: not decided yet).
-    plan: _SamplePlan | None = field(init=False, default=None)
+    """One ``perf_event_attr`` of the file, its ids, name and format (plain classes here, no
+    dataclasses: the reader is imported at every start of ``structlog-etw decode``)."""
 
-    def __post_init__(self) -> None:
-        self.id_at = sample_id_offset(self.sample_type)
+    __slots__ = (
+        "config",
+        "format",
+        "id_at",
+        "ids",
+        "name",
+        "plan",
+        "read_format",
+        "sample_id_all",
+        "sample_type",
+        "type",
+    )
+
+    def __init__(
+        self, type: int, config: int, sample_type: int, read_format: int, sample_id_all: bool, ids: list[int]
+    ) -> None:
+        self.type = type
+        self.config = config
+        self.sample_type = sample_type
+        self.read_format = read_format
+        self.sample_id_all = sample_id_all
+        self.ids = ids
+        self.name = ""
+        self.format: TracepointFormat | None = None
+        #: Where its samples hold their event id (None: they do not).
+        self.id_at: int | None = sample_id_offset(sample_type)
+        #: How its samples are read (:func:`_sample_plan`; None: not decided yet).
+        self.plan: _SamplePlan | None = None
 
     @property
     def label(self) -> str:
@@ -211,10 +228,14 @@ class Sample:
         return self.format is not None and self.format.is_eventheader
 
 
-@dataclass
 class _Feature:
-    offset: int
-    size: int
+    """Where a feature section is in the file."""
+
+    __slots__ = ("offset", "size")
+
+    def __init__(self, offset: int, size: int) -> None:
+        self.offset = offset
+        self.size = size
 
 
 class _Source:
@@ -347,7 +368,6 @@ class _Cursor:
         self.typ = 0
 
 
-@dataclass
 class PerfDataFile:
     """A parsed perf.data file (see the module docstring).
 
@@ -359,30 +379,37 @@ class PerfDataFile:
     records on.
     """
 
-    path: str = ""
-    order: str = "<"
-    pipe: bool = False
-    attrs: list[_Attr] = field(default_factory=list)
-    formats: dict[int, TracepointFormat] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
-    record_counts: dict[str, int] = field(default_factory=dict)
-    lost: int = 0
-    #: Samples :meth:`samples_by_time` could not put in time order (older than one already out).
-    late: int = 0
-    clock_offset_ns: int | None = None
-    clockid: int | None = None
-    data_offset: int = 0
-    #: Where the data section ends (None: at the end of the input, pipe mode).
-    data_end: int | None = 0
-    #: Runs before every read of a pipe that may block (see the class docstring).
-    on_wait: Callable[[], None] | None = field(default=None, init=False)
-    _source: _Source = field(default_factory=lambda: _BytesSource(b""), init=False, repr=False)
-    _by_id: dict[int, _Attr] = field(default_factory=dict)
-    #: Tracepoint attrs still waiting for their format, by tracepoint id: each resolved once.
-    _pending: dict[int, list[_Attr]] = field(default_factory=dict, init=False, repr=False)
-    _long64: bool = True
-    #: The file ends before its data section does (reported once, at the header).
-    _cut: bool = field(default=False, init=False, repr=False)
+    def __init__(self, path: str = "") -> None:
+        self.path = path
+        self.order = "<"
+        self.pipe = False
+        self.attrs: list[_Attr] = []
+        self.formats: dict[int, TracepointFormat] = {}
+        self.problems: list[str] = []
+        self.record_counts: dict[str, int] = {}
+        self.lost = 0
+        #: Samples :meth:`samples_by_time` could not put in time order (older than one already out).
+        self.late = 0
+        self.clock_offset_ns: int | None = None
+        self.clockid: int | None = None
+        self.data_offset = 0
+        #: Where the data section ends (None: at the end of the input, pipe mode).
+        self.data_end: int | None = 0
+        #: Runs before every read of a pipe that may block (see the class docstring).
+        self.on_wait: Callable[[], None] | None = None
+        self._source: _Source = _BytesSource(b"")
+        self._by_id: dict[int, _Attr] = {}
+        #: Tracepoint attrs still waiting for their format, by tracepoint id: each resolved once.
+        self._pending: dict[int, list[_Attr]] = {}
+        self._long64 = True
+        #: The file ends before its data section does (reported once, at the header).
+        self._cut = False
+
+    def __repr__(self) -> str:
+        shown = (
+            f"path={self.path!r}, pipe={self.pipe}, attrs={len(self.attrs)}, problems={len(self.problems)}"
+        )
+        return f"PerfDataFile({shown})"
 
     # --- construction ---------------------------------------------------------------------------
 
