@@ -993,11 +993,10 @@ class PerfDataFile:
                 else:
                     full = False
                 if batch and (full or stream or len(batch) >= _BATCH):
-                    counted += len(batch)
-                    yield batch, raw_bytes
-                    batch = []
+                    out, out_bytes, batch, raw_bytes = batch, raw_bytes, [], 0
                     add = batch.append
-                    raw_bytes = 0
+                    counted += len(out)
+                    yield out, out_bytes
                 if full:
                     continue
                 record = self._frame(cur)
@@ -1036,11 +1035,10 @@ class PerfDataFile:
                     rounds += 1
                     round_no += 1
                     if batch:
-                        counted += len(batch)
-                        yield batch, raw_bytes
-                        batch = []
+                        out, out_bytes, batch, raw_bytes = batch, raw_bytes, [], 0
                         add = batch.append
-                        raw_bytes = 0
+                        counted += len(out)
+                        yield out, out_bytes
                     yield None
                 else:
                     fast.clear()
@@ -1050,11 +1048,11 @@ class PerfDataFile:
                 if not self._advance(cur):
                     break
             if batch:
-                counted += len(batch)
-                yield batch, raw_bytes
-                batch = []
+                out, batch = batch, []
+                counted += len(out)
+                yield out, raw_bytes
         finally:
-            counted += len(batch)
+            counted += len(batch)  # framed, not handed on (the consumer stopped)
             for typ, count in ((_R_SAMPLE, counted), (_R_FINISHED_ROUND, rounds)):
                 if count:
                     key_name = RECORD_NAMES.get(typ) or record_name(typ)
