@@ -17,7 +17,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Any, Final
 
 from .. import __version__
 
@@ -37,18 +37,49 @@ def _version() -> str:
     return __version__
 
 
+def _terminal_columns() -> int:
+    """The terminal's width as :func:`shutil.get_terminal_size` finds it: ``$COLUMNS``, else the
+    width of the terminal on stdout, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        stdout = sys.__stdout__
+        try:
+            columns = os.get_terminal_size(stdout.fileno()).columns if stdout is not None else 0
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's help formatter, the terminal's width read without :mod:`shutil`.
+
+    argparse builds a formatter for every ``add_argument`` (to check its metavar), and its own
+    asks ``shutil.get_terminal_size`` for the width: importing shutil (and zlib, bz2 and lzma
+    with it) would cost every start of the command a few milliseconds for nothing.
+    """
+
+    def __init__(self, prog: str, *args: Any, **kwargs: Any) -> None:
+        if len(args) < 3 and kwargs.get("width") is None:  # width: the third after prog
+            kwargs["width"] = _terminal_columns() - 2  # as argparse's own: 2 columns of margin
+        super().__init__(prog, *args, **kwargs)
+
+
 def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     """The argument parser; only the subcommand named in ``argv`` gets its module imported."""
     parser = argparse.ArgumentParser(
         prog="structlog-etw",
         description="Tools for structlog-etw events: provider GUIDs, user_events tracepoints,"
         " perf.data decoding.",
+        formatter_class=_HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = next((a for a in argv if not a.startswith("-")), None)
     for name, module, help_text in COMMANDS:
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=_HelpFormatter)
         if name == chosen:
             mod = importlib.import_module(module)
             mod.add_arguments(p)

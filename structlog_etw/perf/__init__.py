@@ -13,8 +13,10 @@
   :mod:`~structlog_etw.perf.ring` (records out of a kernel ring buffer) and
   :mod:`~structlog_etw.perf.perf_event_open` (the system call; Linux only, imported by name).
 
-Importing this package works on every OS (the Linux-only machinery is loaded when a
-:class:`Listener` starts)::
+Importing this package works on every OS and imports nothing else: each name loads its module
+on first use (PEP 562), so that ``structlog-etw decode`` (which imports
+:mod:`~structlog_etw.perf.datafile`) does not load the listener, and the Linux-only machinery is
+loaded only when a :class:`Listener` starts::
 
     from structlog_etw.perf import PerfDataFile, decode_sample
 
@@ -26,10 +28,33 @@ Importing this package works on every OS (the Linux-only machinery is loaded whe
 
 from __future__ import annotations
 
-from .datafile import PerfDataError, PerfDataFile, Sample, read_samples
-from .listener import ListenedEvent, Listener, ListenError, LostEvents, match_tracepoint
-from .samples import SampleDecodeError, decode_sample
-from .tracefs_format import FormatField, TracepointFormat, eventheader_offset, parse_format
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .datafile import PerfDataError, PerfDataFile, Sample, read_samples
+    from .listener import ListenedEvent, Listener, ListenError, LostEvents, match_tracepoint
+    from .samples import SampleDecodeError, decode_sample
+    from .tracefs_format import FormatField, TracepointFormat, eventheader_offset, parse_format
+
+#: Public name -> the module (below this package) that defines it.
+_EXPORTS: dict[str, str] = {
+    "FormatField": ".tracefs_format",
+    "ListenError": ".listener",
+    "ListenedEvent": ".listener",
+    "Listener": ".listener",
+    "LostEvents": ".listener",
+    "PerfDataError": ".datafile",
+    "PerfDataFile": ".datafile",
+    "Sample": ".datafile",
+    "SampleDecodeError": ".samples",
+    "TracepointFormat": ".tracefs_format",
+    "decode_sample": ".samples",
+    "eventheader_offset": ".tracefs_format",
+    "match_tracepoint": ".listener",
+    "parse_format": ".tracefs_format",
+    "read_samples": ".datafile",
+}
 
 __all__ = [
     "FormatField",
@@ -48,3 +73,16 @@ __all__ = [
     "parse_format",
     "read_samples",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

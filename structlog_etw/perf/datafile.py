@@ -16,14 +16,16 @@ can be read is returned, and every problem is appended to :attr:`PerfDataFile.pr
 from __future__ import annotations
 
 import bisect
+import functools
 import heapq
 import os
 import stat
 import struct
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Final
+from dataclasses import dataclass
+from itertools import islice
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any, Final
 
 from .abi import (
     ATTR_SIZE_VER0,
@@ -38,6 +40,9 @@ from .abi import (
 )
 from .records import parse_lost, parse_lost_samples, parse_sample, record_header, sample_id_offset
 from .tracefs_format import TracepointFormat, parse_format
+
+if TYPE_CHECKING:
+    from pathlib import Path  # in annotations only: the reader does not load pathlib
 
 __all__ = ["REORDER_WINDOW_BYTES", "PerfDataError", "PerfDataFile", "Sample", "read_samples"]
 
@@ -66,7 +71,9 @@ _PIPE_CHUNK: Final = 1 << 16
 #: FINISHED_ROUND records, or with rounds larger than this, is ordered within this window and
 #: what comes out older than an event already written is written at once and counted as late.
 REORDER_WINDOW_BYTES: Final = 32 << 20
-#: Samples read before they are handed on together (from a file; a pipe's one by one).
+#: Samples handed on together when they are read the long way (a batch read in the buffer ends
+#: after :data:`_BATCH_BYTES` of records); from a pipe, what was read is handed on before every
+#: read that may wait.
 _BATCH: Final = 512
 #: What one held sample costs besides its bytes (the Sample, its ints, the heap entry).
 _HELD_OVERHEAD: Final = 400
@@ -75,9 +82,16 @@ _HELD_OVERHEAD: Final = 400
 _TYPE_NAMES: Final = {0: "hardware", 1: "software", 3: "hw-cache", 4: "raw", 5: "breakpoint"}
 
 
-#: (fixed fields up to the raw size, where raw data starts, index of id, pid (tid next), time, cpu
-#: in the unpacked values, -1: not sampled); ``()``: a layout read by :func:`parse_sample`.
-_SamplePlan = tuple[struct.Struct, int, int, int, int, int] | tuple[()]
+#: How the samples of a sample_type are read in one unpack (:func:`_sample_plan`, one per
+#: sample_type and byte order, shared by the attrs that have it): the unpack of the fixed fields
+#: and the raw data's size, their size (where the raw data starts in the body), the indexes of id,
+#: pid (tid next), time and cpu in the unpacked values (-1: not sampled), where the body holds the
+#: id (None: nowhere), and when pid, time and cpu are all sampled the unpack of the whole record
+#: (type, size, then the same values: :meth:`PerfDataFile._batches` reads such samples in the
+#: file's buffer, without a body, see ``fused`` there; else None).  ``()``: a layout read by
+#: :func:`parse_sample`.
+_Unpack = Callable[[bytes, int], tuple[int, ...]]
+_SamplePlan = tuple[_Unpack, int, int, int, int, int, "int | None", "_Unpack | None"] | tuple[()]
 
 #: PERF_SAMPLE_* bits of the fixed u64 words before READ, in the kernel's order.
 _FIXED_BITS: Final = (0x10000, 0x1, 0x2, 0x4, 0x8, 0x40, 0x200, 0x80, 0x100)
@@ -85,65 +99,91 @@ _READ_OR_CALLCHAIN: Final = 0x10 | 0x20
 _RAW: Final = 0x400
 
 
+@functools.lru_cache(maxsize=64)
 def _sample_plan(sample_type: int, order: str) -> _SamplePlan:
     """How to read a sample of ``sample_type`` in one unpack: the common tracepoint layouts (no
-    READ, no CALLCHAIN, RAW); ``()`` for the others (:func:`parse_sample` reads them)."""
+    READ, no CALLCHAIN, RAW); ``()`` for the others (:func:`parse_sample` reads them).  Only the
+    values a :class:`Sample` holds are unpacked (the id, pid and tid, time, cpu, the raw data's
+    size); the other fields are skipped."""
     if sample_type & _READ_OR_CALLCHAIN or not sample_type & _RAW:
         return ()
+    id_bit = 0x10000 if sample_type & 0x10000 else 0x40  # IDENTIFIER, else ID
     codes = ""
-    index = {}
+    index: dict[int, int] = {}
     n = 0
     for bit in _FIXED_BITS:
-        if sample_type & bit:
+        if not sample_type & bit:
+            continue
+        if bit == 0x2:  # TID: pid, tid
+            codes += "II"
             index[bit] = n
-            two = bit in (0x2, 0x80)  # TID: pid, tid; CPU: cpu, reserved
-            codes += "II" if two else "Q"
-            n += 2 if two else 1
+            n += 2
+        elif bit == 0x80:  # CPU: cpu, reserved
+            codes += "I4x"
+            index[bit] = n
+            n += 1
+        elif bit in (id_bit, 0x4):  # the sample id, TIME
+            codes += "Q"
+            index[bit] = n
+            n += 1
+        else:
+            codes += "8x"
     fixed = struct.Struct(order + codes + "I")
-    ident = index.get(0x10000, index.get(0x40, -1))
-    return fixed, fixed.size, ident, index.get(0x2, -1), index.get(0x4, -1), index.get(0x80, -1)
+    ident = index.get(id_bit, -1)
+    pid, time, cpu = index.get(0x2, -1), index.get(0x4, -1), index.get(0x80, -1)
+    whole = struct.Struct(order + "IxxH" + codes + "I").unpack_from if min(pid, time, cpu) >= 0 else None
+    return fixed.unpack_from, fixed.size, ident, pid, time, cpu, sample_id_offset(sample_type), whole
 
 
-#: The fast reading of an attr's samples (see :meth:`PerfDataFile._samples`): unpack, raw
-#: offset, value indexes (id, pid, time, cpu), payload offset, format, name, clock offset, tracepoint.
-_Fast = tuple[
-    Callable[[bytes, int], tuple[int, ...]],
-    int,
-    int,
-    int,
-    int,
-    int,
-    int,
-    "TracepointFormat | None",
-    str,
-    "int | None",
-    bool,
-]
-#: Greater than any file sequence number: ``(t, _AFTER_ALL)`` sorts after every held sample of time t.
+#: How the samples of one sample id are read (:meth:`PerfDataFile._fast_plan`): the attr's
+#: :data:`_SamplePlan`, then its name, format, where the payload starts in the raw data, the
+#: clock offset and whether it is a tracepoint.
+_Fast = tuple[_SamplePlan, str, "TracepointFormat | None", int, "int | None", bool]
+#: Greater than any file offset: ``(t, _AFTER_ALL)`` sorts after every held sample of time t.
 _AFTER_ALL: Final = float("inf")
+#: The sample of a held ``(time, file offset, sample, raw size)``, and its raw size.
+_SAMPLE: Final = itemgetter(2)
+_SIZE: Final = itemgetter(3)
+#: Bytes of records the reader frames before it hands on the samples among them.
+_BATCH_BYTES: Final = 64 << 10
 
 
 class PerfDataError(ValueError):
     """The file is not a perf.data file at all (bad magic, header too short)."""
 
 
-@dataclass
 class _Attr:
-    type: int
-    config: int
-    sample_type: int
-    read_format: int
-    sample_id_all: bool
-    ids: list[int]
-    name: str = ""
-    format: TracepointFormat | None = None
-    #: Where its samples hold their event id (None: they do not).
-    id_at: int | None = field(init=False, default=None)
-    #: How its samples are read (:func:`_sample_plan`; None: not decided yet).
-    plan: _SamplePlan | None = field(init=False, default=None)
+    """One ``perf_event_attr`` of the file, its ids, name and format (plain classes here, no
+    dataclasses: the reader is imported at every start of ``structlog-etw decode``)."""
 
-    def __post_init__(self) -> None:
-        self.id_at = sample_id_offset(self.sample_type)
+    __slots__ = (
+        "config",
+        "format",
+        "id_at",
+        "ids",
+        "name",
+        "plan",
+        "read_format",
+        "sample_id_all",
+        "sample_type",
+        "type",
+    )
+
+    def __init__(
+        self, type: int, config: int, sample_type: int, read_format: int, sample_id_all: bool, ids: list[int]
+    ) -> None:
+        self.type = type
+        self.config = config
+        self.sample_type = sample_type
+        self.read_format = read_format
+        self.sample_id_all = sample_id_all
+        self.ids = ids
+        self.name = ""
+        self.format: TracepointFormat | None = None
+        #: Where its samples hold their event id (None: they do not).
+        self.id_at: int | None = sample_id_offset(sample_type)
+        #: How its samples are read (:func:`_sample_plan`; None: not decided yet).
+        self.plan: _SamplePlan | None = None
 
     @property
     def label(self) -> str:
@@ -188,10 +228,14 @@ class Sample:
         return self.format is not None and self.format.is_eventheader
 
 
-@dataclass
 class _Feature:
-    offset: int
-    size: int
+    """Where a feature section is in the file."""
+
+    __slots__ = ("offset", "size")
+
+    def __init__(self, offset: int, size: int) -> None:
+        self.offset = offset
+        self.size = size
 
 
 class _Source:
@@ -309,7 +353,21 @@ class _StreamSource(_Source):
         self.fd = -1
 
 
-@dataclass
+class _Cursor:
+    """Where the records of the data section are read: ``buf`` holds the input from offset ``base``
+    on, the next record starts at ``buf[i]``; ``skip`` bytes (of a record of type ``typ``) are
+    still to be stepped over (see :meth:`PerfDataFile._advance`)."""
+
+    __slots__ = ("base", "buf", "i", "skip", "typ")
+
+    def __init__(self, base: int) -> None:
+        self.buf = b""
+        self.base = base
+        self.i = 0
+        self.skip = 0
+        self.typ = 0
+
+
 class PerfDataFile:
     """A parsed perf.data file (see the module docstring).
 
@@ -321,30 +379,37 @@ class PerfDataFile:
     records on.
     """
 
-    path: str = ""
-    order: str = "<"
-    pipe: bool = False
-    attrs: list[_Attr] = field(default_factory=list)
-    formats: dict[int, TracepointFormat] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
-    record_counts: dict[str, int] = field(default_factory=dict)
-    lost: int = 0
-    #: Samples :meth:`samples_by_time` could not put in time order (older than one already out).
-    late: int = 0
-    clock_offset_ns: int | None = None
-    clockid: int | None = None
-    data_offset: int = 0
-    #: Where the data section ends (None: at the end of the input, pipe mode).
-    data_end: int | None = 0
-    #: Runs before every read of a pipe that may block (see the class docstring).
-    on_wait: Callable[[], None] | None = field(default=None, init=False)
-    _source: _Source = field(default_factory=lambda: _BytesSource(b""), init=False, repr=False)
-    _by_id: dict[int, _Attr] = field(default_factory=dict)
-    #: Tracepoint attrs still waiting for their format, by tracepoint id: each resolved once.
-    _pending: dict[int, list[_Attr]] = field(default_factory=dict, init=False, repr=False)
-    _long64: bool = True
-    #: The file ends before its data section does (reported once, at the header).
-    _cut: bool = field(default=False, init=False, repr=False)
+    def __init__(self, path: str = "") -> None:
+        self.path = path
+        self.order = "<"
+        self.pipe = False
+        self.attrs: list[_Attr] = []
+        self.formats: dict[int, TracepointFormat] = {}
+        self.problems: list[str] = []
+        self.record_counts: dict[str, int] = {}
+        self.lost = 0
+        #: Samples :meth:`samples_by_time` could not put in time order (older than one already out).
+        self.late = 0
+        self.clock_offset_ns: int | None = None
+        self.clockid: int | None = None
+        self.data_offset = 0
+        #: Where the data section ends (None: at the end of the input, pipe mode).
+        self.data_end: int | None = 0
+        #: Runs before every read of a pipe that may block (see the class docstring).
+        self.on_wait: Callable[[], None] | None = None
+        self._source: _Source = _BytesSource(b"")
+        self._by_id: dict[int, _Attr] = {}
+        #: Tracepoint attrs still waiting for their format, by tracepoint id: each resolved once.
+        self._pending: dict[int, list[_Attr]] = {}
+        self._long64 = True
+        #: The file ends before its data section does (reported once, at the header).
+        self._cut = False
+
+    def __repr__(self) -> str:
+        shown = (
+            f"path={self.path!r}, pipe={self.pipe}, attrs={len(self.attrs)}, problems={len(self.problems)}"
+        )
+        return f"PerfDataFile({shown})"
 
     # --- construction ---------------------------------------------------------------------------
 
@@ -669,9 +734,9 @@ class PerfDataFile:
             plan = attr.plan = _sample_plan(attr.sample_type, self.order)
         fmt = attr.format
         if plan:  # the fixed fields and the raw data's size in one unpack
-            fixed, raw_at, i_id, i_pid, i_time, i_cpu = plan
+            unpack, raw_at, i_id, i_pid, i_time, i_cpu, _id_at, _full = plan
             try:
-                values = fixed.unpack_from(body, 0)
+                values = unpack(body, 0)
             except struct.error:
                 return f"sample at offset {offset}: record too short for its sample_type"
             end = raw_at + values[-1]
@@ -727,15 +792,22 @@ class PerfDataFile:
         announces - HEADER_TRACING_DATA, AUXTRACE - runs past the data section or the input)
         and records the reason, with its offset, in :attr:`problems`.
         """
+        cur = _Cursor(self.data_offset)
+        while (record := self._frame(cur)) is not None:
+            yield record
+            if not self._advance(cur):
+                return
+
+    def _frame(self, cur: _Cursor) -> tuple[int, int, bytes] | None:
+        """The record at ``cur`` as ``(type, file offset, body)``, reading on as needed; None at the
+        end of the data section, or at a record that cannot be framed (reported in :attr:`problems`).
+        What it spans is left in ``cur.skip``, for :meth:`_advance`."""
         source = self._source
-        pos = self.data_offset
         end = self.data_end  # None: the end of the input
-        o = self.order
-        header = record_header(o)
-        u32 = struct.Struct(o + "I").unpack_from
-        u64 = struct.Struct(o + "Q").unpack_from
-        buf = b""
-        i = 0  # pos's index in buf: buf holds the input from pos - i on
+        buf, i = cur.buf, cur.i
+        pos = cur.base + i
+        if end is not None and pos >= end:
+            return None
 
         def refill(need: int) -> bytes:
             """``buf`` from ``pos`` on with at least ``need`` bytes, unless the input ends first."""
@@ -748,71 +820,79 @@ class PerfDataFile:
                 return keep
             return keep + source.read(at, need - len(keep), most)
 
-        while end is None or pos < end:
-            if len(buf) - i < RECORD_HEADER_SIZE:
-                buf = refill(RECORD_HEADER_SIZE)
-                i = 0
-                if not buf and end is None:
-                    shrunk = source.shrunk(pos)
-                    if shrunk is not None:
-                        self.problems.append(
-                            f"truncated at offset {pos}: the file shrank to {shrunk} bytes while being read"
-                        )
-                    return  # the end of a pipe-mode input, between records
-                if len(buf) < RECORD_HEADER_SIZE:
-                    left = len(buf)
-                    shrunk = source.shrunk(pos + left)
-                    why = (
-                        f": the file shrank to {shrunk} bytes while being read" if shrunk is not None else ""
+        if len(buf) - i < RECORD_HEADER_SIZE:
+            buf = refill(RECORD_HEADER_SIZE)
+            i = 0
+            cur.buf, cur.i, cur.base = buf, 0, pos
+            if not buf and end is None:
+                shrunk = source.shrunk(pos)
+                if shrunk is not None:
+                    self.problems.append(
+                        f"truncated at offset {pos}: the file shrank to {shrunk} bytes while being read"
                     )
-                    self.problems.append(f"truncated record header at offset {pos} ({left} bytes left){why}")
-                    return
-            typ, _misc, size = header.unpack_from(buf, i)
-            if size < RECORD_HEADER_SIZE:
-                self.problems.append(f"damaged record at offset {pos} (size {size}); the rest is unreadable")
-                return
-            extra = 0  # bytes after the record that belong to it
-            if typ in (_R_HEADER_TRACING_DATA, _R_AUXTRACE):
-                if len(buf) - i < size:
-                    buf = refill(size)
-                    i = 0
-                if len(buf) - i >= size >= RECORD_HEADER_SIZE + (4 if typ == _R_HEADER_TRACING_DATA else 8):
-                    if typ == _R_HEADER_TRACING_DATA:
-                        extra = u32(buf, i + RECORD_HEADER_SIZE)[0]
-                    else:
-                        extra = u64(buf, i + RECORD_HEADER_SIZE)[0]
-                if end is not None and pos + size + extra > end:
-                    self._overrun(pos, typ, size + extra, end - pos)
-                    return
-            total = size if typ == _R_AUXTRACE else size + extra
-            if len(buf) - i < total:
-                buf = refill(total)
+                return None  # the end of a pipe-mode input, between records
+            if len(buf) < RECORD_HEADER_SIZE:
+                left = len(buf)
+                shrunk = source.shrunk(pos + left)
+                why = f": the file shrank to {shrunk} bytes while being read" if shrunk is not None else ""
+                self.problems.append(f"truncated record header at offset {pos} ({left} bytes left){why}")
+                return None
+        typ, _misc, size = record_header(self.order).unpack_from(buf, i)
+        if size < RECORD_HEADER_SIZE:
+            self.problems.append(f"damaged record at offset {pos} (size {size}); the rest is unreadable")
+            return None
+        extra = 0  # bytes after the record that belong to it
+        if typ in (_R_HEADER_TRACING_DATA, _R_AUXTRACE):
+            if len(buf) - i < size:
+                buf = refill(size)
                 i = 0
-                if len(buf) < total:
-                    self._overrun(pos, typ, size + extra, len(buf))
-                    return
-            if extra and typ == _R_HEADER_TRACING_DATA:  # u32 size, then the data
-                body = buf[i + RECORD_HEADER_SIZE : i + RECORD_HEADER_SIZE + 4] + buf[i + size : i + total]
-                skip = total + (-extra % 8)
-            elif typ == _R_AUXTRACE:
-                body = buf[i + RECORD_HEADER_SIZE : i + size]
-                skip = size + extra
-            else:
-                body = buf[i + RECORD_HEADER_SIZE : i + size]
-                skip = size
-            yield typ, pos, body
-            if len(buf) - i >= skip:
-                i += skip
-            else:  # past the window (AUXTRACE data, padding): drop it, read on from there
-                jump = pos + skip
-                if typ == _R_AUXTRACE and end is None and not source.read(jump - 1, 1, 1):
-                    left = source.size - pos if source.size is not None else len(buf) - i
-                    self._overrun(pos, typ, skip, max(left, 0))
-                    return
-                buf, i = b"", 0
-                pos = jump
-                continue
-            pos += skip
+                cur.buf, cur.i, cur.base = buf, 0, pos
+            if len(buf) - i >= size >= RECORD_HEADER_SIZE + (4 if typ == _R_HEADER_TRACING_DATA else 8):
+                o = self.order
+                if typ == _R_HEADER_TRACING_DATA:
+                    extra = struct.unpack_from(o + "I", buf, i + RECORD_HEADER_SIZE)[0]
+                else:
+                    extra = struct.unpack_from(o + "Q", buf, i + RECORD_HEADER_SIZE)[0]
+            if end is not None and pos + size + extra > end:
+                self._overrun(pos, typ, size + extra, end - pos)
+                return None
+        total = size if typ == _R_AUXTRACE else size + extra
+        if len(buf) - i < total:
+            buf = refill(total)
+            i = 0
+            cur.buf, cur.i, cur.base = buf, 0, pos
+            if len(buf) < total:
+                self._overrun(pos, typ, size + extra, len(buf))
+                return None
+        if extra and typ == _R_HEADER_TRACING_DATA:  # u32 size, then the data
+            body = buf[i + RECORD_HEADER_SIZE : i + RECORD_HEADER_SIZE + 4] + buf[i + size : i + total]
+            cur.skip = total + (-extra % 8)
+        elif typ == _R_AUXTRACE:
+            body = buf[i + RECORD_HEADER_SIZE : i + size]
+            cur.skip = size + extra
+        else:
+            body = buf[i + RECORD_HEADER_SIZE : i + size]
+            cur.skip = size
+        cur.typ = typ
+        return typ, pos, body
+
+    def _advance(self, cur: _Cursor) -> bool:
+        """Step ``cur`` over the record :meth:`_frame` returned; False: the input ends inside it
+        (an AUXTRACE record's data, reported in :attr:`problems`)."""
+        skip, cur.skip = cur.skip, 0
+        buf, i = cur.buf, cur.i
+        if len(buf) - i >= skip:
+            cur.i = i + skip
+            return True
+        pos = cur.base + i
+        jump = pos + skip  # past the window (AUXTRACE data, padding): drop it, read on from there
+        source = self._source
+        if cur.typ == _R_AUXTRACE and self.data_end is None and not source.read(jump - 1, 1, 1):
+            left = source.size - pos if source.size is not None else len(buf) - i
+            self._overrun(pos, cur.typ, skip, max(left, 0))
+            return False
+        cur.buf, cur.i, cur.base = b"", 0, jump
+        return True
 
     def samples(self) -> Iterator[Sample]:
         """Yield every sample in file order (see :meth:`samples_by_time` for perf's order).
@@ -823,104 +903,190 @@ class PerfDataFile:
         """
         for batch in self._batches():
             if batch is not None:
-                yield from batch
+                yield from batch[0]
 
-    def _batches(self) -> Iterator[list[Sample] | None]:
-        """:meth:`samples` in lists (of at most _BATCH samples; one at a time from a pipe, so that
-        each is out before a read that may wait), with a None at every FINISHED_ROUND."""
+    def _batches(self, keyed: bool = False) -> Iterator[tuple[list[Any], int] | None]:
+        """:meth:`samples` in lists, each with the bytes of raw data it holds, and a None at every
+        FINISHED_ROUND; ``keyed``: each sample as ``(time or 0, file offset, sample, raw size)``
+        (time order's sort key first).  From a pipe, a list is handed on before every read that may wait."""
         self.record_counts.clear()
         self.lost = 0
-        round_no = 0
-        if isinstance(self._source, _StreamSource):
-            self._source.wait = self.on_wait
-        # The samples of an attr read with its plan, decided once per sample id (``fast``): the
-        # fixed fields' unpack, where the raw data starts, the indexes of the values, the
-        # attr's format, name and clock.  Any other record may change attrs, formats, names or
-        # the clock: it empties ``fast``.
+        source = self._source
+        stream = isinstance(source, _StreamSource)
+        if isinstance(source, _StreamSource):
+            source.wait = self.on_wait
+        # The samples of an attr are read with its plan, decided once per sample id (``fast``):
+        # the shape of its samples (:data:`_SamplePlan`), its name, format, payload offset and the
+        # clock.  Any other record may change attrs, formats, names or the clock: it empties ``fast``.
         fast: dict[int | None, _Fast] = {}
-        counts: dict[int, int] = {}
+        get = fast.get
         id_at: int | None = None
         u64 = struct.Struct(self.order + "Q").unpack_from
         sample_offset = self._sample
-        batch: list[Sample] = []
+        cur = _Cursor(self.data_offset)
+        round_no = 0
+        rounds = 0
+        counted = 0  # samples framed, but for those in ``batch``
+        batch: list[Any] = []
         add = batch.append
-        limit = 1 if isinstance(self._source, _StreamSource) else _BATCH
+        raw_bytes = 0
+        # ``fused``: the plan the loop over the buffer reads with (None: every sample the long
+        # way).  Its shape holds pid, time and cpu, and its id where the first attr's is: one
+        # unpack of the record gives its type, size, sample id and fields, and every sample id
+        # whose plan has the same shape is read the same way, without a body.
+        fused: _Fast | None = None
+        shape: _SamplePlan = ()
+        whole: _Unpack = u64
+        need = i_id = i_pid = i_time = i_cpu = payload_at = 0
+        name, fmt, offset_ns, tp = "", None, None, True
+        make = Sample
+        sample_type = _R_SAMPLE
         try:
-            for typ, pos, body in self.records():
-                if typ == _R_SAMPLE:
-                    counts[typ] = counts.get(typ, 0) + 1
-                    key = u64(body, id_at)[0] if id_at is not None and len(body) >= id_at + 8 else None
-                    plan = fast.get(key)
-                    if plan is None:
-                        s = sample_offset(body, pos, round_no)
-                        if isinstance(s, str):
-                            self.problems.append(s)
-                            continue
-                        if not fast:
-                            id_at = self.attrs[0].id_at if self.attrs else None
-                            at = id_at
-                            key = u64(body, at)[0] if at is not None and len(body) >= at + 8 else None
-                        made = self._fast_plan(key)
-                        if made is not None:
-                            fast[key] = made
-                        add(s)
-                        if len(batch) >= limit:
-                            yield batch
-                            batch = []
-                            add = batch.append
-                        continue
-                    fixed, raw_at, i_id, i_pid, i_time, i_cpu, payload_at, fmt, name, offset_ns, tp = plan
-                    try:
-                        values = fixed(body, 0)
-                    except struct.error:
-                        self.problems.append(f"sample at offset {pos}: record too short for its sample_type")
-                        continue
-                    end = raw_at + values[-1]
-                    if end > len(body):
-                        self.problems.append(f"sample at offset {pos}: raw data runs past the record")
-                        continue
-                    raw = body[raw_at:end]
-                    time = values[i_time] if i_time >= 0 else None
-                    add(
-                        Sample(
+            while True:
+                if fused is not None:  # the loop over the buffer
+                    buf, i, base = cur.buf, cur.i, cur.base
+                    n = len(buf)
+                    stop = min(n - need, i + _BATCH_BYTES)
+                    while i <= stop:
+                        values = whole(buf, i)  # type, size, the fixed fields, the raw data's size
+                        size = values[1]
+                        j = i + size
+                        if values[0] != sample_type or j > n or size < need:
+                            break
+                        if i_id >= 0:
+                            key = values[i_id]
+                            found = get(key)
+                            if found is not fused:
+                                if found is None or found[0] is not shape:
+                                    break
+                                fused = found
+                                _, name, fmt, payload_at, offset_ns, tp = found
+                        else:  # no sample ids: one attr, one plan
+                            key = None
+                        start = i + need
+                        end = start + values[-1]
+                        if end > j:
+                            break
+                        raw = buf[start:end]
+                        t = values[i_time]
+                        pos = base + i
+                        sample = make(
                             name,
-                            time,
-                            values[i_cpu] if i_cpu >= 0 else None,
-                            values[i_pid] if i_pid >= 0 else None,
-                            values[i_pid + 1] if i_pid >= 0 else None,
+                            t,
+                            values[i_cpu],
+                            values[i_pid],
+                            values[i_pid + 1],
                             raw,
-                            raw[payload_at:] if payload_at else raw,
+                            raw[payload_at:],
                             fmt,
                             pos,
-                            time + offset_ns if time is not None and offset_ns is not None else None,
-                            values[i_id] if i_id >= 0 else None,
+                            None if offset_ns is None else t + offset_ns,
+                            key,
                             round_no,
                             tp,
                         )
-                    )
-                    if len(batch) >= limit:
-                        yield batch
-                        batch = []
-                        add = batch.append
+                        add((t, pos, sample, end - start) if keyed else sample)
+                        raw_bytes += end - start
+                        i = j
+                    cur.i = i
+                    full = stop < i <= n - need  # stopped by the batch's budget, not by a record
+                else:
+                    full = False
+                if batch and (full or stream or len(batch) >= _BATCH):
+                    out, out_bytes, batch, raw_bytes = batch, raw_bytes, [], 0
+                    add = batch.append
+                    counted += len(out)
+                    yield out, out_bytes
+                if full:
                     continue
-                if typ == _R_FINISHED_ROUND:
-                    counts[typ] = counts.get(typ, 0) + 1
+                record = self._frame(cur)
+                if record is None:
+                    break
+                typ, pos, body = record
+                if typ == _R_SAMPLE:  # the long way: the first of its sample id, or not fused
+                    if not fast:
+                        id_at = self.attrs[0].id_at if self.attrs else None
+                    k = u64(body, id_at)[0] if id_at is not None and len(body) >= id_at + 8 else None
+                    plan = get(k)
+                    s = (
+                        self._plan_sample(plan, body, pos, round_no)
+                        if plan
+                        else sample_offset(body, pos, round_no)
+                    )
+                    if isinstance(s, str):
+                        self.problems.append(s)
+                        counted += 1
+                    else:
+                        if plan is None:
+                            plan = self._fast_plan(k)
+                            if plan is not None:
+                                fast[k] = plan
+                        got = plan[0] if plan is not None else ()
+                        if plan is not None and len(got) == 8 and got[7] is not None and got[6] == id_at:
+                            fused, shape, whole = plan, got, got[7]
+                            _, name, fmt, payload_at, offset_ns, tp = plan
+                            need = RECORD_HEADER_SIZE + got[1]
+                            # indexes in the record's values: its type and size come first
+                            i_id = got[2] + 2 if got[2] >= 0 else -1
+                            i_pid, i_time, i_cpu = got[3] + 2, got[4] + 2, got[5] + 2
+                        add((s.time or 0, pos, s, len(s.raw)) if keyed else s)
+                        raw_bytes += len(s.raw)
+                elif typ == _R_FINISHED_ROUND:
+                    rounds += 1
                     round_no += 1
                     if batch:
-                        yield batch
-                        batch = []
+                        out, out_bytes, batch, raw_bytes = batch, raw_bytes, [], 0
                         add = batch.append
+                        counted += len(out)
+                        yield out, out_bytes
                     yield None
-                    continue
-                fast.clear()
-                self._count(typ)
-                self._other(typ, pos, body)
+                else:
+                    fast.clear()
+                    fused = None
+                    self._count(typ)
+                    self._other(typ, pos, body)
+                if not self._advance(cur):
+                    break
             if batch:
-                yield batch
+                out, batch = batch, []
+                counted += len(out)
+                yield out, raw_bytes
         finally:
-            for typ, n in counts.items():
-                key_name = RECORD_NAMES.get(typ) or record_name(typ)
-                self.record_counts[key_name] = self.record_counts.get(key_name, 0) + n
+            counted += len(batch)  # framed, not handed on (the consumer stopped)
+            for typ, count in ((_R_SAMPLE, counted), (_R_FINISHED_ROUND, rounds)):
+                if count:
+                    key_name = RECORD_NAMES.get(typ) or record_name(typ)
+                    self.record_counts[key_name] = self.record_counts.get(key_name, 0) + count
+
+    def _plan_sample(self, plan: _Fast, body: bytes, pos: int, round_no: int) -> Sample | str:
+        """The sample of ``body`` (at file offset ``pos``) read with ``plan``; a str: what is wrong."""
+        shape, name, fmt, payload_at, offset_ns, tp = plan
+        assert shape
+        unpack, raw_at, i_id, i_pid, i_time, i_cpu, _id_at, _full = shape
+        try:
+            values = unpack(body, 0)
+        except struct.error:
+            return f"sample at offset {pos}: record too short for its sample_type"
+        end = raw_at + values[-1]
+        if end > len(body):
+            return f"sample at offset {pos}: raw data runs past the record"
+        raw = body[raw_at:end]
+        time = values[i_time] if i_time >= 0 else None
+        return Sample(
+            name,
+            time,
+            values[i_cpu] if i_cpu >= 0 else None,
+            values[i_pid] if i_pid >= 0 else None,
+            values[i_pid + 1] if i_pid >= 0 else None,
+            raw,
+            raw[payload_at:],
+            fmt,
+            pos,
+            time + offset_ns if time is not None and offset_ns is not None else None,
+            values[i_id] if i_id >= 0 else None,
+            round_no,
+            tp,
+        )
 
     def _fast_plan(self, key: int | None) -> _Fast | None:
         """How the samples of sample id ``key`` are read from now on (None: the long way)."""
@@ -929,19 +1095,13 @@ class PerfDataFile:
             attr = self.attrs[0]
         if attr is None or not attr.plan:
             return None
-        fixed, raw_at, i_id, i_pid, i_time, i_cpu = attr.plan
         fmt = attr.format
         tracepoint = attr.type == _TRACEPOINT
         return (
-            fixed.unpack_from,
-            raw_at,
-            i_id,
-            i_pid,
-            i_time,
-            i_cpu,
-            fmt.payload_offset if fmt is not None else 0,
-            fmt,
+            attr.plan,
             attr.name if tracepoint else attr.label,
+            fmt,
+            fmt.payload_offset if fmt is not None else 0,
             self.clock_offset_ns,
             tracepoint,
         )
@@ -985,54 +1145,49 @@ class PerfDataFile:
         (a file not written by perf's rules, or disorder wider than the window) comes out late,
         right away, and is counted in :attr:`late`.  Samples without a time count as 0.
         """
-        # Held samples are (time, file sequence, sample): a list sorted once per round (a sorted
-        # list is a heap); only past the window (no rounds) is it kept a heap sample by sample.
+        # Held samples are (time, file offset, sample, raw size): a list sorted once per round (a
+        # sorted list is a heap); only past the window (no rounds) is it kept a heap sample by sample.
         self.late = 0
-        held_list: list[tuple[int, int, Sample]] = []
+        held_list: list[tuple[int, int, Sample, int]] = []
         is_heap = False
         push, pop = heapq.heappush, heapq.heappop
-        seq = 0
         held = 0
         horizon: int | None = None  # newest time seen when the previous round ended
-        newest = -1
+        newest = -1  # newest time seen (of the samples held whole in batches: when a round ends)
         released: int | None = None  # newest time released so far
-        for batch in self._batches():
+        for batch in self._batches(keyed=True):
             if batch is None:  # a round ended: what is older than the previous round's end goes out
-                if horizon is not None and held_list:
+                if held_list:
                     held_list.sort()
                     is_heap = False  # sorted: a heap until the next append
-                    k = bisect.bisect_right(held_list, (horizon, _AFTER_ALL))
+                    newest = max(newest, held_list[-1][0])  # once a round
+                    k = bisect.bisect_right(held_list, (horizon, _AFTER_ALL)) if horizon is not None else 0
                     if k:
-                        out = held_list[:k]
+                        released = held_list[k - 1][0]
+                        held -= sum(map(_SIZE, islice(held_list, k))) * 2 + _HELD_OVERHEAD * k
+                        yield from map(_SAMPLE, islice(held_list, k))
                         del held_list[:k]
-                        released = out[-1][0]
-                        released_samples = [item[2] for item in out]
-                        held -= sum([len(r.raw) for r in released_samples]) * 2 + _HELD_OVERHEAD * k
-                        yield from released_samples
                 if newest >= 0:
                     horizon = newest
                 continue
-            items = [(s.time or 0, seq + i, s) for i, s in enumerate(batch)]
-            cost = sum([len(s.raw) for s in batch]) * 2 + _HELD_OVERHEAD * len(batch)
-            first = min(items)[0]
-            if not is_heap and held + cost <= window and (released is None or first >= released):
+            items, raw_bytes = batch
+            cost = raw_bytes * 2 + _HELD_OVERHEAD * len(items)
+            if not is_heap and held + cost <= window and (released is None or min(items)[0] >= released):
                 # the whole batch is held (none late, the window not reached): as sample by sample
                 held_list += items
-                seq += len(items)
                 held += cost
-                newest = max(newest, max(items)[0])
                 continue
-            for t, _, s in items:
+            for item in items:
+                t, _, s, size = item
                 if released is not None and t < released:
                     self.late += 1
                     yield s
                     continue
                 if is_heap:
-                    push(held_list, (t, seq, s))
+                    push(held_list, item)
                 else:
-                    held_list.append((t, seq, s))
-                seq += 1
-                held += len(s.raw) * 2 + _HELD_OVERHEAD
+                    held_list.append(item)
+                held += size * 2 + _HELD_OVERHEAD
                 if t > newest:  # noqa: PLR1730 - a comparison, not a call, per sample
                     newest = t
                 if held > window:
@@ -1040,13 +1195,14 @@ class PerfDataFile:
                         heapq.heapify(held_list)
                         is_heap = True
                     while held > window and held_list:
-                        t_out, _, out_s = pop(held_list)
-                        held -= len(out_s.raw) * 2 + _HELD_OVERHEAD
+                        t_out, _, out_s, out_size = pop(held_list)
+                        held -= out_size * 2 + _HELD_OVERHEAD
                         released = t_out
+                        if t_out > newest:  # noqa: PLR1730 - it may have come in a batch
+                            newest = t_out
                         yield out_s
         held_list.sort()
-        for item in held_list:
-            yield item[2]
+        yield from map(_SAMPLE, held_list)
 
     def samples_in_time_order(self) -> list[Sample]:
         """All samples in time order (:meth:`samples_by_time`), as a list."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import struct
-from dataclasses import dataclass
 from typing import Final, NamedTuple
 
 from .abi import RECORD_HEADER_SIZE, ReadFormat, SampleFormat
@@ -42,6 +41,11 @@ _PERIOD: Final = int(SampleFormat.PERIOD)
 _STREAM_ID: Final = int(SampleFormat.STREAM_ID)
 _RAW: Final = int(SampleFormat.RAW)
 _IDENTIFIER: Final = int(SampleFormat.IDENTIFIER)
+_GROUP: Final = int(ReadFormat.GROUP)
+_READ_ID: Final = int(ReadFormat.ID)
+_READ_LOST: Final = int(ReadFormat.LOST)
+_TIME_ENABLED: Final = int(ReadFormat.TOTAL_TIME_ENABLED)
+_TIME_RUNNING: Final = int(ReadFormat.TOTAL_TIME_RUNNING)
 
 
 class SampleFields(NamedTuple):
@@ -59,55 +63,57 @@ class SampleFields(NamedTuple):
     raw: bytes
 
 
-@dataclass(frozen=True, slots=True)
 class _Layout:
-    """Where a sample_type puts its fixed-size fields (byte offsets; None: not sampled)."""
+    """Where a sample_type puts its fixed-size fields (byte offsets; None: not sampled).  A plain
+    class, no dataclass: this module is imported at every start of ``structlog-etw decode``."""
 
-    identifier: int | None
-    tid: int | None
-    time: int | None
-    id: int | None
-    cpu: int | None
-    #: Bytes of the fixed-size fields (everything before READ).
-    fixed: int
-    read: bool
-    #: With ReadFormat.GROUP: u64 words per member, and the words between nr and the members.
-    read_group: bool
-    read_values: int
-    read_times: int
-    callchain: bool
-    raw: bool
-    u32: struct.Struct
-    u64: struct.Struct
-    u32_pair: struct.Struct
+    __slots__ = (
+        "callchain",
+        "cpu",
+        "fixed",
+        "id",
+        "identifier",
+        "raw",
+        "read",
+        "read_group",
+        "read_times",
+        "read_values",
+        "tid",
+        "time",
+        "u32",
+        "u32_pair",
+        "u64",
+    )
+
+    def __init__(self, sample_type: int, read_format: int, order: str) -> None:
+        offsets: dict[int, int] = {}
+        pos = 0
+        for bit in (_IDENTIFIER, _IP, _TID, _TIME, _ADDR, _ID, _STREAM_ID, _CPU, _PERIOD):
+            if sample_type & bit:
+                offsets[bit] = pos
+                pos += 8
+        self.identifier = offsets.get(_IDENTIFIER)
+        self.tid = offsets.get(_TID)
+        self.time = offsets.get(_TIME)
+        self.id = offsets.get(_ID)
+        self.cpu = offsets.get(_CPU)
+        #: Bytes of the fixed-size fields (everything before READ).
+        self.fixed = pos
+        self.read = bool(sample_type & _READ)
+        #: With ReadFormat.GROUP: u64 words per member, and the words between nr and the members.
+        self.read_group = bool(read_format & _GROUP)
+        self.read_values = 1 + bool(read_format & _READ_ID) + bool(read_format & _READ_LOST)
+        self.read_times = bool(read_format & _TIME_ENABLED) + bool(read_format & _TIME_RUNNING)
+        self.callchain = bool(sample_type & _CALLCHAIN)
+        self.raw = bool(sample_type & _RAW)
+        self.u32 = struct.Struct(order + "I")
+        self.u64 = struct.Struct(order + "Q")
+        self.u32_pair = struct.Struct(order + "II")
 
 
 @functools.lru_cache(maxsize=64)
 def _layout(sample_type: int, read_format: int, order: str) -> _Layout:
-    offsets: dict[int, int] = {}
-    pos = 0
-    for bit in (_IDENTIFIER, _IP, _TID, _TIME, _ADDR, _ID, _STREAM_ID, _CPU, _PERIOD):
-        if sample_type & bit:
-            offsets[bit] = pos
-            pos += 8
-    return _Layout(
-        identifier=offsets.get(_IDENTIFIER),
-        tid=offsets.get(_TID),
-        time=offsets.get(_TIME),
-        id=offsets.get(_ID),
-        cpu=offsets.get(_CPU),
-        fixed=pos,
-        read=bool(sample_type & _READ),
-        read_group=bool(read_format & ReadFormat.GROUP),
-        read_values=1 + bool(read_format & ReadFormat.ID) + bool(read_format & ReadFormat.LOST),
-        read_times=bool(read_format & ReadFormat.TOTAL_TIME_ENABLED)
-        + bool(read_format & ReadFormat.TOTAL_TIME_RUNNING),
-        callchain=bool(sample_type & _CALLCHAIN),
-        raw=bool(sample_type & _RAW),
-        u32=struct.Struct(order + "I"),
-        u64=struct.Struct(order + "Q"),
-        u32_pair=struct.Struct(order + "II"),
-    )
+    return _Layout(sample_type, read_format, order)
 
 
 def sample_id_offset(sample_type: int) -> int | None:

@@ -31,6 +31,8 @@ sys.modules["fcntl"] = None
 if hasattr(select, "poll"):
     del select.poll
 import structlog_etw.perf as perf
+for name in perf.__all__:  # the package loads each name's module on first use: all of them
+    getattr(perf, name)
 sys.platform = "win32"
 loaded = sorted(m for m in sys.modules if m.startswith("structlog_etw.perf."))
 assert loaded == [
@@ -56,6 +58,37 @@ def test_the_package_imports_where_there_is_no_linux() -> None:
     """structlog_etw.perf imports where there are no Linux-only modules."""
     proc = subprocess.run(
         [sys.executable, "-c", ELSEWHERE],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+# What ``structlog-etw decode`` imports of the package: the reader, not the listener.
+READER_ONLY = """
+import sys
+import structlog_etw.perf
+assert not [m for m in sys.modules if m.startswith("structlog_etw.perf.")], sorted(sys.modules)
+import structlog_etw.perf.datafile
+loaded = sorted(m for m in sys.modules if m.startswith("structlog_etw.perf."))
+assert loaded == [
+    "structlog_etw.perf.abi",
+    "structlog_etw.perf.datafile",
+    "structlog_etw.perf.records",
+    "structlog_etw.perf.tracefs_format",
+], loaded
+assert "pathlib" not in sys.modules
+"""
+
+
+def test_the_package_loads_a_module_when_one_of_its_names_is_used() -> None:
+    """Importing structlog_etw.perf loads none of its modules, and its perf.data reader loads
+    neither the listener nor pathlib (the start-up of ``structlog-etw decode``)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", READER_ONLY],
         check=False,
         capture_output=True,
         text=True,
