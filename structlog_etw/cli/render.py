@@ -340,13 +340,14 @@ def pretty_line(
     return " ".join(parts)
 
 
-def pretty_line_templates(head: tuple[str, str], colors: bool) -> tuple[str, str]:
+def pretty_line_templates(head: tuple[str, str], colors: bool, stamp: str = "%s") -> tuple[str, str]:
     """:func:`pretty_line` of an event with a wall-clock time, cpu, pid and tid and no activity,
     as two ``%`` templates: ``(time text, pid, cpu)`` when pid == tid, else ``(time text, pid,
-    tid, cpu)`` - the same text, decided once per kind of event."""
+    tid, cpu)`` - the same text, decided once per kind of event.  ``stamp`` is the template of
+    the time text (``"%s.%09dZ"``: the second's text and the nanoseconds)."""
     level_part = head[0].replace("%", "%%")
     where = head[1].replace("%", "%%")
-    stamp = _c(colors, DIM, "%s")
+    stamp = _c(colors, DIM, stamp)
     same = " ".join([stamp, level_part, _c(colors, DIM, where + " pid=%d cpu=%d]")])
     other = " ".join([stamp, level_part, _c(colors, DIM, where + " pid=%d/%d cpu=%d]")])
     return same, other
