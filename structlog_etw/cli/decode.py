@@ -196,21 +196,25 @@ class _Lines:
         self.plans = Plans(field_tags=self.perf_json, style=style)
         self.wanted = wanted
         self.mode = mode
-        #: id(format) -> (format, its renderer).
-        self.renderers: dict[int, tuple[TracepointFormat, _Render]] = {}
+        #: id(format) -> its renderer; ``formats`` holds the formats, so that no id is reused
+        #: while it is a key.
+        self.renderers: dict[int, _Render] = {}
+        self.formats: list[TracepointFormat] = []
         #: second -> its date and time text (every renderer's).
         self.seconds: dict[int, bytes] = {}
 
     def renderer(self, fmt: TracepointFormat) -> _Render:
         """The renderer of ``fmt``'s samples, decided once per format."""
         found = self.renderers.get(id(fmt))
-        if found is not None and found[0] is fmt:
-            return found[1]
+        if found is not None:
+            return found
         if len(self.renderers) >= _KEPT:  # a new start (the plans' caches with the renderers)
             self.renderers.clear()
+            self.formats.clear()
             self.plans = Plans(field_tags=self.perf_json, style=self.plans.style)
         render = self._eventheader(fmt) if fmt.is_eventheader else self._plain(fmt)
-        self.renderers[id(fmt)] = (fmt, render)
+        self.renderers[id(fmt)] = render
+        self.formats.append(fmt)
         return render
 
     # --- EventHeader ------------------------------------------------------------------------
@@ -672,8 +676,7 @@ def decode_file(
             continue
         fmt = sample.format
         if lines is not None and fmt is not None:
-            found = renderers.get(id(fmt))
-            render = found[1] if found is not None and found[0] is fmt else lines.renderer(fmt)
+            render = renderers.get(id(fmt)) or lines.renderer(fmt)
             try:
                 line = render(sample)
             except OSError:

@@ -23,7 +23,7 @@ from typing import Any, Final
 from .._levels import LEVEL_NAMES
 from .._text import errno_text, float_text, wallclock_text
 from ..decoded import DecodedEvent, DecodedField
-from ..eventheader._values import python_reader
+from ..eventheader._values import Kind, bytes_decide_kind, python_reader, value_kind
 from ..eventheader.decoder import FieldMetadata
 from ..eventheader.perf_decode import FieldStyle, perf_json_fields
 from ..eventheader.spec import (
@@ -361,6 +361,10 @@ def pretty_fields(names: list[str], values: list[Any], colors: bool) -> str:
     )
 
 
+#: The kinds whose Python value is a str.
+_TEXT_KINDS: Final = frozenset({Kind.CHAR, Kind.LATIN1, Kind.UTF8, Kind.UTF16, Kind.UCS4})
+
+
 class TextFieldStyle(FieldStyle):
     """:func:`event_pretty`'s text of EventHeader fields, for compiled plans
     (:class:`~structlog_etw.eventheader.perf_decode.Plans`): ``name=value`` with the same value
@@ -377,6 +381,15 @@ class TextFieldStyle(FieldStyle):
     def fixed(self, encoding: int, fmt: int, order: str) -> Callable[[bytes], bytes]:
         """The text of a fixed-size value's bytes."""
         read = python_reader(encoding, fmt, order)
+        if not bytes_decide_kind(encoding, fmt) and value_kind(encoding, fmt, b"", order)[0] in _TEXT_KINDS:
+
+            def text(raw: bytes) -> bytes:  # _value_text of a str, in one call
+                value: str = read(raw)
+                if value and value.isprintable() and _QUOTED.search(value) is None:
+                    return value.encode("utf-8", "surrogateescape")
+                return repr(value).encode("utf-8", "surrogateescape")
+
+            return text
         return lambda raw: _value_text(read(raw), encoding, fmt).encode("utf-8", "surrogateescape")
 
     varying = fixed

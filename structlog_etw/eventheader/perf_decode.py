@@ -38,6 +38,7 @@ from typing import Any, Final, Generic, TypeVar
 from .._text import errno_text, float_text, time_text, wallclock_text
 from ..decoded import DecodedEvent, DecodedField, DecodeError
 from ._values import (
+    BOMS,
     Kind,
     bool_value,
     bytes_decide_kind,
@@ -53,6 +54,9 @@ from .spec import (
     ENCODING_CARRAY,
     EXT_METADATA,
     FIXED_SIZE,
+    FMT_STRING_JSON,
+    FMT_STRING_UTF_BOM,
+    FMT_STRING_XML,
     LENGTH16_UNIT,
     ZSTRING_UNIT,
     parse_tracepoint_name,
@@ -403,6 +407,30 @@ def _bind(text: Callable[[bytes, str], bytes], order: str) -> Callable[[bytes], 
     return functools.partial(text, order=order)  # type: ignore[call-arg]
 
 
+def _utf8_value(raw: bytes) -> bytes:
+    """:data:`_JSON`'s text of UTF-8 text (one call: the common case of a plan's strings)."""
+    if raw.isascii() and _NEEDS_ESCAPE.search(raw) is None:
+        return b'"' + raw + b'"'
+    return _q(_json_utf8(raw))
+
+
+#: Writers of kinds whose text does not depend on the byte order: one call, no partial.
+_ORDERLESS: Final[dict[Kind, Callable[[bytes], bytes]]] = {Kind.UTF8: _utf8_value, Kind.BYTES: _hex_bytes}
+
+
+def _writer(kind: Kind, order: str) -> Callable[[bytes], bytes]:
+    """``raw -> _JSON[kind](raw, order)``."""
+    return _ORDERLESS.get(kind) or _bind(_JSON[kind], order)
+
+
+#: The formats whose text a byte-order mark decides.
+_BOM_FORMATS: Final = frozenset({FMT_STRING_UTF_BOM, FMT_STRING_XML, FMT_STRING_JSON})
+#: The first bytes of the byte-order marks (:data:`~structlog_etw.eventheader._values.BOMS`).
+_BOM_STARTS: Final = frozenset(mark[:1] for mark, _kind, _order in BOMS)
+#: Value lengths whose writer a counted value's writer keeps.
+_LENGTHS_KEPT: Final = 64
+
+
 def _esc(text: bytes) -> bytes:
     """``text`` as a constant part of a ``%`` template."""
     return text.replace(b"%", b"%%")
@@ -429,7 +457,7 @@ class FieldStyle:
 
     def fixed(self, encoding: int, fmt: int, order: str) -> Callable[[bytes], bytes]:
         """The writer of a fixed-size value's bytes (its kind follows from the types alone)."""
-        return _bind(_JSON[value_kind(encoding, fmt, b"", order)[0]], order)
+        return _writer(value_kind(encoding, fmt, b"", order)[0], order)
 
     def kept_fixed(self, encoding: int, fmt: int, order: str) -> Callable[[bytes], bytes]:
         """:meth:`fixed`, keeping the texts of the last values it wrote (a bounded memo per
@@ -442,9 +470,32 @@ class FieldStyle:
 
     def varying(self, encoding: int, fmt: int, order: str) -> Callable[[bytes], bytes]:
         """The writer of a string or binary value's bytes (its kind may depend on them)."""
-        if bytes_decide_kind(encoding, fmt):
-            return lambda raw: _json_value(encoding, fmt, raw, order)
-        return _bind(_JSON[value_kind(encoding, fmt, b"", order)[0]], order)
+        if not bytes_decide_kind(encoding, fmt):
+            return _writer(value_kind(encoding, fmt, b"", order)[0], order)
+        if fmt in _BOM_FORMATS:  # the kind without a mark, unless the value starts as one may
+            plain = _writer(value_kind(encoding, fmt, b"", order)[0], order)
+
+            def marked(raw: bytes) -> bytes:
+                if raw[:1] in _BOM_STARTS:
+                    return _json_value(encoding, fmt, raw, order)
+                return plain(raw)
+
+            return marked
+        # A counted value read as a number by its length: the kind depends on the length alone.
+        by_length: dict[int, Callable[[bytes], bytes]] = {}
+
+        def counted(raw: bytes) -> bytes:
+            write = by_length.get(len(raw))
+            if write is None:
+                write = _writer(value_kind(encoding, fmt, raw, order)[0], order)
+                if len(raw) <= 16:  # a number's bytes: their texts repeat
+                    write = _kept(write)
+                if len(by_length) >= _LENGTHS_KEPT:
+                    by_length.clear()
+                by_length[len(raw)] = write
+            return write(raw)
+
+        return counted
 
     def number(self, encoding: int, fmt: int, order: str) -> tuple[str, bytes] | None:
         """A fixed-size integer's :mod:`struct` code and ``%``-template of its text, when its text
@@ -566,14 +617,18 @@ def _appending(meta: FieldMetadata, order: str, style: FieldStyle) -> FieldReade
             return end
 
         return counted
-    read = _scalar(meta, order, style)
+    zero = b"\0" * unit
 
-    def value(buf: bytes, pos: int, out: list[object]) -> int:
-        text, pos = read(buf, pos)
-        out.append(text)
-        return pos
+    def zstring(buf: bytes, pos: int, out: list[object]) -> int:
+        end = buf.find(zero, pos)  # the first aligned run of `unit` zero bytes
+        while end >= 0 and (end - pos) % unit:
+            end = buf.find(zero, end + 1)
+        if end < 0:
+            raise _Bad
+        out.append(write(buf[pos:end]))
+        return end + unit
 
-    return value
+    return zstring
 
 
 #: struct codes of the unsigned integers of each size (the signed ones: lower case).
