@@ -414,13 +414,42 @@ def _utf8_value(raw: bytes) -> bytes:
     return _q(_json_utf8(raw))
 
 
+def _wide_value(unit: int, order: str) -> Callable[[bytes], bytes]:
+    """:data:`_JSON`'s text of UTF-16 (``unit`` 2) or UTF-32 (4) text in byte order ``order``:
+    text that decodes to ASCII needing no escapes in one call, the rest as :data:`_JSON`."""
+    codec = ("utf-16" if unit == 2 else "utf-32") + ("-le" if order == "<" else "-be")
+    errors = "surrogatepass" if unit == 2 else "strict"
+    mask = ~(unit - 1)
+    kind = Kind.UTF16 if unit == 2 else Kind.UCS4
+    slow = _bind(_JSON[kind], order)
+
+    def wide(raw: bytes) -> bytes:
+        try:
+            text = raw[: len(raw) & mask].decode(codec, errors)
+        except UnicodeDecodeError:
+            return slow(raw)
+        if text.isascii():
+            ascii_text = text.encode()
+            if _NEEDS_ESCAPE.search(ascii_text) is None:
+                return b'"' + ascii_text + b'"'
+        return slow(raw)
+
+    return wide
+
+
 #: Writers of kinds whose text does not depend on the byte order: one call, no partial.
 _ORDERLESS: Final[dict[Kind, Callable[[bytes], bytes]]] = {Kind.UTF8: _utf8_value, Kind.BYTES: _hex_bytes}
+#: Writers of UTF-16 and UTF-32 text in each byte order.
+_WIDE: Final[dict[tuple[Kind, str], Callable[[bytes], bytes]]] = {
+    (kind, order): _wide_value(unit, order)
+    for kind, unit in ((Kind.UTF16, 2), (Kind.UCS4, 4))
+    for order in "<>"
+}
 
 
 def _writer(kind: Kind, order: str) -> Callable[[bytes], bytes]:
     """``raw -> _JSON[kind](raw, order)``."""
-    return _ORDERLESS.get(kind) or _bind(_JSON[kind], order)
+    return _ORDERLESS.get(kind) or _WIDE.get((kind, order)) or _bind(_JSON[kind], order)
 
 
 #: The formats whose text a byte-order mark decides.
@@ -472,12 +501,15 @@ class FieldStyle:
         """The writer of a string or binary value's bytes (its kind may depend on them)."""
         if not bytes_decide_kind(encoding, fmt):
             return _writer(value_kind(encoding, fmt, b"", order)[0], order)
-        if fmt in _BOM_FORMATS:  # the kind without a mark, unless the value starts as one may
+        if fmt in _BOM_FORMATS:  # the text after a mark in the mark's kind, else the encoding's
             plain = _writer(value_kind(encoding, fmt, b"", order)[0], order)
+            marks = [(mark, len(mark), _writer(kind, bom_order)) for mark, kind, bom_order in BOMS]
 
             def marked(raw: bytes) -> bytes:
                 if raw[:1] in _BOM_STARTS:
-                    return _json_value(encoding, fmt, raw, order)
+                    for mark, size, write in marks:
+                        if raw.startswith(mark):
+                            return write(raw[size:])
                 return plain(raw)
 
             return marked
