@@ -157,7 +157,7 @@ def _second_text(seconds: dict[int, bytes], second: int) -> bytes:
 def _safe_json(line: bytes) -> bytes:
     """:func:`~structlog_etw.cli.render.json_line` of a JSON line held as bytes (ASCII lines
     without DEL, nearly all, as they are)."""
-    if line.isascii() and b"\x7f" not in line:
+    if line.isascii() and 0x7F not in line:  # (an int: a bytes operand first fails as an index)
         return line
     return json_line_bytes(line).encode()
 
