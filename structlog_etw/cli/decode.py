@@ -14,6 +14,7 @@ that may wait for perf.
 from __future__ import annotations
 
 import argparse
+import codecs
 import json
 import os
 import stat
@@ -21,20 +22,21 @@ import sys
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Final, TextIO
+from typing import Any, BinaryIO, Final, TextIO
 
-from .._text import wallclock_text
+from .._text import time_text, wallclock_text
 from ..decoded import DecodedEvent
-from ..eventheader.perf_decode import EventPlan, Plans, activity_text, json_string
+from ..eventheader.perf_decode import (
+    EventPlan,
+    FieldReader,
+    PlanCache,
+    Plans,
+    activity_text,
+    json_string,
+)
 from ..perf.datafile import PerfDataError, PerfDataFile, Sample
 from ..perf.samples import SampleDecodeError, decode_sample, sample_perf_json
-from ..perf.tracefs_format import (
-    FMT_HEX,
-    FMT_NONE,
-    FMT_SIGNED,
-    FMT_STRING,
-    TracepointFormat,
-)
+from ..perf.tracefs_format import FMT_HEX, UNPACKED_BYTES, UNPACKED_TEXT, TracepointFormat
 from .output import (
     EventFilter,
     EventWriter,
@@ -50,7 +52,6 @@ from .render import (
     RESET,
     EventMeta,
     TextFieldStyle,
-    json_line,
     json_line_bytes,
     pretty_head,
     pretty_line,
@@ -115,20 +116,76 @@ class _PerfJsonWriter:
         self.out.write(sample_perf_json(sample, decoded=decoded) + "\n")
 
 
-#: Whether the filters pass a plan's events, and its lines' constant parts (None: the ordinary path):
-#: --perf-json (start, header meta), --json (templates with and without every number), text
-#: (pretty_head's pair).
-_Decided = tuple[bool, tuple[Any, ...] | None]
-
 #: Lines kept before they are written in one go (and before every read that may wait for perf).
 _BATCH = 512
+_NS: Final = 1_000_000_000
+#: Formats, names, seconds whose renderers and texts are kept: at most this many of each.
+_KEPT: Final = 4096
+
+#: A sample -> its line (UTF-8 bytes, no newline), ``b""`` when the filters drop it, None: take
+#: the ordinary path (as for any exception: a payload its plan cannot read).
+_Render = Callable[[Sample], bytes | None]
 
 
-class _FastLines:
-    """``--perf-json`` and ``--json`` lines of EventHeader samples from compiled plans (per tracepoint
-    and metadata: :class:`~structlog_etw.eventheader.perf_decode.Plans`), without building a
-    :class:`~structlog_etw.decoded.DecodedEvent`.  The same text as the ordinary path, which
-    runs for every sample a plan does not read (and so reports its error)."""
+def _ordinary(sample: Sample) -> None:
+    """The renderer of formats without a plan: every sample takes the ordinary path."""
+    return None
+
+
+def _dropped(sample: Sample) -> bytes:
+    """The renderer of formats the filters drop."""
+    return b""
+
+
+def _esc(text: bytes) -> bytes:
+    return text.replace(b"%", b"%%")
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+def _second_text(seconds: dict[int, bytes], second: int) -> bytes:
+    """The date and time of a second (:func:`wallclock_text` up to the ``.``), kept in ``seconds``."""
+    text = time_text(second).encode()
+    if len(seconds) >= _KEPT:
+        seconds.clear()
+    seconds[second] = text
+    return text
+
+
+def _safe_json(line: bytes) -> bytes:
+    """:func:`~structlog_etw.cli.render.json_line` of a JSON line held as bytes (ASCII lines
+    without DEL, nearly all, as they are)."""
+    if line.isascii() and 0x7F not in line:  # (an int: a bytes operand first fails as an index)
+        return line
+    return json_line_bytes(line).encode()
+
+
+@dataclass(frozen=True, slots=True)
+class _Decided:
+    """What a renderer keeps per EventHeader plan: whether the filters pass its events, its
+    readers, the line's templates (``line``: a sample with its wall-clock time, cpu, pid and tid
+    and no activity - text: pid == tid; ``other``: text: pid != tid, --perf-json: the meta as one
+    text, --json: every number as a text), the fields' template, the plan, the console head."""
+
+    accepts: bool
+    readers: tuple[FieldReader, ...]
+    line: bytes
+    other: bytes
+    fields: bytes
+    plan: EventPlan
+    head: tuple[str, str] | None = None
+
+
+class _Lines:
+    """The lines of tracepoint samples from plans decided once per tracepoint format (a plain
+    tracepoint: one unpack of its fields and one template per format) and per EventHeader
+    header and metadata (:class:`~structlog_etw.eventheader.perf_decode.Plans`), as UTF-8
+    bytes, without building a :class:`~structlog_etw.decoded.DecodedEvent`.  The same text as
+    the ordinary path, which runs for every sample a plan does not read (and so reports its
+    error).  Every cache is bounded (formats, names and seconds by count, EventHeader plans by
+    the bytes of their keys)."""
 
     def __init__(self, mode: str, wanted: EventFilter, colors: bool = False) -> None:
         self.perf_json = mode == "perf-json"
@@ -138,95 +195,93 @@ class _FastLines:
         style = TextFieldStyle(colors=colors) if self.text else None
         self.plans = Plans(field_tags=self.perf_json, style=style)
         self.wanted = wanted
-        #: plan -> whether the filters pass it, and the constant parts of its lines (:meth:`_decide`).
-        self.decided: dict[EventPlan, _Decided] = {}
-        self.names: dict[str, bytes] = {}  # tracepoint name -> its JSON string (--json)
-        self.names_text: dict[str, str] = {}
         self.mode = mode
-        #: id(format) -> (format, its plan): plain tracepoints.
-        self.plain: dict[int, tuple[TracepointFormat, _PlainPlan]] = {}
+        #: id(format) -> its renderer; ``formats`` holds the formats, so that no id is reused
+        #: while it is a key.
+        self.renderers: dict[int, _Render] = {}
+        self.formats: list[TracepointFormat] = []
+        #: second -> its date and time text (every renderer's).
+        self.seconds: dict[int, bytes] = {}
 
-    def _decide(self, plan: EventPlan) -> _Decided:
-        """Whether the filters pass ``plan``'s events and the constant parts of their lines."""
+    def renderer(self, fmt: TracepointFormat) -> _Render:
+        """The renderer of ``fmt``'s samples, decided once per format."""
+        found = self.renderers.get(id(fmt))
+        if found is not None:
+            return found
+        if len(self.renderers) >= _KEPT:  # a new start (the plans' caches with the renderers)
+            self.renderers.clear()
+            self.formats.clear()
+            self.plans = Plans(field_tags=self.perf_json, style=self.plans.style)
+        render = self._eventheader(fmt) if fmt.is_eventheader else self._plain(fmt)
+        self.renderers[id(fmt)] = render
+        self.formats.append(fmt)
+        return render
+
+    # --- EventHeader ------------------------------------------------------------------------
+
+    def _decide(self, plan: EventPlan) -> _Decided | None:
+        """What the renderers keep per plan: whether the filters pass its events, its readers
+        and its line templates (None: the ordinary path)."""
         accepts = self.wanted.accepts_values(plan.level, plan.keyword, plan.provider, plan.name)
-        parts: tuple[object, ...] | None = None
+        fields = plan.template
+        readers = plan.readers
         if self.text:
-            pretty = pretty_head(
+            head = pretty_head(
                 plan.level, plan.name, plan.provider, plan.keyword, plan.opcode, True, self.colors
             )
-            parts = (pretty, pretty_line_templates(pretty, self.colors))
-        elif self.perf_json:  # {"n":..,fields,"meta":{sample's meta,header's meta,activities}}
-            parts = (b'{"n":' + plan.n + (b"," if plan.has_fields else b""), plan.header_meta)
-        else:  # event_json's keys from provider to version, and attributes
-            head = {
-                "provider": plan.provider,
-                "name": plan.name,
-                "level": plan.level,
-                "keyword": plan.keyword,
-                "tag": plan.tag,
-                "opcode": plan.opcode,
-                "id": plan.id,
-                "version": plan.version,
-            }
-            try:
-                middle = _dumps(head)[1:-1].encode("utf-8", "surrogateescape").replace(b"%", b"%%")
-                attributes = _dumps(plan.attributes).encode("utf-8", "surrogateescape").replace(b"%", b"%%")
-            except UnicodeEncodeError:  # not text the ordinary path writes this way: leave it to it
-                parts = None
-            else:
-                rest = b',"tracepoint":%s,' + middle + b',"activity_id":%s,"related_id":%s,"attributes":'
-                rest += attributes + b',"fields":{%s}}'
-                parts = (
-                    b'{"timestamp":%s,"time_ns":%d,"cpu":%d,"pid":%d,"tid":%d' + rest,
-                    b'{"timestamp":%s,"time_ns":%s,"cpu":%s,"pid":%s,"tid":%s' + rest,
-                )
-        if len(self.decided) > 4096:
-            self.decided.clear()
-        decided = self.decided[plan] = (accepts, parts)
-        return decided
+            same, other = pretty_line_templates(head, self.colors, "%s.%09dZ")
+            tail = b" " + fields if plan.has_fields else b""
+            return _Decided(accepts, readers, _utf8(same) + tail, _utf8(other) + tail, fields, plan, head)
+        if self.perf_json:  # {"n":..,fields,"meta":{sample's meta,header's meta,activities}}
+            start = b'{"n":' + _esc(plan.n) + (b"," + fields if plan.has_fields else b"")
+            header_meta = b"," + _esc(plan.header_meta) if plan.header_meta else b""
+            whole = start + b',"meta":{"time":"%s.%09dZ","cpu":%d,"pid":%d,"tid":%d' + header_meta + b"}}"
+            return _Decided(accepts, readers, whole, start + b',"meta":{%s}}', fields, plan)
+        event_head = {  # event_json's keys from provider to version, and attributes
+            "provider": plan.provider,
+            "name": plan.name,
+            "level": plan.level,
+            "keyword": plan.keyword,
+            "tag": plan.tag,
+            "opcode": plan.opcode,
+            "id": plan.id,
+            "version": plan.version,
+        }
+        try:
+            middle = _utf8(_dumps(event_head)[1:-1])
+            attributes = _utf8(_dumps(plan.attributes))
+        except UnicodeEncodeError:  # not text the ordinary path writes this way: leave it to it
+            return None
+        rest = b',"tracepoint":%s,' + _esc(middle) + b',"activity_id":%s,"related_id":%s,"attributes":'
+        rest += _esc(attributes) + b',"fields":{' + fields + b"}}"
+        return _Decided(
+            accepts,
+            readers,
+            b'{"timestamp":"%s.%09dZ","time_ns":%d,"cpu":%d,"pid":%d,"tid":%d' + rest,
+            b'{"timestamp":%s,"time_ns":%s,"cpu":%s,"pid":%s,"tid":%s' + rest,
+            fields,
+            plan,
+        )
 
-    def line(self, sample: Sample) -> str | None:
-        """The sample's line, ``""`` when the filters drop it, None: take the ordinary path (as
-        for any exception: a payload its plan cannot read)."""
-        fmt = sample.format
-        assert fmt is not None
-        data = sample.data
-        found = self.plans.plan(fmt.name, data)
-        if found is None:
-            return None
-        plan, pos, activity, related = found
-        decided = self.decided.get(plan)
-        if decided is None:
-            decided = self._decide(plan)
-        accepts, parts = decided
-        if not accepts:
-            return ""
-        if parts is None:
-            return None
-        # A payload that is not what the metadata says raises: the caller takes the ordinary path.
-        fields = plan.read_fields(data, pos)[0]
-        t, real, cpu, pid, tid = sample.time, sample.realtime_ns, sample.cpu, sample.pid, sample.tid
-        if self.perf_json:
-            start, header_meta = parts
-            if real is not None and cpu is not None and pid is not None and tid is not None:
-                meta = b'"time":"%s","cpu":%d,"pid":%d,"tid":%d' % (
-                    wallclock_text(real).encode(),
-                    cpu,
-                    pid,
-                    tid,
-                )
-                if header_meta:
-                    meta += b"," + header_meta
-                if activity is not None:
-                    meta += b',"activity":' + activity_text(activity)
-                if related is not None:
-                    meta += b',"relatedActivity":' + activity_text(related)
-            else:
-                meta = self._perf_meta(sample, header_meta, activity, related)
-            line: bytes = start + fields + b',"meta":{' + meta + b"}}"
-            return line.decode("utf-8", "surrogateescape")
-        if self.text:
-            head, (same, other) = parts
+    def _eventheader(self, fmt: TracepointFormat) -> _Render:
+        """The renderer of an EventHeader tracepoint's samples: a plan per header and metadata
+        (kept by their bytes), each sample's fields by the plan's readers into its line's template."""
+        find = PlanCache(self.plans, fmt.name, self._decide).find
+        seconds = self.seconds
+        colors = self.colors
+
+        def perf_json_line(s: Sample) -> bytes | None:
+            found = find(s.data)
+            if found is None:
+                return None
+            entry, pos, activity, related = found
+            if not entry.accepts:
+                return b""
+            data = s.data
+            out: list[object] = []
+            for read in entry.readers:
+                pos = read(data, pos, out)
+            real, cpu, pid, tid = s.realtime_ns, s.cpu, s.pid, s.tid
             if (
                 real is not None
                 and cpu is not None
@@ -234,131 +289,215 @@ class _FastLines:
                 and tid is not None
                 and activity is None
             ):
-                clock = wallclock_text(real)
-                text: str = same % (clock, pid, cpu) if pid == tid else other % (clock, pid, tid, cpu)
-            else:
-                act = uuid.UUID(bytes=activity) if activity is not None else None
-                rel = uuid.UUID(bytes=related) if related is not None else None
-                text = pretty_line(head, real, t, act, rel, pid, tid, cpu, self.colors)
-            return text + " " + fields.decode("utf-8", "surrogateescape") if plan.has_fields else text
-        name = self.names.get(sample.name)
-        if name is None:
-            if len(self.names) > 4096:
-                self.names.clear()
-            try:
-                name = _dumps(sample.name or None).encode("utf-8", "surrogateescape")
-            except UnicodeEncodeError:
+                second, ns = divmod(real, _NS)
+                out += (seconds.get(second) or _second_text(seconds, second), ns, cpu, pid, tid)
+                return entry.line % tuple(out)
+            out.append(_perf_meta(s, entry.plan.header_meta, activity, related))
+            return entry.other % tuple(out)
+
+        def text_line(s: Sample) -> bytes | None:
+            found = find(s.data)
+            if found is None:
                 return None
-            self.names[sample.name] = name
-        stamp = b'"' + wallclock_text(real).encode() + b'"' if real is not None else b"null"
-        act_text = activity_text(activity) if activity is not None else b"null"
-        rel_text = activity_text(related) if related is not None else b"null"
-        if t is not None and cpu is not None and pid is not None and tid is not None:
-            line = parts[0] % (stamp, t, cpu, pid, tid, name, act_text, rel_text, fields)
-        else:
-            values = (stamp, _num(t), _num(cpu), _num(pid), _num(tid), name, act_text, rel_text, fields)
-            line = parts[1] % values
-        return json_line_bytes(line)
+            entry, pos, activity, related = found
+            if not entry.accepts:
+                return b""
+            data = s.data
+            real, cpu, pid, tid = s.realtime_ns, s.cpu, s.pid, s.tid
+            out: list[object]
+            if (
+                real is not None
+                and cpu is not None
+                and pid is not None
+                and tid is not None
+                and activity is None
+            ):
+                second, ns = divmod(real, _NS)
+                stamp = seconds.get(second) or _second_text(seconds, second)
+                same = pid == tid
+                out = [stamp, ns, pid, cpu] if same else [stamp, ns, pid, tid, cpu]
+                for read in entry.readers:
+                    pos = read(data, pos, out)
+                return (entry.line if same else entry.other) % tuple(out)
+            out = []
+            for read in entry.readers:
+                pos = read(data, pos, out)
+            act = uuid.UUID(bytes=activity) if activity is not None else None
+            rel = uuid.UUID(bytes=related) if related is not None else None
+            assert entry.head is not None
+            start = _utf8(pretty_line(entry.head, real, s.time, act, rel, pid, tid, cpu, colors))
+            return start + b" " + entry.fields % tuple(out) if entry.plan.has_fields else start
 
-    @staticmethod
-    def _perf_meta(
-        sample: Sample, header_meta: bytes, activity: bytes | None, related: bytes | None
-    ) -> bytes:
-        """perf-decode's ``meta`` members of a sample without some of time, cpu, pid."""
-        meta = []
-        t = sample.time
-        if t is not None:
-            if sample.realtime_ns is not None:
-                meta.append(b'"time":"' + wallclock_text(sample.realtime_ns).encode() + b'"')
+        names: dict[str, bytes] = {}  # tracepoint name -> its JSON string
+
+        def json_lines(s: Sample) -> bytes | None:
+            found = find(s.data)
+            if found is None:
+                return None
+            entry, pos, activity, related = found
+            if not entry.accepts:
+                return b""
+            name = names.get(s.name)
+            if name is None:
+                if len(names) >= _KEPT:
+                    names.clear()
+                name = names[s.name] = _utf8(_dumps(s.name or None))
+            act_text = activity_text(activity) if activity is not None else b"null"
+            rel_text = activity_text(related) if related is not None else b"null"
+            real, t, cpu, pid, tid = s.realtime_ns, s.time, s.cpu, s.pid, s.tid
+            out: list[object]
+            if real is not None and t is not None and cpu is not None and pid is not None and tid is not None:
+                second, ns = divmod(real, _NS)
+                stamp = seconds.get(second) or _second_text(seconds, second)
+                out = [stamp, ns, t, cpu, pid, tid, name, act_text, rel_text]
+                template = entry.line
             else:
-                sec, nsec = divmod(t, 1_000_000_000)
-                meta.append(b'"time":%d.%09d' % (sec, nsec))
-        if sample.cpu is not None:
-            meta.append(b'"cpu":%d' % sample.cpu)
-        if sample.pid is not None:
-            meta.append(b'"pid":%d,"tid":%d' % (sample.pid, sample.tid or 0))
-        if header_meta:
-            meta.append(header_meta)
-        if activity is not None:
-            meta.append(b'"activity":' + activity_text(activity))
-        if related is not None:
-            meta.append(b'"relatedActivity":' + activity_text(related))
-        return b",".join(meta)
+                stamp = b'"' + wallclock_text(real).encode() + b'"' if real is not None else b"null"
+                out = [stamp, _num(t), _num(cpu), _num(pid), _num(tid), name, act_text, rel_text]
+                template = entry.other
+            data = s.data
+            for read in entry.readers:
+                pos = read(data, pos, out)
+            return _safe_json(template % tuple(out))
 
-    def plain_plan(self, fmt: TracepointFormat) -> _PlainPlan:
-        """The plan of a plain tracepoint format, compiled once (a bounded cache by format)."""
-        found = self.plain.get(id(fmt))
-        if found is None or found[0] is not fmt:
-            if len(self.plain) > 4096:
-                self.plain.clear()
-            found = self.plain[id(fmt)] = (fmt, _plain_plan(fmt, self.mode, self.wanted, self.colors))
-        return found[1]
+        return perf_json_line if self.perf_json else text_line if self.text else json_lines
 
-    def plain_line(self, sample: Sample) -> str | None:
-        """The line of a plain tracepoint sample (``""``: filtered out; None: the ordinary path)."""
-        fmt = sample.format
-        assert fmt is not None
-        plan = self.plain_plan(fmt)
-        if not plan.accepts:
-            return ""
-        if not plan.usable:
-            return None
-        values = plan.values(sample.raw)
-        if values is None:
-            return None
-        real, t, pid, tid = sample.realtime_ns, sample.time, sample.pid, sample.tid
-        cpu = sample.cpu
-        known = real is not None and t is not None and cpu is not None and pid is not None and tid is not None
-        if known and not self.text:  # the whole line from one template
-            if self.perf_json:
-                return plan.whole % (*values, wallclock_text(real), cpu, pid, tid)  # type: ignore[arg-type]
-            tracepoint = self.names_text.get(sample.name)
-            if tracepoint is not None:
-                text: str = plan.whole % (wallclock_text(real), t, cpu, pid, tid, tracepoint, *values)  # type: ignore[arg-type]
-                return text if text.isascii() and "\x7f" not in text else json_line(text)
-        if self.text:
-            assert isinstance(plan.head, tuple)
-            if known:
-                same, other = plan.line_templates
-                stamp = wallclock_text(real)  # type: ignore[arg-type]
-                line = same % (stamp, pid, cpu) if pid == tid else other % (stamp, pid, tid, cpu)
-            else:
-                line = pretty_line(plan.head, real, t, None, None, pid, tid, sample.cpu, self.colors)
-            return line + " " + plan.template % values if fmt.own_fields else line
-        fields = plan.template % values
+    # --- plain tracepoints --------------------------------------------------------------------
+
+    def _plain(self, fmt: TracepointFormat) -> _Render:
+        """The renderer of a plain tracepoint's samples: one unpack of the fields, their texts
+        (strings, bytes; kept by their bytes) and one template for the whole line."""
+        if not self.wanted.accepts_values(0, 0, fmt.system, fmt.name):
+            return _dropped
+        layout = _plain_layout(fmt, self.mode, self.colors)
+        if layout is None:
+            return _ordinary
+        read, start, need, texts, fields = layout
+        seconds = self.seconds
+        colors = self.colors
+        has_fields = bool(fmt.own_fields)
+
+        def values_of(raw: bytes) -> tuple[Any, ...] | list[Any] | None:
+            if len(raw) < need:
+                return None
+            values: tuple[Any, ...] | list[Any] = read(raw, start)
+            if texts:
+                values = list(values)
+                for i, kept, text_of in texts:
+                    value = values[i]
+                    found = kept.get(value)
+                    if found is None:
+                        found = text_of(kept, value)
+                    values[i] = found
+            return values
+
         if self.perf_json:
-            if pid is not None and tid is None:
+            head = b'{"n":' + _utf8(json_string(f"{fmt.system}:{fmt.name}"))
+            body = _esc(head) + (b"," + fields if has_fields else b"")
+            whole = body + b',"meta":{"time":"%s.%09dZ","cpu":%d,"pid":%d,"tid":%d}}'
+            body_meta = body + b',"meta":{%s}}'
+
+            def perf_json_line(s: Sample) -> bytes | None:
+                values = values_of(s.raw)
+                if values is None:
+                    return None
+                real, cpu, pid, tid = s.realtime_ns, s.cpu, s.pid, s.tid
+                if real is not None and cpu is not None and pid is not None and tid is not None:
+                    second, ns = divmod(real, _NS)
+                    return whole % (
+                        *values,
+                        seconds.get(second) or _second_text(seconds, second),
+                        ns,
+                        cpu,
+                        pid,
+                        tid,
+                    )
+                if pid is not None and tid is None:
+                    return None
+                return body_meta % (*values, _perf_meta(s, b"", None, None))
+
+            return perf_json_line
+        if self.text:
+            pretty = pretty_head(0, fmt.name, fmt.system, 0, 0, False, colors)
+            same, other = pretty_line_templates(pretty, colors, "%s.%09dZ")
+            tail = b" " + fields if has_fields else b""
+            same_t, other_t = _utf8(same) + tail, _utf8(other) + tail
+
+            def text_line(s: Sample) -> bytes | None:
+                values = values_of(s.raw)
+                if values is None:
+                    return None
+                real, cpu, pid, tid = s.realtime_ns, s.cpu, s.pid, s.tid
+                if real is not None and cpu is not None and pid is not None and tid is not None:
+                    second, ns = divmod(real, _NS)
+                    stamp = seconds.get(second) or _second_text(seconds, second)
+                    if pid == tid:
+                        return same_t % (stamp, ns, pid, cpu, *values)
+                    return other_t % (stamp, ns, pid, tid, cpu, *values)
+                line = _utf8(pretty_line(pretty, real, s.time, None, None, pid, tid, cpu, colors))
+                return line + b" " + fields % tuple(values) if has_fields else line
+
+            return text_line
+        middle = {
+            "provider": fmt.system,
+            "name": fmt.name,
+            "level": 0,
+            "keyword": 0,
+            "tag": 0,
+            "opcode": 0,
+            "id": 0,
+            "version": 0,
+            "activity_id": None,
+            "related_id": None,
+            "attributes": {},
+        }
+        rest = b',"tracepoint":%s,' + _esc(_utf8(_dumps(middle)[1:-1])) + b',"fields":{' + fields + b"}}"
+        whole = b'{"timestamp":"%s.%09dZ","time_ns":%d,"cpu":%d,"pid":%d,"tid":%d' + rest
+        partial = b'{"timestamp":%s,"time_ns":%s,"cpu":%s,"pid":%s,"tid":%s' + rest
+        names: dict[str, bytes] = {}
+
+        def json_lines(s: Sample) -> bytes | None:
+            values = values_of(s.raw)
+            if values is None:
                 return None
-            meta = []
-            if t is not None:
-                if real is not None:
-                    meta.append('"time":"' + wallclock_text(real) + '"')
-                else:
-                    sec, nsec = divmod(t, 1_000_000_000)
-                    meta.append(f'"time":{sec}.{nsec:09d}')
-            if sample.cpu is not None:
-                meta.append(f'"cpu":{sample.cpu}')
-            if pid is not None:
-                meta.append(f'"pid":{pid},"tid":{tid}')
-            assert isinstance(plan.head, str)
-            body = plan.head + "," + fields if fmt.own_fields else plan.head
-            return body + ',"meta":{' + ",".join(meta) + "}}"
-        stamp = '"' + wallclock_text(real) + '"' if real is not None else "null"
-        tracepoint = self.names_text.get(sample.name)
-        if tracepoint is None:
-            if len(self.names_text) > 4096:
-                self.names_text.clear()
-            tracepoint = self.names_text[sample.name] = _dumps(sample.name or None)
-        assert isinstance(plan.head, str)
-        text = (
-            f'{{"timestamp":{stamp},"time_ns":{_text(t)},"cpu":{_text(sample.cpu)},"pid":{_text(pid)},'
-            f'"tid":{_text(tid)},"tracepoint":{tracepoint}{plan.head},"fields":{{{fields}}}}}'
-        )
-        return text if text.isascii() and "\x7f" not in text else json_line(text)
+            name = names.get(s.name)
+            if name is None:
+                if len(names) >= _KEPT:
+                    names.clear()
+                name = names[s.name] = _utf8(_dumps(s.name or None))
+            real, t, cpu, pid, tid = s.realtime_ns, s.time, s.cpu, s.pid, s.tid
+            if real is not None and t is not None and cpu is not None and pid is not None and tid is not None:
+                second, ns = divmod(real, _NS)
+                stamp = seconds.get(second) or _second_text(seconds, second)
+                return _safe_json(whole % (stamp, ns, t, cpu, pid, tid, name, *values))
+            stamp = b'"' + wallclock_text(real).encode() + b'"' if real is not None else b"null"
+            return _safe_json(partial % (stamp, _num(t), _num(cpu), _num(pid), _num(tid), name, *values))
+
+        return json_lines
 
 
-def _text(value: int | None) -> str:
-    return "null" if value is None else str(value)
+def _perf_meta(sample: Sample, header_meta: bytes, activity: bytes | None, related: bytes | None) -> bytes:
+    """perf-decode's ``meta`` members of a sample (the general case: some of time, cpu, pid
+    missing, or activity ids)."""
+    meta = []
+    t = sample.time
+    if t is not None:
+        if sample.realtime_ns is not None:
+            meta.append(b'"time":"' + wallclock_text(sample.realtime_ns).encode() + b'"')
+        else:
+            sec, nsec = divmod(t, _NS)
+            meta.append(b'"time":%d.%09d' % (sec, nsec))
+    if sample.cpu is not None:
+        meta.append(b'"cpu":%d' % sample.cpu)
+    if sample.pid is not None:
+        meta.append(b'"pid":%d,"tid":%d' % (sample.pid, sample.tid or 0))
+    if header_meta:
+        meta.append(header_meta)
+    if activity is not None:
+        meta.append(b'"activity":' + activity_text(activity))
+    if related is not None:
+        meta.append(b'"relatedActivity":' + activity_text(related))
+    return b",".join(meta)
 
 
 def _dumps(value: object) -> str:
@@ -373,146 +512,104 @@ def _num(value: int | None) -> bytes:
 #
 # A plain tracepoint's fields (sched:sched_switch: two char[16], ints) are the same bytes at the
 # same offsets in every sample: one struct unpack reads them all, and one %-template per format
-# and output writes them.  Formats with fields of other layouts (arrays of numbers, __data_loc,
-# sizes the struct cannot say) have no plan: the ordinary path writes them.
+# and output writes the line.  Formats with fields of other layouts (arrays of numbers,
+# __data_loc, sizes the struct cannot say) have no plan: the ordinary path writes them.
 
-#: Values whose text a plan keeps (comm names repeat): at most this many, of at most _SHORT characters.
+#: Values whose text a plan keeps (comm names repeat): at most this many per field.
 _TEXTS_KEPT: Final = 4096
-_SHORT: Final = 64
+
+#: A field whose value the template takes as text: (index, kept texts by value bytes, (kept, value
+#: bytes) -> its text, kept).
+_Text = tuple[int, dict[bytes, bytes], Callable[[dict[bytes, bytes], bytes], bytes]]
 
 
-@dataclass(frozen=True, slots=True)
-class _PlainPlan:
-    """How one plain tracepoint format is written in one output (``usable`` false: the ordinary path)."""
+def _text_of(text: Callable[[bytes], bytes]) -> Callable[[dict[bytes, bytes], bytes], bytes]:
+    """``(kept, value bytes) -> text``, keeping the text (bounded)."""
 
-    accepts: bool
-    usable: bool
-    #: raw -> the fields' values as the template takes them (None: the sample is too short).
-    values: Callable[[bytes], tuple[object, ...] | None]
-    template: str
-    #: The line's constant parts (per output: the perf-json ``"n"``, the JSON head, the text head).
-    head: object = None
-    #: JSON outputs: the whole line's template for a sample with its wall-clock time, cpu, pid and
-    #: tid (--json: time text, numbers, the tracepoint's name, the values; --perf-json: the values,
-    #: time text, numbers).
-    whole: str = ""
-    #: text: :func:`~structlog_etw.cli.render.pretty_line_templates` of the head.
-    line_templates: tuple[str, str] = ("", "")
-
-
-def _converted(
-    read: Callable[[bytes], tuple[object, ...] | None], convert: list[tuple[int, Callable[[Any], object]]]
-) -> Callable[[bytes], tuple[object, ...] | None]:
-    """``read`` with the values at the given indexes turned into their text."""
-    if not convert:
-        return read
-
-    def converted(raw: bytes) -> tuple[object, ...] | None:
-        values = read(raw)
-        if values is None:
-            return None
-        out = list(values)
-        for i, conv in convert:
-            out[i] = conv(out[i])
-        return tuple(out)
-
-    return converted
-
-
-def _kept(text_of: Callable[[str], str]) -> Callable[[str], str]:
-    """``text_of`` with the texts of short values kept (comm names repeat), bounded."""
-    kept: dict[str, str] = {}
-
-    def text(value: str) -> str:
-        found = kept.get(value)
-        if found is None:
-            found = text_of(value)
-            if len(value) <= _SHORT:
-                if len(kept) >= _TEXTS_KEPT:
-                    kept.clear()
-                kept[value] = found
+    def make(kept: dict[bytes, bytes], value: bytes) -> bytes:
+        found = text(value)
+        if len(kept) >= _TEXTS_KEPT:
+            kept.clear()
+        kept[value] = found
         return found
 
-    return text
+    return make
+
+
+def _latin1(raw: bytes) -> str:
+    return raw.split(b"\0", 1)[0].decode("latin-1")
+
+
+def _plain_layout(
+    fmt: TracepointFormat, mode: str, colors: bool
+) -> tuple[Callable[[bytes, int], tuple[Any, ...]], int, int, list[_Text], bytes] | None:
+    """How ``fmt``'s fields are read and written in ``mode``: ``(unpack_from, where the fields
+    start, bytes a sample needs, the fields written as texts, the fields' template)``; None:
+    fields of other layouts (the ordinary path)."""
+    fields = fmt.own_fields
+    perf_json = mode == "perf-json"
+    names = [f.name for f in fields]
+    if mode == "json" and len(set(names)) != len(names):
+        return None
+    # perf-decode prints 1- and 2-byte signed fields unsigned (tracefs_perf_json_head)
+    layout = fmt.fields_unpack(small_unsigned=perf_json)
+    if layout is None:
+        return None
+    texts: list[_Text] = []
+    pieces: list[bytes] = []
+    for i, (f, kind) in enumerate(zip(fields, layout.kinds, strict=True)):
+        piece = b"%s"
+        if kind == UNPACKED_TEXT:
+            if mode == "text":
+                texts.append((i, {}, _text_of(lambda raw: _utf8(pretty_value(_latin1(raw))))))
+            else:
+                texts.append((i, {}, _text_of(lambda raw: _utf8(_dumps(_latin1(raw))))))
+        elif kind == UNPACKED_BYTES:
+            if mode == "text":
+                texts.append((i, {}, _text_of(lambda raw: _utf8(pretty_value(raw)))))
+            else:
+                texts.append((i, {}, _text_of(lambda raw: b'"' + raw.hex(" ").encode() + b'"')))
+        else:
+            piece = b'"0x%X"' if perf_json and f.format == FMT_HEX else b"%d"
+        if mode == "text":
+            name = _utf8(_colored(colors, CYAN, printable(f.name)))
+            value = _utf8(MAGENTA) + piece + _utf8(RESET) if colors else piece
+            pieces.append(_esc(name) + b"=" + value)
+        else:
+            quote = json_string if perf_json else _dumps
+            pieces.append(_esc(_utf8(quote(f.name))) + b":" + piece)
+    template = (b" " if mode == "text" else b",").join(pieces)
+    return layout.unpack_from, layout.start, layout.need, texts, template
 
 
 def _colored(colors: bool, code: str, text: str) -> str:
     return code + text + RESET if colors else text
 
 
-def _plain_plan(fmt: TracepointFormat, mode: str, wanted: EventFilter, colors: bool) -> _PlainPlan:
-    """The plan of ``fmt`` in output ``mode`` (``perf-json``, ``json``, ``text``)."""
-    accepts = wanted.accepts_values(0, 0, fmt.system, fmt.name)
-    fields = fmt.own_fields
-    perf_json = mode == "perf-json"
-    read = fmt.values_reader
-    names = [f.name for f in fields]
-    if read is None or (mode == "json" and len(set(names)) != len(names)):
-        return _PlainPlan(accepts, False, lambda raw: None, "")
-    strings = [i for i, f in enumerate(fields) if f.format == FMT_STRING]
-    binary = [i for i, f in enumerate(fields) if f.format == FMT_NONE]
-    hexed = {i for i, f in enumerate(fields) if f.format == FMT_HEX}
-    convert: list[tuple[int, Callable[[Any], object]]] = []
-    if perf_json:  # perf-decode prints 1- and 2-byte signed fields unsigned (tracefs_perf_json_head)
-        convert += [
-            (i, _unsigned(8 * f.size)) for i, f in enumerate(fields) if f.format == FMT_SIGNED and f.size < 4
-        ]
-    head: object
-    if mode == "text":
-        convert += [(i, _kept(pretty_value)) for i in strings]
-        convert += [(i, pretty_value) for i in binary]
-        value_text = _colored(colors, MAGENTA, "%s")
-        pieces = [
-            _colored(colors, CYAN, printable(f.name)).replace("%", "%%") + "=" + value_text for f in fields
-        ]
-        template = " ".join(pieces)
-        head = pretty_head(0, fmt.name, fmt.system, 0, 0, False, colors)
-    else:
-        quote = json_string if perf_json else _dumps
-        convert += [(i, _kept(_dumps)) for i in strings]
-        convert += [(i, _hex_text) for i in binary]
-        pieces = []
-        for i, f in enumerate(fields):
-            value = '"0x%X"' if perf_json and i in hexed else "%s"
-            pieces.append(quote(f.name).replace("%", "%%") + ":" + value)
-        template = ",".join(pieces)
-        if perf_json:
-            head = '{"n":' + json_string(f"{fmt.system}:{fmt.name}")
-        else:
-            middle = {
-                "provider": fmt.system,
-                "name": fmt.name,
-                "level": 0,
-                "keyword": 0,
-                "tag": 0,
-                "opcode": 0,
-                "id": 0,
-                "version": 0,
-                "activity_id": None,
-                "related_id": None,
-                "attributes": {},
-            }
-            head = "," + _dumps(middle)[1:-1]
-    whole = ""
-    if perf_json:
-        assert isinstance(head, str)
-        body = head.replace("%", "%%") + ("," + template if fields else "")
-        whole = body + ',"meta":{"time":"%s","cpu":%d,"pid":%d,"tid":%d}}'
-    elif mode == "json":
-        assert isinstance(head, str)
-        whole = '{"timestamp":"%s","time_ns":%d,"cpu":%d,"pid":%d,"tid":%d,"tracepoint":%s'
-        whole += head.replace("%", "%%") + ',"fields":{' + template + "}}"
-    templates = pretty_line_templates(head, colors) if isinstance(head, tuple) else ("", "")
-    return _PlainPlan(accepts, True, _converted(read, convert), template, head, whole, templates)
+class _Sink:
+    """Where the lines go: batches of bytes lines to ``binary`` (the text stream's own buffer)
+    or, without one, decoded to ``out``; ``dirty`` when the ordinary path wrote to ``out`` since
+    (which is flushed first, so that lines stay in order)."""
 
+    def __init__(self, out: TextIO, binary: BinaryIO | None) -> None:
+        self.out = out
+        self.binary = binary
+        self.dirty = False
+        self.line_buffering = bool(getattr(out, "line_buffering", False))
 
-def _unsigned(bits: int) -> Callable[[int], int]:
-    mask = (1 << bits) - 1
-    return lambda value: value & mask
-
-
-def _hex_text(value: bytes) -> str:
-    return '"' + value.hex(" ") + '"'
+    def write(self, lines: list[bytes]) -> None:
+        lines.append(b"")
+        data = b"\n".join(lines)
+        lines.clear()
+        if self.binary is None:
+            self.out.write(data.decode("utf-8", "surrogateescape"))
+            return
+        if self.dirty:
+            self.out.flush()
+            self.dirty = False
+        self.binary.write(data)
+        if self.line_buffering:
+            self.binary.flush()
 
 
 def decode_file(
@@ -528,6 +625,7 @@ def decode_file(
     keyword: int | None = None,
     notes: list[str] | None = None,
     wanted: EventFilter | None = None,
+    binary_out: BinaryIO | None = None,
 ) -> tuple[int, list[str]]:
     """Write the file's events to ``out`` in format ``mode``; return ``(events written, problems)``.
 
@@ -536,7 +634,9 @@ def decode_file(
     Samples of events that are no tracepoints (hardware, software, breakpoints) are not
     problems: one line per event name is appended to ``notes`` (when given).  ``wanted`` is the
     event filter when the caller has built one (``decode`` does, from its arguments); else it is
-    built from ``providers``, ``events``, ``level`` and ``keyword``.
+    built from ``providers``, ``events``, ``level`` and ``keyword``.  ``binary_out``: the byte
+    stream under ``out`` (UTF-8, ``"\\n"`` line ends) when the caller has one: lines are then
+    written to it as bytes, in batches (``out`` is flushed first whenever it was written to).
     """
     if wanted is None:
         wanted = EventFilter(
@@ -551,14 +651,15 @@ def decode_file(
     unknown: dict[str, int] = {}  # samples without a tracepoint format, by name
     others: dict[str, int] = {}  # samples of events that are no tracepoints, by name
     written = 0
-    fast = _FastLines(mode, wanted, colors) if mode in ("perf-json", "json", "text") else None
-    batch: list[str] = []
+    lines = _Lines(mode, wanted, colors) if mode in ("perf-json", "json", "text") else None
+    renderers = lines.renderers if lines is not None else {}
+    sink = _Sink(out, binary_out)
+    batch: list[bytes] = []
+    add = batch.append
 
     def flush_batch() -> None:
         if batch:
-            batch.append("")
-            out.write("\n".join(batch))
-            batch.clear()
+            sink.write(batch)
 
     waiting = f.on_wait
 
@@ -573,21 +674,24 @@ def decode_file(
         if not sample.is_tracepoint:
             others[sample.name] = others.get(sample.name, 0) + 1
             continue
-        if fast is not None and sample.format is not None:
+        fmt = sample.format
+        if lines is not None and fmt is not None:
+            render = renderers.get(id(fmt)) or lines.renderer(fmt)
             try:
-                line = fast.line(sample) if sample.format.is_eventheader else fast.plain_line(sample)
+                line = render(sample)
             except OSError:
                 raise
             except Exception:  # a crafted sample: the ordinary path reports what is wrong with it
                 line = None
             if line is not None:
                 if line:
-                    batch.append(line)
+                    add(line)
                     written += 1
                     if len(batch) >= _BATCH:
-                        flush_batch()
+                        sink.write(batch)
                 continue
         flush_batch()  # the ordinary path writes to out itself
+        sink.dirty = True
         try:
             event = decode_sample(sample)
             if not wanted.accepts(event):
@@ -649,6 +753,23 @@ def _is_etl(path: str) -> bool:
     return is_etl(head)
 
 
+def _binary_stdout(mode: str) -> BinaryIO | None:
+    """stdout's byte stream when lines may be written to it as bytes: UTF-8 text, ``"\\n"``
+    line ends (the text stream does not translate them), and for ``--perf-json`` invalid UTF-8
+    written as it is (``surrogateescape``, as :func:`run` sets it)."""
+    buffer = getattr(sys.stdout, "buffer", None)
+    encoding = getattr(sys.stdout, "encoding", None)
+    if buffer is None or not isinstance(encoding, str) or os.linesep != "\n":
+        return None
+    try:
+        utf8 = codecs.lookup(encoding).name == "utf-8"
+    except LookupError:
+        return None
+    if not utf8 or (mode == "perf-json" and getattr(sys.stdout, "errors", None) != "surrogateescape"):
+        return None
+    return buffer  # type: ignore[no-any-return]
+
+
 def run(args: argparse.Namespace) -> int:
     """Decode ``args.file`` to stdout; report problems on stderr."""
     if args.file != "-" and _is_etl(args.file):  # .etl: told by the content, not the name
@@ -686,6 +807,7 @@ def run(args: argparse.Namespace) -> int:
             time_order=args.order == "time",
             notes=notes,
             wanted=wanted,
+            binary_out=_binary_stdout(mode),
         )
         sys.stdout.flush()
         lost, late = f.lost, f.late

@@ -23,7 +23,7 @@ from typing import Any, Final
 from .._levels import LEVEL_NAMES
 from .._text import errno_text, float_text, wallclock_text
 from ..decoded import DecodedEvent, DecodedField
-from ..eventheader._values import python_reader
+from ..eventheader._values import Kind, bytes_decide_kind, python_reader, value_kind
 from ..eventheader.decoder import FieldMetadata
 from ..eventheader.perf_decode import FieldStyle, perf_json_fields
 from ..eventheader.spec import (
@@ -340,13 +340,14 @@ def pretty_line(
     return " ".join(parts)
 
 
-def pretty_line_templates(head: tuple[str, str], colors: bool) -> tuple[str, str]:
+def pretty_line_templates(head: tuple[str, str], colors: bool, stamp: str = "%s") -> tuple[str, str]:
     """:func:`pretty_line` of an event with a wall-clock time, cpu, pid and tid and no activity,
     as two ``%`` templates: ``(time text, pid, cpu)`` when pid == tid, else ``(time text, pid,
-    tid, cpu)`` - the same text, decided once per kind of event."""
+    tid, cpu)`` - the same text, decided once per kind of event.  ``stamp`` is the template of
+    the time text (``"%s.%09dZ"``: the second's text and the nanoseconds)."""
     level_part = head[0].replace("%", "%%")
     where = head[1].replace("%", "%%")
-    stamp = _c(colors, DIM, "%s")
+    stamp = _c(colors, DIM, stamp)
     same = " ".join([stamp, level_part, _c(colors, DIM, where + " pid=%d cpu=%d]")])
     other = " ".join([stamp, level_part, _c(colors, DIM, where + " pid=%d/%d cpu=%d]")])
     return same, other
@@ -358,6 +359,10 @@ def pretty_fields(names: list[str], values: list[Any], colors: bool) -> str:
         _c(colors, CYAN, printable(n)) + "=" + _c(colors, MAGENTA, _value_text(v))
         for n, v in zip(names, values, strict=True)
     )
+
+
+#: The kinds whose Python value is a str.
+_TEXT_KINDS: Final = frozenset({Kind.CHAR, Kind.LATIN1, Kind.UTF8, Kind.UTF16, Kind.UCS4})
 
 
 class TextFieldStyle(FieldStyle):
@@ -376,6 +381,15 @@ class TextFieldStyle(FieldStyle):
     def fixed(self, encoding: int, fmt: int, order: str) -> Callable[[bytes], bytes]:
         """The text of a fixed-size value's bytes."""
         read = python_reader(encoding, fmt, order)
+        if not bytes_decide_kind(encoding, fmt) and value_kind(encoding, fmt, b"", order)[0] in _TEXT_KINDS:
+
+            def text(raw: bytes) -> bytes:  # _value_text of a str, in one call
+                value: str = read(raw)
+                if value and value.isprintable() and _QUOTED.search(value) is None:
+                    return value.encode("utf-8", "surrogateescape")
+                return repr(value).encode("utf-8", "surrogateescape")
+
+            return text
         return lambda raw: _value_text(read(raw), encoding, fmt).encode("utf-8", "surrogateescape")
 
     varying = fixed

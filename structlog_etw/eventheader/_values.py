@@ -54,6 +54,7 @@ from .spec import (
 )
 
 __all__ = [
+    "BOMS",
     "BYTE_ORDER",
     "Kind",
     "bool_value",
@@ -139,7 +140,7 @@ _TEXT_FORMATS: Final = frozenset({FMT_STRING8, FMT_STRING_UTF, *_BOM_FORMATS})
 #: Character size in bytes -> the kind of text in that unit.
 _TEXT_OF_UNIT: Final = {1: Kind.UTF8, 2: Kind.UTF16, 4: Kind.UCS4}
 #: Byte-order marks, longest first: (mark, kind of the text after it, its byte order).
-_BOMS: Final = (
+BOMS: Final = (
     (b"\xff\xfe\0\0", Kind.UCS4, "<"),
     (b"\0\0\xfe\xff", Kind.UCS4, ">"),
     (b"\xff\xfe", Kind.UTF16, "<"),
@@ -188,7 +189,7 @@ def value_kind(encoding: int, fmt: int, raw: bytes, order: str) -> tuple[Kind, b
     if unit is None:  # pragma: no cover - the parser rejects unknown encodings
         raise DecodeError(f"unsupported encoding {encoding}")
     if fmt in _BOM_FORMATS:
-        for mark, kind, bom_order in _BOMS:
+        for mark, kind, bom_order in BOMS:
             if raw.startswith(mark):
                 return kind, raw[len(mark) :], bom_order
     if unit == 1 and fmt == FMT_STRING8:
@@ -264,10 +265,24 @@ _PYTHON: Final[dict[Kind, Callable[[bytes, str], Any]]] = {
 }
 
 
+#: The first bytes of the byte-order marks.
+_BOM_STARTS: Final = frozenset(mark[:1] for mark, _kind, _order in BOMS)
+
+
 def python_reader(encoding: int, fmt: int, order: str) -> Callable[[bytes], Any]:
     """``raw -> python_value(encoding, fmt, raw, order)``, its kind decided once when the types
-    alone decide it (:func:`bytes_decide_kind`)."""
+    alone decide it (:func:`bytes_decide_kind`), or when the value cannot start with a
+    byte-order mark."""
     if bytes_decide_kind(encoding, fmt):
+        if fmt in _BOM_FORMATS:  # the kind without a mark, unless the value starts as one may
+            plain = _PYTHON[value_kind(encoding, fmt, b"", order)[0]]
+
+            def marked(raw: bytes) -> Any:
+                if raw[:1] in _BOM_STARTS:
+                    return python_value(encoding, fmt, raw, order)
+                return plain(raw, order)
+
+            return marked
         return lambda raw: python_value(encoding, fmt, raw, order)
     return functools.partial(_PYTHON[value_kind(encoding, fmt, b"", order)[0]], order=order)  # type: ignore[call-arg]
 

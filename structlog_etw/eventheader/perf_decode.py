@@ -33,11 +33,12 @@ import struct
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final, Generic, TypeVar
 
 from .._text import errno_text, float_text, time_text, wallclock_text
 from ..decoded import DecodedEvent, DecodedField, DecodeError
 from ._values import (
+    BOMS,
     Kind,
     bool_value,
     bytes_decide_kind,
@@ -51,7 +52,11 @@ from .decoder import FieldMetadata, parse_metadata, read_extensions, split_event
 from .spec import (
     ENC_STRUCT,
     ENCODING_CARRAY,
+    EXT_METADATA,
     FIXED_SIZE,
+    FMT_STRING_JSON,
+    FMT_STRING_UTF_BOM,
+    FMT_STRING_XML,
     LENGTH16_UNIT,
     ZSTRING_UNIT,
     parse_tracepoint_name,
@@ -60,6 +65,7 @@ from .spec import (
 __all__ = [
     "EventPlan",
     "FieldStyle",
+    "PlanCache",
     "Plans",
     "activity_text",
     "errno_text",
@@ -367,16 +373,29 @@ def perf_json(
 # decode_event parses the metadata of every event and builds a DecodedEvent; a capture repeats the
 # same few metadata blocks thousands of times.  Plans parses each distinct (tracepoint, header,
 # metadata) once into an EventPlan: provider, name, attributes, the header's numbers, perf-decode's
-# text of the constant parts, and one reader per field that turns payload bytes into the JSON value
-# text with the same functions as perf_json (so the same text).  A plan reads only well-formed
-# events: anything else gives None and the caller decodes the event the ordinary way, which
-# reports the error.  The cache is bounded by the bytes of its keys.
+# text of the constant parts, and the fields as one %-template with a list of readers.  Each reader
+# takes the payload bytes and a position, appends the values its part of the template takes to a
+# list and returns where its part ended: a run of fixed-size fields is one unpack (integers go into
+# the template as numbers, other fixed-size values through their writer, the same functions as
+# perf_json's), a struct's members are its own readers (flattened into the event's template), a
+# string or an array is one text.  So an event is a few unpacks and one % of its template.  A plan
+# reads only well-formed events: anything else raises (or gives None in Plans.fields) and the
+# caller decodes the event the ordinary way, which reports the error.  The cache is bounded by the
+# bytes of its keys.
+
+_T = TypeVar("_T")
 
 #: Bytes of cache keys (tracepoint names and metadata) the plans may hold.
 _CACHE_BYTES: Final = 16 << 20
 
-#: A field reader: (event bytes, position) -> (perf-decode's JSON text of the value, next position).
+#: A value reader: (event bytes, position) -> (perf-decode's JSON text of the value, next position).
 Reader = Callable[[bytes, int], tuple[bytes, int]]
+#: A field reader: (event bytes, position, the template's values so far) -> next position; it
+#: appends the values its part of the template takes (numbers for ``%d``/``%X``, texts for ``%s``).
+FieldReader = Callable[[bytes, int, list[object]], int]
+
+#: Texts of fixed-size values each writer keeps (values repeat: errno, times, addresses, floats).
+_VALUES_KEPT: Final = 512
 
 
 class _Bad(Exception):
@@ -386,6 +405,64 @@ class _Bad(Exception):
 def _bind(text: Callable[[bytes, str], bytes], order: str) -> Callable[[bytes], bytes]:
     """``raw -> text(raw, order)`` without a Python frame of its own (every writer's ``order``)."""
     return functools.partial(text, order=order)  # type: ignore[call-arg]
+
+
+def _utf8_value(raw: bytes) -> bytes:
+    """:data:`_JSON`'s text of UTF-8 text (one call: the common case of a plan's strings)."""
+    if raw.isascii() and _NEEDS_ESCAPE.search(raw) is None:
+        return b'"' + raw + b'"'
+    return _q(_json_utf8(raw))
+
+
+def _wide_value(unit: int, order: str) -> Callable[[bytes], bytes]:
+    """:data:`_JSON`'s text of UTF-16 (``unit`` 2) or UTF-32 (4) text in byte order ``order``:
+    text that decodes to ASCII needing no escapes in one call, the rest as :data:`_JSON`."""
+    codec = ("utf-16" if unit == 2 else "utf-32") + ("-le" if order == "<" else "-be")
+    errors = "surrogatepass" if unit == 2 else "strict"
+    mask = ~(unit - 1)
+    kind = Kind.UTF16 if unit == 2 else Kind.UCS4
+    slow = _bind(_JSON[kind], order)
+
+    def wide(raw: bytes) -> bytes:
+        try:
+            text = raw[: len(raw) & mask].decode(codec, errors)
+        except UnicodeDecodeError:
+            return slow(raw)
+        if text.isascii():
+            ascii_text = text.encode()
+            if _NEEDS_ESCAPE.search(ascii_text) is None:
+                return b'"' + ascii_text + b'"'
+        return slow(raw)
+
+    return wide
+
+
+#: Writers of kinds whose text does not depend on the byte order: one call, no partial.
+_ORDERLESS: Final[dict[Kind, Callable[[bytes], bytes]]] = {Kind.UTF8: _utf8_value, Kind.BYTES: _hex_bytes}
+#: Writers of UTF-16 and UTF-32 text in each byte order.
+_WIDE: Final[dict[tuple[Kind, str], Callable[[bytes], bytes]]] = {
+    (kind, order): _wide_value(unit, order)
+    for kind, unit in ((Kind.UTF16, 2), (Kind.UCS4, 4))
+    for order in "<>"
+}
+
+
+def _writer(kind: Kind, order: str) -> Callable[[bytes], bytes]:
+    """``raw -> _JSON[kind](raw, order)``."""
+    return _ORDERLESS.get(kind) or _WIDE.get((kind, order)) or _bind(_JSON[kind], order)
+
+
+#: The formats whose text a byte-order mark decides.
+_BOM_FORMATS: Final = frozenset({FMT_STRING_UTF_BOM, FMT_STRING_XML, FMT_STRING_JSON})
+#: The first bytes of the byte-order marks (:data:`~structlog_etw.eventheader._values.BOMS`).
+_BOM_STARTS: Final = frozenset(mark[:1] for mark, _kind, _order in BOMS)
+#: Value lengths whose writer a counted value's writer keeps.
+_LENGTHS_KEPT: Final = 64
+
+
+def _esc(text: bytes) -> bytes:
+    """``text`` as a constant part of a ``%`` template."""
+    return text.replace(b"%", b"%%")
 
 
 class FieldStyle:
@@ -405,16 +482,52 @@ class FieldStyle:
 
     def __init__(self, *, field_tags: bool = True) -> None:
         self.field_tags = field_tags
+        self._fixed: dict[tuple[int, int, str], Callable[[bytes], bytes]] = {}
 
     def fixed(self, encoding: int, fmt: int, order: str) -> Callable[[bytes], bytes]:
         """The writer of a fixed-size value's bytes (its kind follows from the types alone)."""
-        return _bind(_JSON[value_kind(encoding, fmt, b"", order)[0]], order)
+        return _writer(value_kind(encoding, fmt, b"", order)[0], order)
+
+    def kept_fixed(self, encoding: int, fmt: int, order: str) -> Callable[[bytes], bytes]:
+        """:meth:`fixed`, keeping the texts of the last values it wrote (a bounded memo per
+        encoding, format and byte order, shared by every plan of this style)."""
+        key = (encoding, fmt, order)
+        found = self._fixed.get(key)
+        if found is None:
+            found = self._fixed[key] = _kept(self.fixed(encoding, fmt, order))
+        return found
 
     def varying(self, encoding: int, fmt: int, order: str) -> Callable[[bytes], bytes]:
         """The writer of a string or binary value's bytes (its kind may depend on them)."""
-        if bytes_decide_kind(encoding, fmt):
-            return lambda raw: _json_value(encoding, fmt, raw, order)
-        return _bind(_JSON[value_kind(encoding, fmt, b"", order)[0]], order)
+        if not bytes_decide_kind(encoding, fmt):
+            return _writer(value_kind(encoding, fmt, b"", order)[0], order)
+        if fmt in _BOM_FORMATS:  # the text after a mark in the mark's kind, else the encoding's
+            plain = _writer(value_kind(encoding, fmt, b"", order)[0], order)
+            marks = [(mark, len(mark), _writer(kind, bom_order)) for mark, kind, bom_order in BOMS]
+
+            def marked(raw: bytes) -> bytes:
+                if raw[:1] in _BOM_STARTS:
+                    for mark, size, write in marks:
+                        if raw.startswith(mark):
+                            return write(raw[size:])
+                return plain(raw)
+
+            return marked
+        # A counted value read as a number by its length: the kind depends on the length alone.
+        by_length: dict[int, Callable[[bytes], bytes]] = {}
+
+        def counted(raw: bytes) -> bytes:
+            write = by_length.get(len(raw))
+            if write is None:
+                write = _writer(value_kind(encoding, fmt, raw, order)[0], order)
+                if len(raw) <= 16:  # a number's bytes: their texts repeat
+                    write = _kept(write)
+                if len(by_length) >= _LENGTHS_KEPT:
+                    by_length.clear()
+                by_length[len(raw)] = write
+            return write(raw)
+
+        return counted
 
     def number(self, encoding: int, fmt: int, order: str) -> tuple[str, bytes] | None:
         """A fixed-size integer's :mod:`struct` code and ``%``-template of its text, when its text
@@ -440,12 +553,29 @@ class FieldStyle:
         return _q(name) + b":", b""
 
 
+def _kept(write: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
+    """``write`` with the texts of the last :data:`_VALUES_KEPT` distinct values kept."""
+    kept: dict[bytes, bytes] = {}
+    get = kept.get
+
+    def text(raw: bytes) -> bytes:
+        found = get(raw)
+        if found is None:
+            found = write(raw)
+            if len(kept) >= _VALUES_KEPT:
+                kept.clear()
+            kept[raw] = found
+        return found
+
+    return text
+
+
 def _scalar(meta: FieldMetadata, order: str, style: FieldStyle) -> Reader:
     """The reader of one value (not an array) of ``meta``'s encoding."""
     enc, fmt = meta.encoding, meta.format
     size = FIXED_SIZE.get(enc)
     if size is not None:
-        text = style.fixed(enc, fmt, order)
+        text = style.kept_fixed(enc, fmt, order)
 
         def fixed(buf: bytes, pos: int) -> tuple[bytes, int]:
             end = pos + size
@@ -491,74 +621,156 @@ def _scalar(meta: FieldMetadata, order: str, style: FieldStyle) -> Reader:
     return counted
 
 
+def _appending(meta: FieldMetadata, order: str, style: FieldStyle) -> FieldReader:
+    """The field reader of one string or binary value (its text: one ``%s``)."""
+    enc, fmt = meta.encoding, meta.format
+    write = style.varying(enc, fmt, order)
+    unit = ZSTRING_UNIT.get(enc)
+    if unit == 1:
+
+        def zstring8(buf: bytes, pos: int, out: list[object]) -> int:
+            end = buf.find(b"\0", pos)
+            if end < 0:
+                raise _Bad
+            out.append(write(buf[pos:end]))
+            return end + 1
+
+        return zstring8
+    if unit is None:
+        length_unit = LENGTH16_UNIT[enc]
+        u16 = struct.Struct(order + "H").unpack_from
+
+        def counted(buf: bytes, pos: int, out: list[object]) -> int:
+            start = pos + 2
+            end: int = start + u16(buf, pos)[0] * length_unit  # struct.error past the end
+            if end > len(buf):
+                raise _Bad
+            out.append(write(buf[start:end]))
+            return end
+
+        return counted
+    zero = b"\0" * unit
+
+    def zstring(buf: bytes, pos: int, out: list[object]) -> int:
+        end = buf.find(zero, pos)  # the first aligned run of `unit` zero bytes
+        while end >= 0 and (end - pos) % unit:
+            end = buf.find(zero, end + 1)
+        if end < 0:
+            raise _Bad
+        out.append(write(buf[pos:end]))
+        return end + unit
+
+    return zstring
+
+
 #: struct codes of the unsigned integers of each size (the signed ones: lower case).
 _NUMBER_CODES: Final = {1: "B", 2: "H", 4: "I", 8: "Q"}
 #: Array lengths whose unpack and template an array reader keeps.
 _ARRAYS_KEPT: Final = 64
 
 
-def _numbers(codes: list[str], template: bytes, order: str) -> Reader:
-    """The reader of a run of fixed-size integers: one unpack, one ``%`` of the run's template."""
+def _run(codes: list[str], writers: list[tuple[int, Callable[[bytes], bytes]]], order: str) -> FieldReader:
+    """The reader of a run of fixed-size fields: one unpack; the values that are not numbers of
+    the template (``writers``: their index in the run and writer) replaced by their text."""
     unpack = struct.Struct(order + "".join(codes))
     size = unpack.size
     read = unpack.unpack_from
+    if not writers:
 
-    def numbers(buf: bytes, pos: int) -> tuple[bytes, int]:
-        end = pos + size
-        if end > len(buf):
-            raise _Bad
-        return template % read(buf, pos), end
+        def numbers(buf: bytes, pos: int, out: list[object]) -> int:
+            out += read(buf, pos)  # struct.error when the payload is too short
+            return pos + size
 
-    return numbers
+        return numbers
+    if len(writers) == 1:
+        at, write = writers[0]
+
+        def one(buf: bytes, pos: int, out: list[object]) -> int:
+            values = read(buf, pos)
+            out += values
+            out[at - len(values)] = write(values[at])
+            return pos + size
+
+        return one
+
+    def run(buf: bytes, pos: int, out: list[object]) -> int:
+        values = read(buf, pos)
+        base = len(out)
+        out += values
+        for i, write in writers:
+            out[base + i] = write(values[i])
+        return pos + size
+
+    return run
 
 
-def _fields(metas: list[FieldMetadata], order: str, style: FieldStyle, top: bool) -> Reader:
-    """The reader of a list of fields: ``"name":value,...`` (no braces).  Consecutive integer
-    fields (:meth:`FieldStyle.number`) are read with one unpack and written with one template."""
+def _fields(
+    metas: list[FieldMetadata], order: str, style: FieldStyle, top: bool
+) -> tuple[bytes, list[FieldReader]]:
+    """The template and readers of a list of fields (``"name":value,...``, no braces).
+    Consecutive fixed-size fields are read with one unpack; a struct's members are read by
+    their own readers into the same template."""
     sep = style.top_sep if top else style.struct_sep
-    segments: list[tuple[bytes, bytes, Reader]] = []
-    codes: list[str] = []
     pieces: list[bytes] = []
+    readers: list[FieldReader] = []
+    codes: list[str] = []
+    writers: list[tuple[int, Callable[[bytes], bytes]]] = []
+
+    def end_run() -> None:
+        if codes:
+            readers.append(_run(codes[:], writers[:], order))
+            codes.clear()
+            writers.clear()
+
     for m in metas:
         before, after = style.member(m, top)
-        number = None if m.encoding == ENC_STRUCT or m.array else style.number(m.encoding, m.format, order)
-        if number is not None:
-            codes.append(number[0])
-            pieces.append(before.replace(b"%", b"%%") + number[1] + after.replace(b"%", b"%%"))
+        before, after = _esc(before), _esc(after)
+        enc = m.encoding
+        if enc == ENC_STRUCT and not m.array:
+            template, members = _fields(m.children, order, style, False)
+            end_run()
+            readers += members
+            pieces.append(before + _esc(style.struct_open) + template + _esc(style.struct_close) + after)
             continue
-        if codes:
-            segments.append((b"", b"", _numbers(codes, sep.replace(b"%", b"%%").join(pieces), order)))
-            codes, pieces = [], []
-        segments.append((before, after, _field(m, order, style)))
-    if codes:
-        segments.append((b"", b"", _numbers(codes, sep.replace(b"%", b"%%").join(pieces), order)))
-    if len(segments) == 1 and not segments[0][0] and not segments[0][1]:
-        return segments[0][2]
+        size = FIXED_SIZE.get(enc)
+        if size is not None and not m.array:
+            number = style.number(enc, m.format, order)
+            if number is not None:
+                codes.append(number[0])
+                pieces.append(before + number[1] + after)
+            else:
+                writers.append((len(codes), style.kept_fixed(enc, m.format, order)))
+                codes.append(f"{size}s")
+                pieces.append(before + b"%s" + after)
+            continue
+        end_run()
+        readers.append(_field(m, order, style))
+        pieces.append(before + b"%s" + after)
+    end_run()
+    return _esc(sep).join(pieces), readers
 
-    def read(buf: bytes, pos: int) -> tuple[bytes, int]:
-        parts = []
-        for before, after, reader in segments:
-            text, pos = reader(buf, pos)
-            parts.append(before + text + after)
-        return sep.join(parts), pos
 
-    return read
+def _texts(template: bytes, readers: list[FieldReader]) -> Reader:
+    """``(buf, pos) -> (template filled by the readers, next position)``."""
+
+    def texts(buf: bytes, pos: int) -> tuple[bytes, int]:
+        out: list[object] = []
+        for read in readers:
+            pos = read(buf, pos, out)
+        return template % tuple(out), pos
+
+    return texts
 
 
-def _field(meta: FieldMetadata, order: str, style: FieldStyle) -> Reader:
+def _field(meta: FieldMetadata, order: str, style: FieldStyle) -> FieldReader:
+    """The field reader of a string, binary value or array: one text."""
+    if not meta.array:
+        return _appending(meta, order, style)
     if meta.encoding == ENC_STRUCT:
-        members = _fields(meta.children, order, style, False)
-        sopen, sclose = style.struct_open, style.struct_close
-
-        def struct_value(buf: bytes, pos: int) -> tuple[bytes, int]:
-            text, pos = members(buf, pos)
-            return sopen + text + sclose, pos
-
-        element: Reader = struct_value
+        template, members = _fields(meta.children, order, style, False)
+        element = _texts(_esc(style.struct_open) + template + _esc(style.struct_close), members)
     else:
         element = _scalar(meta, order, style)
-    if not meta.array:
-        return element
     count = meta.count if meta.array == ENCODING_CARRAY else None
     element_min = meta.element_min
     u16 = struct.Struct(order + "H").unpack_from
@@ -577,10 +789,10 @@ def _field(meta: FieldMetadata, order: str, style: FieldStyle) -> Reader:
         code, piece = number
         size = FIXED_SIZE[meta.encoding]
         kept: dict[int, tuple[Callable[[bytes, int], tuple[int, ...]], bytes]] = {}
-        sep = asep.replace(b"%", b"%%")
-        aopen_t, aclose_t = aopen.replace(b"%", b"%%"), aclose.replace(b"%", b"%%")
+        sep = _esc(asep)
+        aopen_t, aclose_t = _esc(aopen), _esc(aclose)
 
-        def numbers(buf: bytes, pos: int) -> tuple[bytes, int]:
+        def numbers(buf: bytes, pos: int, out: list[object]) -> int:
             n, pos = length(buf, pos)
             end = pos + n * size
             if end > len(buf):
@@ -593,11 +805,26 @@ def _field(meta: FieldMetadata, order: str, style: FieldStyle) -> Reader:
                     struct.Struct(f"{order}{n}{code}").unpack_from,
                     aopen_t + sep.join([piece] * n) + aclose_t,
                 )
-            return found[1] % found[0](buf, pos), end
+            out.append(found[1] % found[0](buf, pos))
+            return end
 
         return numbers
+    fixed_size = FIXED_SIZE.get(meta.encoding) if meta.encoding != ENC_STRUCT else None
+    if fixed_size is not None:  # n fixed-size values: each one's bytes through its writer
+        write = style.kept_fixed(meta.encoding, meta.format, order)
 
-    def array(buf: bytes, pos: int) -> tuple[bytes, int]:
+        def values(buf: bytes, pos: int, out: list[object]) -> int:
+            n, pos = length(buf, pos)
+            end = pos + n * fixed_size
+            if end > len(buf):
+                raise _Bad
+            texts = [write(buf[p : p + fixed_size]) for p in range(pos, end, fixed_size)]
+            out.append(aopen + asep.join(texts) + aclose)
+            return end
+
+        return values
+
+    def array(buf: bytes, pos: int, out: list[object]) -> int:
         n, pos = length(buf, pos)
         if len(buf) - pos < n * element_min:
             raise _Bad
@@ -605,7 +832,8 @@ def _field(meta: FieldMetadata, order: str, style: FieldStyle) -> Reader:
         for _ in range(n):
             text, pos = element(buf, pos)
             parts.append(text)
-        return aopen + asep.join(parts) + aclose, pos
+        out.append(aopen + asep.join(parts) + aclose)
+        return pos
 
     return array
 
@@ -617,8 +845,12 @@ class EventPlan:
     ``provider``, ``name``, ``level``, ``keyword``, ``attributes`` as
     :class:`~structlog_etw.decoded.DecodedEvent` has them; ``n`` perf-decode's ``"n"`` value text
     (``"Provider:Event"``, quoted); ``header_meta`` its ``meta`` members of the header's numbers
-    (``"id":..,"level":..``, without activities); ``read_fields(data, pos)`` the fields' text
-    (``"name":value,...``) and where the payload ended.
+    (``"id":..,"level":..``, without activities).  The fields' text (``"name":value,...``) is
+    ``template % tuple(values)`` where each of ``readers`` in turn takes ``(data, pos, values)``,
+    appends its values and returns the next position (``read_fields(data, pos)`` does that: the
+    text and where the payload ended).  ``run``: when the fields are one run of fixed-size
+    values, that run's unpack and the writers of its values that are not numbers (index in the
+    run, writer), so that a caller can fill a larger template with them; else None.
     """
 
     provider: str
@@ -634,6 +866,8 @@ class EventPlan:
     header_meta: bytes
     read_fields: Callable[[bytes, int], tuple[bytes, int]]
     has_fields: bool
+    template: bytes = b""
+    readers: tuple[FieldReader, ...] = ()
 
 
 class Plans:
@@ -648,8 +882,20 @@ class Plans:
         self.style = style if style is not None else FieldStyle(field_tags=field_tags)
         self._plans: dict[tuple[str, bytes, bytes], EventPlan | None] = {}
         self._bytes = 0
+        #: Every cache that counts its keys' bytes in ``_bytes``: this one's and its PlanCaches'.
+        self._caches: list[dict[Any, Any]] = [self._plans]
 
-    def _compile(self, tracepoint_name: str, head: bytes, metadata: bytes, order: str) -> EventPlan | None:
+    def _spend(self, cost: int) -> None:
+        """Count ``cost`` bytes of a new key; past :data:`_CACHE_BYTES` every cache is emptied."""
+        if self._bytes + cost > _CACHE_BYTES:
+            for kept in self._caches:
+                kept.clear()
+            self._bytes = 0
+        self._bytes += cost
+
+    def compile(self, tracepoint_name: str, head: bytes, metadata: bytes, order: str) -> EventPlan | None:
+        """The plan of events of this tracepoint, header (the first 8 bytes) and metadata in
+        byte order ``order`` (None: such events are not well-formed; the ordinary decoder says why)."""
         try:
             provider, level, keyword, _options = parse_tracepoint_name(tracepoint_name)
             raw_name, metas = parse_metadata(metadata, order)
@@ -674,6 +920,7 @@ class Plans:
             (b"tag", tag, b'"0x%X"'),
         )
         header_meta = b",".join(_q(key) + b":" + text % value for key, value, text in numbers if value)
+        template, readers = _fields(metas, order, self.style, True)
         return EventPlan(
             provider,
             name,
@@ -686,8 +933,10 @@ class Plans:
             attrs,
             n,
             header_meta,
-            _fields(metas, order, self.style, True),
+            _texts(template, readers),
             bool(metas),
+            template,
+            tuple(readers),
         )
 
     def plan(
@@ -702,13 +951,9 @@ class Plans:
         key = (tracepoint_name, data[:8], metadata)
         plan = self._plans.get(key, self)
         if plan is self:
-            plan = self._compile(tracepoint_name, data[:8], metadata, order)
-            cost = len(tracepoint_name) + len(metadata) + 200
-            if self._bytes + cost > _CACHE_BYTES:
-                self._plans.clear()
-                self._bytes = 0
+            plan = self.compile(tracepoint_name, data[:8], metadata, order)
+            self._spend(len(tracepoint_name) + len(metadata) + 200)
             self._plans[key] = plan
-            self._bytes += cost
         if plan is None:
             return None
         assert isinstance(plan, EventPlan)
@@ -722,6 +967,56 @@ class Plans:
             return plan.read_fields(data, pos)[0]
         except (_Bad, struct.error, ValueError, OverflowError, IndexError):
             return None
+
+
+#: The extension header (size, kind) of a little-endian event; the kind of a metadata extension.
+_EXT_LE: Final = struct.Struct("<HH").unpack_from
+_METADATA_KIND: Final = int(EXT_METADATA)
+
+
+class PlanCache(Generic[_T]):
+    """What a caller keeps per plan (``decide(plan)``; None: such events take the ordinary path)
+    for the events of one EventHeader tracepoint, found by the bytes of an event's header and
+    metadata - the plan's key - and compiled once per distinct key (bounded with its
+    :class:`Plans`' other caches by the bytes of their keys)."""
+
+    def __init__(self, plans: Plans, tracepoint_name: str, decide: Callable[[EventPlan], _T | None]) -> None:
+        self._plans = plans
+        self._name = tracepoint_name
+        self._decide = decide
+        self._kept: dict[object, _T | None] = {}
+        plans._caches.append(self._kept)
+
+    def _add(self, key: object, head: bytes, metadata: bytes, order: str) -> _T | None:
+        plan = self._plans.compile(self._name, head, metadata, order)
+        kept = None if plan is None else self._decide(plan)
+        self._plans._spend(len(metadata) + 200)
+        self._kept[key] = kept
+        return kept
+
+    def find(self, data: bytes) -> tuple[_T, int, bytes | None, bytes | None] | None:
+        """``(what is kept for the plan, payload position, activity id, related id)`` of the
+        event ``data``, or None when it is not well-formed or its plan decided None."""
+        if len(data) >= 12 and data[0] | 1 == 7:  # little-endian, extensions (pointer size either)
+            size, kind = _EXT_LE(data, 8)
+            if kind == _METADATA_KIND:  # the metadata extension alone (no activity ids): the key is
+                pos = 12 + size  # the event's bytes up to the payload
+                if pos > len(data):
+                    return None
+                key: object = data[:pos]
+                kept = self._kept.get(key, self)
+                if kept is self:
+                    kept = self._add(key, data[:8], data[12:pos], "<")
+                return None if kept is None else (kept, pos, None, None)  # type: ignore[return-value]
+        try:
+            order, metadata, pos, activity, related = read_extensions(data)
+        except DecodeError:
+            return None
+        key = (data[:8], metadata)
+        kept = self._kept.get(key, self)
+        if kept is self:
+            kept = self._add(key, data[:8], metadata, order)
+        return None if kept is None else (kept, pos, activity, related)  # type: ignore[return-value]
 
 
 def activity_text(raw: bytes) -> bytes:

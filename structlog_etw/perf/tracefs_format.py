@@ -24,11 +24,11 @@ import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 from ..decoded import DecodedField
 
-__all__ = ["FormatField", "TracepointFormat", "eventheader_offset", "parse_format"]
+__all__ = ["FieldsUnpack", "FormatField", "TracepointFormat", "eventheader_offset", "parse_format"]
 
 # Field value formats (how perf-decode prints a plain field).
 FMT_NONE: Final = 0
@@ -363,35 +363,68 @@ class TracepointFormat:
         layouts (arrays of numbers, ``__data_loc``, sizes a struct code cannot say)."""
         return _values_reader(self.own_fields)
 
+    def fields_unpack(self, small_unsigned: bool = False) -> FieldsUnpack | None:
+        """How the own fields are read in one unpack (:class:`FieldsUnpack`), or None for formats
+        with fields of other layouts (as :attr:`values_reader`).  ``small_unsigned``: 1- and 2-byte
+        signed fields read unsigned (as perf-decode prints them)."""
+        return _fields_unpack(self.own_fields, small_unsigned)
+
 
 #: struct codes of an integer field of each size (signed: lower case).
 _INT_CODES: Final = {1: "B", 2: "H", 4: "I", 8: "Q"}
 
+#: What :class:`FieldsUnpack` gives for each field: its text's bytes (a ``char[]`` field, up to its
+#: end: the text ends at the first NUL), its bytes (structs, byte arrays), an int.
+UNPACKED_TEXT: Final = 0
+UNPACKED_BYTES: Final = 1
+UNPACKED_INT: Final = 2
 
-def _values_reader(fields: tuple[FormatField, ...]) -> Callable[[bytes], tuple[Any, ...] | None] | None:
-    if not fields:
-        return lambda raw: ()
-    start = fields[0].offset
+
+class FieldsUnpack(NamedTuple):
+    """One unpack of a format's own fields: ``unpack_from(raw, start)`` gives one value per field
+    (``kinds``: ``UNPACKED_TEXT``, ``UNPACKED_BYTES`` or ``UNPACKED_INT``) of a sample's raw data
+    of at least ``need`` bytes."""
+
+    unpack_from: Callable[[bytes, int], tuple[Any, ...]]
+    start: int
+    need: int
+    kinds: tuple[int, ...]
+
+
+def _fields_unpack(fields: tuple[FormatField, ...], small_unsigned: bool) -> FieldsUnpack | None:
+    start = fields[0].offset if fields else 0
     codes = "<"
     at = start
-    strings: list[int] = []
-    for i, f in enumerate(fields):
+    kinds: list[int] = []
+    for f in fields:
         if f.offset < at or f.size == 0 or f.array in (ARRAY_DYNAMIC, ARRAY_REL):
             return None
         codes += "x" * (f.offset - at)
         if f.format == FMT_STRING:
             codes += f"{f.size}s"
-            strings.append(i)
+            kinds.append(UNPACKED_TEXT)
         elif f.format == FMT_NONE and (f.array == ARRAY_NONE or f.element_size == 1):
             codes += f"{f.size}s"
+            kinds.append(UNPACKED_BYTES)
         elif f.array == ARRAY_NONE and f.element_size == f.size and f.size in _INT_CODES:
             code = _INT_CODES[f.size]
-            codes += code.lower() if f.format == FMT_SIGNED else code
+            signed = f.format == FMT_SIGNED and not (small_unsigned and f.size < 4)
+            codes += code.lower() if signed else code
+            kinds.append(UNPACKED_INT)
         else:
             return None
         at = f.offset + f.size
-    unpack = struct.Struct(codes).unpack_from
-    need = at
+    return FieldsUnpack(struct.Struct(codes).unpack_from, start, at, tuple(kinds))
+
+
+def _values_reader(fields: tuple[FormatField, ...]) -> Callable[[bytes], tuple[Any, ...] | None] | None:
+    if not fields:
+        return lambda raw: ()
+    layout = _fields_unpack(fields, False)
+    if layout is None:
+        return None
+    unpack, start, need, kinds = layout
+    strings = [i for i, kind in enumerate(kinds) if kind == UNPACKED_TEXT]
     if not strings:
         return lambda raw: unpack(raw, start) if len(raw) >= need else None
 

@@ -5,6 +5,7 @@ writes: the line of :func:`decode_sample` rendered by ``sample_perf_json``, ``ev
 from __future__ import annotations
 
 import io
+import struct
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,6 +14,10 @@ from hypothesis import strategies as st
 from structlog_etw.cli import decode as decode_module
 from structlog_etw.cli.decode import decode_file
 from structlog_etw.cli.render import EventMeta, event_json, event_pretty
+from structlog_etw.eventheader import perf_decode
+from structlog_etw.eventheader.encoder import EventHeaderEncoder
+from structlog_etw.eventheader.spec import ENC_VALUE64, FMT_FLOAT
+from structlog_etw.fields import to_fields
 from structlog_etw.perf.datafile import PerfDataFile, Sample
 from structlog_etw.perf.samples import SampleDecodeError, decode_sample, sample_perf_json
 from tests.helpers.perfdata import ROUND, Event, Tracepoint, eventheader_format, perf_data, plain_format
@@ -47,12 +52,21 @@ def _meta(s: Sample) -> EventMeta:
 
 
 def _decoded(data: bytes, mode: str) -> list[str]:
+    """decode_file's lines, written to a text stream; the same bytes when it writes its lines
+    to the byte stream under a text stream (as ``decode`` does to stdout's buffer)."""
     out = io.StringIO()
+    kind, colors = ("text" if mode == "color" else mode), mode == "color"
     with PerfDataFile.from_bytes(data) as f:
-        decode_file(f, out, mode="text" if mode == "color" else mode, colors=mode == "color")
+        decode_file(f, out, mode=kind, colors=colors)
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", newline="\n")
+    with PerfDataFile.from_bytes(data) as f:
+        decode_file(f, stream, mode=kind, colors=colors, binary_out=stream.buffer)
+    stream.flush()
     # split on "\n" only: str.splitlines() also breaks at U+0085, U+2028, ... which JSON and the
     # text output may carry unescaped inside a field name or value.
     text = out.getvalue()
+    assert raw.getvalue() == text.encode("utf-8", "surrogateescape")
     assert not text or text.endswith("\n")
     return text.split("\n")[:-1]
 
@@ -93,3 +107,46 @@ class TestPlansNeedNoDetour:
         monkeypatch.setattr(decode_module, "decode_sample", refuse)
         for mode in _MODES:
             assert _decoded(data, mode) == expected[mode], mode
+
+
+class TestPlanCachesStayBounded:
+    """What the plans keep (per metadata, per value) stays within its bounds, whatever the events."""
+
+    def test_a_new_metadata_per_event_keeps_the_plans_within_their_bytes(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Events with a metadata each: the plan caches never hold more key bytes than their budget
+        (and so at most budget/200 plans), and every line is still the ordinary path's."""
+        monkeypatch.setattr(perf_decode, "_CACHE_BYTES", 4096)
+        seen: list[tuple[int, int]] = []
+        spend = perf_decode.Plans._spend
+
+        def counting(self: perf_decode.Plans, cost: int) -> None:
+            spend(self, cost)
+            seen.append((self._bytes, sum(len(kept) for kept in self._caches)))
+
+        monkeypatch.setattr(perf_decode.Plans, "_spend", counting)
+        encoder = EventHeaderEncoder()
+        events = [
+            encoder.encode(f"event{i}", to_fields({"n": i, "s": "x" * i}.items()), 4) for i in range(120)
+        ]
+        data = perf_data([Event(_EH, e, 10 + t) for t, e in enumerate(events)])
+        for mode in _MODES:
+            assert _decoded(data, mode) == _ordinary(data, mode)
+        assert len(seen) >= 120
+        assert max(used for used, _ in seen) <= 4096
+        assert max(plans for _, plans in seen) <= 4096 // 200
+
+    def test_value_texts_kept_are_bounded(self) -> None:
+        """A fixed-size value's writer keeps at most _VALUES_KEPT texts, and each text is the writer's."""
+        style = perf_decode.FieldStyle()
+        write = style.kept_fixed(ENC_VALUE64, FMT_FLOAT, "<")
+        plain = style.fixed(ENC_VALUE64, FMT_FLOAT, "<")
+        for i in range(3 * perf_decode._VALUES_KEPT):
+            raw = struct.pack("<d", i / 7)
+            assert write(raw) == plain(raw)
+            assert write(raw) == plain(raw)  # kept: the same text again
+        assert write.__closure__ is not None
+        kept = [c.cell_contents for c in write.__closure__ if isinstance(c.cell_contents, dict)]
+        assert len(kept) == 1
+        assert 0 < len(kept[0]) <= perf_decode._VALUES_KEPT
