@@ -508,7 +508,9 @@ class TestPlainDirectWrite:
             ("by_keyword", 1, {"user": "ann"}),
         ]
 
-    def test_merge_contextvars_runs_only_when_the_context_holds_a_variable(self, etw_capture: EtwCapture) -> None:
+    def test_merge_contextvars_runs_only_when_the_context_holds_a_variable(
+        self, etw_capture: EtwCapture
+    ) -> None:
         """With nothing in the current contextvars context there is nothing to merge and the
         processor is not called; with a variable bound it runs and its keys are written."""
         renderer = EtwRenderer(unique_provider())
@@ -522,7 +524,10 @@ class TestPlainDirectWrite:
         assert _calls_of("merge_contextvars", empty_context) == 0
         with structlog.contextvars.bound_contextvars(request="r1"):
             assert _calls_of("merge_contextvars", lambda: log.info("bound")) == 1
-        assert [(e.name, e.fields) for e in etw_capture.events] == [("empty", {}), ("bound", {"request": "r1"})]
+        assert [(e.name, e.fields) for e in etw_capture.events] == [
+            ("empty", {}),
+            ("bound", {"request": "r1"}),
+        ]
 
     @pytest.mark.parametrize("fmt", ["eventheader", "tracelogging"])
     def test_keys_merged_from_contextvars_that_are_not_plain_give_the_chains_bytes(self, fmt: str) -> None:
