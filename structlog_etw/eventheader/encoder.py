@@ -9,7 +9,7 @@ An event is::
 
 Tracepoints are named ``<Provider>_L<level>K<keyword>[G<group>]`` (:mod:`~structlog_etw.eventheader.spec`).
 :class:`EventHeaderEncoder` turns an event name and a list of
-:data:`~structlog_etw.fields.Field` into the bytes handed to ``writev`` after the write
+:data:`~structlog_etw.fields.Field` into the bytes handed to the kernel after the write
 index.  Metadata and a packing plan are built once per *event shape* (name, field names,
 kinds, nested) and cached; a bounded cache keeps high-cardinality names from growing memory.
 
