@@ -1,8 +1,8 @@
 """structlog-etw set up for the benchmarks: loggers, encoders and two backends.
 
 :class:`WritevBackend` does per event what the Linux user_events backend does: one
-``os.writev(fd, (write_index, event))`` system call (TraceLogging: ``(write_index, traits,
-metadata, data)``), here into ``/dev/null``, and its enable words are what the user_events backend
+``os.write(fd, write_index + event)`` system call (TraceLogging: ``os.writev(fd, (write_index,
+traits, metadata, data))``), here into ``/dev/null``, and its enable words are what the user_events backend
 hands out: a ``memoryview`` over a ctypes ``uint32``.  The enabled rows use it, so our side pays a
 system call per event as the JSON baselines (which write to ``/dev/null``) do.
 
@@ -57,7 +57,8 @@ def _provider_word(enabled: bool) -> memoryview:
 
 
 class WritevBackend:
-    """``os.writev(fd, (write_index, event...))`` into /dev/null per event, as user_events does."""
+    """One system call per event into /dev/null, as user_events does: ``os.write(fd, write_index +
+    event)`` (TraceLogging: ``os.writev(fd, (write_index, traits, metadata, data))``)."""
 
     def __init__(self, name: str, fmt: str, enabled: bool) -> None:
         self.format = fmt
@@ -79,8 +80,8 @@ class WritevBackend:
         related_id: bytes | None = None,
     ) -> int:
         try:
-            if type(event) is bytes:
-                os.writev(self._fd, (slot.handle, event))
+            if type(event) is bytes:  # EventHeader: one buffer, as UserEventsBackend.write
+                os.write(self._fd, slot.handle + event)
             else:  # TraceLogging: (traits, metadata, data), the EventWriteTransfer descriptors
                 os.writev(self._fd, (slot.handle, *event))
         except OSError as e:

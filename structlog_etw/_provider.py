@@ -549,26 +549,34 @@ class Provider:
         the common shapes (``str`` keys; ``str``, ``int``, ``float``, ``bool``, ``None``,
         ``bytes``, UUID and datetime values) straight from the dict with a function built once
         per shape's layout, once the layout is seen often.  Level and keyword are the slot's.
-        True if written; never raises; counted like :meth:`write`.
+        True if written; never raises; counted like :meth:`write`.  The header is the one
+        :func:`_header` builds (:meth:`write_dict_with` writes with a header given).
 
         No lock is taken, whatever happens: the written counter is an
         :func:`itertools.count` (``next()`` is one C call, atomic under the GIL and a
         compare-and-swap on free-threaded builds since CPython 3.13), and so is every failure
         count (:class:`~structlog_etw._counters.Tally`).  One call to the encoder, one to the backend.
         """
+        try:
+            header = _header(slot, opcode, tag, activity_id, related_id)
+        except Exception:
+            self._count_failure(_ENCODE_ERROR)
+            return False
+        return self.write_dict_with(slot, name, event, skip, header)
+
+    def write_dict_with(
+        self, slot: Slot, name: str, event: Mapping[Any, Any], skip: str | None, header: HeaderValue
+    ) -> bool:
+        """:meth:`write_dict` with the event's header given: ``slot.header`` for a plain event (the
+        log call's hot path: no header to build), else one :func:`_header` built.  The backend is
+        handed the header's opcode and activity ids.  True if written; never raises."""
         word = slot.word
         if not word[0] or word is UNWRITABLE_WORD:
             self._count_unwritten(slot)
             return False
-        if opcode != _START:
-            related_id = None
         path: _WritePath[Any] = self._path
         try:
-            if activity_id is None and not opcode and not tag:  # a plain event: the slot's header
-                out = path.encode_dict(name, event, skip, slot.header)
-            else:
-                # one tuple for this event, the values of a Header (no call: the cheapest there is)
-                out = path.encode_dict(name, event, skip, (slot.level, opcode, tag, activity_id, related_id))
+            out = path.encode_dict(name, event, skip, header)
         except Exception:
             self._count_failure(_ENCODE_ERROR)
             return False
@@ -576,7 +584,7 @@ class Provider:
             self._count_failure(_TOO_LARGE)
             return False
         try:
-            rc = path.backend_write(slot, out, opcode, activity_id, related_id)
+            rc = path.backend_write(slot, out, header[1], header[3], header[4])
         except Exception:
             rc = _INTERNAL_ERROR
         if rc == 0:

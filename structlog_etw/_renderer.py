@@ -48,6 +48,7 @@ __all__ = [
     "event_name",
     "exc_info_text",
     "in_processor_formatter",
+    "plain_resolution",
     "positional_message",
     "resolver_for",
     "restore_renderer",
@@ -545,7 +546,9 @@ class EtwRenderer:
         if not self._common and (exc_info is None or exc_info is False):  # never asks exc_info's truth
             # the hot path: the event dict's items are the fields (Provider.write_dict)
             current = CURRENT_ACTIVITY.get()
-            if current is None:
+            if current is None and header is None:  # a plain event: the slot's own header
+                provider.write_dict_with(slot, name, event_dict, event_key, slot.header)
+            elif current is None:
                 provider.write_dict(slot, name, event_dict, None if named else event_key, opcode, tags)
             else:
                 provider.write_dict(
@@ -582,6 +585,15 @@ class EtwRenderer:
             provider.write(slot, name, fields, opcode, tags)
         else:
             provider.write(slot, name, fields, opcode, tags, current[0], current[1])
+
+
+def plain_resolution(renderer: EtwRenderer) -> Resolver | None:
+    """The resolution *renderer* writes its plain events by (an event without control keys,
+    ``positional_args`` or ``exc_info``: the slot ``resolution.by_method[method_name]`` while
+    ``resolution.by_name`` is false, the event named by its ``event_key`` text, the items written
+    with :meth:`~structlog_etw.Provider.write_dict`), for ``make_etw_bound_logger``'s direct write;
+    ``None`` when it writes none that way (a Common Schema renderer)."""
+    return None if renderer._common else renderer._resolver
 
 
 def restore_renderer(

@@ -66,6 +66,7 @@ __all__ = [
     "SHAPE_HOT",
     "SHAPE_KINDS",
     "SKIP",
+    "U16_BYTES",
     "HotShape",
     "LayoutFunctions",
     "ShapeCache",
@@ -93,6 +94,8 @@ _ENTRY_OVERHEAD: Final = 200
 #: Bytes a generated function is reckoned at per value it writes, and at the least.
 _FUNCTION_BYTES_PER_VALUE: Final = 400
 _FUNCTION_BYTES_MIN: Final = 2000
+
+_U16: Final = struct.Struct("<H")
 
 #: The kind of a ``None`` value in a layout (the type table's NULL: each format writes its null).
 NONE: Final = -2
@@ -139,6 +142,21 @@ def layout(keys: Iterable[object], classes: Iterable[type], skip: str | None) ->
     return tuple(out)
 
 
+class _U16Bytes(dict[int, bytes]):
+    """``n -> struct.pack("<H", n)``: prebuilt for ``0..1023``, packed (not kept) past that; a
+    number past u16 raises ``struct.error``, as the packing would."""
+
+    __slots__ = ()
+
+    def __missing__(self, n: int) -> bytes:
+        return _U16.pack(n)
+
+
+#: The little-endian u16 of a length, by the length: what a shape function writes before a
+#: counted value that no fixed value precedes (a dict look-up instead of a ``struct`` call).
+U16_BYTES: Final[Mapping[int, bytes]] = _U16Bytes((n, struct.pack("<H", n)) for n in range(1024))
+
+
 class Step(NamedTuple):
     """How a format writes one kind: ``fixed`` (a struct format, ``""`` when the value is a
     counted body) and ``expr`` (the Python expression of what is packed, ``{v}`` the value).
@@ -163,11 +181,12 @@ def compile_shape_function(
     the expressions use.  The function unpacks ``event.values()`` (a shape with as many values as
     ``kinds``), returns ``None`` if a value's class is not its kind's, and otherwise packs runs of
     fixed-size values and the u16 length of the counted value that ends a run in one ``struct``
-    call.  It raises what the straight-line code raises (``struct.error``, ``UnicodeError``,
-    ``AttributeError``, ...) for values it cannot write.
+    call; a counted value with no fixed value before it has its length looked up in
+    :data:`U16_BYTES` (no call).  It raises what the straight-line code raises (``struct.error``,
+    ``UnicodeError``, ``AttributeError``, ...) for values it cannot write.
     """
     names = [f"x{i}" if kind != SKIP else "_" for i, kind in enumerate(kinds)]
-    ns: dict[str, Any] = {"_class": type, **(env or {})}
+    ns: dict[str, Any] = {"_class": type, "_u16": U16_BYTES, **(env or {})}
     checks: list[str] = []
     pre: list[str] = []
     parts: list[str] = list(lead)
@@ -193,9 +212,12 @@ def compile_shape_function(
             run_args.append(expr)
             continue
         pre.append(f"b{i} = {expr}")
-        run_fmt += "H"
-        run_args.append(f"len(b{i})")
-        close_run()
+        if run_fmt:  # the length ends the run of fixed values before it: one struct call
+            run_fmt += "H"
+            run_args.append(f"len(b{i})")
+            close_run()
+        else:  # a length of its own (after a counted value, or first): a look-up, no call
+            parts.append(f"_u16[len(b{i})]")
         parts.append(f"b{i}")
     close_run()
     unpack = f"({', '.join(names)},) = event.values()" if names else "if event: return None"
@@ -280,6 +302,8 @@ class LayoutFunctions:
 
 
 _MISSING: Final[Any] = object()
+#: The most keys :attr:`ShapeCache.recent` holds, all names together (a pointer each).
+_RECENT_KEYS: Final = 1 << 16
 
 
 class HotShape(NamedTuple):
@@ -321,15 +345,44 @@ class ShapeCache:
     past a bound the cache starts over.
     """
 
-    __slots__ = ("_bytes", "by_class", "first", "max_bytes", "max_entries", "seen_counts")
+    __slots__ = (
+        "_bytes",
+        "_recent_keys",
+        "by_class",
+        "first",
+        "max_bytes",
+        "max_entries",
+        "recent",
+        "seen_counts",
+    )
 
     def __init__(self, max_entries: int, max_bytes: int = 4 << 20) -> None:
         self.first: dict[tuple[Any, ...], Any] = {}
         self.by_class: dict[tuple[Any, ...], Any] = {}
         self.seen_counts: dict[tuple[Any, ...], int] = {}
+        #: Event name -> the last entry of :attr:`first` found for it: ``(options, keys, key,
+        #: entry)`` (see :meth:`remember`).
+        self.recent: dict[object, tuple[Any, list[Any], tuple[Any, ...], Any]] = {}
+        self._recent_keys = 0
         self._bytes = 0
         self.max_entries = max_entries
         self.max_bytes = max_bytes
+
+    def remember(self, name: object, options: Any, key: tuple[Any, ...], entry: Any, keys: list[Any]) -> None:
+        """Keep ``entry`` (just found in :attr:`first` under ``key``) as ``name``'s recent one.
+
+        An encoder looks an event up in :attr:`recent` first: same ``options`` (compared with
+        ``==``: the format's skip key, tag...) and the same keys in the same order (``list(event)
+        == keys``: each compared with ``==``, as a dict compares keys of equal hashes) give the
+        entry without building and hashing the shape key.  At most ``max_entries`` names and
+        :data:`_RECENT_KEYS` keys are held (then it starts over); :meth:`clear` forgets them with
+        the entries.
+        """
+        if len(self.recent) >= self.max_entries or self._recent_keys + len(keys) > _RECENT_KEYS:
+            self.recent.clear()
+            self._recent_keys = 0
+        self.recent[name] = (options, keys, key, entry)
+        self._recent_keys += len(keys)
 
     def seen(self, key: tuple[Any, ...], chars: int) -> bool:
         """Count one written event of ``key``'s shape; True when it is now hot (build its entry).
@@ -418,6 +471,8 @@ class ShapeCache:
 
     def clear(self) -> None:
         """Forget every entry and count."""
+        self.recent.clear()
+        self._recent_keys = 0
         self.first.clear()
         self.by_class.clear()
         self.seen_counts.clear()
@@ -433,7 +488,6 @@ class ShapeCache:
 #: kind (the type table's), the function that packs it (u16 prefix included for counted values)
 #: and its logical field count.
 Walker = Mapping[type, tuple[int, Callable[[Any], bytes], int]]
-_U16: Final = struct.Struct("<H")
 _U16_MAX: Final = 0xFFFF
 
 
@@ -462,7 +516,7 @@ def walk(
     metas: list[bytes] = []
     values: list[bytes] = []
     add_meta, add_value, get_meta = metas.append, values.append, known.get
-    u16 = _U16.pack
+    u16 = U16_BYTES
     count = 0
     skipped = ("exc_info", skip)
     for key, value in event.items():
@@ -475,7 +529,7 @@ def walk(
             if len(value) > _U16_MAX:
                 raise OverflowError("text past u16")  # never whole: the general route cuts it
             body = value.encode()  # lone surrogates raise: the general route replaces them
-            add_value(u16(len(body)))
+            add_value(u16[len(body)])
             add_value(body)
             kind = STR
             count += 1

@@ -24,6 +24,7 @@ import collections.abc
 import contextvars
 import copyreg
 import logging
+import operator
 import sys
 import uuid
 import weakref
@@ -35,6 +36,7 @@ import structlog
 from structlog.contextvars import merge_contextvars
 from structlog.typing import EventDict, FilteringBoundLogger, WrappedLogger
 
+from ._activity import CURRENT_ACTIVITY
 from ._contextvars import REGISTRY, WATCH, mark_async_caller, unmark_async_caller
 from ._levels import (
     LEVEL_NAMES,
@@ -46,8 +48,8 @@ from ._levels import (
 )
 from ._otel import add_otel_ids
 from ._provider import Provider
-from ._renderer import EtwRenderer, in_processor_formatter, resolver_for
-from ._resolve import CONTROL_KEYS, Resolver
+from ._renderer import EtwRenderer, in_processor_formatter, plain_resolution, resolver_for
+from ._resolve import CONTROL_KEYS, EVENT_NAMES, Resolver, event_name
 from .backends.base import Slot
 
 __all__ = ["EtwEarlyDrop", "make_etw_bound_logger"]
@@ -370,6 +372,9 @@ def _method(plan: _Plan, level: int, name: str) -> tuple[Callable[..., Any], Cal
     provider_word = plan.any
     at = plan.at
     renderer = plan.renderer
+    resolution = plain_resolution(renderer) if decision is DIRECT and renderer is not None else None
+    if resolution is not None:
+        return _named(_direct_method(plan, level, name, resolution), _skip_amethod(plan, level, name), name)
 
     # The disabled path copies the closure's cells (one pointer each) and reads three of them.
     # ``self`` and ``event`` are positional-only: CPython then puts every keyword of the call
@@ -382,6 +387,16 @@ def _method(plan: _Plan, level: int, name: str) -> tuple[Callable[..., Any], Cal
         except Exception:
             pass  # the chain is shorter now: the rest decides
         return _listening_call(self, plan, decision, level, name, event, args, kw)
+
+    return _named(skip_meth, _skip_amethod(plan, level, name), name)
+
+
+def _skip_amethod(plan: _Plan, level: int, name: str) -> Callable[..., Any]:
+    """The async method of a :data:`SKIP`/:data:`DIRECT` level: the sync method's disabled path,
+    then the chain in the executor (never the direct write: the chain runs off the event loop)."""
+    provider_word = plan.any
+    at = plan.at
+    renderer = plan.renderer
 
     async def skip_ameth(self: Any, event: Any = None, /, *args: Any, **kw: Any) -> Any:
         try:
@@ -397,7 +412,97 @@ def _method(plan: _Plan, level: int, name: str) -> tuple[Callable[..., Any], Cal
             event = _template(self, event, args, kw)
         return await _in_executor(self, name, event, kw)
 
-    return _named(skip_meth, skip_ameth, name)
+    return skip_ameth
+
+
+#: Keys that send a direct write the long way (:func:`_listening_call`): the control keys and
+#: ``positional_args`` (the renderer's special keys), ``exc_info`` (a traceback field) and
+#: ``event`` (a call's ``event=`` keyword, or one bound in the context).
+_NOT_PLAIN: Final = frozenset((*CONTROL_KEYS, "positional_args", "exc_info", EVENT_KEY))
+#: The same keys but ``event``: what ``merge_contextvars`` must not have added.
+_NOT_PLAIN_MERGED: Final = _NOT_PLAIN - {EVENT_KEY}
+_copy_context: Final = contextvars.copy_context
+
+
+def _direct_method(plan: _Plan, level: int, name: str, resolution: Resolver) -> Callable[..., Any]:
+    """The sync method of a :data:`DIRECT` level whose renderer writes plain events the plain way
+    (:func:`~structlog_etw._renderer.plain_resolution`): the disabled path of :func:`_method`,
+    then, for a plain call, the renderer's plain write done in one more frame (``write``: its
+    state stays out of the method's frame, so the disabled path costs what :func:`_method`'s does).
+
+    A call is plain when it has no ``%``-args, the logger's chain is still the plan's (every
+    member, by identity), its context is a ``dict``, the renderer's keyword map is empty, its
+    ``event_key`` is ``event``, no ``etw_*`` key is bound through contextvars and the event dict
+    holds none of :data:`_NOT_PLAIN`: then its slot is the renderer's for the method
+    (``resolution.by_method``, the one ``_listening`` would read too) and, when a session listens
+    there, the event dict the one :func:`_write_direct` builds is written with the slot's header.
+    Any other call takes :func:`_listening_call`, which decides as before (also whether a call
+    nobody listens to at its slot is dropped); the bytes are the same either way
+    (tests/test_wrapper_chains.py).  ``merge_contextvars`` runs unless the context holds no
+    variable at all (it would find nothing).
+    """
+    provider_word = plan.any
+    at = plan.at
+    renderer = cast("EtwRenderer", plan.renderer)
+    merge = plan.merge
+    length = plan.length
+    first = renderer if merge is None else merge  # the chain's first member
+    slot = resolution.by_method[name]
+    provider = renderer.provider
+    write_with = provider.write_dict_with
+    write_dict = provider.write_dict
+
+    def write(self: Any, event: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        try:
+            chain = self._etw_chain
+            context = self._context
+            if (
+                args
+                or len(chain) != length
+                or chain[at] is not renderer
+                or chain[0] is not first
+                or type(context) is not dict
+                or resolution.by_name
+                or renderer.event_key != EVENT_KEY
+                or (len(REGISTRY) != WATCH.clean_size and WATCH.etw_bound())
+            ):
+                plain = False
+            else:
+                event_dict = {**context, **kw} if context else kw
+                plain = event_dict.keys().isdisjoint(_NOT_PLAIN)
+        except Exception:
+            plain = False
+        if not plain or not slot.word[0]:  # not plain, or not listened: the rule decides
+            return _listening_call(self, plan, DIRECT, level, name, event, args, kw)
+        try:
+            if event is not None:
+                event_dict[EVENT_KEY] = event
+            if merge is not None and _copy_context():
+                event_dict = merge(self._logger, name, event_dict)
+                if not event_dict.keys().isdisjoint(_NOT_PLAIN_MERGED):  # bound through contextvars
+                    renderer.write_event(self._logger, name, event_dict)
+                    return None
+            text = event if event is not None else event_dict.get(EVENT_KEY, "")
+            event_name_ = EVENT_NAMES[text] if type(text) is str else event_name(text)
+            current = CURRENT_ACTIVITY.get()
+            if current is None:
+                write_with(slot, event_name_, event_dict, EVENT_KEY, slot.header)
+            else:
+                write_dict(slot, event_name_, event_dict, EVENT_KEY, 0, 0, current[0], current[1])
+        except Exception:
+            provider.count_dropped("render_error")
+        return None
+
+    # The disabled path is skip_meth's, in a frame as small (the write's state is this closure's).
+    def direct_meth(self: Any, event: Any = None, /, *args: Any, **kw: Any) -> Any:
+        try:
+            if not provider_word.word[0] and self._etw_chain[at] is renderer:
+                return None
+        except Exception:
+            pass
+        return write(self, event, args, kw)
+
+    return direct_meth
 
 
 def _named(
@@ -451,23 +556,28 @@ class _Config:
         self.min_level = min_level
         self.name = name
         self.classes: dict[tuple[Any, ...], type[Any]] = {}
-        #: The last chain seen and its plan: (processors, length, last processor, plan).
-        self.last: tuple[Any, int, Any, _Plan] | None = None
+        #: The last chain seen and its plan: (the chain's class, its members then, plan).
+        self.last: tuple[type[Any], tuple[Any, ...], _Plan] | None = None
         self.root: type[Any] = object
 
     def plan(self, processors: Any) -> _Plan:
-        """:func:`_plan`, cached for the last chain seen (loggers of a configuration share it)."""
+        """:func:`_plan`, cached for the last chain seen (loggers of a configuration share it).
+
+        The cached plan is the chain's while the chain is a list or tuple of the same members, in
+        the same order, each the same object (one pass over the chain, by identity): a member
+        replaced anywhere, added or removed - in that list or another - makes a new plan."""
         entry = self.last
         try:
             if (
                 entry is not None
-                and entry[0] is processors
-                and entry[1] == len(processors)
-                and entry[2] is processors[-1]
+                and type(processors) is entry[0]
+                and len(processors) == len(entry[1])
+                and all(map(operator.is_, processors, entry[1]))
             ):
-                return entry[3]
+                return entry[2]
             plan = _plan(self.resolver, processors)
-            self.last = (processors, len(processors), processors[-1], plan)
+            if type(processors) in (list, tuple):
+                self.last = (type(processors), tuple(processors), plan)
         except Exception:
             return _Plan(_ALL_RUN, self.resolver)
         return plan

@@ -479,3 +479,107 @@ def test_a_logger_can_be_copied(etw_capture: EtwCapture) -> None:
     assert type(other) is type(log)
     other.info("copied")
     assert [(e.name, e.keyword, e.fields) for e in etw_capture.events] == [("copied", 2, {"user": "ann"})]
+
+
+# --- the plain direct write: one frame, the chain's bytes ---------------------------------------
+
+
+class TestPlainDirectWrite:
+    """A plain call of an ETW-only chain is written by the log method itself; anything that is not
+    plain takes the long way, and both give the bytes structlog's own chain gives."""
+
+    def test_a_plain_call_writes_in_the_method_and_a_control_key_goes_the_long_way(
+        self, etw_capture: EtwCapture
+    ) -> None:
+        """No ``_listening_call`` (nor renderer) for a call with plain fields and a plain bound
+        context; an ``etw_keyword`` of the call, ``%``-args or ``event=`` take it, written alike."""
+        renderer = EtwRenderer(unique_provider())
+        log = bound(make_etw_bound_logger(renderer), [renderer], user="ann")
+        assert _calls_of("_listening_call", lambda: log.info("plain", n=1)) == 0
+        assert _calls_of("_render", lambda: log.info("plain", n=2)) == 0
+        assert _calls_of("_listening_call", lambda: log.info("keyed", etw_keyword=0x2)) == 1
+        assert _calls_of("_listening_call", lambda: log.info("args %s", "x")) == 1
+        assert _calls_of("_listening_call", lambda: log.info(event="by_keyword")) == 1
+        assert [(e.name, e.keyword, e.fields) for e in etw_capture.events] == [
+            ("plain", 1, {"user": "ann", "n": 1}),
+            ("plain", 1, {"user": "ann", "n": 2}),
+            ("keyed", 2, {"user": "ann"}),
+            ("args %s", 1, {"user": "ann", "message": "args x"}),
+            ("by_keyword", 1, {"user": "ann"}),
+        ]
+
+    def test_merge_contextvars_runs_only_when_the_context_holds_a_variable(
+        self, etw_capture: EtwCapture
+    ) -> None:
+        """With nothing in the current contextvars context there is nothing to merge and the
+        processor is not called; with a variable bound it runs and its keys are written."""
+        renderer = EtwRenderer(unique_provider())
+        log = bound(make_etw_bound_logger(renderer), [structlog.contextvars.merge_contextvars, renderer])
+
+        def empty_context() -> None:
+            import contextvars  # noqa: PLC0415
+
+            contextvars.Context().run(log.info, "empty")
+
+        assert _calls_of("merge_contextvars", empty_context) == 0
+        with structlog.contextvars.bound_contextvars(request="r1"):
+            assert _calls_of("merge_contextvars", lambda: log.info("bound")) == 1
+        assert [(e.name, e.fields) for e in etw_capture.events] == [
+            ("empty", {}),
+            ("bound", {"request": "r1"}),
+        ]
+
+    @pytest.mark.parametrize("fmt", ["eventheader", "tracelogging"])
+    def test_keys_merged_from_contextvars_that_are_not_plain_give_the_chains_bytes(self, fmt: str) -> None:
+        """``exc_info``, ``positional_args`` and ``event`` bound through contextvars (merged after
+        the plain check) are written as structlog's own chain writes them."""
+        captured: dict[str, list[Any]] = {}
+        for kind in ("direct", "chain"):
+            with capture_etw_events(fmt) as cap:  # type: ignore[arg-type]
+                renderer = EtwRenderer(unique_provider("Merged"))
+                chain = [structlog.contextvars.merge_contextvars, renderer]
+                wrapper = make_etw_bound_logger(renderer) if kind == "direct" else None
+                log = bound(wrapper or structlog.make_filtering_bound_logger(logging.NOTSET), chain)
+                with structlog.contextvars.bound_contextvars(exc_info=False, n=1):
+                    log.info("no_traceback")
+                with structlog.contextvars.bound_contextvars(positional_args=("x",)):
+                    log.info("text %s")
+                with structlog.contextvars.bound_contextvars(event="from_context"):
+                    log.info(None, m=2)
+                captured[kind] = [_comparable(r) for r in cap.records]
+                assert renderer.provider.stats()["dropped"] == {}
+        assert len(captured["direct"]) == 3
+        assert captured["direct"] == captured["chain"]
+
+
+class TestPlanCache:
+    """A configuration reuses the plan of the last chain it saw only while that chain has the same
+    members, each the same object."""
+
+    def test_a_member_replaced_before_the_renderer_gives_loggers_bound_later_a_new_plan(
+        self, etw_capture: EtwCapture
+    ) -> None:
+        """Replacing the first of two processors (same list, same length, same last member) makes
+        a logger bound afterwards run the chain, so the new processor sees its events."""
+        renderer = EtwRenderer(unique_provider())
+        wrapper = make_etw_bound_logger(renderer)
+        chain: list[Any] = [structlog.contextvars.merge_contextvars, renderer]
+        before = bound(wrapper, chain)
+        assert type(before)._etw_plan.decisions[4] == "direct write"
+        spy = Spy()
+        chain[0] = spy
+        after = bound(wrapper, chain)
+        assert type(after)._etw_plan.decisions[4] == "run the chain"
+        after.info("seen_by_the_spy")
+        assert [c[1]["event"] for c in spy.calls] == ["seen_by_the_spy"]
+        assert [e.name for e in etw_capture.events] == ["seen_by_the_spy"]
+
+    @pytest.mark.usefixtures("etw_capture")
+    def test_another_list_of_the_same_members_shares_the_plan(self) -> None:
+        """Two lists holding the same processors are one plan (and one class)."""
+        renderer = EtwRenderer(unique_provider())
+        wrapper = make_etw_bound_logger(renderer)
+        one = bound(wrapper, [structlog.contextvars.merge_contextvars, renderer])
+        two = bound(wrapper, [structlog.contextvars.merge_contextvars, renderer])
+        assert type(one)._etw_plan is type(two)._etw_plan
+        assert type(one) is type(two)

@@ -1,7 +1,7 @@
 """A backend that records exactly what would be handed to the kernel, for tests and demos.
 
 For ``format="eventheader"`` a record holds the tracepoint name and the event bytes that would
-follow the write index in ``writev``; for ``format="tracelogging"`` it holds the
+follow the write index in the kernel write; for ``format="tracelogging"`` it holds the
 EVENT_DESCRIPTOR fields, the provider traits, the event metadata and data blobs and the
 activity ids that would go to ``EventWriteTransfer``.  Slots are enabled unless a test says
 otherwise (:meth:`CaptureBackend.set_enabled`).

@@ -9,7 +9,7 @@ An event is::
 
 Tracepoints are named ``<Provider>_L<level>K<keyword>[G<group>]`` (:mod:`~structlog_etw.eventheader.spec`).
 :class:`EventHeaderEncoder` turns an event name and a list of
-:data:`~structlog_etw.fields.Field` into the bytes handed to ``writev`` after the write
+:data:`~structlog_etw.fields.Field` into the bytes handed to the kernel after the write
 index.  Metadata and a packing plan are built once per *event shape* (name, field names,
 kinds, nested) and cached; a bounded cache keeps high-cardinality names from growing memory.
 
@@ -692,6 +692,7 @@ class EventHeaderEncoder:
         "_nullable_keys",
         "_nullable_walk",
         "_plans",
+        "_recent",
         "_shapes",
         "_truncated",
         "cache_limit",
@@ -714,6 +715,7 @@ class EventHeaderEncoder:
         self._shapes = ShapeCache(cache_limit, cache_bytes)
         self._by_keys: dict[tuple[Any, ...], _ShapeEntry] = self._shapes.first
         self._by_classes: dict[tuple[Any, ...], _ShapeEntry] = self._shapes.by_class
+        self._recent = self._shapes.recent  # event name -> its last shape entry (ShapeCache.remember)
         # event name -> {field name: the kind its None is written as (NULL: none known yet)}, for
         # the top-level fields that have been None in a written event (bounded like the caches)
         self._nullable: dict[str, dict[str, int]] = {}
@@ -812,8 +814,14 @@ class EventHeaderEncoder:
         key: tuple[Any, ...] | None = None
         entry: _ShapeEntry | None = None
         try:
-            key = (name, skip, *event)
-            entry = self._by_keys.get(key)
+            recent = self._recent.get(name)  # the name's last shape: no key to build and hash
+            if recent is not None and recent[0] == skip and list(event) == recent[1]:
+                key, entry = recent[2], recent[3]
+            else:
+                key = (name, skip, *event)
+                entry = self._by_keys.get(key)
+                if entry is not None and entry is not _GENERAL:
+                    self._shapes.remember(name, skip, key, entry, list(event))
             if entry is not None:
                 out = entry[1](event, head, entry[0])
                 if out is None:  # the values' classes are not the ones of the first entry

@@ -590,6 +590,7 @@ class TraceLoggingEncoder:
         "_by_keys",
         "_cache",
         "_plans",
+        "_recent",
         "_shapes",
         "_truncated",
         "cache_limit",
@@ -622,6 +623,7 @@ class TraceLoggingEncoder:
         self._shapes = ShapeCache(cache_limit, cache_bytes)
         self._by_keys: dict[tuple[Any, ...], _ShapeEntry] = self._shapes.first
         self._by_classes: dict[tuple[Any, ...], _ShapeEntry] = self._shapes.by_class
+        self._recent = self._shapes.recent  # event name -> its last shape entry (ShapeCache.remember)
 
     @property
     def truncated(self) -> int:
@@ -721,8 +723,14 @@ class TraceLoggingEncoder:
             _remember_checked(header, tag)
         if tag is not None:
             try:
-                key = (name, tag, skip, *event)
-                entry = self._by_keys.get(key)
+                recent = self._recent.get(name)  # the name's last shape: no key to build and hash
+                if recent is not None and recent[0] == (tag, skip) and list(event) == recent[1]:
+                    key, entry = recent[2], recent[3]
+                else:
+                    key = (name, tag, skip, *event)
+                    entry = self._by_keys.get(key)
+                    if entry is not None and entry is not _GENERAL:
+                        self._shapes.remember(name, (tag, skip), key, entry, list(event))
                 if entry is not None:
                     data = entry.fn(event)
                     if data is None:  # the values' classes are not the ones of the first entry

@@ -1,0 +1,115 @@
+"""The shape functions' cheaper forms: each event name's last shape found without building its key
+(``ShapeCache.recent``), and the u16 length of a counted value looked up (``U16_BYTES``)."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from structlog_etw import _shapes
+from structlog_etw.eventheader import Header as EhHeader
+from structlog_etw.eventheader import encoder as eh
+from structlog_etw.fields import dict_fields
+from structlog_etw.tracelogging import Header as TlHeader
+from structlog_etw.tracelogging import encoder as tl
+
+
+@pytest.fixture(autouse=True)
+def eager_shapes(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Shapes get their entry at the first written event and layouts compile at once."""
+    monkeypatch.setattr(_shapes, "SHAPE_HOT", 1)
+    monkeypatch.setattr(_shapes, "LAYOUT_HOT", 1)
+    monkeypatch.setattr(_shapes, "COMPILE_COST", 0)
+    yield
+
+
+def _encoders(fmt: str) -> tuple[Any, Any, Any]:
+    """A fast and a general encoder of *fmt* and the header both take."""
+    if fmt == "eventheader":
+        return eh.EventHeaderEncoder(), eh.EventHeaderEncoder(), EhHeader(4)
+    return tl.TraceLoggingEncoder("Co_Recent"), tl.TraceLoggingEncoder("Co_Recent"), TlHeader(4)
+
+
+FORMATS = ("eventheader", "tracelogging")
+
+
+class TestRecentShape:
+    """The last shape of a name is found by comparing its keys; what is written never changes."""
+
+    @pytest.mark.parametrize("fmt", FORMATS)
+    def test_shapes_alternating_under_one_name_give_the_general_routes_bytes(self, fmt: str) -> None:
+        """Two key orders, a third key set and the other skip key under one name, in turns: every
+        event is the general route's, and the name's recent entry follows the last shape found."""
+        fast, general, header = _encoders(fmt)
+        events = [
+            ({"event": "e", "a": "x", "b": 1}, "event"),
+            ({"event": "e", "b": 2, "a": "y"}, "event"),
+            ({"event": "e", "a": "z"}, "event"),
+            ({"event": "e", "a": "x", "b": 1}, None),
+        ]
+        for _ in range(4):
+            for d, skip in events:
+                want = general.encode_fields("E", dict_fields(d.items(), skip), header)
+                assert fast.encode_dict("E", d, skip, header) == want
+        recent = fast._shapes.recent["E"]
+        assert recent[1] == ["event", "a", "b"]  # the last one found
+
+    @pytest.mark.parametrize("fmt", FORMATS)
+    def test_clearing_the_cache_forgets_the_recent_shapes(self, fmt: str) -> None:
+        """ShapeCache.clear() empties ``recent`` with the entries (an entry it holds is never
+        used after its cache forgot it)."""
+        fast, _, header = _encoders(fmt)
+        for _ in range(3):
+            fast.encode_dict("E", {"event": "e", "a": 1}, "event", header)
+        assert "E" in fast._shapes.recent
+        fast._shapes.clear()
+        assert fast._shapes.recent == {}
+
+    def test_recent_holds_at_most_max_entries_names_and_a_bounded_number_of_keys(self) -> None:
+        """Past ``max_entries`` names, or past the key budget, ``recent`` starts over."""
+        cache = _shapes.ShapeCache(max_entries=4)
+        for i in range(10):
+            cache.remember(f"n{i}", None, (f"n{i}",), object(), ["k"])
+            assert len(cache.recent) <= 4
+        many = ["k"] * (_shapes._RECENT_KEYS // 2 + 1)
+        cache.remember("big1", None, ("big1",), object(), many)
+        cache.remember("big2", None, ("big2",), object(), many)
+        assert list(cache.recent) == ["big2"]
+
+    def test_an_unhashable_name_takes_the_general_route(self) -> None:
+        """A name the recent table cannot hold is written all the same (by the general route)."""
+        fast, general, header = _encoders("eventheader")
+        name: Any = ["not", "hashable"]
+        d = {"a": 1}
+        assert fast.encode_dict(name, d, None, header) == general.encode_fields(
+            name, dict_fields(d.items(), None), header
+        )
+
+
+class TestLengthLookup:
+    """A counted value no fixed value precedes has its u16 length looked up."""
+
+    @pytest.mark.parametrize("n", [0, 1, 255, 1023, 1024, 4000, 65535])
+    def test_the_table_is_the_little_endian_u16(self, n: int) -> None:
+        """U16_BYTES[n] is struct.pack('<H', n), inside the prebuilt range and past it."""
+        assert _shapes.U16_BYTES[n] == struct.pack("<H", n)
+
+    def test_past_u16_raises_as_packing_does(self) -> None:
+        """A length past 65535 raises struct.error (the shape function's caller then takes the
+        general route, which cuts the value)."""
+        with pytest.raises(struct.error):
+            _shapes.U16_BYTES[65536]
+
+    @pytest.mark.parametrize("fmt", FORMATS)
+    @pytest.mark.parametrize("size", [0, 3, 1023, 1024, 3000])
+    def test_strings_after_strings_give_the_general_routes_bytes(self, fmt: str, size: int) -> None:
+        """Strings one after another (each length a look-up) of sizes around the prebuilt range
+        are written as the general route writes them."""
+        fast, general, header = _encoders(fmt)
+        d = {"a": "x" * size, "b": "é" * (size // 2), "c": 7, "d": "y"}
+        want = general.encode_fields("S", dict_fields(d.items(), None), header)
+        for _ in range(3):
+            assert fast.encode_dict("S", d, None, header) == want
