@@ -520,8 +520,6 @@ class FieldStyle:
             write = by_length.get(len(raw))
             if write is None:
                 write = _writer(value_kind(encoding, fmt, raw, order)[0], order)
-                if len(raw) <= 16:  # a number's bytes: their texts repeat
-                    write = _kept(write)
                 if len(by_length) >= _LENGTHS_KEPT:
                     by_length.clear()
                 by_length[len(raw)] = write
