@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import islice
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from .abi import (
     ATTR_SIZE_VER0,
@@ -40,9 +40,6 @@ from .abi import (
 )
 from .records import parse_lost, parse_lost_samples, parse_sample, record_header, sample_id_offset
 from .tracefs_format import TracepointFormat, parse_format
-
-if TYPE_CHECKING:
-    from pathlib import Path  # in annotations only: the reader does not load pathlib
 
 __all__ = ["REORDER_WINDOW_BYTES", "PerfDataError", "PerfDataFile", "Sample", "read_samples"]
 
@@ -385,8 +382,11 @@ class PerfDataFile:
         self.pipe = False
         self.attrs: list[_Attr] = []
         self.formats: dict[int, TracepointFormat] = {}
+        #: What is wrong with the input (a record past its section, a truncation, ...), in order.
         self.problems: list[str] = []
+        #: How many records of each kind were read, by record type name.
         self.record_counts: dict[str, int] = {}
+        #: Samples the kernel reported lost (PERF_RECORD_LOST and LOST_SAMPLES), summed.
         self.lost = 0
         #: Samples :meth:`samples_by_time` could not put in time order (older than one already out).
         self.late = 0
@@ -414,7 +414,7 @@ class PerfDataFile:
     # --- construction ---------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | Path) -> PerfDataFile:
+    def open(cls, path: str | os.PathLike[str]) -> PerfDataFile:
         """Open and parse the file at ``path``. Raises OSError, or :class:`PerfDataError` if it is not one."""
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
         try:
@@ -1209,7 +1209,7 @@ class PerfDataFile:
         return list(self.samples_by_time())
 
 
-def read_samples(path: str | Path) -> Iterator[Sample]:
+def read_samples(path: str | os.PathLike[str]) -> Iterator[Sample]:
     """Every sample of the perf.data file at ``path``, in file order.
 
     A convenience over :class:`PerfDataFile` for callers that do not need its reports
