@@ -755,8 +755,9 @@ class EventHeaderEncoder:
         0..255, ``tag`` not in 0..65535, an activity or related id not 16 bytes.
         """
         head = _head(header)
+        first: list[tuple[str, int]] | None = None
         if self._nullable:
-            fields = self._nullable_fields(name, fields)
+            fields, first = self._nullable_fields(name, fields)
         # The fast path: the shape's plan (metadata and one packer per leaf), nothing compiled.
         try:
             key: list[Any] = [name]
@@ -777,6 +778,8 @@ class EventHeaderEncoder:
                 (head, plan.meta_block, plan.pack([f[2] for f in fields] if flat else leaf_values(fields)))
             )
             if len(event) <= self.max_size:
+                if first:  # written: its keys' first numbers name their Nones' types from now on
+                    self._first_numbers(name, first)
                 if new and type(name) is str:  # written: worth keeping for the next event of its shape
                     if NULL in plan.kinds:
                         self._learn(name, fields)
@@ -785,7 +788,10 @@ class EventHeaderEncoder:
                 return event
         except Exception:  # a value the packers do not write: the general path decides
             pass
-        return self._encode_general(name, fields, head)
+        out = self._encode_general(name, fields, head)
+        if first and out is not None:
+            self._first_numbers(name, first)
+        return out
 
     def encode_dict(
         self,
@@ -889,15 +895,19 @@ class EventHeaderEncoder:
                 entry = _GENERAL
         self._shapes.put(hot.key, entry, hot.first, hot.chars, len(entry[0]))
 
-    def _nullable_fields(self, name: str, fields: list[Field]) -> list[Field]:
+    def _nullable_fields(
+        self, name: str, fields: list[Field]
+    ) -> tuple[list[Field], list[tuple[str, int]] | None]:
         """``fields`` with the keys of ``name`` that have been None in its written events in their
-        nullable type: an int64/uint64/float64 value nullable (the first such kind seen becomes the
-        type its None is written as), a None as that type (before one is seen: NULL, a nullable
-        int64).  Other kinds (a str, a bool, ...) stay as they are."""
+        nullable type: an int64/uint64/float64 value nullable, a None as the type its key's first
+        number had (before one is written: NULL, a nullable int64).  Other kinds (a str, a bool,
+        ...) stay as they are.  Second: the keys whose first number this is, with its kind, for
+        :meth:`_first_numbers` once the event is written (None: no such key)."""
         known = self._nullable.get(name) if type(name) is str else None
         if not known:
-            return fields
+            return fields, None
         out: list[Field] = []
+        first: list[tuple[str, int]] | None = None
         for f in fields:
             kind = f[1]
             as_null = known.get(f[0]) if type(f[0]) is str and type(kind) is int else None
@@ -906,14 +916,27 @@ class EventHeaderEncoder:
             elif kind == NULL:
                 out.append((f[0], _null_of(as_null), None))
             elif kind in _NULLABLE_KINDS:
-                if as_null == NULL:  # the key's first number: its None is written as this kind now
-                    known[f[0]] = kind
-                    self._nullable_walk.setdefault(name, {})[f[0]] = _NULLABLE_WALK[kind]
-                    self._shapes.clear()  # (entries wrote its None as a nullable int64)
+                if as_null == NULL:  # the key's first number: learned if this event is written
+                    if first is None:
+                        first = []
+                    first.append((f[0], kind))
                 out.append((f[0], kind | _NULLABLE, f[2]))
             else:
                 out.append(f)
-        return out
+        return out, first
+
+    def _first_numbers(self, name: str, first: list[tuple[str, int]]) -> None:
+        """An event of ``name`` was written with the first number of keys that have been None:
+        each key's None is written as its number's kind from now on (nothing is learned from an
+        event that was not written)."""
+        known = self._nullable.get(name)
+        if known is None:  # forgotten meanwhile (the caches' bounds)
+            return
+        for key, kind in first:
+            if known.get(key) == NULL:
+                known[key] = kind
+                self._nullable_walk.setdefault(name, {})[key] = _NULLABLE_WALK[kind]
+        self._shapes.clear()  # (entries wrote its None as a nullable int64)
 
     def _learn(self, name: str, fields: list[Field]) -> None:
         """A written event of ``name`` had NULL fields: their keys are nullable from now on.  A new

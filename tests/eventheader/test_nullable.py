@@ -200,6 +200,18 @@ class TestOneTypePerKey:
         assert enc.encode_dict("E" * 80, {"x": None}, None, Header(4)) is None
         assert enc._nullable == {}
 
+    def test_a_first_number_in_an_event_not_written_does_not_name_the_nones_type(self) -> None:
+        """A key's first number after its None names the None's type only once its event is written."""
+        enc = eh.EventHeaderEncoder(max_size=96)
+        assert enc.encode_dict("E", {"x": None}, None, Header(4)) is not None
+        many = {f"key_{i:02}_named_at_length": i for i in range(8)}  # names cannot be cut
+        assert enc.encode_dict("E", {"x": 7, **many}, None, Header(4)) is None  # too large
+        out = enc.encode_dict("E", {"x": None}, None, Header(4))
+        assert out is not None and _types(out)["x"][1] == FMT_SIGNED_INT
+        assert enc.encode_dict("E", {"x": 0.5}, None, Header(4)) is not None  # written: a float
+        out = enc.encode_dict("E", {"x": None}, None, Header(4))
+        assert out is not None and _tail(out, "E") == b"x\0" + NULLABLE_FLOAT + b"\0\0"
+
 
 class TestDecoders:
     """Every reader of EventHeader gives None (Python) or null (JSON) back."""
