@@ -122,6 +122,11 @@ _NS: Final = 1_000_000_000
 #: Formats, names, seconds whose renderers and texts are kept: at most this many of each.
 _KEPT: Final = 4096
 
+#: Plain tracepoint formats whose renderer is generated code (:meth:`_Lines._plain_generated`;
+#: the others' is a closure): at most this many per decode, of at most this many fields.
+_GENERATED_KEPT: Final = 256
+_GENERATED_FIELDS: Final = 200
+
 #: A sample -> its line (UTF-8 bytes, no newline), ``b""`` when the filters drop it, None: take
 #: the ordinary path (as for any exception: a payload its plan cannot read).
 _Render = Callable[[Sample], bytes | None]
@@ -151,6 +156,14 @@ def _second_text(seconds: dict[int, bytes], second: int) -> bytes:
     if len(seconds) >= _KEPT:
         seconds.clear()
     seconds[second] = text
+    return text
+
+
+def _dumps_name(names: dict[str, bytes], name: str) -> bytes:
+    """A tracepoint name's JSON text (null for ``""``), kept in ``names`` (bounded)."""
+    if len(names) >= _KEPT:
+        names.clear()
+    text = names[name] = _utf8(_dumps(name or None))
     return text
 
 
@@ -202,6 +215,8 @@ class _Lines:
         self.formats: list[TracepointFormat] = []
         #: second -> its date and time text (every renderer's).
         self.seconds: dict[int, bytes] = {}
+        #: Renderers generated so far (:meth:`_plain_generated`; at most :data:`_GENERATED_KEPT`).
+        self.generated = 0
 
     def renderer(self, fmt: TracepointFormat) -> _Render:
         """The renderer of ``fmt``'s samples, decided once per format."""
@@ -373,6 +388,7 @@ class _Lines:
         if layout is None:
             return _ordinary
         read, start, need, texts, fields = layout
+        count = len(fmt.own_fields)  # one value per field
         seconds = self.seconds
         colors = self.colors
         has_fields = bool(fmt.own_fields)
@@ -416,7 +432,7 @@ class _Lines:
                     return None
                 return body_meta % (*values, _perf_meta(s, b"", None, None))
 
-            return perf_json_line
+            return self._plain_generated(perf_json_line, layout, count, whole, b"") or perf_json_line
         if self.text:
             pretty = pretty_head(0, fmt.name, fmt.system, 0, 0, False, colors)
             same, other = pretty_line_templates(pretty, colors, "%s.%09dZ")
@@ -437,7 +453,7 @@ class _Lines:
                 line = _utf8(pretty_line(pretty, real, s.time, None, None, pid, tid, cpu, colors))
                 return line + b" " + fields % tuple(values) if has_fields else line
 
-            return text_line
+            return self._plain_generated(text_line, layout, count, same_t, other_t) or text_line
         middle = {
             "provider": fmt.system,
             "name": fmt.name,
@@ -473,7 +489,69 @@ class _Lines:
             stamp = b'"' + wallclock_text(real).encode() + b'"' if real is not None else b"null"
             return _safe_json(partial % (stamp, _num(t), _num(cpu), _num(pid), _num(tid), name, *values))
 
-        return json_lines
+        return self._plain_generated(json_lines, layout, count, whole, b"", names) or json_lines
+
+    def _plain_generated(
+        self,
+        general: _Render,
+        layout: _Layout,
+        count: int,
+        line: bytes,
+        other: bytes,
+        names: dict[str, bytes] | None = None,
+    ) -> _Render | None:
+        """The renderer of a plain tracepoint's samples as one generated function (one per format
+        and output, for at most :data:`_GENERATED_KEPT` formats): the unpacked fields as locals, their
+        texts looked up in place, the whole line from ``line`` (text: ``other`` when pid != tid) in one
+        ``%``.  Samples without wall-clock time, cpu, pid or tid (or, in --json, time) go to
+        ``general``, the renderer it stands for, which writes every sample the same way.  None:
+        no generated renderer (too many formats, or fields too many to be locals)."""
+        read, start, need, texts, _fields = layout
+        if self.generated >= _GENERATED_KEPT or count > _GENERATED_FIELDS:
+            return None
+        self.generated += 1
+        scope: dict[str, object] = {
+            "read": read,
+            "general": general,
+            "seconds": self.seconds,
+            "get_second": self.seconds.get,
+            "second_text": _second_text,
+            "line": line,
+            "other": other,
+            "names": names,
+            "dumps_name": _dumps_name,
+            "safe_json": _safe_json,
+            "NS": _NS,
+        }
+        values = [f"v{i}" for i in range(count)]
+        for i, kept, text_of in texts:
+            scope[f"g{i}"], scope[f"k{i}"], scope[f"m{i}"] = kept.get, kept, text_of
+            values[i] = f"(g{i}(v{i}) or m{i}(k{i}, v{i}))"
+        fields = "".join(f", {v}" for v in values)
+        json = names is not None
+        body = [
+            "raw = s.raw",
+            "real, cpu, pid, tid, t = s.realtime_ns, s.cpu, s.pid, s.tid, s.time",
+            f"if len(raw) < {need} or real is None or cpu is None or pid is None or tid is None"
+            + (" or t is None" if json else "")
+            + ": return general(s)",
+        ]
+        if count:
+            body.append("".join(f"v{i}, " for i in range(count)) + f"= read(raw, {start})")
+        body.append("second, ns = divmod(real, NS)")
+        body.append("stamp = get_second(second) or second_text(seconds, second)")
+        if self.perf_json:
+            body.append(f"return line % ({fields[2:]}{',' if count else ''} stamp, ns, cpu, pid, tid)")
+        elif self.text:
+            body.append(f"if pid == tid: return line % (stamp, ns, pid, cpu{fields})")
+            body.append(f"return other % (stamp, ns, pid, tid, cpu{fields})")
+        else:
+            body.append("name = names.get(s.name) or dumps_name(names, s.name)")
+            body.append(f"return safe_json(line % (stamp, ns, t, cpu, pid, tid, name{fields}))")
+        src = "def render(s):\n" + "".join(f"    {stmt}\n" for stmt in body)
+        exec(compile(src, f"<structlog_etw decode: {self.mode} line>", "exec"), scope)
+        render: _Render = scope["render"]  # type: ignore[assignment]
+        return render
 
 
 def _perf_meta(sample: Sample, header_meta: bytes, activity: bytes | None, related: bytes | None) -> bytes:
@@ -540,9 +618,11 @@ def _latin1(raw: bytes) -> str:
     return raw.split(b"\0", 1)[0].decode("latin-1")
 
 
-def _plain_layout(
-    fmt: TracepointFormat, mode: str, colors: bool
-) -> tuple[Callable[[bytes, int], tuple[Any, ...]], int, int, list[_Text], bytes] | None:
+#: How a plain tracepoint's fields are read and written (:func:`_plain_layout`).
+_Layout = tuple[Callable[[bytes, int], tuple[Any, ...]], int, int, list[_Text], bytes]
+
+
+def _plain_layout(fmt: TracepointFormat, mode: str, colors: bool) -> _Layout | None:
     """How ``fmt``'s fields are read and written in ``mode``: ``(unpack_from, where the fields
     start, bytes a sample needs, the fields written as texts, the fields' template)``; None:
     fields of other layouts (the ordinary path)."""

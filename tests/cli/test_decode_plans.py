@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from structlog_etw.cli import decode as decode_module
 from structlog_etw.cli.decode import decode_file
+from structlog_etw.cli.output import EventFilter
 from structlog_etw.cli.render import EventMeta, event_json, event_pretty
 from structlog_etw.eventheader import perf_decode
 from structlog_etw.eventheader.encoder import EventHeaderEncoder
@@ -20,6 +21,7 @@ from structlog_etw.eventheader.spec import ENC_VALUE64, FMT_FLOAT
 from structlog_etw.fields import to_fields
 from structlog_etw.perf.datafile import PerfDataFile, Sample
 from structlog_etw.perf.samples import SampleDecodeError, decode_sample, sample_perf_json
+from structlog_etw.perf.tracefs_format import TracepointFormat, parse_format
 from tests.helpers.perfdata import ROUND, Event, Tracepoint, eventheader_format, perf_data, plain_format
 from tests.helpers.shared import vector
 from tests.helpers.strategies import eventheader_events
@@ -150,3 +152,98 @@ class TestPlanCachesStayBounded:
         kept = [c.cell_contents for c in write.__closure__ if isinstance(c.cell_contents, dict)]
         assert len(kept) == 1
         assert 0 < len(kept[0]) <= perf_decode._VALUES_KEPT
+
+
+_PLAIN_FIELDS = (
+    "\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n"
+    "\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n"
+    "\tfield:unsigned char raw[3];\toffset:28;\tsize:3;\tsigned:0;\n"
+    "\tfield:s8 small;\toffset:31;\tsize:1;\tsigned:1;\n"
+    "\tfield:unsigned long flags;\toffset:32;\tsize:8;\tsigned:0;\n"
+    "\tfield:long delta;\toffset:40;\tsize:8;\tsigned:1;\n"
+)
+_COMMON_FIELDS = (
+    "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
+    "\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n"
+    "\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n"
+    "\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n"
+)
+
+
+def _plain_tracepoint(fields: str) -> TracepointFormat:
+    """A plain tracepoint's format with ``fields`` after the common ones."""
+    text = f'name: tick\nID: 77\nformat:\n{_COMMON_FIELDS}{fields}\nprint fmt: "x"\n'
+    fmt = parse_format("sys", text)
+    assert fmt is not None
+    return fmt
+
+
+_PLAIN_FORMATS = {
+    "several": _plain_tracepoint(_PLAIN_FIELDS),
+    "one": _plain_tracepoint("\tfield:u32 value;\toffset:8;\tsize:4;\tsigned:0;\n"),
+    "none": _plain_tracepoint(""),
+}
+_MAYBE = st.none() | st.integers(0, 2**32 - 1)
+
+
+class TestGeneratedPlainRenderers:
+    """A plain tracepoint's generated renderer writes the bytes of the closure it stands for."""
+
+    @settings(max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(
+        st.sampled_from(sorted(_PLAIN_FORMATS)),
+        st.sampled_from(_MODES),
+        st.binary(min_size=0, max_size=48),
+        st.none() | st.integers(0, 2**62),
+        _MAYBE,
+        _MAYBE,
+        _MAYBE,
+        st.none() | st.integers(0, 2**62),
+        st.sampled_from(["sys:tick", "", "n\u00e9e\x7f"]),
+    )
+    def test_same_line_as_the_closure(
+        self,
+        which: str,
+        mode: str,
+        payload: bytes,
+        real: int | None,
+        cpu: int | None,
+        pid: int | None,
+        tid: int | None,
+        time: int | None,
+        name: str,
+    ) -> None:
+        """Any field bytes (short too), time, cpu, pid, tid there or not, pid == tid or not: same line."""
+        fmt = _PLAIN_FORMATS[which]
+        kind, colors = ("text" if mode == "color" else mode), mode == "color"
+        fast = decode_module._Lines(kind, EventFilter(), colors)
+        slow = decode_module._Lines(kind, EventFilter(), colors)
+        slow.generated = decode_module._GENERATED_KEPT  # no generated renderer: the closures
+        generated, closure = fast.renderer(fmt), slow.renderer(fmt)
+        assert generated.__code__.co_filename.startswith("<structlog_etw decode")
+        assert not closure.__code__.co_filename.startswith("<")
+        raw = b"\x4d\0\0\0\x10\0\0\0" + payload
+        every = (  # the same sample with every number there (the generated code's own case)
+            1_700_000_000_123_456_789 if real is None else real,
+            3 if cpu is None else cpu,
+            7 if pid is None else pid,
+            tid,
+            5 if time is None else time,
+        )
+        for r, c, p, t, when in ((real, cpu, pid, tid, time), every):
+            for thread in (t, p, 8):
+                sample = Sample(name, when, c, p, thread, raw, raw[8:], fmt, 64, r, None, 0, True)
+                assert generated(sample) == closure(sample)
+                assert generated(sample) == closure(sample)  # the texts kept: the same again
+
+    def test_generated_renderers_are_bounded(self) -> None:
+        """At most _GENERATED_KEPT formats get generated code; the others keep their closures."""
+        lines = decode_module._Lines("json", EventFilter())
+        fmts = [
+            _plain_tracepoint("\tfield:u32 value;\toffset:8;\tsize:4;\tsigned:0;\n")
+            for _ in range(decode_module._GENERATED_KEPT + 3)
+        ]
+        renders = [lines.renderer(f) for f in fmts]
+        names = [r.__code__.co_filename for r in renders]
+        assert sum(n.startswith("<") for n in names) == decode_module._GENERATED_KEPT
+        assert lines.generated == decode_module._GENERATED_KEPT
