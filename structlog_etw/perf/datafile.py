@@ -141,7 +141,8 @@ def _sample_plan(sample_type: int, order: str) -> _SamplePlan:
 _Fast = tuple[_SamplePlan, str, "TracepointFormat | None", int, "int | None", bool]
 #: Greater than any file offset: ``(t, _AFTER_ALL)`` sorts after every held sample of time t.
 _AFTER_ALL: Final = float("inf")
-#: The sample of a held ``(time, file offset, sample, raw size)``, and its raw size.
+#: The time, the sample and the raw size of a held ``(time, file offset, sample, raw size)``.
+_TIME: Final = itemgetter(0)
 _SAMPLE: Final = itemgetter(2)
 _SIZE: Final = itemgetter(3)
 #: Bytes of records the reader frames before it hands on the samples among them.
@@ -1150,6 +1151,9 @@ class PerfDataFile:
         """
         # Held samples are (time, file offset, sample, raw size): a list sorted once per round (a
         # sorted list is a heap); only past the window (no rounds) is it kept a heap sample by sample.
+        # Unless it is a heap, the list is what was left sorted by the last round, then samples in
+        # file order (offsets past all those held): a stable sort by time alone puts it in
+        # (time, offset) order, comparing ints instead of tuples.
         self.late = 0
         held_list: list[tuple[int, int, Sample, int]] = []
         is_heap = False
@@ -1161,8 +1165,11 @@ class PerfDataFile:
         for batch in self._batches(keyed=True):
             if batch is None:  # a round ended: what is older than the previous round's end goes out
                 if held_list:
-                    held_list.sort()
-                    is_heap = False  # sorted: a heap until the next append
+                    if is_heap:
+                        held_list.sort()
+                        is_heap = False  # sorted: a heap until the next append
+                    else:  # sorted leftovers, then file order: sorted by time alone (see below)
+                        held_list.sort(key=_TIME)
                     newest = max(newest, held_list[-1][0])  # once a round
                     k = bisect.bisect_right(held_list, (horizon, _AFTER_ALL)) if horizon is not None else 0
                     if k:
@@ -1204,7 +1211,7 @@ class PerfDataFile:
                         if t_out > newest:  # noqa: PLR1730 - it may have come in a batch
                             newest = t_out
                         yield out_s
-        held_list.sort()
+        held_list.sort(key=None if is_heap else _TIME)
         yield from map(_SAMPLE, held_list)
 
     def samples_in_time_order(self) -> list[Sample]:
