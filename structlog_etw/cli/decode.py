@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import functools
 import json
 import os
 import stat
@@ -180,7 +181,9 @@ class _Decided:
     """What a renderer keeps per EventHeader plan: whether the filters pass its events, its
     readers, the line's templates (``line``: a sample with its wall-clock time, cpu, pid and tid
     and no activity - text: pid == tid; ``other``: text: pid != tid, --perf-json: the meta as one
-    text, --json: every number as a text), the fields' template, the plan, the console head."""
+    text, --json: every number as a text), the fields' template, the plan, the console head;
+    ``named``: --json's ``line`` with the tracepoint's name and no activity ids in it (for the
+    samples of that name without activity ids; ``b""``: none)."""
 
     accepts: bool
     readers: tuple[FieldReader, ...]
@@ -189,6 +192,7 @@ class _Decided:
     fields: bytes
     plan: EventPlan
     head: tuple[str, str] | None = None
+    named: bytes = b""
 
 
 class _Lines:
@@ -234,9 +238,10 @@ class _Lines:
 
     # --- EventHeader ------------------------------------------------------------------------
 
-    def _decide(self, plan: EventPlan) -> _Decided | None:
+    def _decide(self, plan: EventPlan, name: bytes = b"") -> _Decided | None:
         """What the renderers keep per plan: whether the filters pass its events, its readers
-        and its line templates (None: the ordinary path)."""
+        and its line templates (None: the ordinary path); ``name``: --json's text of the
+        tracepoint's name, put in the ``named`` template (``b""``: no such template)."""
         accepts = self.wanted.accepts_values(plan.level, plan.keyword, plan.provider, plan.name)
         fields = plan.template
         readers = plan.readers
@@ -268,20 +273,35 @@ class _Lines:
         except UnicodeEncodeError:  # not text the ordinary path writes this way: leave it to it
             return None
         rest = b',"tracepoint":%s,' + _esc(middle) + b',"activity_id":%s,"related_id":%s,"attributes":'
-        rest += _esc(attributes) + b',"fields":{' + fields + b"}}"
+        end = _esc(attributes) + b',"fields":{' + fields + b"}}"
+        stamped = b'{"timestamp":"%s.%09dZ","time_ns":%d,"cpu":%d,"pid":%d,"tid":%d'
+        named = b""
+        if name:
+            named = stamped + b',"tracepoint":' + _esc(name) + b"," + _esc(middle)
+            named += b',"activity_id":null,"related_id":null,"attributes":' + end
         return _Decided(
             accepts,
             readers,
-            b'{"timestamp":"%s.%09dZ","time_ns":%d,"cpu":%d,"pid":%d,"tid":%d' + rest,
-            b'{"timestamp":%s,"time_ns":%s,"cpu":%s,"pid":%s,"tid":%s' + rest,
+            stamped + rest + end,
+            b'{"timestamp":%s,"time_ns":%s,"cpu":%s,"pid":%s,"tid":%s' + rest + end,
             fields,
             plan,
+            None,
+            named,
         )
 
     def _eventheader(self, fmt: TracepointFormat) -> _Render:
         """The renderer of an EventHeader tracepoint's samples: a plan per header and metadata
         (kept by their bytes), each sample's fields by the plan's readers into its line's template."""
-        find = PlanCache(self.plans, fmt.name, self._decide).find
+        decide = self._decide
+        expected = fmt.full_name  # the name of its samples (perf's, unless the file names it otherwise)
+        if self.json:
+            try:
+                named = _utf8(_dumps(expected or None))
+            except UnicodeEncodeError:  # a name --json cannot write as it is: no named template
+                named = b""
+            decide = functools.partial(self._decide, name=named)
+        find = PlanCache(self.plans, fmt.name, decide).find
         seconds = self.seconds
         colors = self.colors
 
@@ -352,6 +372,25 @@ class _Lines:
             entry, pos, activity, related = found
             if not entry.accepts:
                 return b""
+            real, t, cpu, pid, tid = s.realtime_ns, s.time, s.cpu, s.pid, s.tid
+            data = s.data
+            out: list[object]
+            if (
+                entry.named
+                and real is not None
+                and t is not None
+                and cpu is not None
+                and pid is not None
+                and tid is not None
+                and activity is None
+                and related is None
+                and (s.name is expected or s.name == expected)
+            ):  # the common case: the name and null activity ids are in the template
+                second, ns = divmod(real, _NS)
+                out = [seconds.get(second) or _second_text(seconds, second), ns, t, cpu, pid, tid]
+                for read in entry.readers:
+                    pos = read(data, pos, out)
+                return _safe_json(entry.named % tuple(out))
             name = names.get(s.name)
             if name is None:
                 if len(names) >= _KEPT:
@@ -359,8 +398,6 @@ class _Lines:
                 name = names[s.name] = _utf8(_dumps(s.name or None))
             act_text = activity_text(activity) if activity is not None else b"null"
             rel_text = activity_text(related) if related is not None else b"null"
-            real, t, cpu, pid, tid = s.realtime_ns, s.time, s.cpu, s.pid, s.tid
-            out: list[object]
             if real is not None and t is not None and cpu is not None and pid is not None and tid is not None:
                 second, ns = divmod(real, _NS)
                 stamp = seconds.get(second) or _second_text(seconds, second)
@@ -370,7 +407,6 @@ class _Lines:
                 stamp = b'"' + wallclock_text(real).encode() + b'"' if real is not None else b"null"
                 out = [stamp, _num(t), _num(cpu), _num(pid), _num(tid), name, act_text, rel_text]
                 template = entry.other
-            data = s.data
             for read in entry.readers:
                 pos = read(data, pos, out)
             return _safe_json(template % tuple(out))
@@ -467,10 +503,17 @@ class _Lines:
             "related_id": None,
             "attributes": {},
         }
-        rest = b',"tracepoint":%s,' + _esc(_utf8(_dumps(middle)[1:-1])) + b',"fields":{' + fields + b"}}"
-        whole = b'{"timestamp":"%s.%09dZ","time_ns":%d,"cpu":%d,"pid":%d,"tid":%d' + rest
+        tail = b"," + _esc(_utf8(_dumps(middle)[1:-1])) + b',"fields":{' + fields + b"}}"
+        rest = b',"tracepoint":%s' + tail
+        stamped = b'{"timestamp":"%s.%09dZ","time_ns":%d,"cpu":%d,"pid":%d,"tid":%d'
+        whole = stamped + rest
         partial = b'{"timestamp":%s,"time_ns":%s,"cpu":%s,"pid":%s,"tid":%s' + rest
         names: dict[str, bytes] = {}
+        expected = fmt.full_name  # the name of its samples (perf's, unless the file names it otherwise)
+        try:  # the line of a sample of that name, the name in it
+            named = stamped + b',"tracepoint":' + _esc(_utf8(_dumps(expected or None))) + tail
+        except UnicodeEncodeError:  # a name --json cannot write as it is: no such line
+            named = b""
 
         def json_lines(s: Sample) -> bytes | None:
             values = values_of(s.raw)
@@ -489,7 +532,8 @@ class _Lines:
             stamp = b'"' + wallclock_text(real).encode() + b'"' if real is not None else b"null"
             return _safe_json(partial % (stamp, _num(t), _num(cpu), _num(pid), _num(tid), name, *values))
 
-        return self._plain_generated(json_lines, layout, count, whole, b"", names) or json_lines
+        generated = self._plain_generated(json_lines, layout, count, whole, named, names, expected)
+        return generated or json_lines
 
     def _plain_generated(
         self,
@@ -499,13 +543,16 @@ class _Lines:
         line: bytes,
         other: bytes,
         names: dict[str, bytes] | None = None,
+        expected: str = "",
     ) -> _Render | None:
         """The renderer of a plain tracepoint's samples as one generated function (one per format
         and output, for at most :data:`_GENERATED_KEPT` formats): the unpacked fields as locals, their
-        texts looked up in place, the whole line from ``line`` (text: ``other`` when pid != tid) in one
-        ``%``.  Samples without wall-clock time, cpu, pid or tid (or, in --json, time) go to
-        ``general``, the renderer it stands for, which writes every sample the same way.  None:
-        no generated renderer (too many formats, or fields too many to be locals)."""
+        texts looked up in place, the whole line from ``line`` (text: ``other`` when pid != tid;
+        --json: ``other``, the line with the name in it, for samples named ``expected``, unless it
+        is ``b""``) in one ``%``.  Samples without wall-clock time, cpu, pid or tid (or, in
+        --json, time) go to ``general``, the renderer it stands for, which writes every sample
+        the same way.  None: no generated renderer (too many formats, or fields too many to be
+        locals)."""
         read, start, need, texts, _fields = layout
         if self.generated >= _GENERATED_KEPT or count > _GENERATED_FIELDS:
             return None
@@ -519,6 +566,7 @@ class _Lines:
             "line": line,
             "other": other,
             "names": names,
+            "expected": expected,
             "dumps_name": _dumps_name,
             "safe_json": _safe_json,
             "NS": _NS,
@@ -546,6 +594,12 @@ class _Lines:
             body.append(f"if pid == tid: return line % (stamp, ns, pid, cpu{fields})")
             body.append(f"return other % (stamp, ns, pid, tid, cpu{fields})")
         else:
+            if other:
+                body.append("name = s.name")
+                body.append(
+                    "if name is expected or name == expected:"
+                    f" return safe_json(other % (stamp, ns, t, cpu, pid, tid{fields}))"
+                )
             body.append("name = names.get(s.name) or dumps_name(names, s.name)")
             body.append(f"return safe_json(line % (stamp, ns, t, cpu, pid, tid, name{fields}))")
         src = "def render(s):\n" + "".join(f"    {stmt}\n" for stmt in body)

@@ -4,8 +4,10 @@ writes: the line of :func:`decode_sample` rendered by ``sample_perf_json``, ``ev
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import struct
+import uuid
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -152,6 +154,44 @@ class TestPlanCachesStayBounded:
         kept = [c.cell_contents for c in write.__closure__ if isinstance(c.cell_contents, dict)]
         assert len(kept) == 1
         assert 0 < len(kept[0]) <= perf_decode._VALUES_KEPT
+
+
+class TestJsonLinesWithTheNameInTheTemplate:
+    """--json puts a tracepoint's own name (and null activity ids) in its templates; other names
+    and activity ids take the template with their place: the same line either way."""
+
+    def test_any_name_on_every_sample_of_the_capture(self) -> None:
+        """Each sample of the capture under its own name, another one, none: the ordinary path's line."""
+        data = vector("perf.data").read_bytes()
+        with PerfDataFile.from_bytes(data) as f:
+            samples = list(f.samples_by_time())
+        lines = decode_module._Lines("json", EventFilter())
+        for s in samples:
+            assert s.format is not None
+            render = lines.renderer(s.format)
+            for name in (s.name, "", "other:name", "n\u00e9e\x7f"):
+                renamed = dataclasses.replace(s, name=name)
+                expected = event_json(decode_sample(renamed), _meta(renamed))
+                assert render(renamed) == expected.encode("utf-8", "surrogateescape")
+
+    def test_activity_ids_take_their_place(self) -> None:
+        """Events of a capture's tracepoint with and without activity ids: the ordinary path's line."""
+        with PerfDataFile.from_bytes(vector("perf.data").read_bytes()) as f:
+            s = next(s for s in f.samples_by_time() if s.name == "user_events:TestProviderC_L5K0Gmsft")
+        assert s.format is not None and s.realtime_ns is not None
+        lines = decode_module._Lines("json", EventFilter())
+        render = lines.renderer(s.format)
+        encoder = EventHeaderEncoder()
+        ids = uuid.UUID(int=1).bytes, uuid.UUID(int=2).bytes
+        for activity, related in ((None, None), (ids[0], None), ids):
+            data = encoder.encode(
+                "ev", to_fields({"n": 1}.items()), 5, activity_id=activity, related_id=related
+            )
+            assert data is not None
+            at = s.format.payload_offset
+            event = dataclasses.replace(s, raw=s.raw[:at] + data, data=data)
+            expected = event_json(decode_sample(event), _meta(event))
+            assert render(event) == expected.encode("utf-8", "surrogateescape")
 
 
 _PLAIN_FIELDS = (
