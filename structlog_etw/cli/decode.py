@@ -390,7 +390,8 @@ class _Lines:
                 out = [seconds.get(second) or _second_text(seconds, second), ns, t, cpu, pid, tid]
                 for read in entry.readers:
                     pos = read(data, pos, out)
-                return _safe_json(entry.named % tuple(out))
+                line = entry.named % tuple(out)
+                return line if line.isascii() and 0x7F not in line else _safe_json(line)
             name = names.get(s.name)
             if name is None:
                 if len(names) >= _KEPT:
@@ -579,7 +580,7 @@ class _Lines:
         json = names is not None
         body = [
             "raw = s.raw",
-            "real, cpu, pid, tid, t = s.realtime_ns, s.cpu, s.pid, s.tid, s.time",
+            "real, cpu, pid, tid = s.realtime_ns, s.cpu, s.pid, s.tid" + ("; t = s.time" if json else ""),
             f"if len(raw) < {need} or real is None or cpu is None or pid is None or tid is None"
             + (" or t is None" if json else "")
             + ": return general(s)",
@@ -594,14 +595,17 @@ class _Lines:
             body.append(f"if pid == tid: return line % (stamp, ns, pid, cpu{fields})")
             body.append(f"return other % (stamp, ns, pid, tid, cpu{fields})")
         else:
+            body.append("name = s.name")
+            named = f"other % (stamp, ns, t, cpu, pid, tid{fields})"
+            unnamed = (
+                f"line % (stamp, ns, t, cpu, pid, tid, names.get(name) or dumps_name(names, name){fields})"
+            )
             if other:
-                body.append("name = s.name")
-                body.append(
-                    "if name is expected or name == expected:"
-                    f" return safe_json(other % (stamp, ns, t, cpu, pid, tid{fields}))"
-                )
-            body.append("name = names.get(s.name) or dumps_name(names, s.name)")
-            body.append(f"return safe_json(line % (stamp, ns, t, cpu, pid, tid, name{fields}))")
+                body.append(f"text = {named} if name is expected or name == expected else {unnamed}")
+            else:
+                body.append(f"text = {unnamed}")
+            # _safe_json in place: ASCII lines without DEL (nearly all) as they are
+            body.append("return text if text.isascii() and 0x7F not in text else safe_json(text)")
         src = "def render(s):\n" + "".join(f"    {stmt}\n" for stmt in body)
         exec(compile(src, f"<structlog_etw decode: {self.mode} line>", "exec"), scope)
         render: _Render = scope["render"]  # type: ignore[assignment]
