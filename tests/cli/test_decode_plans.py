@@ -16,10 +16,11 @@ from hypothesis import strategies as st
 from structlog_etw.cli import decode as decode_module
 from structlog_etw.cli.decode import decode_file
 from structlog_etw.cli.output import EventFilter
-from structlog_etw.cli.render import EventMeta, event_json, event_pretty
+from structlog_etw.cli.render import EventMeta, TextFieldStyle, _value_text, event_json, event_pretty
 from structlog_etw.eventheader import perf_decode
+from structlog_etw.eventheader._values import python_value
 from structlog_etw.eventheader.encoder import EventHeaderEncoder
-from structlog_etw.eventheader.spec import ENC_VALUE64, FMT_FLOAT
+from structlog_etw.eventheader.spec import ENC_VALUE64, FIXED_SIZE, FMT_FLOAT, Encoding, Format
 from structlog_etw.fields import to_fields
 from structlog_etw.perf.datafile import PerfDataFile, Sample
 from structlog_etw.perf.samples import SampleDecodeError, decode_sample, sample_perf_json
@@ -286,3 +287,32 @@ class TestGeneratedPlainRenderers:
         names = [r.__code__.co_filename for r in renders]
         assert sum(n.startswith("<") for n in names) == decode_module._GENERATED_KEPT
         assert lines.generated == decode_module._GENERATED_KEPT
+
+
+class TestTextStyleValues:
+    """The console text of one value, as a plan writes it, is :func:`pretty_value` of its Python value."""
+
+    @settings(max_examples=400, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(
+        st.sampled_from([e for e in Encoding if e not in (Encoding.INVALID, Encoding.STRUCT)]),
+        st.sampled_from(list(Format)),
+        st.sampled_from("<>"),
+        st.sampled_from([b"", b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff", b"\xff\xfe\0\0", b"\0\0\xfe\xff"]),
+        st.binary(max_size=24),
+    )
+    def test_every_encoding_and_format(
+        self, enc: int, fmt: int, order: str, mark: bytes, rest: bytes
+    ) -> None:
+        """Strings with or without a byte-order mark, numbers, binary: the same text either way."""
+        if enc == Encoding.STRUCT:
+            return
+        raw = mark + rest
+        size = FIXED_SIZE.get(enc)
+        if size is not None:
+            raw = (raw * size + bytes(size))[:size]
+        write = TextFieldStyle(colors=False).fixed(enc, fmt, order)
+        try:
+            value = python_value(enc, fmt, raw, order)
+        except (ValueError, struct.error):
+            return
+        assert write(raw) == _value_text(value, enc, fmt).encode("utf-8", "surrogateescape")
