@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import functools
 import json
 import os
 import stat
@@ -122,6 +123,11 @@ _NS: Final = 1_000_000_000
 #: Formats, names, seconds whose renderers and texts are kept: at most this many of each.
 _KEPT: Final = 4096
 
+#: Plain tracepoint formats whose renderer is generated code (:meth:`_Lines._plain_generated`;
+#: the others' is a closure): at most this many per decode, of at most this many fields.
+_GENERATED_KEPT: Final = 256
+_GENERATED_FIELDS: Final = 200
+
 #: A sample -> its line (UTF-8 bytes, no newline), ``b""`` when the filters drop it, None: take
 #: the ordinary path (as for any exception: a payload its plan cannot read).
 _Render = Callable[[Sample], bytes | None]
@@ -154,6 +160,14 @@ def _second_text(seconds: dict[int, bytes], second: int) -> bytes:
     return text
 
 
+def _dumps_name(names: dict[str, bytes], name: str) -> bytes:
+    """A tracepoint name's JSON text (null for ``""``), kept in ``names`` (bounded)."""
+    if len(names) >= _KEPT:
+        names.clear()
+    text = names[name] = _utf8(_dumps(name or None))
+    return text
+
+
 def _safe_json(line: bytes) -> bytes:
     """:func:`~structlog_etw.cli.render.json_line` of a JSON line held as bytes (ASCII lines
     without DEL, nearly all, as they are)."""
@@ -167,7 +181,9 @@ class _Decided:
     """What a renderer keeps per EventHeader plan: whether the filters pass its events, its
     readers, the line's templates (``line``: a sample with its wall-clock time, cpu, pid and tid
     and no activity - text: pid == tid; ``other``: text: pid != tid, --perf-json: the meta as one
-    text, --json: every number as a text), the fields' template, the plan, the console head."""
+    text, --json: every number as a text), the fields' template, the plan, the console head;
+    ``named``: --json's ``line`` with the tracepoint's name and no activity ids in it (for the
+    samples of that name without activity ids; ``b""``: none)."""
 
     accepts: bool
     readers: tuple[FieldReader, ...]
@@ -176,6 +192,7 @@ class _Decided:
     fields: bytes
     plan: EventPlan
     head: tuple[str, str] | None = None
+    named: bytes = b""
 
 
 class _Lines:
@@ -202,6 +219,8 @@ class _Lines:
         self.formats: list[TracepointFormat] = []
         #: second -> its date and time text (every renderer's).
         self.seconds: dict[int, bytes] = {}
+        #: Renderers generated so far (:meth:`_plain_generated`; at most :data:`_GENERATED_KEPT`).
+        self.generated = 0
 
     def renderer(self, fmt: TracepointFormat) -> _Render:
         """The renderer of ``fmt``'s samples, decided once per format."""
@@ -219,9 +238,10 @@ class _Lines:
 
     # --- EventHeader ------------------------------------------------------------------------
 
-    def _decide(self, plan: EventPlan) -> _Decided | None:
+    def _decide(self, plan: EventPlan, name: bytes = b"") -> _Decided | None:
         """What the renderers keep per plan: whether the filters pass its events, its readers
-        and its line templates (None: the ordinary path)."""
+        and its line templates (None: the ordinary path); ``name``: --json's text of the
+        tracepoint's name, put in the ``named`` template (``b""``: no such template)."""
         accepts = self.wanted.accepts_values(plan.level, plan.keyword, plan.provider, plan.name)
         fields = plan.template
         readers = plan.readers
@@ -253,20 +273,35 @@ class _Lines:
         except UnicodeEncodeError:  # not text the ordinary path writes this way: leave it to it
             return None
         rest = b',"tracepoint":%s,' + _esc(middle) + b',"activity_id":%s,"related_id":%s,"attributes":'
-        rest += _esc(attributes) + b',"fields":{' + fields + b"}}"
+        end = _esc(attributes) + b',"fields":{' + fields + b"}}"
+        stamped = b'{"timestamp":"%s.%09dZ","time_ns":%d,"cpu":%d,"pid":%d,"tid":%d'
+        named = b""
+        if name:
+            named = stamped + b',"tracepoint":' + _esc(name) + b"," + _esc(middle)
+            named += b',"activity_id":null,"related_id":null,"attributes":' + end
         return _Decided(
             accepts,
             readers,
-            b'{"timestamp":"%s.%09dZ","time_ns":%d,"cpu":%d,"pid":%d,"tid":%d' + rest,
-            b'{"timestamp":%s,"time_ns":%s,"cpu":%s,"pid":%s,"tid":%s' + rest,
+            stamped + rest + end,
+            b'{"timestamp":%s,"time_ns":%s,"cpu":%s,"pid":%s,"tid":%s' + rest + end,
             fields,
             plan,
+            None,
+            named,
         )
 
     def _eventheader(self, fmt: TracepointFormat) -> _Render:
         """The renderer of an EventHeader tracepoint's samples: a plan per header and metadata
         (kept by their bytes), each sample's fields by the plan's readers into its line's template."""
-        find = PlanCache(self.plans, fmt.name, self._decide).find
+        decide = self._decide
+        expected = fmt.full_name  # the name of its samples (perf's, unless the file names it otherwise)
+        if self.json:
+            try:
+                named = _utf8(_dumps(expected or None))
+            except UnicodeEncodeError:  # a name --json cannot write as it is: no named template
+                named = b""
+            decide = functools.partial(self._decide, name=named)
+        find = PlanCache(self.plans, fmt.name, decide).find
         seconds = self.seconds
         colors = self.colors
 
@@ -337,6 +372,26 @@ class _Lines:
             entry, pos, activity, related = found
             if not entry.accepts:
                 return b""
+            real, t, cpu, pid, tid = s.realtime_ns, s.time, s.cpu, s.pid, s.tid
+            data = s.data
+            out: list[object]
+            if (
+                entry.named
+                and real is not None
+                and t is not None
+                and cpu is not None
+                and pid is not None
+                and tid is not None
+                and activity is None
+                and related is None
+                and (s.name is expected or s.name == expected)
+            ):  # the common case: the name and null activity ids are in the template
+                second, ns = divmod(real, _NS)
+                out = [seconds.get(second) or _second_text(seconds, second), ns, t, cpu, pid, tid]
+                for read in entry.readers:
+                    pos = read(data, pos, out)
+                line = entry.named % tuple(out)
+                return line if line.isascii() and 0x7F not in line else _safe_json(line)
             name = names.get(s.name)
             if name is None:
                 if len(names) >= _KEPT:
@@ -344,8 +399,6 @@ class _Lines:
                 name = names[s.name] = _utf8(_dumps(s.name or None))
             act_text = activity_text(activity) if activity is not None else b"null"
             rel_text = activity_text(related) if related is not None else b"null"
-            real, t, cpu, pid, tid = s.realtime_ns, s.time, s.cpu, s.pid, s.tid
-            out: list[object]
             if real is not None and t is not None and cpu is not None and pid is not None and tid is not None:
                 second, ns = divmod(real, _NS)
                 stamp = seconds.get(second) or _second_text(seconds, second)
@@ -355,7 +408,6 @@ class _Lines:
                 stamp = b'"' + wallclock_text(real).encode() + b'"' if real is not None else b"null"
                 out = [stamp, _num(t), _num(cpu), _num(pid), _num(tid), name, act_text, rel_text]
                 template = entry.other
-            data = s.data
             for read in entry.readers:
                 pos = read(data, pos, out)
             return _safe_json(template % tuple(out))
@@ -373,6 +425,7 @@ class _Lines:
         if layout is None:
             return _ordinary
         read, start, need, texts, fields = layout
+        count = len(fmt.own_fields)  # one value per field
         seconds = self.seconds
         colors = self.colors
         has_fields = bool(fmt.own_fields)
@@ -416,7 +469,7 @@ class _Lines:
                     return None
                 return body_meta % (*values, _perf_meta(s, b"", None, None))
 
-            return perf_json_line
+            return self._plain_generated(perf_json_line, layout, count, whole, b"") or perf_json_line
         if self.text:
             pretty = pretty_head(0, fmt.name, fmt.system, 0, 0, False, colors)
             same, other = pretty_line_templates(pretty, colors, "%s.%09dZ")
@@ -437,7 +490,7 @@ class _Lines:
                 line = _utf8(pretty_line(pretty, real, s.time, None, None, pid, tid, cpu, colors))
                 return line + b" " + fields % tuple(values) if has_fields else line
 
-            return text_line
+            return self._plain_generated(text_line, layout, count, same_t, other_t) or text_line
         middle = {
             "provider": fmt.system,
             "name": fmt.name,
@@ -451,10 +504,17 @@ class _Lines:
             "related_id": None,
             "attributes": {},
         }
-        rest = b',"tracepoint":%s,' + _esc(_utf8(_dumps(middle)[1:-1])) + b',"fields":{' + fields + b"}}"
-        whole = b'{"timestamp":"%s.%09dZ","time_ns":%d,"cpu":%d,"pid":%d,"tid":%d' + rest
+        tail = b"," + _esc(_utf8(_dumps(middle)[1:-1])) + b',"fields":{' + fields + b"}}"
+        rest = b',"tracepoint":%s' + tail
+        stamped = b'{"timestamp":"%s.%09dZ","time_ns":%d,"cpu":%d,"pid":%d,"tid":%d'
+        whole = stamped + rest
         partial = b'{"timestamp":%s,"time_ns":%s,"cpu":%s,"pid":%s,"tid":%s' + rest
         names: dict[str, bytes] = {}
+        expected = fmt.full_name  # the name of its samples (perf's, unless the file names it otherwise)
+        try:  # the line of a sample of that name, the name in it
+            named = stamped + b',"tracepoint":' + _esc(_utf8(_dumps(expected or None))) + tail
+        except UnicodeEncodeError:  # a name --json cannot write as it is: no such line
+            named = b""
 
         def json_lines(s: Sample) -> bytes | None:
             values = values_of(s.raw)
@@ -473,7 +533,83 @@ class _Lines:
             stamp = b'"' + wallclock_text(real).encode() + b'"' if real is not None else b"null"
             return _safe_json(partial % (stamp, _num(t), _num(cpu), _num(pid), _num(tid), name, *values))
 
-        return json_lines
+        generated = self._plain_generated(json_lines, layout, count, whole, named, names, expected)
+        return generated or json_lines
+
+    def _plain_generated(
+        self,
+        general: _Render,
+        layout: _Layout,
+        count: int,
+        line: bytes,
+        other: bytes,
+        names: dict[str, bytes] | None = None,
+        expected: str = "",
+    ) -> _Render | None:
+        """The renderer of a plain tracepoint's samples as one generated function (one per format
+        and output, for at most :data:`_GENERATED_KEPT` formats): the unpacked fields as locals, their
+        texts looked up in place, the whole line from ``line`` (text: ``other`` when pid != tid;
+        --json: ``other``, the line with the name in it, for samples named ``expected``, unless it
+        is ``b""``) in one ``%``.  Samples without wall-clock time, cpu, pid or tid (or, in
+        --json, time) go to ``general``, the renderer it stands for, which writes every sample
+        the same way.  None: no generated renderer (too many formats, or fields too many to be
+        locals)."""
+        read, start, need, texts, _fields = layout
+        if self.generated >= _GENERATED_KEPT or count > _GENERATED_FIELDS:
+            return None
+        self.generated += 1
+        scope: dict[str, object] = {
+            "read": read,
+            "general": general,
+            "seconds": self.seconds,
+            "get_second": self.seconds.get,
+            "second_text": _second_text,
+            "line": line,
+            "other": other,
+            "names": names,
+            "expected": expected,
+            "dumps_name": _dumps_name,
+            "safe_json": _safe_json,
+            "NS": _NS,
+        }
+        values = [f"v{i}" for i in range(count)]
+        for i, kept, text_of in texts:
+            scope[f"g{i}"], scope[f"k{i}"], scope[f"m{i}"] = kept.get, kept, text_of
+            values[i] = f"(g{i}(v{i}) or m{i}(k{i}, v{i}))"
+        fields = "".join(f", {v}" for v in values)
+        json = names is not None
+        body = [
+            "raw = s.raw",
+            "real, cpu, pid, tid = s.realtime_ns, s.cpu, s.pid, s.tid" + ("; t = s.time" if json else ""),
+            f"if len(raw) < {need} or real is None or cpu is None or pid is None or tid is None"
+            + (" or t is None" if json else "")
+            + ": return general(s)",
+        ]
+        if count:
+            body.append("".join(f"v{i}, " for i in range(count)) + f"= read(raw, {start})")
+        body.append("second, ns = divmod(real, NS)")
+        body.append("stamp = get_second(second) or second_text(seconds, second)")
+        if self.perf_json:
+            body.append(f"return line % ({fields[2:]}{',' if count else ''} stamp, ns, cpu, pid, tid)")
+        elif self.text:
+            body.append(f"if pid == tid: return line % (stamp, ns, pid, cpu{fields})")
+            body.append(f"return other % (stamp, ns, pid, tid, cpu{fields})")
+        else:
+            body.append("name = s.name")
+            named = f"other % (stamp, ns, t, cpu, pid, tid{fields})"
+            unnamed = (
+                f"line % (stamp, ns, t, cpu, pid, tid, names.get(name) or dumps_name(names, name){fields})"
+            )
+            if other:
+                body.append(f"text = {named} if name is expected or name == expected else {unnamed}")
+            else:
+                body.append(f"text = {unnamed}")
+            # _safe_json in place: ASCII lines without DEL (nearly all) as they are
+            body.append("return text if text.isascii() and 0x7F not in text else safe_json(text)")
+        src = "def render(s):\n" + "".join(f"    {stmt}\n" for stmt in body)
+        exec(compile(src, f"<structlog_etw decode: {self.mode} line>", "exec"), scope)
+        render: _Render = scope["render"]  # type: ignore[assignment]
+        return render
 
 
 def _perf_meta(sample: Sample, header_meta: bytes, activity: bytes | None, related: bytes | None) -> bytes:
@@ -540,9 +676,11 @@ def _latin1(raw: bytes) -> str:
     return raw.split(b"\0", 1)[0].decode("latin-1")
 
 
-def _plain_layout(
-    fmt: TracepointFormat, mode: str, colors: bool
-) -> tuple[Callable[[bytes, int], tuple[Any, ...]], int, int, list[_Text], bytes] | None:
+#: How a plain tracepoint's fields are read and written (:func:`_plain_layout`).
+_Layout = tuple[Callable[[bytes, int], tuple[Any, ...]], int, int, list[_Text], bytes]
+
+
+def _plain_layout(fmt: TracepointFormat, mode: str, colors: bool) -> _Layout | None:
     """How ``fmt``'s fields are read and written in ``mode``: ``(unpack_from, where the fields
     start, bytes a sample needs, the fields written as texts, the fields' template)``; None:
     fields of other layouts (the ordinary path)."""

@@ -23,15 +23,19 @@ from typing import Any, Final
 from .._levels import LEVEL_NAMES
 from .._text import errno_text, float_text, wallclock_text
 from ..decoded import DecodedEvent, DecodedField
-from ..eventheader._values import Kind, bytes_decide_kind, python_reader, value_kind
+from ..eventheader._values import BOMS, Kind, bytes_decide_kind, python_reader, value_kind
 from ..eventheader.decoder import FieldMetadata
 from ..eventheader.perf_decode import FieldStyle, perf_json_fields
 from ..eventheader.spec import (
     ENC_BINARY_LENGTH16_CHAR8,
     ENC_STRING_LENGTH16_CHAR8,
     ENC_VALUE32,
+    FIXED_SIZE,
     FMT_ERRNO,
     FMT_HEX_INT,
+    FMT_STRING_JSON,
+    FMT_STRING_UTF_BOM,
+    FMT_STRING_XML,
 )
 
 __all__ = [
@@ -363,6 +367,19 @@ def pretty_fields(names: list[str], values: list[Any], colors: bool) -> str:
 
 #: The kinds whose Python value is a str.
 _TEXT_KINDS: Final = frozenset({Kind.CHAR, Kind.LATIN1, Kind.UTF8, Kind.UTF16, Kind.UCS4})
+#: The formats of text whose byte-order mark, if any, decides its kind.
+_BOM_FORMATS: Final = frozenset({FMT_STRING_UTF_BOM, FMT_STRING_XML, FMT_STRING_JSON})
+
+
+def _always_text(encoding: int, fmt: int, order: str) -> bool:
+    """Whether every value of this encoding and format is a str: its kind is a text kind
+    whatever its bytes (none of a fixed size; a byte-order mark, if any, only says which text)."""
+    if not bytes_decide_kind(encoding, fmt):
+        return value_kind(encoding, fmt, b"", order)[0] in _TEXT_KINDS
+    if fmt not in _BOM_FORMATS or encoding in FIXED_SIZE:
+        return False
+    starts = (b"", b"x", *(mark for mark, _kind, _order in BOMS))
+    return all(value_kind(encoding, fmt, raw, order)[0] in _TEXT_KINDS for raw in starts)
 
 
 class TextFieldStyle(FieldStyle):
@@ -381,7 +398,7 @@ class TextFieldStyle(FieldStyle):
     def fixed(self, encoding: int, fmt: int, order: str) -> Callable[[bytes], bytes]:
         """The text of a fixed-size value's bytes."""
         read = python_reader(encoding, fmt, order)
-        if not bytes_decide_kind(encoding, fmt) and value_kind(encoding, fmt, b"", order)[0] in _TEXT_KINDS:
+        if _always_text(encoding, fmt, order):
 
             def text(raw: bytes) -> bytes:  # _value_text of a str, in one call
                 value: str = read(raw)

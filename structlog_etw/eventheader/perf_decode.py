@@ -551,21 +551,27 @@ class FieldStyle:
         return _q(name) + b":", b""
 
 
-def _kept(write: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
-    """``write`` with the texts of the last :data:`_VALUES_KEPT` distinct values kept."""
-    kept: dict[bytes, bytes] = {}
-    get = kept.get
+class _Kept(dict[bytes, bytes]):
+    """The texts ``write`` gave for the last :data:`_VALUES_KEPT` distinct values, by value: a
+    value seen is one look-up in C (``kept[raw]``), a new one is written by ``__missing__``."""
 
-    def text(raw: bytes) -> bytes:
-        found = get(raw)
-        if found is None:
-            found = write(raw)
-            if len(kept) >= _VALUES_KEPT:
-                kept.clear()
-            kept[raw] = found
+    __slots__ = ("write",)
+
+    def __init__(self, write: Callable[[bytes], bytes]) -> None:
+        super().__init__()
+        self.write = write
+
+    def __missing__(self, raw: bytes) -> bytes:
+        found = self.write(raw)
+        if len(self) >= _VALUES_KEPT:
+            self.clear()
+        self[raw] = found
         return found
 
-    return text
+
+def _kept(write: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
+    """``write`` with the texts of the last :data:`_VALUES_KEPT` distinct values kept."""
+    return _Kept(write).__getitem__
 
 
 def _scalar(meta: FieldMetadata, order: str, style: FieldStyle) -> Reader:

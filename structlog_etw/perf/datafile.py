@@ -138,7 +138,8 @@ def _sample_plan(sample_type: int, order: str) -> _SamplePlan:
 _Fast = tuple[_SamplePlan, str, "TracepointFormat | None", int, "int | None", bool]
 #: Greater than any file offset: ``(t, _AFTER_ALL)`` sorts after every held sample of time t.
 _AFTER_ALL: Final = float("inf")
-#: The sample of a held ``(time, file offset, sample, raw size)``, and its raw size.
+#: The time, the sample and the raw size of a held ``(time, file offset, sample, raw size)``.
+_TIME: Final = itemgetter(0)
 _SAMPLE: Final = itemgetter(2)
 _SIZE: Final = itemgetter(3)
 #: Bytes of records the reader frames before it hands on the samples among them.
@@ -940,6 +941,7 @@ class PerfDataFile:
         need = i_id = i_pid = i_time = i_cpu = payload_at = 0
         name, fmt, offset_ns, tp = "", None, None, True
         make = Sample
+        new = Sample.__new__
         sample_type = _R_SAMPLE
         try:
             while True:
@@ -970,21 +972,23 @@ class PerfDataFile:
                         raw = buf[start:end]
                         t = values[i_time]
                         pos = base + i
-                        sample = make(
-                            name,
-                            t,
-                            values[i_cpu],
-                            values[i_pid],
-                            values[i_pid + 1],
-                            raw,
-                            raw[payload_at:],
-                            fmt,
-                            pos,
-                            None if offset_ns is None else t + offset_ns,
-                            key,
-                            round_no,
-                            tp,
-                        )
+                        # Sample(...) field by field: its __init__ is a Python call with 13
+                        # arguments, a third of what reading a sample costs (test_datafile
+                        # checks that every field is set, and equal to what __init__ sets).
+                        sample = new(make)
+                        sample.name = name
+                        sample.time = t
+                        sample.cpu = values[i_cpu]
+                        sample.pid = values[i_pid]
+                        sample.tid = values[i_pid + 1]
+                        sample.raw = raw
+                        sample.data = raw[payload_at:]
+                        sample.format = fmt
+                        sample.offset = pos
+                        sample.realtime_ns = None if offset_ns is None else t + offset_ns
+                        sample.id = key
+                        sample.round = round_no
+                        sample.is_tracepoint = tp
                         add((t, pos, sample, end - start) if keyed else sample)
                         raw_bytes += end - start
                         i = j
@@ -1147,6 +1151,9 @@ class PerfDataFile:
         """
         # Held samples are (time, file offset, sample, raw size): a list sorted once per round (a
         # sorted list is a heap); only past the window (no rounds) is it kept a heap sample by sample.
+        # Unless it is a heap, the list is what was left sorted by the last round, then samples in
+        # file order (offsets past all those held): a stable sort by time alone puts it in
+        # (time, offset) order, comparing ints instead of tuples.
         self.late = 0
         held_list: list[tuple[int, int, Sample, int]] = []
         is_heap = False
@@ -1158,8 +1165,11 @@ class PerfDataFile:
         for batch in self._batches(keyed=True):
             if batch is None:  # a round ended: what is older than the previous round's end goes out
                 if held_list:
-                    held_list.sort()
-                    is_heap = False  # sorted: a heap until the next append
+                    if is_heap:
+                        held_list.sort()
+                        is_heap = False  # sorted: a heap until the next append
+                    else:  # sorted leftovers, then file order: sorted by time alone (see below)
+                        held_list.sort(key=_TIME)
                     newest = max(newest, held_list[-1][0])  # once a round
                     k = bisect.bisect_right(held_list, (horizon, _AFTER_ALL)) if horizon is not None else 0
                     if k:
@@ -1201,7 +1211,7 @@ class PerfDataFile:
                         if t_out > newest:  # noqa: PLR1730 - it may have come in a batch
                             newest = t_out
                         yield out_s
-        held_list.sort()
+        held_list.sort(key=None if is_heap else _TIME)
         yield from map(_SAMPLE, held_list)
 
     def samples_in_time_order(self) -> list[Sample]:

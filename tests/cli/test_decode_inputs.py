@@ -199,14 +199,15 @@ import os, sys
 from structlog_etw.cli import main
 import structlog_etw.perf.datafile as datafile
 path = sys.argv[1]
-original = datafile.Sample  # every sample the reader makes (its fast path and the long way)
-seen = [0]
-def sample(*args):
-    seen[0] += 1
-    if seen[0] == 100:  # perf record -o - > file rerun / copytruncate: the file shrinks
+original = datafile._FileSource.read  # every pread of the file
+done = [False]
+def read(self, pos, least, most):
+    data = original(self, pos, least, most)
+    if len(data) > 100_000 and not done[0]:  # the first read of the data: ~20,000 samples
+        done[0] = True  # perf record -o - > file rerun / copytruncate: the file shrinks
         os.truncate(path, os.path.getsize(path) // 2)
-    return original(*args)
-datafile.Sample = sample
+    return data
+datafile._FileSource.read = read
 sys.exit(main(["decode", "--order", "file", "--json", path]))
 """
 
@@ -215,7 +216,7 @@ class TestFileShrinksWhileRead:
     """A file that shrinks under the reader is a reported truncation, not a SIGBUS."""
 
     def test_shrinking_file_is_truncated_at_an_offset_and_output_kept(self, tmp_path: Path) -> None:
-        """Cut to half after 100 samples: exit 1, "truncated at offset N", the events before it written."""
+        """Cut to half after its first read: exit 1, "truncated at offset N", the events read written."""
         path = tmp_path / "shrinks.data"
         path.write_bytes(_pipe_head(cpu_clock=False) + _ticks(7, 40_000))  # ~1.9 MiB: past one read
         run = run_bounded(_SHRINK, str(path), timeout=300)

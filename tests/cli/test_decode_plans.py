@@ -4,8 +4,10 @@ writes: the line of :func:`decode_sample` rendered by ``sample_perf_json``, ``ev
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import struct
+import uuid
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,13 +15,16 @@ from hypothesis import strategies as st
 
 from structlog_etw.cli import decode as decode_module
 from structlog_etw.cli.decode import decode_file
-from structlog_etw.cli.render import EventMeta, event_json, event_pretty
+from structlog_etw.cli.output import EventFilter
+from structlog_etw.cli.render import EventMeta, TextFieldStyle, _value_text, event_json, event_pretty
 from structlog_etw.eventheader import perf_decode
+from structlog_etw.eventheader._values import python_value
 from structlog_etw.eventheader.encoder import EventHeaderEncoder
-from structlog_etw.eventheader.spec import ENC_VALUE64, FMT_FLOAT
+from structlog_etw.eventheader.spec import ENC_VALUE64, FIXED_SIZE, FMT_FLOAT, Encoding, Format
 from structlog_etw.fields import to_fields
 from structlog_etw.perf.datafile import PerfDataFile, Sample
 from structlog_etw.perf.samples import SampleDecodeError, decode_sample, sample_perf_json
+from structlog_etw.perf.tracefs_format import TracepointFormat, parse_format
 from tests.helpers.perfdata import ROUND, Event, Tracepoint, eventheader_format, perf_data, plain_format
 from tests.helpers.shared import vector
 from tests.helpers.strategies import eventheader_events
@@ -146,7 +151,168 @@ class TestPlanCachesStayBounded:
             raw = struct.pack("<d", i / 7)
             assert write(raw) == plain(raw)
             assert write(raw) == plain(raw)  # kept: the same text again
-        assert write.__closure__ is not None
-        kept = [c.cell_contents for c in write.__closure__ if isinstance(c.cell_contents, dict)]
-        assert len(kept) == 1
-        assert 0 < len(kept[0]) <= perf_decode._VALUES_KEPT
+        kept = write.__self__  # type: ignore[attr-defined]
+        assert isinstance(kept, dict)
+        assert 0 < len(kept) <= perf_decode._VALUES_KEPT
+
+
+class TestJsonLinesWithTheNameInTheTemplate:
+    """--json puts a tracepoint's own name (and null activity ids) in its templates; other names
+    and activity ids take the template with their place: the same line either way."""
+
+    def test_any_name_on_every_sample_of_the_capture(self) -> None:
+        """Each sample of the capture under its own name, another one, none: the ordinary path's line."""
+        data = vector("perf.data").read_bytes()
+        with PerfDataFile.from_bytes(data) as f:
+            samples = list(f.samples_by_time())
+        lines = decode_module._Lines("json", EventFilter())
+        for s in samples:
+            assert s.format is not None
+            render = lines.renderer(s.format)
+            for name in (s.name, "", "other:name", "n\u00e9e\x7f"):
+                renamed = dataclasses.replace(s, name=name)
+                expected = event_json(decode_sample(renamed), _meta(renamed))
+                assert render(renamed) == expected.encode("utf-8", "surrogateescape")
+
+    def test_activity_ids_take_their_place(self) -> None:
+        """Events of a capture's tracepoint with and without activity ids: the ordinary path's line."""
+        with PerfDataFile.from_bytes(vector("perf.data").read_bytes()) as f:
+            s = next(s for s in f.samples_by_time() if s.name == "user_events:TestProviderC_L5K0Gmsft")
+        assert s.format is not None and s.realtime_ns is not None
+        lines = decode_module._Lines("json", EventFilter())
+        render = lines.renderer(s.format)
+        encoder = EventHeaderEncoder()
+        ids = uuid.UUID(int=1).bytes, uuid.UUID(int=2).bytes
+        for activity, related in ((None, None), (ids[0], None), ids):
+            data = encoder.encode(
+                "ev", to_fields({"n": 1}.items()), 5, activity_id=activity, related_id=related
+            )
+            assert data is not None
+            at = s.format.payload_offset
+            event = dataclasses.replace(s, raw=s.raw[:at] + data, data=data)
+            expected = event_json(decode_sample(event), _meta(event))
+            assert render(event) == expected.encode("utf-8", "surrogateescape")
+
+
+_PLAIN_FIELDS = (
+    "\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n"
+    "\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n"
+    "\tfield:unsigned char raw[3];\toffset:28;\tsize:3;\tsigned:0;\n"
+    "\tfield:s8 small;\toffset:31;\tsize:1;\tsigned:1;\n"
+    "\tfield:unsigned long flags;\toffset:32;\tsize:8;\tsigned:0;\n"
+    "\tfield:long delta;\toffset:40;\tsize:8;\tsigned:1;\n"
+)
+_COMMON_FIELDS = (
+    "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
+    "\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n"
+    "\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n"
+    "\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n"
+)
+
+
+def _plain_tracepoint(fields: str) -> TracepointFormat:
+    """A plain tracepoint's format with ``fields`` after the common ones."""
+    text = f'name: tick\nID: 77\nformat:\n{_COMMON_FIELDS}{fields}\nprint fmt: "x"\n'
+    fmt = parse_format("sys", text)
+    assert fmt is not None
+    return fmt
+
+
+_PLAIN_FORMATS = {
+    "several": _plain_tracepoint(_PLAIN_FIELDS),
+    "one": _plain_tracepoint("\tfield:u32 value;\toffset:8;\tsize:4;\tsigned:0;\n"),
+    "none": _plain_tracepoint(""),
+}
+_MAYBE = st.none() | st.integers(0, 2**32 - 1)
+
+
+class TestGeneratedPlainRenderers:
+    """A plain tracepoint's generated renderer writes the bytes of the closure it stands for."""
+
+    @settings(max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(
+        st.sampled_from(sorted(_PLAIN_FORMATS)),
+        st.sampled_from(_MODES),
+        st.binary(min_size=0, max_size=48),
+        st.none() | st.integers(0, 2**62),
+        _MAYBE,
+        _MAYBE,
+        _MAYBE,
+        st.none() | st.integers(0, 2**62),
+        st.sampled_from(["sys:tick", "", "n\u00e9e\x7f"]),
+    )
+    def test_same_line_as_the_closure(
+        self,
+        which: str,
+        mode: str,
+        payload: bytes,
+        real: int | None,
+        cpu: int | None,
+        pid: int | None,
+        tid: int | None,
+        time: int | None,
+        name: str,
+    ) -> None:
+        """Any field bytes (short too), time, cpu, pid, tid there or not, pid == tid or not: same line."""
+        fmt = _PLAIN_FORMATS[which]
+        kind, colors = ("text" if mode == "color" else mode), mode == "color"
+        fast = decode_module._Lines(kind, EventFilter(), colors)
+        slow = decode_module._Lines(kind, EventFilter(), colors)
+        slow.generated = decode_module._GENERATED_KEPT  # no generated renderer: the closures
+        generated, closure = fast.renderer(fmt), slow.renderer(fmt)
+        assert generated.__code__.co_filename.startswith("<structlog_etw decode")
+        assert not closure.__code__.co_filename.startswith("<")
+        raw = b"\x4d\0\0\0\x10\0\0\0" + payload
+        every = (  # the same sample with every number there (the generated code's own case)
+            1_700_000_000_123_456_789 if real is None else real,
+            3 if cpu is None else cpu,
+            7 if pid is None else pid,
+            tid,
+            5 if time is None else time,
+        )
+        for r, c, p, t, when in ((real, cpu, pid, tid, time), every):
+            for thread in (t, p, 8):
+                sample = Sample(name, when, c, p, thread, raw, raw[8:], fmt, 64, r, None, 0, True)
+                assert generated(sample) == closure(sample)
+                assert generated(sample) == closure(sample)  # the texts kept: the same again
+
+    def test_generated_renderers_are_bounded(self) -> None:
+        """At most _GENERATED_KEPT formats get generated code; the others keep their closures."""
+        lines = decode_module._Lines("json", EventFilter())
+        fmts = [
+            _plain_tracepoint("\tfield:u32 value;\toffset:8;\tsize:4;\tsigned:0;\n")
+            for _ in range(decode_module._GENERATED_KEPT + 3)
+        ]
+        renders = [lines.renderer(f) for f in fmts]
+        names = [r.__code__.co_filename for r in renders]
+        assert sum(n.startswith("<") for n in names) == decode_module._GENERATED_KEPT
+        assert lines.generated == decode_module._GENERATED_KEPT
+
+
+class TestTextStyleValues:
+    """The console text of one value, as a plan writes it, is :func:`pretty_value` of its Python value."""
+
+    @settings(max_examples=400, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(
+        st.sampled_from([e for e in Encoding if e not in (Encoding.INVALID, Encoding.STRUCT)]),
+        st.sampled_from(list(Format)),
+        st.sampled_from("<>"),
+        st.sampled_from([b"", b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff", b"\xff\xfe\0\0", b"\0\0\xfe\xff"]),
+        st.binary(max_size=24),
+    )
+    def test_every_encoding_and_format(
+        self, enc: int, fmt: int, order: str, mark: bytes, rest: bytes
+    ) -> None:
+        """Strings with or without a byte-order mark, numbers, binary: the same text either way."""
+        if enc == Encoding.STRUCT:
+            return
+        raw = mark + rest
+        size = FIXED_SIZE.get(enc)
+        if size is not None:
+            raw = (raw * size + bytes(size))[:size]
+        write = TextFieldStyle(colors=False).fixed(enc, fmt, order)
+        try:
+            value = python_value(enc, fmt, raw, order)
+        except (ValueError, struct.error):
+            return
+        assert write(raw) == _value_text(value, enc, fmt).encode("utf-8", "surrogateescape")

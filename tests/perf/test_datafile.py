@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import itertools
 import struct
@@ -216,3 +217,16 @@ def test_read_samples_is_the_file_order_of_perfdatafile() -> None:
     """read_samples() yields the samples in PerfDataFile's file order."""
     expected = [s.offset for s in PerfDataFile.open(CAPTURE).samples()]
     assert [s.offset for s in read_samples(CAPTURE)] == expected
+
+
+def test_samples_read_in_the_buffer_have_every_field_of_their_dataclass(perf_bytes: bytes) -> None:
+    """Samples the reader builds field by field (not through __init__) set every field, as __init__ would."""
+    names = [f.name for f in dataclasses.fields(Sample)]
+    for order in ("file", "time"):
+        f = PerfDataFile.from_bytes(perf_bytes)
+        samples = list(f.samples() if order == "file" else f.samples_by_time())
+        assert len(samples) == 539
+        for s in samples:
+            values = {name: getattr(s, name) for name in names}  # AttributeError: a field left unset
+            assert Sample(**values) == s
+            assert dataclasses.replace(s) == s

@@ -7,6 +7,8 @@ import struct
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from structlog_etw.perf.datafile import REORDER_WINDOW_BYTES, PerfDataFile
 from tests.helpers.hostile import run_bounded
@@ -15,6 +17,7 @@ from tests.helpers.perfdata import (
     attr_record,
     header_pipe,
     plain_format,
+    record,
     sample_record,
     tracepoint_raw,
     tracing_data_record,
@@ -31,6 +34,45 @@ def _no_rounds(times: list[int]) -> bytes:
     return head + body
 
 
+def _with_rounds(times: list[int | None]) -> bytes:
+    """A pipe-mode file of one tick per int of ``times`` (its value: the index), a FINISHED_ROUND per None."""
+    head = header_pipe() + attr_record(2, TICK.id, 7) + tracing_data_record([TICK])
+    body = b"".join(
+        record(68, b"") if t is None else sample_record(7, tracepoint_raw(TICK, struct.pack("<i", i)), t)
+        for i, t in enumerate(times)
+    )
+    return head + body
+
+
+def _perf_order(times: list[int | None]) -> list[int]:
+    """The indexes of ``times`` in the order the docstring of samples_by_time says (no window
+    reached): at a round's end the samples up to the time newest when the previous round ended,
+    in (time, file order); one older than a sample already out at once; the rest at the end."""
+    held: list[tuple[int, int]] = []
+    out: list[int] = []
+    horizon: int | None = None
+    newest: int | None = None
+    released: int | None = None
+    for i, t in enumerate(times):
+        if t is not None:
+            if released is not None and t < released:
+                out.append(i)  # late
+            else:
+                held.append((t, i))
+                newest = t if newest is None else max(newest, t)
+            continue
+        held.sort()
+        if horizon is not None:
+            going = [h for h in held if h[0] <= horizon]
+            if going:
+                released = going[-1][0]
+                out += [i for _, i in going]
+                held = held[len(going) :]
+        if newest is not None:
+            horizon = newest
+    return out + [i for _, i in sorted(held)]
+
+
 class TestReorderWindow:
     """Without rounds, samples are ordered within a window of bytes; older ones are late, not lost."""
 
@@ -40,6 +82,15 @@ class TestReorderWindow:
         f = PerfDataFile.from_bytes(_no_rounds(times))
         assert [s.time for s in f.samples_by_time()] == sorted(times)
         assert f.late == 0
+
+    @settings(max_examples=200, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(st.lists(st.none() | st.integers(0, 6), max_size=60))
+    def test_rounds_and_equal_times_come_out_as_documented(self, times: list[int | None]) -> None:
+        """Rounds anywhere, many equal times, some late: (time, file order) within what a round releases."""
+        f = PerfDataFile.from_bytes(_with_rounds(times))
+        got = [struct.unpack_from("<i", s.raw, 8)[0] for s in f.samples_by_time()]
+        assert got == _perf_order(times)
+        assert f.problems == []
 
     def test_disorder_wider_than_the_window_is_late_and_counted(self) -> None:
         """A sample older than what the window already released is written at once and counted late."""
