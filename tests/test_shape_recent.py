@@ -103,6 +103,31 @@ class TestLengthLookup:
         with pytest.raises(struct.error):
             _shapes.U16_BYTES[65536]
 
+    @pytest.mark.parametrize("first", [0, 5, 1023, 1024, 3000, 65535])
+    @pytest.mark.parametrize("second", [0, 1023, 1024])
+    def test_the_generated_function_writes_lengths_inside_and_past_the_prebuilt_list(
+        self, first: int, second: int
+    ) -> None:
+        """A shape function of two strings (both lengths looked up) writes each u16 length and its
+        bytes itself, also for a length past the prebuilt list (no exception left to its caller)."""
+        kinds = _shapes.layout(["a", "b"], [str, str], None)
+        assert kinds is not None
+        fn = _shapes.compile_shape_function(kinds, eh._SHAPE_STEPS, ("h", "m"), eh._SHAPE_ENV)
+        a, b = "x" * first, "é" * second
+        want = b"".join(
+            (b"H", b"M", struct.pack("<H", first), a.encode(), struct.pack("<H", 2 * second), b.encode())
+        )
+        assert fn({"a": a, "b": b}, b"H", b"M") == want
+
+    def test_a_length_past_u16_still_raises_from_the_generated_function(self) -> None:
+        """Past 65535 bytes the function raises struct.error, inside the list's range or not (its
+        caller then takes the general route, which cuts the value)."""
+        kinds = _shapes.layout(["a", "b"], [str, str], None)
+        assert kinds is not None
+        fn = _shapes.compile_shape_function(kinds, eh._SHAPE_STEPS, ("h", "m"), eh._SHAPE_ENV)
+        with pytest.raises(struct.error):
+            fn({"a": "x", "b": "y" * 65536}, b"H", b"M")
+
     @pytest.mark.parametrize("fmt", FORMATS)
     @pytest.mark.parametrize("size", [0, 3, 1023, 1024, 3000])
     def test_strings_after_strings_give_the_general_routes_bytes(self, fmt: str, size: int) -> None:
