@@ -183,16 +183,25 @@ def compile_shape_function(
     """Compile ``f(event, *lead) -> bytes | None`` for a layout: ``b"".join((*lead, values...))``.
 
     ``kinds``: a :func:`layout`; ``steps``: the format's :class:`Step` per kind; ``env``: names
-    the expressions use.  The function unpacks ``event.values()`` (a shape with as many values as
-    ``kinds``), returns ``None`` if a value's class is not its kind's, and otherwise packs runs of
-    fixed-size values and the u16 length of the counted value that ends a run in one ``struct``
-    call; a counted value with no fixed value before it has its length looked up in a list of
+    the expressions use besides ``_encode`` (``str.encode``: a plain call of it costs less than
+    the method call ``{v}.encode()``, and the class check has made ``{v}`` an exact ``str``).
+    The function unpacks ``event.values()`` (a shape with as many values as ``kinds``), returns
+    ``None`` if a value's class is not its kind's, and otherwise packs runs of fixed-size values
+    and the u16 length of the counted value that ends a run in one ``struct`` call; a counted
+    value with no fixed value before it has its length looked up in a list of
     :data:`U16_BYTES`'s prebuilt range (no call; a length past it: the same parts again with
     :data:`U16_BYTES`).  It raises what the straight-line code raises (``struct.error``,
     ``UnicodeError``, ``AttributeError``, ...) for values it cannot write.
     """
     names = [f"x{i}" if kind != SKIP else "_" for i, kind in enumerate(kinds)]
-    ns: dict[str, Any] = {"_class": type, "_u16": _U16_LIST, "_u16x": U16_BYTES, **(env or {})}
+    ns: dict[str, Any] = {
+        "_class": type,
+        "_encode": str.encode,
+        "_join": b"".join,
+        "_u16": _U16_LIST,
+        "_u16x": U16_BYTES,
+        **(env or {}),
+    }
     checks: list[str] = []
     pre: list[str] = []
     parts: list[str] = list(lead)
@@ -231,7 +240,7 @@ def compile_shape_function(
     if checks:
         lines.append(f"if {' or '.join(checks)}: return None")
     lines += pre
-    joined = f"return b''.join(({', '.join(parts)}{',' if parts else ''}))"
+    joined = f"return _join(({', '.join(parts)}{',' if parts else ''}))"
     if any(part.startswith("_u16[") for part in parts):
         # A length past the prebuilt list: the same parts with the mapping (which packs it).
         # The try costs nothing on CPython 3.11+ until something raises.

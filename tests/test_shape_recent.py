@@ -138,3 +138,39 @@ class TestLengthLookup:
         want = general.encode_fields("S", dict_fields(d.items(), None), header)
         for _ in range(3):
             assert fast.encode_dict("S", d, None, header) == want
+
+
+class _LoudStr(str):
+    """A str subclass whose ``encode`` writes something else (what a shape function must not use)."""
+
+    __slots__ = ()
+
+    def encode(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+        """Upper-cased UTF-8: differs from ``str.encode`` of the same text."""
+        return str.upper(self).encode(encoding, errors)
+
+
+class TestStringEncoding:
+    """Shape functions encode strings with ``str.encode``; only exact ``str`` values reach it."""
+
+    @pytest.mark.parametrize("fmt", FORMATS)
+    @pytest.mark.parametrize("text", ["", "ann", "é\u20ac\U0001f600", "x" * 2000])
+    def test_strings_give_the_general_routes_bytes(self, fmt: str, text: str) -> None:
+        """ASCII, multi-byte and long strings between fixed-size values and after each other."""
+        fast, general, header = _encoders(fmt)
+        d = {"a": text, "b": 1, "c": text, "d": text, "e": True}
+        want = general.encode_fields("T", dict_fields(d.items(), None), header)
+        for _ in range(3):
+            assert fast.encode_dict("T", d, None, header) == want
+
+    @pytest.mark.parametrize("fmt", FORMATS)
+    def test_a_str_subclass_takes_the_general_route_in_a_hot_shape(self, fmt: str) -> None:
+        """A hot shape of ``str`` values given a subclass with its own ``encode``: the event is
+        the general route's (the subclass's class fails the check, its ``encode`` is never used)."""
+        fast, general, header = _encoders(fmt)
+        for _ in range(3):
+            fast.encode_dict("T", {"a": "ann", "b": 1}, None, header)
+        d = {"a": _LoudStr("ann"), "b": 1}
+        want = general.encode_fields("T", dict_fields(d.items(), None), header)
+        assert fast.encode_dict("T", d, None, header) == want
+        assert b"ANN" not in bytes(want if isinstance(want, bytes) else b"".join(want[1:]))
