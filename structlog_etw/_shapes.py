@@ -158,7 +158,8 @@ U16_BYTES: Final[Mapping[int, bytes]] = _U16Bytes((n, struct.pack("<H", n)) for 
 #: :data:`U16_BYTES`'s prebuilt range as a ``list``: the table a shape function indexes first.
 #: CPython specialises indexing an exact list by an int (no method call, no hash); a dict subclass
 #: gets the generic subscript, about twice the time.  A length past the list raises
-#: ``IndexError``, and the function then writes the event again with :data:`U16_BYTES`.
+#: ``IndexError``: the function then switches to :data:`U16_BYTES` for good (a layout with long
+#: strings costs what it cost before the list, not an exception per event) and joins again.
 _U16_LIST: Final[list[bytes]] = [U16_BYTES[n] for n in range(1024)]
 
 
@@ -189,8 +190,8 @@ def compile_shape_function(
     ``None`` if a value's class is not its kind's, and otherwise packs runs of fixed-size values
     and the u16 length of the counted value that ends a run in one ``struct`` call; a counted
     value with no fixed value before it has its length looked up in a list of
-    :data:`U16_BYTES`'s prebuilt range (no call; a length past it: the same parts again with
-    :data:`U16_BYTES`).  It raises what the straight-line code raises (``struct.error``,
+    :data:`U16_BYTES`'s prebuilt range (no call; after a length past it the function uses
+    :data:`U16_BYTES` itself, from then on).  It raises what the straight-line code raises (``struct.error``,
     ``UnicodeError``, ``AttributeError``, ...) for values it cannot write.
     """
     names = [f"x{i}" if kind != SKIP else "_" for i, kind in enumerate(kinds)]
@@ -236,15 +237,17 @@ def compile_shape_function(
         parts.append(f"b{i}")
     close_run()
     unpack = f"({', '.join(names)},) = event.values()" if names else "if event: return None"
-    lines = [unpack]
+    lines = ["global _u16", unpack] if any(part.startswith("_u16[") for part in parts) else [unpack]
     if checks:
         lines.append(f"if {' or '.join(checks)}: return None")
     lines += pre
     joined = f"return _join(({', '.join(parts)}{',' if parts else ''}))"
-    if any(part.startswith("_u16[") for part in parts):
-        # A length past the prebuilt list: the same parts with the mapping (which packs it).
-        # The try costs nothing on CPython 3.11+ until something raises.
-        lines += ["try:", f"    {joined}", "except IndexError:", f"    {joined.replace('_u16[', '_u16x[')}"]
+    if lines[0] == "global _u16":
+        # A length past the prebuilt list: this function (its own globals) switches to the
+        # mapping, which packs such lengths, and joins the same parts again.  The try costs
+        # nothing on CPython 3.11+ until something raises; after the switch a layout that has
+        # long strings pays the mapping's look-up, not an exception per event.
+        lines += ["try:", f"    {joined}", "except IndexError:", "    _u16 = _u16x", f"    {joined}"]
     else:
         lines.append(joined)
     args = ", ".join(("event", *lead))

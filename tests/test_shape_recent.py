@@ -119,6 +119,22 @@ class TestLengthLookup:
         )
         assert fn({"a": a, "b": b}, b"H", b"M") == want
 
+    def test_a_long_length_switches_that_function_alone_to_the_mapping(self) -> None:
+        """After a length past the list a function looks lengths up in U16_BYTES (no exception
+        per event from then on) and keeps writing every length right; another function of the
+        same layout keeps the list."""
+        kinds = _shapes.layout(["a", "b"], [str, str], None)
+        assert kinds is not None
+        fn = _shapes.compile_shape_function(kinds, eh._SHAPE_STEPS, ("h", "m"), eh._SHAPE_ENV)
+        other = _shapes.compile_shape_function(kinds, eh._SHAPE_STEPS, ("h", "m"), eh._SHAPE_ENV)
+        assert fn.__globals__["_u16"] is _shapes._U16_LIST
+        for a in ["x", "y" * 5000, "z", "w" * 1024, ""]:
+            want = b"".join((b"H", b"M", struct.pack("<H", len(a)), a.encode(), b"\x01\x00b"))
+            assert fn({"a": a, "b": "b"}, b"H", b"M") == want
+        assert fn.__globals__["_u16"] is _shapes.U16_BYTES
+        assert other.__globals__["_u16"] is _shapes._U16_LIST
+        assert other({"a": "x", "b": "b"}, b"H", b"M") == b"HM\x01\x00x\x01\x00b"
+
     def test_a_length_past_u16_still_raises_from_the_generated_function(self) -> None:
         """Past 65535 bytes the function raises struct.error, inside the list's range or not (its
         caller then takes the general route, which cuts the value)."""
