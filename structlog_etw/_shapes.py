@@ -191,8 +191,8 @@ def compile_shape_function(
     and the u16 length of the counted value that ends a run in one ``struct`` call; a counted
     value with no fixed value before it has its length looked up in a list of
     :data:`U16_BYTES`'s prebuilt range (no call; after a length past it the function uses
-    :data:`U16_BYTES` itself, from then on).  It raises what the straight-line code raises (``struct.error``,
-    ``UnicodeError``, ``AttributeError``, ...) for values it cannot write.
+    :data:`U16_BYTES` itself, from then on).  It raises what the straight-line code raises
+    (``struct.error``, ``UnicodeError``, ``AttributeError``, ...) for values it cannot write.
     """
     names = [f"x{i}" if kind != SKIP else "_" for i, kind in enumerate(kinds)]
     ns: dict[str, Any] = {
