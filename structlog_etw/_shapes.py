@@ -153,8 +153,14 @@ class _U16Bytes(dict[int, bytes]):
 
 
 #: The little-endian u16 of a length, by the length: what a shape function writes before a
-#: counted value that no fixed value precedes (a dict look-up instead of a ``struct`` call).
+#: counted value that no fixed value precedes (a look-up instead of a ``struct`` call).
 U16_BYTES: Final[Mapping[int, bytes]] = _U16Bytes((n, struct.pack("<H", n)) for n in range(1024))
+#: :data:`U16_BYTES`'s prebuilt range as a ``list``: the table a shape function indexes first.
+#: CPython specialises indexing an exact list by an int (no method call, no hash); a dict subclass
+#: gets the generic subscript, about twice the time.  A length past the list raises
+#: ``IndexError``: the function then switches to :data:`U16_BYTES` for good (a layout with long
+#: strings costs what it cost before the list, not an exception per event) and joins again.
+_U16_LIST: Final[list[bytes]] = [U16_BYTES[n] for n in range(1024)]
 
 
 class Step(NamedTuple):
@@ -178,15 +184,25 @@ def compile_shape_function(
     """Compile ``f(event, *lead) -> bytes | None`` for a layout: ``b"".join((*lead, values...))``.
 
     ``kinds``: a :func:`layout`; ``steps``: the format's :class:`Step` per kind; ``env``: names
-    the expressions use.  The function unpacks ``event.values()`` (a shape with as many values as
-    ``kinds``), returns ``None`` if a value's class is not its kind's, and otherwise packs runs of
-    fixed-size values and the u16 length of the counted value that ends a run in one ``struct``
-    call; a counted value with no fixed value before it has its length looked up in
-    :data:`U16_BYTES` (no call).  It raises what the straight-line code raises (``struct.error``,
-    ``UnicodeError``, ``AttributeError``, ...) for values it cannot write.
+    the expressions use besides ``_encode`` (``str.encode``: a plain call of it costs less than
+    the method call ``{v}.encode()``, and the class check has made ``{v}`` an exact ``str``).
+    The function unpacks ``event.values()`` (a shape with as many values as ``kinds``), returns
+    ``None`` if a value's class is not its kind's, and otherwise packs runs of fixed-size values
+    and the u16 length of the counted value that ends a run in one ``struct`` call; a counted
+    value with no fixed value before it has its length looked up in a list of
+    :data:`U16_BYTES`'s prebuilt range (no call; after a length past it the function uses
+    :data:`U16_BYTES` itself, from then on).  It raises what the straight-line code raises
+    (``struct.error``, ``UnicodeError``, ``AttributeError``, ...) for values it cannot write.
     """
     names = [f"x{i}" if kind != SKIP else "_" for i, kind in enumerate(kinds)]
-    ns: dict[str, Any] = {"_class": type, "_u16": U16_BYTES, **(env or {})}
+    ns: dict[str, Any] = {
+        "_class": type,
+        "_encode": str.encode,
+        "_join": b"".join,
+        "_u16": _U16_LIST,
+        "_u16x": U16_BYTES,
+        **(env or {}),
+    }
     checks: list[str] = []
     pre: list[str] = []
     parts: list[str] = list(lead)
@@ -221,11 +237,19 @@ def compile_shape_function(
         parts.append(f"b{i}")
     close_run()
     unpack = f"({', '.join(names)},) = event.values()" if names else "if event: return None"
-    lines = [unpack]
+    lines = ["global _u16", unpack] if any(part.startswith("_u16[") for part in parts) else [unpack]
     if checks:
         lines.append(f"if {' or '.join(checks)}: return None")
     lines += pre
-    lines.append(f"return b''.join(({', '.join(parts)}{',' if parts else ''}))")
+    joined = f"return _join(({', '.join(parts)}{',' if parts else ''}))"
+    if lines[0] == "global _u16":
+        # A length past the prebuilt list: this function (its own globals) switches to the
+        # mapping, which packs such lengths, and joins the same parts again.  The try costs
+        # nothing on CPython 3.11+ until something raises; after the switch a layout that has
+        # long strings pays the mapping's look-up, not an exception per event.
+        lines += ["try:", f"    {joined}", "except IndexError:", "    _u16 = _u16x", f"    {joined}"]
+    else:
+        lines.append(joined)
     args = ", ".join(("event", *lead))
     src = f"def pack({args}):\n" + "".join(f"    {line}\n" for line in lines)
     exec(compile(src, "<structlog_etw shape function>", "exec"), ns)

@@ -435,7 +435,9 @@ def _direct_method(plan: _Plan, level: int, name: str, resolution: Resolver) -> 
     ``event_key`` is ``event``, no ``etw_*`` key is bound through contextvars and the event dict
     holds none of :data:`_NOT_PLAIN`: then its slot is the renderer's for the method
     (``resolution.by_method``, the one ``_listening`` would read too) and, when a session listens
-    there, the event dict the one :func:`_write_direct` builds is written with the slot's header.
+    there, the event dict the one :func:`_write_direct` builds is written with the slot's header
+    (without its ``event`` key when ``merge_contextvars`` does not run: the encoders skip that
+    key, the event text being the event's name; the same bytes).
     Any other call takes :func:`_listening_call`, which decides as before (also whether a call
     nobody listens to at its slot is dropped); the bytes are the same either way
     (tests/test_wrapper_chains.py).  ``merge_contextvars`` runs unless the context holds no
@@ -475,9 +477,12 @@ def _direct_method(plan: _Plan, level: int, name: str, resolution: Resolver) -> 
         if not plain or not slot.word[0]:  # not plain, or not listened: the rule decides
             return _listening_call(self, plan, DIRECT, level, name, event, args, kw)
         try:
-            if event is not None:
-                event_dict[EVENT_KEY] = event
+            # The event text names the event and the encoders skip the key "event": with nothing
+            # to merge, the dict is written without it (no insertion: a kwargs dict of 5 keys
+            # fills its 8-slot table, and a sixth key makes it grow).
             if merge is not None and _copy_context():
+                if event is not None:
+                    event_dict[EVENT_KEY] = event
                 event_dict = merge(self._logger, name, event_dict)
                 if not event_dict.keys().isdisjoint(_NOT_PLAIN_MERGED):  # bound through contextvars
                     renderer.write_event(self._logger, name, event_dict)

@@ -103,6 +103,47 @@ class TestLengthLookup:
         with pytest.raises(struct.error):
             _shapes.U16_BYTES[65536]
 
+    @pytest.mark.parametrize("first", [0, 5, 1023, 1024, 3000, 65535])
+    @pytest.mark.parametrize("second", [0, 1023, 1024])
+    def test_the_generated_function_writes_lengths_inside_and_past_the_prebuilt_list(
+        self, first: int, second: int
+    ) -> None:
+        """A shape function of two strings (both lengths looked up) writes each u16 length and its
+        bytes itself, also for a length past the prebuilt list (no exception left to its caller)."""
+        kinds = _shapes.layout(["a", "b"], [str, str], None)
+        assert kinds is not None
+        fn = _shapes.compile_shape_function(kinds, eh._SHAPE_STEPS, ("h", "m"), eh._SHAPE_ENV)
+        a, b = "x" * first, "é" * second
+        want = b"".join(
+            (b"H", b"M", struct.pack("<H", first), a.encode(), struct.pack("<H", 2 * second), b.encode())
+        )
+        assert fn({"a": a, "b": b}, b"H", b"M") == want
+
+    def test_a_long_length_switches_that_function_alone_to_the_mapping(self) -> None:
+        """After a length past the list a function looks lengths up in U16_BYTES (no exception
+        per event from then on) and keeps writing every length right; another function of the
+        same layout keeps the list."""
+        kinds = _shapes.layout(["a", "b"], [str, str], None)
+        assert kinds is not None
+        fn = _shapes.compile_shape_function(kinds, eh._SHAPE_STEPS, ("h", "m"), eh._SHAPE_ENV)
+        other = _shapes.compile_shape_function(kinds, eh._SHAPE_STEPS, ("h", "m"), eh._SHAPE_ENV)
+        assert fn.__globals__["_u16"] is _shapes._U16_LIST
+        for a in ["x", "y" * 5000, "z", "w" * 1024, ""]:
+            want = b"".join((b"H", b"M", struct.pack("<H", len(a)), a.encode(), b"\x01\x00b"))
+            assert fn({"a": a, "b": "b"}, b"H", b"M") == want
+        assert fn.__globals__["_u16"] is _shapes.U16_BYTES
+        assert other.__globals__["_u16"] is _shapes._U16_LIST
+        assert other({"a": "x", "b": "b"}, b"H", b"M") == b"HM\x01\x00x\x01\x00b"
+
+    def test_a_length_past_u16_still_raises_from_the_generated_function(self) -> None:
+        """Past 65535 bytes the function raises struct.error, inside the list's range or not (its
+        caller then takes the general route, which cuts the value)."""
+        kinds = _shapes.layout(["a", "b"], [str, str], None)
+        assert kinds is not None
+        fn = _shapes.compile_shape_function(kinds, eh._SHAPE_STEPS, ("h", "m"), eh._SHAPE_ENV)
+        with pytest.raises(struct.error):
+            fn({"a": "x", "b": "y" * 65536}, b"H", b"M")
+
     @pytest.mark.parametrize("fmt", FORMATS)
     @pytest.mark.parametrize("size", [0, 3, 1023, 1024, 3000])
     def test_strings_after_strings_give_the_general_routes_bytes(self, fmt: str, size: int) -> None:
@@ -113,3 +154,39 @@ class TestLengthLookup:
         want = general.encode_fields("S", dict_fields(d.items(), None), header)
         for _ in range(3):
             assert fast.encode_dict("S", d, None, header) == want
+
+
+class _LoudStr(str):
+    """A str subclass whose ``encode`` writes something else (what a shape function must not use)."""
+
+    __slots__ = ()
+
+    def encode(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+        """Upper-cased UTF-8: differs from ``str.encode`` of the same text."""
+        return str.upper(self).encode(encoding, errors)
+
+
+class TestStringEncoding:
+    """Shape functions encode strings with ``str.encode``; only exact ``str`` values reach it."""
+
+    @pytest.mark.parametrize("fmt", FORMATS)
+    @pytest.mark.parametrize("text", ["", "ann", "é\u20ac\U0001f600", "x" * 2000])
+    def test_strings_give_the_general_routes_bytes(self, fmt: str, text: str) -> None:
+        """ASCII, multi-byte and long strings between fixed-size values and after each other."""
+        fast, general, header = _encoders(fmt)
+        d = {"a": text, "b": 1, "c": text, "d": text, "e": True}
+        want = general.encode_fields("T", dict_fields(d.items(), None), header)
+        for _ in range(3):
+            assert fast.encode_dict("T", d, None, header) == want
+
+    @pytest.mark.parametrize("fmt", FORMATS)
+    def test_a_str_subclass_takes_the_general_route_in_a_hot_shape(self, fmt: str) -> None:
+        """A hot shape of ``str`` values given a subclass with its own ``encode``: the event is
+        the general route's (the subclass's class fails the check, its ``encode`` is never used)."""
+        fast, general, header = _encoders(fmt)
+        for _ in range(3):
+            fast.encode_dict("T", {"a": "ann", "b": 1}, None, header)
+        d = {"a": _LoudStr("ann"), "b": 1}
+        want = general.encode_fields("T", dict_fields(d.items(), None), header)
+        assert fast.encode_dict("T", d, None, header) == want
+        assert b"ANN" not in bytes(want if isinstance(want, bytes) else b"".join(want[1:]))

@@ -551,6 +551,43 @@ class TestPlainDirectWrite:
         assert len(captured["direct"]) == 3
         assert captured["direct"] == captured["chain"]
 
+    @pytest.mark.parametrize("fmt", ["eventheader", "tracelogging"])
+    @pytest.mark.parametrize("merge", [True, False])
+    def test_plain_calls_of_every_size_give_the_chains_bytes_with_and_without_a_variable(
+        self, fmt: str, merge: bool
+    ) -> None:
+        """Plain calls of 0 to 12 fields (around the sizes where a kwargs dict grows), a ``None``
+        event, a bound context, each often enough for its shape to get a function, in an empty
+        contextvars context (the dict written without its ``event`` key) and with a variable bound
+        (``event`` inserted, then merged): the events equal structlog's own chain's."""
+        import contextvars  # noqa: PLC0415
+
+        values = ["ann", 3, 12.5, True, None, b"\x00\x01", "é"]
+
+        def calls(log: Any) -> None:
+            for n in range(13):
+                fields = {f"f{i}": values[i % len(values)] for i in range(n)}
+                for _ in range(6):
+                    log.info(f"e{n}", **fields)
+            for _ in range(6):
+                log.info(None, a=1)
+                log.bind(user="bound", n=2).warning("bound_ctx", x="y")
+
+        captured: dict[str, list[Any]] = {}
+        for kind in ("direct", "chain"):
+            with capture_etw_events(fmt) as cap:  # type: ignore[arg-type]
+                renderer = EtwRenderer(unique_provider("Sizes"))
+                chain = [structlog.contextvars.merge_contextvars, renderer] if merge else [renderer]
+                wrapper = make_etw_bound_logger(renderer) if kind == "direct" else None
+                log = bound(wrapper or structlog.make_filtering_bound_logger(logging.NOTSET), chain)
+                contextvars.Context().run(calls, log)
+                with structlog.contextvars.bound_contextvars(request="r1"):
+                    calls(log)
+                captured[kind] = [_comparable(r) for r in cap.records]
+                assert renderer.provider.stats()["dropped"] == {}
+        assert len(captured["direct"]) == 2 * (13 * 6 + 12)
+        assert captured["direct"] == captured["chain"]
+
 
 class TestPlanCache:
     """A configuration reuses the plan of the last chain it saw only while that chain has the same
