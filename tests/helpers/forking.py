@@ -22,6 +22,10 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any, ParamSpec, TypeVar
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 #: Seconds :func:`wait_child` waits by default: far above what a child of the tests takes on a
 #: loaded machine; it only tells a deadlocked child from a slow one.
@@ -71,6 +75,21 @@ def wait_child(pid: int, timeout: float = CHILD_TIMEOUT) -> int | None:
         time.sleep(0.005)
 
 
+class _TrackingPool(concurrent.futures.ProcessPoolExecutor):
+    """A process pool that keeps the futures it handed out."""
+
+    def __init__(self, workers: int, method: str) -> None:
+        super().__init__(workers, mp_context=multiprocessing.get_context(method))
+        self.futures: list[concurrent.futures.Future[Any]] = []
+
+    def submit(
+        self, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs
+    ) -> concurrent.futures.Future[_T]:
+        future = super().submit(fn, *args, **kwargs)
+        self.futures.append(future)
+        return future
+
+
 @contextlib.contextmanager
 def bounded_pool(method: str, workers: int = 1) -> Iterator[concurrent.futures.ProcessPoolExecutor]:
     """A ``ProcessPoolExecutor`` with the *method* start method whose exit never hangs.
@@ -83,25 +102,14 @@ def bounded_pool(method: str, workers: int = 1) -> Iterator[concurrent.futures.P
     if method == "fork":
         others = foreign_threads()
         assert not others, f"a fork with other threads alive may deadlock the child: {others}"
-    pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method))
-    futures: list[concurrent.futures.Future[object]] = []
-    submit = pool.submit
-
-    def tracked(
-        fn: Callable[..., object], /, *args: object, **kwargs: object
-    ) -> concurrent.futures.Future[object]:
-        future = submit(fn, *args, **kwargs)
-        futures.append(future)
-        return future
-
-    pool.submit = tracked  # type: ignore[method-assign]
+    pool = _TrackingPool(workers, method)
     try:
         yield pool
     finally:
-        if not all(f.done() for f in futures):
+        if all(f.done() for f in pool.futures):
+            pool.shutdown(wait=True)
+        else:
             for process in list((getattr(pool, "_processes", None) or {}).values()):
                 with contextlib.suppress(Exception):
                     process.kill()
             pool.shutdown(wait=False, cancel_futures=True)
-        else:
-            pool.shutdown(wait=True)
