@@ -20,6 +20,9 @@ from structlog_etw import _activity, current_activity_id, etw_activity
 
 Seen = list[tuple[dict[str, Any], tuple[bytes, bytes | None] | None]]
 
+#: Seconds a thread of a test waits for the other: a failure in one fails the test, never hangs it.
+WAIT = 30.0
+
 
 @pytest.fixture
 def seen() -> Iterator[Seen]:
@@ -304,27 +307,34 @@ class TestSharedInstanceAcrossTasks:
         ids: dict[str, Any] = {}
 
         def first() -> None:
-            with shared:  # enters first, stops first, while the second still runs
-                ids["first"] = shared.id
-                first_in.set()
-                second_in.wait()
-                shared.record(thread="first")
-                ids["first_seen"] = shared.id  # its own, not the one entered last
-            first_out.set()
+            try:
+                with shared:  # enters first, stops first, while the second still runs
+                    ids["first"] = shared.id
+                    first_in.set()
+                    assert second_in.wait(WAIT)
+                    shared.record(thread="first")
+                    ids["first_seen"] = shared.id  # its own, not the one entered last
+            finally:
+                first_in.set()  # a failure here must not leave the other thread waiting
+                first_out.set()
 
         def second() -> None:
-            first_in.wait()
-            with shared:
-                ids["second"] = shared.id
+            try:
+                assert first_in.wait(WAIT)
+                with shared:
+                    ids["second"] = shared.id
+                    second_in.set()
+                    assert first_out.wait(WAIT)
+                    shared.record(thread="second")
+            finally:
                 second_in.set()
-                first_out.wait()
-                shared.record(thread="second")
 
         threads = [threading.Thread(target=first), threading.Thread(target=second)]
         for t in threads:
             t.start()
         for t in threads:
-            t.join()
+            t.join(2 * WAIT)
+        assert not any(t.is_alive() for t in threads), "a thread of the test is stuck"
         stops = [(ev["thread"], cur[0] if cur else None) for ev, cur in seen if ev["etw_opcode"] == 2]
         assert stops == [("first", ids["first"].bytes), ("second", ids["second"].bytes)]
         assert ids["first_seen"] == ids["first"] != ids["second"]

@@ -11,6 +11,7 @@ import uuid
 import pytest
 
 from structlog_etw import _activity
+from tests.helpers.forking import fork_child, wait_child
 
 
 def test_activity_id_is_16_bytes_with_rfc4122_version_4_and_variant_bits() -> None:
@@ -57,19 +58,16 @@ def test_fork_child_gets_a_new_seed_and_never_repeats_parent_ids() -> None:
     """A fork child's ids have a new seed and none equals an id the parent makes after the fork."""
     parent_before = _activity.new_activity_id()
     r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child
-        try:
-            ids = b"".join(_activity.new_activity_id() for _ in range(100))
-            os.write(w, ids)
-        finally:
-            os._exit(0)
+    # 1600 bytes fit in the pipe: the child never waits for the parent to read
+    pid = fork_child(lambda: os.write(w, b"".join(_activity.new_activity_id() for _ in range(100))))
     os.close(w)
-    data = b""
-    while chunk := os.read(r, 4096):
-        data += chunk
-    os.close(r)
-    os.waitpid(pid, 0)
+    try:
+        assert wait_child(pid) == 0, "the fork child failed or hung"
+        data = b""
+        while chunk := os.read(r, 4096):
+            data += chunk
+    finally:
+        os.close(r)
     child_ids = [data[i : i + 16] for i in range(0, len(data), 16)]
     assert len(child_ids) == 100
     parent_after = [_activity.new_activity_id() for _ in range(100)]
@@ -86,6 +84,7 @@ def test_activity_ids_differ_between_two_processes() -> None:
             capture_output=True,
             text=True,
             check=True,
+            timeout=120,
             cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
         ).stdout.strip()
         for _ in range(2)

@@ -73,7 +73,9 @@ print(len(REGISTRY) == WATCH.clean_size, WATCH.etw_bound(), WATCH.clean_size)
 structlog.contextvars.clear_contextvars()
 print(WATCH.etw_bound(), len(WATCH.etw_variables()))
 """
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, check=True, timeout=120
+    )
     assert out.stdout.splitlines() == [
         "True False",  # the registry holds no etw_* variable: the hot-path test passes
         "False False True",  # it grew: one look, then the test passes again
@@ -105,7 +107,9 @@ with capture_etw_events() as cap:
         log.info("contextvar_keyword")
     print([(e.name, e.keyword) for e in cap.events])
 """
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, check=True, timeout=120
+    )
     assert out.stdout.splitlines() == ["True -1", "[('contextvar_keyword', 4)]"]
 
 

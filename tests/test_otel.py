@@ -135,5 +135,7 @@ def test_without_opentelemetry_installed_nothing_is_added_and_nothing_raises() -
         "print('ok', a.id.version)\n"
     )
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True, timeout=120
+    )
     assert "ok 4" in out.stdout

@@ -92,5 +92,7 @@ def test_api_only_span_ids_without_the_sdk_importable() -> None:
         "print(e.fields['trace_id'], e.fields['span_id'])\n"
     )
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True, timeout=120
+    )
     assert out.stdout.split() == ["4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"]

@@ -6,7 +6,6 @@ import contextlib
 import os
 import sys
 import threading
-import time
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from structlog_etw.backends.null import NullBackend
 from structlog_etw.fields import I64, STR, Field
 from structlog_etw.testing import isolated_providers
 from tests.helpers.ehparse import parse
+from tests.helpers.forking import fork_child, wait_child
 
 
 class _Capture(CaptureBackend):
@@ -290,29 +290,21 @@ def test_child_after_fork_logs_even_if_a_lock_was_held_at_fork(captures: dict[st
             release.wait(30)
         p._guard.leave()
 
+    def child() -> bool:  # must not deadlock
+        ok = p.write(slot, "child", FIELDS) and p.write(p.slot(3, 0x40), "new", FIELDS)
+        return ok and p.stats()["written"] == 2 and len(captures["Co_Svc"].records) == 2
+
     holder = threading.Thread(target=hold)
     holder.start()
-    held.wait(10)
     try:
-        pid = os.fork()
-        if pid == 0:  # child: must not deadlock
-            ok = p.write(slot, "child", FIELDS) and p.write(p.slot(3, 0x40), "new", FIELDS)
-            ok = ok and p.stats()["written"] == 2
-            os._exit(0 if ok and len(captures["Co_Svc"].records) == 2 else 1)
+        assert held.wait(30), "the holder thread never took the locks"
+        pid = fork_child(child)
     finally:
         release.set()
-        holder.join()
-    deadline = time.monotonic() + 20
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            pytest.fail("child deadlocked on a lock held at fork time")
-        time.sleep(0.01)
-    assert os.waitstatus_to_exitcode(status) == 0
+        holder.join(30)
+    code = wait_child(pid)
+    assert code is not None, "child deadlocked on a lock held at fork time"
+    assert code == 0
     assert p.stats()["written"] == 0  # the parent wrote nothing
 
 
@@ -524,33 +516,25 @@ class TestForkResetsLocks:
         }
         held = [(where, name, lock) for where, obj in owners.items() for name, lock in _locks_in(obj).items()]
         assert {where for where, _, _ in held} >= {"registry guard", "provider guard", "backend"}
+
+        def child() -> bool:  # every lock, looked up again, must be free
+            stuck = []
+            for where, name, _ in held:
+                lock = getattr(owners[where], name)
+                if lock.acquire(blocking=False):
+                    lock.release()
+                else:
+                    stuck.append(f"{where}.{name}")
+            fresh = get_provider("Co_Fork_Child")
+            return not stuck and fresh.write(fresh.slot(4, 1), "child", FIELDS)
+
         for _, _, lock in held:
             lock.acquire()  # as if other threads held them all at the fork
         try:
-            pid = os.fork()
-            if pid == 0:  # child: every lock, looked up again, must be free
-                stuck = []
-                for where, name, _ in held:
-                    lock = getattr(owners[where], name)
-                    if lock.acquire(blocking=False):
-                        lock.release()
-                    else:
-                        stuck.append(f"{where}.{name}")
-                ok = not stuck and get_provider("Co_Fork_Child").write(
-                    get_provider("Co_Fork_Child").slot(4, 1), "child", FIELDS
-                )
-                os._exit(0 if ok else 1)
+            pid = fork_child(child)
         finally:
             for _, _, lock in held:
                 lock.release()
-        deadline = time.monotonic() + 20
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            if time.monotonic() > deadline:
-                os.kill(pid, 9)
-                os.waitpid(pid, 0)
-                pytest.fail("child deadlocked on a lock held at fork time")
-            time.sleep(0.01)
-        assert os.waitstatus_to_exitcode(status) == 0
+        code = wait_child(pid)
+        assert code is not None, "child deadlocked on a lock held at fork time"
+        assert code == 0

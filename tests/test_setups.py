@@ -4,7 +4,6 @@ that survive queues, pickling, copies and renames."""
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import copy
 import json
 import logging
@@ -36,6 +35,7 @@ from structlog_etw import (
     make_etw_bound_logger,
 )
 from structlog_etw.testing import CapturedEvent, EtwCapture, capture_etw_events
+from tests.helpers.forking import bounded_pool
 from tests.helpers.surface import unique_provider
 
 WRAP = structlog.stdlib.ProcessorFormatter.wrap_for_formatter
@@ -317,8 +317,7 @@ class TestPickling:
             pytest.skip(f"no {method} start method on this platform")
         name = unique_provider()
         worker = Worker(name, wrapper)
-        context = multiprocessing.get_context(method)
-        with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
+        with bounded_pool(method) as pool:
             assert pool.submit(worker.run).result(timeout=120) == [("worked", 0x2, name)]
 
     @pytest.mark.parametrize("wrapper", ["filtering", "etw"])

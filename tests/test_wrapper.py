@@ -210,7 +210,12 @@ def test_default_fast_path_honours_a_contextvar_keyword_bound_first_after_class_
     grew, so the fast path looks at the new variable)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = subprocess.run(
-        [sys.executable, "-c", _FRESH_PROCESS], capture_output=True, text=True, cwd=root, check=True
+        [sys.executable, "-c", _FRESH_PROCESS],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        check=True,
+        timeout=120,
     )
     assert out.stdout.splitlines() == [
         "before False",

@@ -8,7 +8,6 @@ import copy
 import logging
 import multiprocessing
 import pickle
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import pytest
@@ -16,6 +15,7 @@ import structlog
 
 from structlog_etw import EtwRenderer, KeywordsByLogger, get_provider, make_etw_bound_logger
 from structlog_etw.testing import EtwCapture
+from tests.helpers.forking import bounded_pool
 from tests.helpers.surface import Spy, bound, unique_provider
 
 
@@ -59,7 +59,7 @@ class TestPickling:
             pytest.skip(f"no {method} start method here")
         cls = make_etw_bound_logger(unique_provider("Pool"), logging.INFO)
         log = bound(cls, _chain(), job="j1")
-        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context(method)) as pool:
+        with bounded_pool(method) as pool:
             assert pool.submit(_worker_log, log).result(timeout=120) == (
                 '{"event": "in_worker", "job": "j1", "n": 2}'
             )

@@ -13,7 +13,7 @@ import pytest
 
 from structlog_etw.backends.etw import EtwBackend
 from structlog_etw.cli import listen
-from structlog_etw.etw import session_name
+from structlog_etw.etw import EtwListener, session_name
 from structlog_etw.fields import to_fields
 from structlog_etw.tracelogging.encoder import TraceLoggingEncoder
 from tests.helpers.fake_etw import Fake
@@ -35,11 +35,18 @@ def windows_listen(fake: Fake, monkeypatch: pytest.MonkeyPatch) -> Fake:
 
 
 def _writer(fake: Fake, events: list[tuple[str, int, int]]) -> threading.Thread:
-    """Once listen's session runs, register the provider and write ``events`` (name, level, keyword)."""
+    """Once listen's session has enabled the provider, register it and write ``events`` (name,
+    level, keyword).  Not as soon as the session exists: between StartTraceW and EnableTraceEx2
+    (a loaded machine can stretch that window) every event would be written disabled and dropped,
+    and ``listen --count`` would wait for them forever."""
+
+    def enabled() -> bool:
+        info = fake.session_info(session_name(NAME))
+        return info is not None and info["params_version"] != 0  # EnableTraceEx2 was called
 
     def write() -> None:
-        deadline = time.monotonic() + 10
-        while fake.session_info(session_name(NAME)) is None and time.monotonic() < deadline:
+        deadline = time.monotonic() + 30
+        while not enabled() and time.monotonic() < deadline:
             time.sleep(0.01)
         backend = EtwBackend(NAME, library=fake.path)
         enc = TraceLoggingEncoder(NAME)
@@ -56,14 +63,30 @@ def _writer(fake: Fake, events: list[tuple[str, int, int]]) -> threading.Thread:
     return t
 
 
+@pytest.mark.parametrize("enable_delay", [0.0, 0.5])
 def test_listen_on_windows_shows_the_sessions_events_with_filters(
-    windows_listen: Fake, capsys: pytest.CaptureFixture[str]
+    windows_listen: Fake,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    enable_delay: float,
 ) -> None:
-    """``listen`` on Windows shows the session's events passing level and keyword, then stops it."""
+    """``listen`` on Windows shows the session's events passing level and keyword, then stops it;
+    also when the session enables the provider late (as on a loaded machine).  ``--duration``
+    bounds the run: a lost event fails the test instead of hanging it."""
+    if enable_delay:
+        enable = EtwListener._enable
+
+        def late(self: EtwListener) -> None:
+            time.sleep(enable_delay)  # the session exists, the provider is not enabled yet
+            enable(self)
+
+        monkeypatch.setattr(EtwListener, "_enable", late)
     events = [("info_k4", 4, 4), ("warn_k8", 3, 8), ("warn_k4", 3, 4), ("error_k6", 2, 6), ("late", 1, 4)]
     writer = _writer(windows_listen, events)
-    rc = listen.run(_args([NAME, "--json", "--level", "warning", "--keyword", "0x4", "--count", "2"]))
-    writer.join()
+    argv = [NAME, "--json", "--level", "warning", "--keyword", "0x4", "--count", "2", "--duration", "60"]
+    rc = listen.run(_args(argv))
+    writer.join(60)
+    assert not writer.is_alive()
     out, err = capsys.readouterr()
     assert rc == 0
     lines = [json.loads(line) for line in out.splitlines()]
@@ -82,7 +105,8 @@ def test_listen_on_windows_text_output_and_duration(
     """``listen --duration`` on Windows writes text lines and stops after the duration with its summary."""
     writer = _writer(windows_listen, [("hello", 4, 1)])
     rc = listen.run(_args([NAME, "--duration", "0.5", "--no-color"]))
-    writer.join()
+    writer.join(60)
+    assert not writer.is_alive()
     out, err = capsys.readouterr()
     assert rc == 0
     assert "hello" in out and "k=1" in out.replace(": ", "=")
@@ -115,7 +139,8 @@ def test_ctrl_c_stops_listen_and_its_session(
     t = threading.Thread(target=interrupt)
     t.start()
     rc = listen.run(_args([NAME, "--duration", "30"]))  # would run 30 s without the Ctrl-C
-    t.join()
+    t.join(30)
+    assert not t.is_alive()
     assert rc == 0
     assert "0 events, 0 lost" in capsys.readouterr().err
     assert windows_listen.lib.fake_sessions_in_use() == 0

@@ -406,7 +406,7 @@ def test_float_text_agrees_with_the_cxx_library_on_random_values(tmp_path: Path)
     src = tmp_path / "to_chars.cpp"
     exe = tmp_path / "to_chars"
     src.write_text(_TO_CHARS_CPP)
-    subprocess.run([gxx, "-std=c++17", "-O1", str(src), "-o", str(exe)], check=True)
+    subprocess.run([gxx, "-std=c++17", "-O1", str(src), "-o", str(exe)], check=True, timeout=300)
     rng = random.Random(1234)
     cases: list[tuple[str, int]] = []
     for _ in range(2000):
@@ -414,7 +414,7 @@ def test_float_text_agrees_with_the_cxx_library_on_random_values(tmp_path: Path)
         cases.append(("d", rng.getrandbits(64)))
     cases += [("d", struct.unpack("<Q", struct.pack("<d", v))[0]) for v in (1e-4, 1e21, 123.0, 0.1, 1e100)]
     stdin = "".join(f"{k} {b:x}\n" for k, b in cases)
-    run = subprocess.run([str(exe)], input=stdin, capture_output=True, text=True, check=True)
+    run = subprocess.run([str(exe)], input=stdin, capture_output=True, text=True, check=True, timeout=300)
     out = run.stdout.split("\n")
     for (kind, bits), expected in zip(cases, out, strict=False):
         if kind == "f":

@@ -35,7 +35,7 @@ def build_fake_library(directory: Path) -> str:
     if sys.platform == "win32":
         pytest.skip("the C stand-in of advapi32 is for hosts without Windows; here the real API runs")
     out = directory / "libfake_eventing.so"
-    subprocess.run([_gcc(), *_CFLAGS, "-o", str(out), str(CSRC)], check=True)
+    subprocess.run([_gcc(), *_CFLAGS, "-o", str(out), str(CSRC)], check=True, timeout=300)
     return str(out)
 
 
@@ -54,7 +54,9 @@ def build_apiset_library(directory: Path, full: str) -> str:
     """
     out = directory / "libfake_apiset.so"
     define = "-DFULL_LIBRARY=" + '"' + full.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    subprocess.run([_gcc(), *_CFLAGS, define, "-o", str(out), str(APISET_CSRC), "-ldl"], check=True)
+    subprocess.run(
+        [_gcc(), *_CFLAGS, define, "-o", str(out), str(APISET_CSRC), "-ldl"], check=True, timeout=300
+    )
     return str(out)
 
 

@@ -84,12 +84,14 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
         check=True,
         capture_output=True,
         text=True,
+        timeout=600,
     ).stdout.strip()
     Path(purelib, "structlog_from_the_test_env.pth").write_text(f"{structlog_home}\n", encoding="utf-8")
     subprocess.run(
         [python, "-m", "pip", "install", "--no-deps", "--no-index", "--disable-pip-version-check", wheel],
         check=True,
         capture_output=True,
+        timeout=600,
     )
     return python
 
@@ -107,6 +109,7 @@ def test_the_installed_package_is_the_wheels_not_the_source_tree(installed: Path
         text=True,
         cwd=tmp_path,
         env=_clean_env(),
+        timeout=600,
     ).stdout.split("\n")
     package, prefix = Path(out[0]).resolve(), Path(out[1]).resolve()
     assert prefix in package.parents, f"{package} is not in the venv {prefix}"
@@ -137,6 +140,7 @@ def test_the_demo_runs_from_the_installed_wheel(installed: Path, tmp_path: Path)
         text=True,
         cwd=tmp_path,
         env=_clean_env(),
+        timeout=600,
     )
     assert guid.returncode == 0, guid.stdout + guid.stderr
     assert "195e7706-085e-56ca-2ff6-31025e0cf78c" in guid.stdout

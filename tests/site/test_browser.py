@@ -26,6 +26,9 @@ import pytest
 
 from tests.helpers.shared import skip_or_fail
 
+#: The module-scoped HTTP server (``serve``) keeps its thread for all the tests of the module.
+pytestmark = pytest.mark.threads_outlive_test
+
 #: The browser: Debian's ``chromium`` (``apt-get install chromium chromium-driver``, what .ci/run
 #: installs), else the names other systems give Chromium or Chrome; the first found is used, with
 #: the ``chromedriver`` on PATH (it must match the browser's version, as Debian's packages do).
