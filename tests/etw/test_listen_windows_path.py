@@ -104,7 +104,7 @@ def test_listen_on_windows_text_output_and_duration(
 ) -> None:
     """``listen --duration`` on Windows writes text lines and stops after the duration with its summary."""
     writer = _writer(windows_listen, [("hello", 4, 1)])
-    rc = listen.run(_args([NAME, "--duration", "0.5", "--no-color"]))
+    rc = listen.run(_args([NAME, "--duration", "3", "--no-color"]))
     writer.join(60)
     assert not writer.is_alive()
     out, err = capsys.readouterr()

@@ -12,7 +12,7 @@ import uuid
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from structlog_etw import fields as F
@@ -27,6 +27,7 @@ from structlog_etw.tracelogging.encoder import (
 )
 from structlog_etw.tracelogging.spec import (
     DEFAULT_MAX_SIZE,
+    MAX_FIELDS,
     InType,
     OutType,
     event_descriptor,
@@ -551,18 +552,40 @@ def _expected(field: F.Field) -> object:
 
 @settings(max_examples=200, deadline=None)
 @given(st.dictionaries(st.text(max_size=8), _values, max_size=12))
+@example({f"k{i}": {"a": None, "b": b"x"} for i in range(40)})  # 160 logical fields: cut
 def test_arbitrary_event_dict_round_trips(event: dict[str, object]) -> None:
-    """Any event dict of generated values decodes to the same field names and the expected values."""
+    """Any event dict of generated values decodes to the same field names and the expected values;
+    one past TraceLogging's 128 logical fields (nested dicts count each member) keeps its leading
+    fields whole and ends with the ``_truncated`` marker."""
     enc = TraceLoggingEncoder("MyCompany.Test")
     fields = F.to_fields(event.items())
     result = blobs(enc.encode("ev", fields))
     assert result is not None
     ev = decode(*result)
     names = [f.name for f in ev.field_list]
-    assert names == [_name(n) for n, _, _ in fields]
-    for decoded, field in zip(ev.field_list, fields, strict=True):
+    expected = [_name(n) for n, _, _ in fields]
+    decoded_fields = ev.field_list
+    if enc.truncated:
+        assert sum(_logical_fields(f) for f in fields) > MAX_FIELDS
+        assert names[-1] == TRUNCATED_FIELD and ev.fields[TRUNCATED_FIELD] is True
+        kept = len(names) - 1
+        assert names[:kept] == expected[:kept]
+        # the last kept field may be a struct cut inside: every one before it is whole
+        decoded_fields, fields = ev.field_list[: max(kept - 1, 0)], fields[: max(kept - 1, 0)]
+    else:
+        assert names == expected
+    for decoded, field in zip(decoded_fields, fields, strict=True):
         got = _plain(decoded.value) if decoded.encoding == InType.STRUCT else decoded.value
         assert got == _expected(field)
+
+
+def _logical_fields(field: F.Field) -> int:
+    """TraceLogging's logical field count of a field: a struct is one plus its members', a binary
+    value (bytes, an IPv6 address) or an array two (its length is a field of its own)."""
+    _, kind, value = field
+    if kind == F.STRUCT:
+        return 1 + sum(_logical_fields(m) for m in value)
+    return 2 if kind & F.ARRAY or kind in (F.BYTES, F.IPV6) else 1
 
 
 def _name(name: str) -> str:
