@@ -168,6 +168,19 @@ def _dumps_name(names: dict[str, bytes], name: str) -> bytes:
     return text
 
 
+def _template_name(name: str) -> bytes:
+    """A tracepoint name's JSON text for a ``%``-template (``%`` doubled); ``b""`` for a name
+    --json cannot write as it is (the ordinary path writes it)."""
+    try:
+        return _esc(_utf8(_dumps(name or None)))
+    except UnicodeEncodeError:
+        return b""
+
+
+#: The start of a --json line whose time, cpu, pid and tid are all known (a ``%``-template).
+_JSON_STAMPED: Final = b'{"timestamp":"%s.%09dZ","time_ns":%d,"cpu":%d,"pid":%d,"tid":%d'
+
+
 def _safe_json(line: bytes) -> bytes:
     """:func:`~structlog_etw.cli.render.json_line` of a JSON line held as bytes (ASCII lines
     without DEL, nearly all, as they are)."""
@@ -241,7 +254,8 @@ class _Lines:
     def _decide(self, plan: EventPlan, name: bytes = b"") -> _Decided | None:
         """What the renderers keep per plan: whether the filters pass its events, its readers
         and its line templates (None: the ordinary path); ``name``: --json's text of the
-        tracepoint's name, put in the ``named`` template (``b""``: no such template)."""
+        tracepoint's name (:func:`_template_name`), put in the ``named`` template (``b""``: no
+        such template)."""
         accepts = self.wanted.accepts_values(plan.level, plan.keyword, plan.provider, plan.name)
         fields = plan.template
         readers = plan.readers
@@ -274,15 +288,14 @@ class _Lines:
             return None
         rest = b',"tracepoint":%s,' + _esc(middle) + b',"activity_id":%s,"related_id":%s,"attributes":'
         end = _esc(attributes) + b',"fields":{' + fields + b"}}"
-        stamped = b'{"timestamp":"%s.%09dZ","time_ns":%d,"cpu":%d,"pid":%d,"tid":%d'
         named = b""
         if name:
-            named = stamped + b',"tracepoint":' + _esc(name) + b"," + _esc(middle)
+            named = _JSON_STAMPED + b',"tracepoint":' + name + b"," + _esc(middle)
             named += b',"activity_id":null,"related_id":null,"attributes":' + end
         return _Decided(
             accepts,
             readers,
-            stamped + rest + end,
+            _JSON_STAMPED + rest + end,
             b'{"timestamp":%s,"time_ns":%s,"cpu":%s,"pid":%s,"tid":%s' + rest + end,
             fields,
             plan,
@@ -296,11 +309,7 @@ class _Lines:
         decide = self._decide
         expected = fmt.full_name  # the name of its samples (perf's, unless the file names it otherwise)
         if self.json:
-            try:
-                named = _utf8(_dumps(expected or None))
-            except UnicodeEncodeError:  # a name --json cannot write as it is: no named template
-                named = b""
-            decide = functools.partial(self._decide, name=named)
+            decide = functools.partial(self._decide, name=_template_name(expected))
         find = PlanCache(self.plans, fmt.name, decide).find
         seconds = self.seconds
         colors = self.colors
@@ -392,11 +401,7 @@ class _Lines:
                     pos = read(data, pos, out)
                 line = entry.named % tuple(out)
                 return line if line.isascii() and 0x7F not in line else _safe_json(line)
-            name = names.get(s.name)
-            if name is None:
-                if len(names) >= _KEPT:
-                    names.clear()
-                name = names[s.name] = _utf8(_dumps(s.name or None))
+            name = names.get(s.name) or _dumps_name(names, s.name)
             act_text = activity_text(activity) if activity is not None else b"null"
             rel_text = activity_text(related) if related is not None else b"null"
             if real is not None and t is not None and cpu is not None and pid is not None and tid is not None:
@@ -506,25 +511,18 @@ class _Lines:
         }
         tail = b"," + _esc(_utf8(_dumps(middle)[1:-1])) + b',"fields":{' + fields + b"}}"
         rest = b',"tracepoint":%s' + tail
-        stamped = b'{"timestamp":"%s.%09dZ","time_ns":%d,"cpu":%d,"pid":%d,"tid":%d'
-        whole = stamped + rest
+        whole = _JSON_STAMPED + rest
         partial = b'{"timestamp":%s,"time_ns":%s,"cpu":%s,"pid":%s,"tid":%s' + rest
         names: dict[str, bytes] = {}
         expected = fmt.full_name  # the name of its samples (perf's, unless the file names it otherwise)
-        try:  # the line of a sample of that name, the name in it
-            named = stamped + b',"tracepoint":' + _esc(_utf8(_dumps(expected or None))) + tail
-        except UnicodeEncodeError:  # a name --json cannot write as it is: no such line
-            named = b""
+        name_text = _template_name(expected)  # the line of a sample of that name, the name in it
+        named = _JSON_STAMPED + b',"tracepoint":' + name_text + tail if name_text else b""
 
         def json_lines(s: Sample) -> bytes | None:
             values = values_of(s.raw)
             if values is None:
                 return None
-            name = names.get(s.name)
-            if name is None:
-                if len(names) >= _KEPT:
-                    names.clear()
-                name = names[s.name] = _utf8(_dumps(s.name or None))
+            name = names.get(s.name) or _dumps_name(names, s.name)
             real, t, cpu, pid, tid = s.realtime_ns, s.time, s.cpu, s.pid, s.tid
             if real is not None and t is not None and cpu is not None and pid is not None and tid is not None:
                 second, ns = divmod(real, _NS)
