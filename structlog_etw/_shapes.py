@@ -237,12 +237,13 @@ def compile_shape_function(
         parts.append(f"b{i}")
     close_run()
     unpack = f"({', '.join(names)},) = event.values()" if names else "if event: return None"
-    lines = ["global _u16", unpack] if any(part.startswith("_u16[") for part in parts) else [unpack]
+    listed = any(part.startswith("_u16[") for part in parts)  # a length from the prebuilt list
+    lines = ["global _u16", unpack] if listed else [unpack]
     if checks:
         lines.append(f"if {' or '.join(checks)}: return None")
     lines += pre
     joined = f"return _join(({', '.join(parts)}{',' if parts else ''}))"
-    if lines[0] == "global _u16":
+    if listed:
         # A length past the prebuilt list: this function (its own globals) switches to the
         # mapping, which packs such lengths, and joins the same parts again.  The try costs
         # nothing on CPython 3.11+ until something raises; after the switch a layout that has
