@@ -106,11 +106,12 @@ class TestSignalHandlersAndDelThatLog:
 
 
 _FORKS = r"""
-import json, os, sys, threading, time
+import json, sys, threading
 import structlog
 from structlog_etw import EtwRenderer, Provider, get_provider
 from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.testing import capture_etw_events, decode_record
+from tests.helpers.forking import fork_child, wait_child
 
 CHILDREN = int(sys.argv[1])
 own = Provider("Fork_Own", backend=CaptureBackend("Fork_Own"))
@@ -135,26 +136,17 @@ with capture_etw_events() as capture:
     threads = [threading.Thread(target=spin, args=(n,), daemon=True) for n in range(2)]
     for t in threads:
         t.start()
+
+    def child_logs(child):
+        ok = own_log.info("child", c=child, etw_keyword=0x4000) is None
+        captured_log.info("child", c=child, etw_keyword=0x4000)
+        ok = ok and own.stats()["written"] > 0 and get_provider("Fork_Captured").stats()["written"] > 0
+        return ok and any(decode_record(r).name == "child" for r in capture.records[-3:])
+
     for child in range(CHILDREN):
-        pid = os.fork()
-        if pid == 0:
-            ok = own_log.info("child", c=child, etw_keyword=0x4000) is None
-            captured_log.info("child", c=child, etw_keyword=0x4000)
-            ok = ok and own.stats()["written"] > 0 and get_provider("Fork_Captured").stats()["written"] > 0
-            ok = ok and any(decode_record(r).name == "child" for r in capture.records[-3:])
-            os._exit(0 if ok else 3)
-        deadline = time.monotonic() + 20
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                failed += os.waitstatus_to_exitcode(status) != 0
-                break
-            if time.monotonic() > deadline:
-                os.kill(pid, 9)
-                os.waitpid(pid, 0)
-                hung += 1
-                break
-            time.sleep(0.001)
+        code = wait_child(fork_child(lambda: child_logs(child)), timeout=20)  # None: killed, hung
+        hung += code is None
+        failed += code is not None and code != 0
     stop.set()
     for t in threads:
         t.join()
