@@ -49,6 +49,7 @@ Stdlib only (layer 1, next to :mod:`structlog_etw.fields`).
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import struct
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -66,12 +67,14 @@ __all__ = [
     "SHAPE_HOT",
     "SHAPE_KINDS",
     "SKIP",
+    "SPEEDUPS",
     "U16_BYTES",
     "HotShape",
     "LayoutFunctions",
     "ShapeCache",
     "Step",
     "compile_shape_function",
+    "compiled_packer",
     "key_chars",
     "layout",
     "walk",
@@ -255,6 +258,46 @@ def compile_shape_function(
     src = f"def pack({args}):\n" + "".join(f"    {line}\n" for line in lines)
     exec(compile(src, "<structlog_etw shape function>", "exec"), ns)
     fn: Callable[..., bytes | None] = ns["pack"]
+    return fn
+
+
+def _load_speedups() -> Any:
+    """The compiled packer module, or ``None``: not built (no compiler where the package was
+    installed), of another op version, or turned off by ``STRUCTLOG_ETW_PURE_PYTHON=1``."""
+    if os.environ.get("STRUCTLOG_ETW_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:  # the import statement's machinery (importlib.import_module's is not seen by -X importtime)
+        module = __import__(f"{__package__}._speedups", fromlist=["ABI_VERSION"])
+    except ImportError:
+        return None
+    return module if getattr(module, "ABI_VERSION", None) == _SPEEDUPS_ABI else None
+
+
+#: The op version of ``_speedups.c`` this module speaks.
+_SPEEDUPS_ABI: Final = 1
+#: The compiled packer (``structlog_etw/_speedups.c``) when it is built and not turned off, else
+#: ``None``: every layout then runs its generated Python function (the same bytes).
+SPEEDUPS: Final[Any] = _load_speedups()
+
+
+def compiled_packer(kinds: tuple[int, ...], ops: Mapping[int, str]) -> Callable[..., bytes | None] | None:
+    """The compiled packer of a layout, ``f(event, *lead) -> bytes | None``, or ``None`` when
+    :data:`SPEEDUPS` is not loaded or a kind has no op in ``ops`` (the format's kind -> op-name
+    table, the op names of ``_speedups.OPS``).
+
+    It writes what :func:`compile_shape_function` writes for the same kinds with the format's
+    steps, and returns ``None`` and raises where that function does (tests/test_speedups.py);
+    besides, an event that is not an exact ``dict`` raises ``TypeError`` (the general route then
+    writes it).  No code is compiled: a program is the layout's op string.
+    """
+    if SPEEDUPS is None:
+        return None
+    codes = SPEEDUPS.OPS
+    try:
+        program = SPEEDUPS.Program(bytes(codes["skip" if kind == SKIP else ops[kind]] for kind in kinds))
+    except KeyError:  # a kind the compiled packer does not write
+        return None
+    fn: Callable[..., bytes | None] = program.pack
     return fn
 
 

@@ -60,6 +60,7 @@ from .._shapes import (
     Step,
     Walker,
     compile_shape_function,
+    compiled_packer,
     key_chars,
     walk,
 )
@@ -605,9 +606,25 @@ _SHAPE_STEPS: Final[dict[int, Step]] = {
     F64 | _NULLABLE: Step("", "_d({v})"),
 }
 _SHAPE_ENV: Final = {"_q": struct.Struct("<q").pack, "_d": struct.Struct("<d").pack}
-#: The generated ``f(event, head, meta_block)`` per layout (compiled when hot; see ``_shapes``).
+#: The compiled packer's op for each kind it writes as :data:`_SHAPE_STEPS` does (a layout with
+#: another kind, a UUID or a datetime, runs its generated function).
+_SHAPE_OPS: Final[dict[int, str]] = {
+    STR: "str",
+    NONE: "null_empty",
+    I64: "i64",
+    F64: "f64",
+    BOOL: "bool8",
+    BYTES: "bytes",
+    I64 | _NULLABLE: "i64_counted",
+    F64 | _NULLABLE: "f64_counted",
+}
+#: The ``f(event, head, meta_block)`` per layout (made when hot; see ``_shapes``): the compiled
+#: packer where it is built, else the generated function.
 _FUNCTIONS: Final = LayoutFunctions(
-    lambda kinds: compile_shape_function(kinds, _SHAPE_STEPS, ("h", "m"), _SHAPE_ENV)
+    lambda kinds: (
+        compiled_packer(kinds, _SHAPE_OPS)
+        or compile_shape_function(kinds, _SHAPE_STEPS, ("h", "m"), _SHAPE_ENV)
+    )
 )
 
 

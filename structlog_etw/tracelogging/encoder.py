@@ -64,6 +64,7 @@ from .._shapes import (
     Step,
     Walker,
     compile_shape_function,
+    compiled_packer,
     walk,
 )
 from .._size_policy import NO_LIMIT, Cuttable, Piece, joined, leading_pieces, water_level, whole_size
@@ -533,9 +534,23 @@ _WALK: Final[Walker] = {
     uuid.UUID: (UUID, _pack_uuid, 1),
     _dt.datetime: (TIME, _pack_time, 1),
 }
-#: The generated ``f(event) -> data`` per layout (compiled when hot; see ``_shapes``).
+#: The compiled packer's op for each kind it writes as :data:`_SHAPE_STEPS` does (a layout with
+#: another kind, a UUID or a datetime, runs its generated function).
+_SHAPE_OPS: Final[dict[int, str]] = {
+    STR: "str",
+    NONE: "null_text",
+    I64: "i64",
+    F64: "f64",
+    BOOL: "bool32",
+    BYTES: "bytes",
+}
+#: The ``f(event) -> data`` per layout (made when hot; see ``_shapes``): the compiled packer where
+#: it is built, else the generated function.
 _FUNCTIONS: Final = LayoutFunctions(
-    lambda kinds: compile_shape_function(kinds, _SHAPE_STEPS, env={"_filetime": filetime})
+    lambda kinds: (
+        compiled_packer(kinds, _SHAPE_OPS)
+        or compile_shape_function(kinds, _SHAPE_STEPS, env={"_filetime": filetime})
+    )
 )
 _MISSING: Final[Any] = object()
 #: The tag of each plain header (0), by the header.
