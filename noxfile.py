@@ -176,6 +176,7 @@ def bench(session: nox.Session) -> None:
         "docs/performance.png",
         "--repeat-disabled",
         "5",
+        "--pure-python-run",
         "--update-docs",
         "docs/performance.md",
         *session.posargs,

@@ -169,19 +169,24 @@ def _scaling_table(results: dict[str, Any]) -> str:
 
 
 def tables(results: dict[str, Any]) -> dict[str, str]:
-    """Every generated block, by name: ``environment``, ``ratio-table``, ``goals``, ``disabled-steps``,
-    ``disabled-runs``, ``scaling``."""
+    """Every generated block, by name: ``environment``, ``ratio-table``, ``goals``,
+    ``pure-python-goals`` (the enabled goals of the run without the compiled packer),
+    ``disabled-steps``, ``disabled-runs``, ``scaling``."""
     env = results["environment"]
     environment = (
         f"Measured {env['date']} on {env['cpu']} ({env['cpus']} CPUs), {env['platform']}, "
         f"{env['implementation']} {env['python']}, structlog {env['structlog']}, "
         f"traceloggingdynamic {env['traceloggingdynamic']}, commit {env['commit']}; "
-        f"{results['rounds']} interleaved rounds of ~{results['round_seconds'] * 1000:.0f} ms per case.\n"
+        f"{results['rounds']} interleaved rounds of ~{results['round_seconds'] * 1000:.0f} ms per case; "
+        f"compiled packer {'loaded' if env.get('speedups') else 'not loaded'}.\n"
     )
+    pure = results.get("pure_python")
+    pure_goals = _goals_table(pure) if pure else "Not measured in this run.\n"
     return {
         "environment": environment,
         "ratio-table": _ratio_table(results),
         "goals": _goals_table(results),
+        "pure-python-goals": pure_goals,
         "disabled-steps": _steps_table(results),
         "disabled-runs": _runs_table(results),
         "scaling": _scaling_table(results),

@@ -14,6 +14,7 @@ import datetime as dt
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -452,7 +453,15 @@ def environment() -> dict[str, Any]:
         "cpu": cpu,
         "cpus": os.cpu_count(),
         "commit": rev,
+        "speedups": _speedups_loaded(),
     }
+
+
+def _speedups_loaded() -> bool:
+    """Whether the compiled packer (structlog_etw/_speedups.c) runs the enabled rows' layouts."""
+    from structlog_etw import _shapes  # noqa: PLC0415 - optional/late import
+
+    return _shapes.SPEEDUPS is not None
 
 
 def _dist_version(name: str) -> str | None:
@@ -599,6 +608,12 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(f"| {c['label']} | {c['ns']:.0f} | {c['ratio']:.3f} | {c['spread'] * 100:.0f}% |")
         for key, why in comp["unavailable"].items():
             lines.append(f"| {key} | unavailable: {why} | | |")
+    pure = results.get("pure_python")
+    if pure:
+        lines += ["", "## Goals without the compiled packer (STRUCTLOG_ETW_PURE_PYTHON=1)", ""]
+        lines += ["| goal | ratio | met |", "|---|---:|---|"]
+        for g in pure["goals"]:
+            lines.append(f"| {g['goal']} | {g['ratio']:.3f} | {'yes' if g['met'] else 'NO'} |")
     guest = results.get("guest")
     if guest:
         lines += [
@@ -643,8 +658,27 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also measure the real kernel write (benchmarks/guest.py: boots the virtme-ng guest)",
     )
+    p.add_argument(
+        "--pure-python-run",
+        action="store_true",
+        help="also run the enabled comparisons with STRUCTLOG_ETW_PURE_PYTHON=1 (the generated "
+        "functions, no compiled packer) and keep their goals in the results (pure_python)",
+    )
     a = p.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
+    pure: dict[str, Any] | None = None
+    if a.pure_python_run:
+        pure_out = a.out / "pure-python"
+        cmd = [sys.executable, str(HERE / "run.py"), "--out", str(pure_out), "--only", "enabled"]
+        cmd += ["--only", "fields_100", *(["--quick"] if a.quick else [])]
+        rc = subprocess.call(cmd, env={**os.environ, "STRUCTLOG_ETW_PURE_PYTHON": "1"})
+        if rc != 0:
+            print(f"pure-Python run failed with exit code {rc}", file=sys.stderr)
+            return rc
+        done = json.loads((pure_out / "results.json").read_text())
+        shutil.rmtree(pure_out)
+        measured = [g for g in done["goals"] if g["ratio"] is not None]
+        pure = {"environment": done["environment"], "goals": measured}
     if a.guest_run:
         cmd = [sys.executable, str(HERE / "guest.py"), "--out", str(a.out), *(["--quick"] if a.quick else [])]
         rc = subprocess.call(cmd)
@@ -655,6 +689,8 @@ def main(argv: list[str] | None = None) -> int:
     results = run(a.quick, set(a.only) if a.only else None, a.repeat_disabled)
     if a.guest and a.guest.exists():
         results["guest"] = json.loads(a.guest.read_text())
+    if pure is not None:
+        results["pure_python"] = pure
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     (a.out / "results.md").write_text(markdown(results))
