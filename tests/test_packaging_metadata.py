@@ -2,7 +2,7 @@
 work where the README is shown away from the repository (PyPI).
 
 Read from the installed distribution's metadata (the test sessions install the checkout), which
-hatchling builds from pyproject.toml; the built sdist and wheel themselves are checked by
+setuptools builds from pyproject.toml; the built sdist and wheel themselves are checked by
 tests/packaging/ under ``nox -s build``.
 """
 

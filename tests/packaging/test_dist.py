@@ -1,11 +1,15 @@
-"""The built sdist and wheel: license, metadata, and the wheel working from a fresh venv."""
+"""The built sdist and wheel: license, metadata, contents, the compiled module, and the wheel
+working from a fresh venv."""
 
 from __future__ import annotations
 
 import email.parser
 import email.policy
+import importlib.machinery
 import importlib.util
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -16,7 +20,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.shared import skip_or_fail
+
 ROOT = Path(__file__).resolve().parents[2]
+#: The optional compiled accelerator (setup.py), as a file of the wheel: ``_speedups.<tag>.so``/``.pyd``.
+SPEEDUPS = re.compile(r"structlog_etw/_speedups\.[^/]+\.(so|pyd)")
+#: Its C source, which the sdist carries and the wheel does not.
+SPEEDUPS_SOURCE = "structlog_etw/_speedups.c"
 
 
 def _wheel_metadata(wheel: Path) -> Message:
@@ -49,6 +59,54 @@ def test_the_sdist_carries_the_license_and_says_so(sdist: Path) -> None:
         assert pkg_info is not None
         metadata = email.parser.BytesParser(policy=email.policy.compat32).parsebytes(pkg_info.read())
     assert metadata.get_all("License-File") == ["LICENSE"]
+
+
+def _wheel_names(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as z:
+        return z.namelist()
+
+
+def _sdist_names(sdist: Path) -> set[str]:
+    """The sdist's files, relative to its top directory."""
+    with tarfile.open(sdist) as t:
+        return {m.name.split("/", 1)[1] for m in t.getmembers() if m.isfile() and "/" in m.name}
+
+
+def _compiled(names: list[str]) -> list[str]:
+    return [n for n in names if SPEEDUPS.fullmatch(n)]
+
+
+class TestContents:
+    """What the wheel and the sdist hold, file by file, against the checkout."""
+
+    def test_the_wheel_holds_the_package_modules_py_typed_and_nothing_else(self, wheel: Path) -> None:
+        """The wheel's ``structlog_etw/`` is every ``.py`` of the checkout's package and subpackages,
+        ``py.typed`` and at most the compiled ``_speedups``: not its C source, nothing more."""
+        package = [n for n in _wheel_names(wheel) if n.startswith("structlog_etw/")]
+        expected = {p.relative_to(ROOT).as_posix() for p in (ROOT / "structlog_etw").rglob("*.py")}
+        assert set(package) - set(_compiled(package)) == expected | {"structlog_etw/py.typed"}
+        assert len(_compiled(package)) <= 1, _compiled(package)
+        assert SPEEDUPS_SOURCE not in package
+
+    def test_the_sdist_holds_every_tracked_file_and_no_built_one(self, sdist: Path) -> None:
+        """The sdist holds every file ``git ls-files`` lists (the C source, tests, docs, CI scripts;
+        MANIFEST.in), and no compiled module, bytecode or cache; what else it holds is setuptools'
+        own (PKG-INFO, setup.cfg, the egg-info)."""
+        git = shutil.which("git")
+        if git is None or not (ROOT / ".git").exists():
+            skip_or_fail("git or the checkout's .git not found: the tracked files are unknown")
+        tracked = subprocess.run(
+            [git, "ls-files", "-z"], check=True, capture_output=True, text=True, cwd=ROOT, timeout=120
+        ).stdout.split("\0")
+        names = _sdist_names(sdist)
+        assert SPEEDUPS_SOURCE in names
+        assert sorted({n for n in tracked if n} - names) == []
+        built = [n for n in names if n.endswith((".so", ".pyd", ".pyc")) or "__pycache__/" in n]
+        assert built == []
+        assert sorted(n for n in names - set(tracked) if not n.startswith("structlog_etw.egg-info/")) == [
+            "PKG-INFO",
+            "setup.cfg",
+        ]
 
 
 def test_the_wheel_metadata_has_the_urls_and_classifiers(wheel: Path) -> None:
@@ -144,3 +202,54 @@ def test_the_demo_runs_from_the_installed_wheel(installed: Path, tmp_path: Path)
     )
     assert guid.returncode == 0, guid.stdout + guid.stderr
     assert "195e7706-085e-56ca-2ff6-31025e0cf78c" in guid.stdout
+
+
+def _compiled_or_skip(wheel: Path) -> list[str]:
+    """The wheel's compiled ``_speedups``; skip (locally) or fail (``CI=true``) where it has none."""
+    compiled = _compiled(_wheel_names(wheel))
+    if not compiled:
+        skip_or_fail(f"{wheel.name} holds no compiled structlog_etw._speedups (no C compiler or headers?)")
+    return compiled
+
+
+class TestTheCompiledModule:
+    """The optional C extension ``structlog_etw._speedups``: in the wheel and imported from the venv.
+
+    Where it cannot be compiled (no C compiler or Python headers) setuptools builds the wheel without
+    it: these tests then skip on a developer's machine and fail under ``CI=true``, whose set-up
+    (gcc, python3-dev in .ci/run; MSVC on the Windows runners) must build it.
+    """
+
+    def test_the_wheel_holds_the_compiled_module_for_this_python(self, wheel: Path) -> None:
+        """The wheel holds one ``structlog_etw/_speedups`` with an extension suffix of the Python that
+        built it (this one), and a platform tag (not ``py3-none-any``)."""
+        compiled = _compiled_or_skip(wheel)
+        suffixes = importlib.machinery.EXTENSION_SUFFIXES
+        assert [n for n in compiled if any(n == f"structlog_etw/_speedups{s}" for s in suffixes)] == compiled
+        assert len(compiled) == 1, compiled
+        assert not wheel.name.endswith("-none-any.whl"), wheel.name
+
+    def test_the_installed_package_imports_its_compiled_module(
+        self, wheel: Path, installed: Path, tmp_path: Path
+    ) -> None:
+        """``import structlog_etw._speedups`` in the fresh venv loads the wheel's extension module
+        from the venv, not the checkout's in-place build."""
+        _compiled_or_skip(wheel)
+        code = (
+            "import importlib.machinery, sys, structlog_etw._speedups as m\n"
+            "assert isinstance(m.__loader__, importlib.machinery.ExtensionFileLoader), m.__loader__\n"
+            "print(m.__file__); print(sys.prefix)"
+        )
+        run = subprocess.run(
+            [installed, "-c", code],
+            check=False,
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=_clean_env(),
+            timeout=600,
+        )
+        assert run.returncode == 0, run.stdout + run.stderr
+        module, prefix = (Path(line).resolve() for line in run.stdout.splitlines()[:2])
+        assert prefix in module.parents, f"{module} is not in the venv {prefix}"
+        assert ROOT not in module.parents
