@@ -25,6 +25,7 @@ from kernel_harness import PerfSession, wait_until
 
 from structlog_etw.backends.base import BackendUnavailable
 from structlog_etw.backends.user_events import DIAG_IOCSREG, DIAG_IOCSUNREG, UserEventsBackend, find_tracefs
+from tests.helpers.forking import fork_child, wait_child
 from tests.helpers.unix import unix_module
 
 fcntl = unix_module("fcntl")  # Linux-only tests; on Windows the module is skipped, not an import error
@@ -304,22 +305,19 @@ def test_forked_child_writes_through_inherited_slots_and_registers_new_ones(
         t = threading.Thread(target=hold)
         t.start()
         held.wait(30)
-        pid = os.fork()
-        if pid == 0:  # child
-            code = 1
-            try:
-                signal.alarm(20)  # a deadlock fails the test instead of hanging it
-                ok = slot.word[0] == 1  # the kernel duplicated the enabler into the child
-                r1 = backend.write(slot, raw_event(4, "child", 1))
-                s2 = backend.open_slot(4, 8)  # takes the (re-initialised) lock
-                r2 = backend.write(backend.open_slot(3, 1), raw_event(3, "child3", 2))
-                code = 0 if (ok and r1 == 0 and r2 == 0 and s2.word[0] == 0) else 3
-            finally:
-                os._exit(code)
+
+        def child() -> bool:
+            signal.alarm(20)  # a deadlock fails the test instead of hanging it
+            ok = slot.word[0] == 1  # the kernel duplicated the enabler into the child
+            r1 = backend.write(slot, raw_event(4, "child", 1))
+            s2 = backend.open_slot(4, 8)  # takes the (re-initialised) lock
+            r2 = backend.write(backend.open_slot(3, 1), raw_event(3, "child3", 2))
+            return ok and r1 == 0 and r2 == 0 and s2.word[0] == 0
+
+        pid = fork_child(child)
         release.set()
-        t.join()
-        _, status = os.waitpid(pid, 0)
-        assert os.waitstatus_to_exitcode(status) == 0
+        t.join(30)
+        assert wait_child(pid) == 0
         assert backend.write(slot, raw_event(4, "parent", 3)) == 0
     got = sorted((s.pid == pid, s.name, _payload_n(s.data)) for s in session.samples())
     assert got == [
@@ -333,22 +331,17 @@ def test_constructor_reports_permission_problems_as_backend_unavailable(provider
     """Without rights to user_events_data the constructor raises BackendUnavailable "permission denied"."""
     if os.getuid() != 0:
         pytest.fail("this test drops privileges and needs root (the guest runs as root)")
-    pid = os.fork()
-    if pid == 0:
-        code = 1
+
+    def child() -> bool:
+        os.setgid(65534)
+        os.setuid(65534)
         try:
-            os.setgid(65534)
-            os.setuid(65534)
-            try:
-                UserEventsBackend(provider_name)
-            except BackendUnavailable as e:
-                code = 0 if "permission denied" in str(e) else 4
-            else:
-                code = 5
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
+            UserEventsBackend(provider_name)
+        except BackendUnavailable as e:
+            return "permission denied" in str(e)
+        return False
+
+    assert wait_child(fork_child(child)) == 0
 
 
 # -- registration interrupted ----------------------------------------------------------------------
@@ -463,10 +456,10 @@ class TestPermissionRecipe:
                 os.write(report_w, report.encode())
                 os._exit(0)
         os.close(report_w)
-        _, status = os.waitpid(pid, 0)
+        code = wait_child(pid)  # the report's write end closes when the child exits (or is killed)
         with os.fdopen(report_r, "rb") as f:
             report = f.read().decode()
-        assert os.waitstatus_to_exitcode(status) == 0
+        assert code == 0
         return f"pid={pid} {report}"
 
     def test_a_group_member_registers_and_writes_and_cannot_touch_the_rest_of_tracefs(
