@@ -10,7 +10,9 @@
  *
  * It calls no Python code (no __index__, no __eq__, no encode method: exact classes only), takes
  * no lock and keeps no state besides each Program's op string, so a signal handler, another
- * thread or a fork child can always run it.  Stdlib C API only; nothing here is required: without
+ * thread or a fork child can always run it.  It holds a reference to each value while it packs,
+ * and attaches nothing to the caller's objects (a non-ASCII string is encoded into a bytes object
+ * of its own, released before it returns).  Stdlib C API only; nothing here is required: without
  * this module the package runs the generated Python functions.
  */
 #define PY_SSIZE_T_CLEAN
@@ -53,6 +55,7 @@ typedef struct {
     const char *p;       /* a counted value's bytes */
     Py_ssize_t len;
     long long i;         /* an int's value */
+    PyObject *owned;     /* a non-ASCII string's UTF-8 bytes, or NULL */
 } Piece;
 
 static PyTypeObject *expected_type(unsigned char op)
@@ -134,6 +137,7 @@ static PyObject *Program_pack(Program *self, PyObject *const *args, Py_ssize_t n
     PyObject **values = stack_values;
     Piece *pieces = stack_pieces;
     PyObject *result = NULL;
+    Py_ssize_t held = 0;     /* values[0:held] are strong references, pieces[0:held] set up */
     if (n > STACK_VALUES) {
         values = PyMem_Malloc(sizeof(PyObject *) * (size_t)n);
         pieces = PyMem_Malloc(sizeof(Piece) * (size_t)n);
@@ -143,39 +147,55 @@ static PyObject *Program_pack(Program *self, PyObject *const *args, Py_ssize_t n
         }
     }
 
-    /* 1: every value's class first (a mismatch is None, before anything can raise). */
+    /* 1: every value's class first (a mismatch is None, before anything can raise).  The values
+     * are held: nothing below runs Python code, but an allocation must not leave them borrowed
+     * from a dict that something else could change. */
     {
-        Py_ssize_t pos = 0, i = 0;
+        Py_ssize_t pos = 0;
         PyObject *key, *value;
         const unsigned char *ops = self->ops;
-        while (PyDict_Next(event, &pos, &key, &value)) {
-            unsigned char op = ops[i];
+        while (held < n && PyDict_Next(event, &pos, &key, &value)) {
+            unsigned char op = ops[held];
             if (op != OP_SKIP && Py_TYPE(value) != expected_type(op)) {
                 result = Py_None;
                 Py_INCREF(result);
                 goto done;
             }
-            values[i++] = value;
+            Py_INCREF(value);
+            pieces[held].owned = NULL;
+            values[held++] = value;
         }
     }
 
-    /* 2: sizes (a string's UTF-8 is read once here and kept in its piece). */
+    /* 2: sizes.  An ASCII string's bytes are its own; another string is encoded once here (a
+     * bytes object of its own, released at the end: nothing is attached to the caller's str). */
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *v = values[i];
         switch (self->ops[i]) {
         case OP_SKIP:
             break;
         case OP_STR: {
-            Py_ssize_t len;
-            const char *p = PyUnicode_AsUTF8AndSize(v, &len);
-            if (p == NULL) {
-                goto done;
-            }
-            if (len > 0xFFFF) {
+            Py_ssize_t len = PyUnicode_GET_LENGTH(v);
+            if (len > 0xFFFF) { /* at least one byte per character */
                 too_long(len);
                 goto done;
             }
-            pieces[i].p = p;
+            if (PyUnicode_IS_COMPACT_ASCII(v)) {
+                pieces[i].p = (const char *)PyUnicode_DATA(v);
+            }
+            else {
+                PyObject *utf8 = PyUnicode_AsUTF8String(v);
+                if (utf8 == NULL) {
+                    goto done;
+                }
+                pieces[i].owned = utf8;
+                pieces[i].p = PyBytes_AS_STRING(utf8);
+                len = PyBytes_GET_SIZE(utf8);
+                if (len > 0xFFFF) {
+                    too_long(len);
+                    goto done;
+                }
+            }
             pieces[i].len = len;
             total += 2 + len;
             break;
@@ -282,6 +302,10 @@ static PyObject *Program_pack(Program *self, PyObject *const *args, Py_ssize_t n
     }
 
 done:
+    for (Py_ssize_t i = 0; i < held; i++) {
+        Py_XDECREF(pieces[i].owned);
+        Py_DECREF(values[i]);
+    }
     if (values != stack_values) {
         PyMem_Free(values);
     }

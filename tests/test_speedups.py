@@ -92,7 +92,9 @@ def layouts_and_events(draw: st.DrawFn, fmt: str) -> tuple[tuple[int, ...], dict
     return kinds, event
 
 
-def _both(fmt: str, kinds: tuple[int, ...]) -> tuple[Callable[..., bytes | None], Callable[..., bytes | None]]:
+def _both(
+    fmt: str, kinds: tuple[int, ...]
+) -> tuple[Callable[..., bytes | None], Callable[..., bytes | None]]:
     """The compiled packer and the generated function of a layout of *fmt*."""
     ops, steps, lead, env = FORMATS[fmt]
     compiled = _shapes.compiled_packer(kinds, ops)
@@ -167,7 +169,11 @@ class TestSameAsTheGeneratedFunction:
         if fmt == "eventheader":
             fast, general, header = eh.EventHeaderEncoder(), eh.EventHeaderEncoder(), EhHeader(4)
         else:
-            fast, general, header = tl.TraceLoggingEncoder("Co_S"), tl.TraceLoggingEncoder("Co_S"), TlHeader(4)
+            fast, general, header = (
+                tl.TraceLoggingEncoder("Co_S"),
+                tl.TraceLoggingEncoder("Co_S"),
+                TlHeader(4),
+            )
         for i in range(6):
             for event in (OrderedDict(a=i, b="x"), {"a": i, "b": "x"}):
                 want = general.encode_fields("E", dict_fields(event.items(), None), header)
@@ -186,6 +192,19 @@ class TestSameAsTheGeneratedFunction:
             with pytest.raises(OverflowError):
                 compiled(bad, b"H", b"M")
         assert [sys.getrefcount(v) for v in values] == before
+
+    def test_nothing_is_attached_to_the_callers_strings(self) -> None:
+        """A non-ASCII string is encoded into bytes of its own: the caller's ``str`` does not keep
+        a UTF-8 copy afterwards (its size is unchanged), also for one too long to write."""
+        compiled, _ = _both("eventheader", (STR,))
+        for text in ("é" * 100, "é" * 40000):
+            value = "".join(reversed(text))  # a new object: no UTF-8 copy made by anyone yet
+            size = sys.getsizeof(value)
+            try:
+                compiled({"a": value}, b"H", b"M")
+            except OverflowError:
+                assert len(value.encode()) > 65535
+            assert sys.getsizeof(value) == size
 
     def test_a_program_takes_known_ops_only(self) -> None:
         """An op code past the module's table is refused when the program is made."""
