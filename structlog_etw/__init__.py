@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ._stdlib import EtwHandler, EtwQueueHandler
     from ._wrapper import EtwEarlyDrop, make_etw_bound_logger
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 
 #: Public name -> the private module that defines it.
 _EXPORTS: dict[str, str] = {

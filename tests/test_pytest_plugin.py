@@ -46,7 +46,7 @@ class TestLoadsNothing:
                 "print(json.dumps([before, 'structlog' in sys.modules, EtwRenderer.__name__, __version__]))"
             )
         )
-        assert loaded == [False, True, "EtwRenderer", "0.4.0"]
+        assert loaded == [False, True, "EtwRenderer", "0.5.0"]
 
     def test_unknown_name_is_an_attribute_error(self) -> None:
         """An unknown package attribute raises AttributeError; every name of __all__ is in dir()."""
