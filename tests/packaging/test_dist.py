@@ -158,17 +158,20 @@ def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
 
 
+def _run_outside(cmd: list[str | Path], cwd: Path, timeout: float = 600) -> str:
+    """Run ``cmd`` in ``cwd`` (outside the checkout) without this venv's environment; it must exit 0.
+    Its stdout."""
+    done = subprocess.run(
+        cmd, check=False, capture_output=True, text=True, cwd=cwd, env=_clean_env(), timeout=timeout
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
 def test_the_installed_package_is_the_wheels_not_the_source_tree(installed: Path, tmp_path: Path) -> None:
     """The venv's installed package is imported from the venv, not from the source tree."""
-    out = subprocess.run(
-        [installed, "-c", "import structlog_etw, sys; print(structlog_etw.__file__); print(sys.prefix)"],
-        check=True,
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=_clean_env(),
-        timeout=600,
-    ).stdout.split("\n")
+    code = "import structlog_etw, sys; print(structlog_etw.__file__); print(sys.prefix)"
+    out = _run_outside([installed, "-c", code], tmp_path).split("\n")
     package, prefix = Path(out[0]).resolve(), Path(out[1]).resolve()
     assert prefix in package.parents, f"{package} is not in the venv {prefix}"
     assert ROOT not in package.parents
@@ -176,32 +179,14 @@ def test_the_installed_package_is_the_wheels_not_the_source_tree(installed: Path
 
 def test_the_demo_runs_from_the_installed_wheel(installed: Path, tmp_path: Path) -> None:
     """``python -m structlog_etw demo`` and the ``structlog-etw`` script, run outside the checkout."""
-    demo = subprocess.run(
-        [installed, "-m", "structlog_etw", "demo"],
-        check=False,
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=_clean_env(),
-        timeout=120,
-    )
-    assert demo.returncode == 0, demo.stdout + demo.stderr
-    assert "request_started" in demo.stdout, demo.stdout
+    demo = _run_outside([installed, "-m", "structlog_etw", "demo"], tmp_path, timeout=120)
+    assert "request_started" in demo, demo
     # The demo's traceback names the file it ran: the installed copy, not this checkout's.
-    assert "demo.py" in demo.stdout
-    assert str(ROOT / "structlog_etw") not in demo.stdout
+    assert "demo.py" in demo
+    assert str(ROOT / "structlog_etw") not in demo
     script = installed.parent / ("structlog-etw.exe" if sys.platform == "win32" else "structlog-etw")
-    guid = subprocess.run(
-        [script, "guid", "MyCompany.MyService"],
-        check=False,
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=_clean_env(),
-        timeout=600,
-    )
-    assert guid.returncode == 0, guid.stdout + guid.stderr
-    assert "195e7706-085e-56ca-2ff6-31025e0cf78c" in guid.stdout
+    guid = _run_outside([script, "guid", "MyCompany.MyService"], tmp_path)
+    assert "195e7706-085e-56ca-2ff6-31025e0cf78c" in guid
 
 
 def _compiled_or_skip(wheel: Path) -> list[str]:
@@ -240,16 +225,7 @@ class TestTheCompiledModule:
             "assert isinstance(m.__loader__, importlib.machinery.ExtensionFileLoader), m.__loader__\n"
             "print(m.__file__); print(sys.prefix)"
         )
-        run = subprocess.run(
-            [installed, "-c", code],
-            check=False,
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-            env=_clean_env(),
-            timeout=600,
-        )
-        assert run.returncode == 0, run.stdout + run.stderr
-        module, prefix = (Path(line).resolve() for line in run.stdout.splitlines()[:2])
+        out = _run_outside([installed, "-c", code], tmp_path)
+        module, prefix = (Path(line).resolve() for line in out.splitlines()[:2])
         assert prefix in module.parents, f"{module} is not in the venv {prefix}"
         assert ROOT not in module.parents
