@@ -15,6 +15,10 @@ writes.  This module holds the parts both formats share:
 * :func:`compile_shape_function`: the generated function for a layout, given how a format writes each
   kind (:class:`Step`).  Its source is built only from the format's step table and positions,
   never from keys or values.  The one code generator of the package;
+* :func:`compiled_packer`: where the optional compiled module is built (:data:`SPEEDUPS`,
+  ``structlog_etw/_speedups.c``), a layout's packer in C instead of its generated function: the
+  same bytes, ``None`` and errors, for layouts of ``str``/``int``/``float``/``bool``/``None``/
+  ``bytes`` values (nothing compiled: a program is the layout's op string);
 * :class:`LayoutFunctions`: a format's generated functions, one per layout, compiled only once
   the layout is hot and a compile budget allows it, bounded by count and by bytes;
 * :class:`ShapeCache`: an encoder's shape entries (shape key -> what its shape function needs),
