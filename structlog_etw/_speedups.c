@@ -42,6 +42,14 @@ static const char *const op_names[OP_COUNT] = {
     "null_empty", "null_text", "i64_counted", "f64_counted",
 };
 
+/* The bytes an op writes whatever the value is: a fixed-size value's, or a counted value's u16
+ * length (the body of a str or bytes is added by its length). */
+static const Py_ssize_t op_bytes[OP_COUNT] = {
+    [OP_SKIP] = 0, [OP_STR] = 2, [OP_BYTES] = 2, [OP_I64] = 8, [OP_F64] = 8, [OP_BOOL8] = 1,
+    [OP_BOOL32] = 4, [OP_NULL_EMPTY] = 2, [OP_NULL_TEXT] = 6, [OP_I64_COUNTED] = 10,
+    [OP_F64_COUNTED] = 10,
+};
+
 /* Values up to this many are held on the stack while an event is packed. */
 #define STACK_VALUES 128
 
@@ -52,6 +60,7 @@ typedef struct {
 } Program;
 
 typedef struct {
+    PyObject *v;         /* the value (a strong reference while the event is packed) */
     const char *p;       /* a counted value's bytes */
     Py_ssize_t len;
     long long i;         /* an int's value */
@@ -94,13 +103,13 @@ static int put_f64(char *out, double d)
 #endif
 }
 
-static PyObject *too_long(Py_ssize_t len)
+static void too_long(Py_ssize_t len)
 {
     PyErr_Format(PyExc_OverflowError, "a counted value of %zd bytes is longer than 65535", len);
-    return NULL;
 }
 
-/* Program.pack(event, *lead) -> bytes | None */
+/* Program.pack(event, *lead) -> bytes | None.  Its ops were checked when it was made (Program_init):
+ * each indexes op_bytes. */
 static PyObject *Program_pack(Program *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs < 1) {
@@ -132,18 +141,14 @@ static PyObject *Program_pack(Program *self, PyObject *const *args, Py_ssize_t n
         total += PyBytes_GET_SIZE(args[i]);
     }
 
-    PyObject *stack_values[STACK_VALUES];
     Piece stack_pieces[STACK_VALUES];
-    PyObject **values = stack_values;
     Piece *pieces = stack_pieces;
     PyObject *result = NULL;
-    Py_ssize_t held = 0;     /* values[0:held] are strong references, pieces[0:held] set up */
+    Py_ssize_t held = 0;     /* pieces[0:held] hold their value and may own a UTF-8 copy */
     if (n > STACK_VALUES) {
-        values = PyMem_Malloc(sizeof(PyObject *) * (size_t)n);
         pieces = PyMem_Malloc(sizeof(Piece) * (size_t)n);
-        if (values == NULL || pieces == NULL) {
-            PyErr_NoMemory();
-            goto done;
+        if (pieces == NULL) {
+            return PyErr_NoMemory();
         }
     }
 
@@ -162,18 +167,17 @@ static PyObject *Program_pack(Program *self, PyObject *const *args, Py_ssize_t n
                 goto done;
             }
             Py_INCREF(value);
-            pieces[held].owned = NULL;
-            values[held++] = value;
+            pieces[held].v = value;
+            pieces[held++].owned = NULL;
         }
     }
 
     /* 2: sizes.  An ASCII string's bytes are its own; another string is encoded once here (a
      * bytes object of its own, released at the end: nothing is attached to the caller's str). */
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *v = values[i];
+        PyObject *v = pieces[i].v;
+        total += op_bytes[self->ops[i]];
         switch (self->ops[i]) {
-        case OP_SKIP:
-            break;
         case OP_STR: {
             Py_ssize_t len = PyUnicode_GET_LENGTH(v);
             if (len > 0xFFFF) { /* at least one byte per character */
@@ -197,7 +201,7 @@ static PyObject *Program_pack(Program *self, PyObject *const *args, Py_ssize_t n
                 }
             }
             pieces[i].len = len;
-            total += 2 + len;
+            total += len;
             break;
         }
         case OP_BYTES: {
@@ -208,7 +212,7 @@ static PyObject *Program_pack(Program *self, PyObject *const *args, Py_ssize_t n
             }
             pieces[i].p = PyBytes_AS_STRING(v);
             pieces[i].len = len;
-            total += 2 + len;
+            total += len;
             break;
         }
         case OP_I64:
@@ -223,18 +227,10 @@ static PyObject *Program_pack(Program *self, PyObject *const *args, Py_ssize_t n
                 goto done;
             }
             pieces[i].i = x;
-            total += self->ops[i] == OP_I64 ? 8 : 10;
             break;
         }
-        case OP_F64: total += 8; break;
-        case OP_F64_COUNTED: total += 10; break;
-        case OP_BOOL8: total += 1; break;
-        case OP_BOOL32: total += 4; break;
-        case OP_NULL_EMPTY: total += 2; break;
-        case OP_NULL_TEXT: total += 6; break;
-        default:
-            PyErr_SetString(PyExc_SystemError, "unknown op");
-            goto done;
+        default: /* a fixed size only (op_bytes), or not written */
+            break;
         }
     }
 
@@ -251,7 +247,7 @@ static PyObject *Program_pack(Program *self, PyObject *const *args, Py_ssize_t n
             out += len;
         }
         for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *v = values[i];
+            PyObject *v = pieces[i].v;
             switch (self->ops[i]) {
             case OP_STR:
             case OP_BYTES:
@@ -304,10 +300,7 @@ static PyObject *Program_pack(Program *self, PyObject *const *args, Py_ssize_t n
 done:
     for (Py_ssize_t i = 0; i < held; i++) {
         Py_XDECREF(pieces[i].owned);
-        Py_DECREF(values[i]);
-    }
-    if (values != stack_values) {
-        PyMem_Free(values);
+        Py_DECREF(pieces[i].v);
     }
     if (pieces != stack_pieces) {
         PyMem_Free(pieces);
