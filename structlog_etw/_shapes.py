@@ -81,6 +81,7 @@ __all__ = [
     "compiled_packer",
     "key_chars",
     "layout",
+    "layout_function",
     "walk",
 ]
 
@@ -303,6 +304,18 @@ def compiled_packer(kinds: tuple[int, ...], ops: Mapping[int, str]) -> Callable[
         return None
     fn: Callable[..., bytes | None] = program.pack
     return fn
+
+
+def layout_function(
+    kinds: tuple[int, ...],
+    ops: Mapping[int, str],
+    steps: Mapping[int, Step],
+    lead: tuple[str, ...] = (),
+    env: Mapping[str, Any] | None = None,
+) -> Callable[..., bytes | None]:
+    """A layout's function for :class:`LayoutFunctions`: its :func:`compiled_packer` where the
+    compiled module is loaded and takes every kind, else its :func:`compile_shape_function`."""
+    return compiled_packer(kinds, ops) or compile_shape_function(kinds, steps, lead, env)
 
 
 def key_chars(name: object, keys: Iterable[object]) -> int:

@@ -59,9 +59,8 @@ from .._shapes import (
     ShapeCache,
     Step,
     Walker,
-    compile_shape_function,
-    compiled_packer,
     key_chars,
+    layout_function,
     walk,
 )
 from .._size_policy import NO_LIMIT, Cuttable, Piece, joined, leading_pieces, water_level, whole_size
@@ -621,10 +620,7 @@ _SHAPE_OPS: Final[dict[int, str]] = {
 #: The ``f(event, head, meta_block)`` per layout (made when hot; see ``_shapes``): the compiled
 #: packer where it is built, else the generated function.
 _FUNCTIONS: Final = LayoutFunctions(
-    lambda kinds: (
-        compiled_packer(kinds, _SHAPE_OPS)
-        or compile_shape_function(kinds, _SHAPE_STEPS, ("h", "m"), _SHAPE_ENV)
-    )
+    lambda kinds: layout_function(kinds, _SHAPE_OPS, _SHAPE_STEPS, ("h", "m"), _SHAPE_ENV)
 )
 
 

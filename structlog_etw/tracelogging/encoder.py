@@ -63,8 +63,7 @@ from .._shapes import (
     ShapeCache,
     Step,
     Walker,
-    compile_shape_function,
-    compiled_packer,
+    layout_function,
     walk,
 )
 from .._size_policy import NO_LIMIT, Cuttable, Piece, joined, leading_pieces, water_level, whole_size
@@ -547,10 +546,7 @@ _SHAPE_OPS: Final[dict[int, str]] = {
 #: The ``f(event) -> data`` per layout (made when hot; see ``_shapes``): the compiled packer where
 #: it is built, else the generated function.
 _FUNCTIONS: Final = LayoutFunctions(
-    lambda kinds: (
-        compiled_packer(kinds, _SHAPE_OPS)
-        or compile_shape_function(kinds, _SHAPE_STEPS, env={"_filetime": filetime})
-    )
+    lambda kinds: layout_function(kinds, _SHAPE_OPS, _SHAPE_STEPS, env={"_filetime": filetime})
 )
 _MISSING: Final[Any] = object()
 #: The tag of each plain header (0), by the header.
