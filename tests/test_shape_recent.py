@@ -10,11 +10,9 @@ from typing import Any
 import pytest
 
 from structlog_etw import _shapes
-from structlog_etw.eventheader import Header as EhHeader
 from structlog_etw.eventheader import encoder as eh
 from structlog_etw.fields import dict_fields
-from structlog_etw.tracelogging import Header as TlHeader
-from structlog_etw.tracelogging import encoder as tl
+from tests.helpers.encoders import FORMATS, fast_and_general
 
 
 @pytest.fixture(autouse=True)
@@ -26,16 +24,6 @@ def eager_shapes(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-def _encoders(fmt: str) -> tuple[Any, Any, Any]:
-    """A fast and a general encoder of *fmt* and the header both take."""
-    if fmt == "eventheader":
-        return eh.EventHeaderEncoder(), eh.EventHeaderEncoder(), EhHeader(4)
-    return tl.TraceLoggingEncoder("Co_Recent"), tl.TraceLoggingEncoder("Co_Recent"), TlHeader(4)
-
-
-FORMATS = ("eventheader", "tracelogging")
-
-
 class TestRecentShape:
     """The last shape of a name is found by comparing its keys; what is written never changes."""
 
@@ -43,7 +31,7 @@ class TestRecentShape:
     def test_shapes_alternating_under_one_name_give_the_general_routes_bytes(self, fmt: str) -> None:
         """Two key orders, a third key set and the other skip key under one name, in turns: every
         event is the general route's, and the name's recent entry follows the last shape found."""
-        fast, general, header = _encoders(fmt)
+        fast, general, header = fast_and_general(fmt)
         events = [
             ({"event": "e", "a": "x", "b": 1}, "event"),
             ({"event": "e", "b": 2, "a": "y"}, "event"),
@@ -61,7 +49,7 @@ class TestRecentShape:
     def test_clearing_the_cache_forgets_the_recent_shapes(self, fmt: str) -> None:
         """ShapeCache.clear() empties ``recent`` with the entries (an entry it holds is never
         used after its cache forgot it)."""
-        fast, _, header = _encoders(fmt)
+        fast, _, header = fast_and_general(fmt)
         for _ in range(3):
             fast.encode_dict("E", {"event": "e", "a": 1}, "event", header)
         assert "E" in fast._shapes.recent
@@ -81,7 +69,7 @@ class TestRecentShape:
 
     def test_an_unhashable_name_takes_the_general_route(self) -> None:
         """A name the recent table cannot hold is written all the same (by the general route)."""
-        fast, general, header = _encoders("eventheader")
+        fast, general, header = fast_and_general("eventheader")
         name: Any = ["not", "hashable"]
         d = {"a": 1}
         assert fast.encode_dict(name, d, None, header) == general.encode_fields(
@@ -149,7 +137,7 @@ class TestLengthLookup:
     def test_strings_after_strings_give_the_general_routes_bytes(self, fmt: str, size: int) -> None:
         """Strings one after another (each length a look-up) of sizes around the prebuilt range
         are written as the general route writes them."""
-        fast, general, header = _encoders(fmt)
+        fast, general, header = fast_and_general(fmt)
         d = {"a": "x" * size, "b": "é" * (size // 2), "c": 7, "d": "y"}
         want = general.encode_fields("S", dict_fields(d.items(), None), header)
         for _ in range(3):
@@ -173,7 +161,7 @@ class TestStringEncoding:
     @pytest.mark.parametrize("text", ["", "ann", "é\u20ac\U0001f600", "x" * 2000])
     def test_strings_give_the_general_routes_bytes(self, fmt: str, text: str) -> None:
         """ASCII, multi-byte and long strings between fixed-size values and after each other."""
-        fast, general, header = _encoders(fmt)
+        fast, general, header = fast_and_general(fmt)
         d = {"a": text, "b": 1, "c": text, "d": text, "e": True}
         want = general.encode_fields("T", dict_fields(d.items(), None), header)
         for _ in range(3):
@@ -183,7 +171,7 @@ class TestStringEncoding:
     def test_a_str_subclass_takes_the_general_route_in_a_hot_shape(self, fmt: str) -> None:
         """A hot shape of ``str`` values given a subclass with its own ``encode``: the event is
         the general route's (the subclass's class fails the check, its ``encode`` is never used)."""
-        fast, general, header = _encoders(fmt)
+        fast, general, header = fast_and_general(fmt)
         for _ in range(3):
             fast.encode_dict("T", {"a": "ann", "b": 1}, None, header)
         d = {"a": _LoudStr("ann"), "b": 1}

@@ -4,7 +4,6 @@ is built (required under ``CI=true``), and turned off by ``STRUCTLOG_ETW_PURE_PY
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 import subprocess
@@ -20,12 +19,12 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from structlog_etw import _shapes
-from structlog_etw.eventheader import Header as EhHeader
 from structlog_etw.eventheader import encoder as eh
 from structlog_etw.fields import BOOL, BYTES, F64, I64, STR, dict_fields
-from structlog_etw.tracelogging import Header as TlHeader
 from structlog_etw.tracelogging import encoder as tl
+from tests.helpers.encoders import fast_and_general
 from tests.helpers.shared import in_ci, skip_or_fail
+from tests.helpers.speedups_fuzz import EDGES, OTHER
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEEDUPS = _shapes.SPEEDUPS
@@ -51,30 +50,21 @@ def _outcome(fn: Callable[..., bytes | None], event: Any, lead: tuple[bytes, ...
     return ("none", None) if out is None else ("bytes", out)
 
 
-# Values of each class, edge cases included (int64 bounds and past them, non-finite floats,
-# non-ASCII and lone surrogates, counted lengths around u16's end).
-_INTS = st.one_of(
-    st.integers(min_value=-(2**63), max_value=2**63 - 1),
-    st.sampled_from([-(2**63) - 1, 2**63, 2**64, -(2**70), 0, -1]),
-)
-_FLOATS = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([-0.0, math.nan]))
-_STRS = st.one_of(
-    st.text(max_size=20),
-    st.sampled_from(["\ud800", "a\udfffb", "x" * 65535, "x" * 65536, "é" * 32768, "é" * 32767, "\0"]),
-)
-_BYTES = st.one_of(st.binary(max_size=20), st.sampled_from([b"\0" * 65535, b"\0" * 65536]))
+# Values of each class: arbitrary ones and the edge values of tests/helpers/speedups_fuzz.py.
+_INTS = st.one_of(st.integers(min_value=-(2**63), max_value=2**63 - 1), st.sampled_from(EDGES[I64]))
+_FLOATS = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from(EDGES[F64]))
 _BY_KIND: dict[int, st.SearchStrategy[Any]] = {
-    STR: _STRS,
+    STR: st.one_of(st.text(max_size=20), st.sampled_from(EDGES[STR])),
     I64: _INTS,
     F64: _FLOATS,
     BOOL: st.booleans(),
-    BYTES: _BYTES,
+    BYTES: st.one_of(st.binary(max_size=20), st.sampled_from(EDGES[BYTES])),
     _shapes.NONE: st.none(),
     I64 | _shapes.NULLABLE: _INTS,
     F64 | _shapes.NULLABLE: _FLOATS,
 }
 #: A value of another class than the kind's (the function then returns None).
-_OTHER = st.sampled_from([1, 1.0, True, "s", b"b", None, [1], object()])
+_OTHER = st.sampled_from([1, 1.0, True, "s", b"b", None, *OTHER])
 
 
 @st.composite
@@ -168,14 +158,7 @@ class TestSameAsTheGeneratedFunction:
         monkeypatch.setattr(_shapes, "SHAPE_HOT", 1)
         monkeypatch.setattr(_shapes, "LAYOUT_HOT", 1)
         monkeypatch.setattr(_shapes, "COMPILE_COST", 0)
-        if fmt == "eventheader":
-            fast, general, header = eh.EventHeaderEncoder(), eh.EventHeaderEncoder(), EhHeader(4)
-        else:
-            fast, general, header = (
-                tl.TraceLoggingEncoder("Co_S"),
-                tl.TraceLoggingEncoder("Co_S"),
-                TlHeader(4),
-            )
+        fast, general, header = fast_and_general(fmt)
         for i in range(6):
             for event in (OrderedDict(a=i, b="x"), {"a": i, "b": "x"}):
                 want = general.encode_fields("E", dict_fields(event.items(), None), header)

@@ -18,17 +18,34 @@ from structlog_etw.eventheader import encoder as eh
 from structlog_etw.fields import BOOL, BYTES, F64, I64, STR
 from structlog_etw.tracelogging import encoder as tl
 
-_VALUES: dict[int, list[object]] = {
-    STR: ["", "abc", "é" * 300, "é" * 32768, "x" * 65535, "x" * 65536, "\ud800", "€\0", "😀" * 20000],
-    I64: [0, -(2**63), 2**63 - 1, 2**63, -(2**63) - 1, 5],
-    F64: [0.0, -0.0, math.inf, math.nan, 1e308],
+#: Edge values of each kind the compiled packer writes: int64's ends and past them, non-finite
+#: floats and -0.0, non-ASCII, astral and NUL characters, lone surrogates, counted lengths at and
+#: past 65535 bytes (also tests/test_speedups.py's hypothesis strategies draw from these).
+EDGES: dict[int, list[object]] = {
+    STR: [
+        "",
+        "abc",
+        "\0",
+        "€\0",
+        "\ud800",
+        "a\udfffb",
+        "é" * 300,
+        "é" * 32767,
+        "é" * 32768,
+        "x" * 65535,
+        "x" * 65536,
+        "😀" * 20000,
+    ],
+    I64: [0, -1, 5, -(2**63), 2**63 - 1, 2**63, -(2**63) - 1, 2**64, -(2**70)],
+    F64: [0.0, -0.0, math.inf, -math.inf, math.nan, 1e308],
     BOOL: [True, False],
     BYTES: [b"", b"\0" * 65535, b"y" * 65536],
     _shapes.NONE: [None],
-    I64 | _shapes.NULLABLE: [1, 2**64],
-    F64 | _shapes.NULLABLE: [2.5, -math.inf],
 }
-_OTHER: list[object] = [[1], object(), 1j, bytearray(b"x")]
+EDGES[I64 | _shapes.NULLABLE] = EDGES[I64]
+EDGES[F64 | _shapes.NULLABLE] = EDGES[F64]
+#: Values of classes no op takes (a position's class check then gives None).
+OTHER: list[object] = [[1], object(), 1j, bytearray(b"x")]
 
 
 def main(seed: int, count: int) -> str:
@@ -45,11 +62,11 @@ def main(seed: int, count: int) -> str:
             packer = _shapes.compiled_packer(layout, ops)
             assert packer is not None
             event = {
-                f"k{i}": rng.choice(_OTHER) if kind == _shapes.SKIP else rng.choice(_VALUES[kind])
+                f"k{i}": rng.choice(OTHER) if kind == _shapes.SKIP else rng.choice(EDGES[kind])
                 for i, kind in enumerate(layout)
             }
             if n and rng.random() < 0.1:
-                event[f"k{rng.randrange(n)}"] = rng.choice(_OTHER)
+                event[f"k{rng.randrange(n)}"] = rng.choice(OTHER)
             if rng.random() < 0.05:
                 event["extra"] = 1
             try:
