@@ -168,7 +168,7 @@ U16_BYTES: Final[Mapping[int, bytes]] = _U16Bytes((n, struct.pack("<H", n)) for 
 #: gets the generic subscript, about twice the time.  A length past the list raises
 #: ``IndexError``: the function then switches to :data:`U16_BYTES` for good (a layout with long
 #: strings costs what it cost before the list, not an exception per event) and joins again.
-_U16_LIST: Final[list[bytes]] = [U16_BYTES[n] for n in range(1024)]
+_U16_LIST: Final[list[bytes]] = [U16_BYTES[n] for n in range(len(U16_BYTES))]
 
 
 class Step(NamedTuple):
