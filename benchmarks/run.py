@@ -574,6 +574,16 @@ def run(quick: bool, only: set[str] | None, repeat_disabled: int = 1) -> dict[st
     return results
 
 
+def _goal_rows(goals: list[dict[str, Any]]) -> list[str]:
+    """A Markdown table of goals: each one's text, ratio and whether it was met."""
+    lines = ["| goal | ratio | met |", "|---|---:|---|"]
+    for g in goals:
+        ratio = "n/a" if g["ratio"] is None else f"{g['ratio']:.3f}"
+        met = "not measured" if g["met"] is None else ("yes" if g["met"] else "NO")
+        lines.append(f"| {g['goal']} | {ratio} | {met} |")
+    return lines
+
+
 def markdown(results: dict[str, Any]) -> str:
     """The results document as Markdown tables."""
     env = results["environment"]
@@ -589,13 +599,8 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         "## Goals",
         "",
-        "| goal | ratio | met |",
-        "|---|---:|---|",
+        *_goal_rows(results["goals"]),
     ]
-    for g in results["goals"]:
-        ratio = "n/a" if g["ratio"] is None else f"{g['ratio']:.3f}"
-        met = "not measured" if g["met"] is None else ("yes" if g["met"] else "NO")
-        lines.append(f"| {g['goal']} | {ratio} | {met} |")
     for name, comp in results["comparisons"].items():
         lines += [
             "",
@@ -611,9 +616,7 @@ def markdown(results: dict[str, Any]) -> str:
     pure = results.get("pure_python")
     if pure:
         lines += ["", "## Goals without the compiled packer (STRUCTLOG_ETW_PURE_PYTHON=1)", ""]
-        lines += ["| goal | ratio | met |", "|---|---:|---|"]
-        for g in pure["goals"]:
-            lines.append(f"| {g['goal']} | {g['ratio']:.3f} | {'yes' if g['met'] else 'NO'} |")
+        lines += _goal_rows(pure["goals"])
     guest = results.get("guest")
     if guest:
         lines += [
