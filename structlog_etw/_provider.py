@@ -29,6 +29,7 @@ from . import _platform
 from ._counters import Guard, Tally, count_value
 from ._levels import LEVEL_NAMES, Opcode, check_keyword
 from ._platform import (
+    DOCTOR_HINT,
     EtwUnavailableWarning,
     ProviderStatus,
     StatusReason,
@@ -419,7 +420,7 @@ class Provider:
         if closed:
             return ProviderStatus(False, StatusReason.CLOSED, "the provider was closed", text)
         if isinstance(backend, NullBackend):
-            return ProviderStatus(False, status_reason(backend.code), backend.reason, text)
+            return ProviderStatus(False, status_reason(backend.code), backend.reason + DOCTOR_HINT, text)
         if backend is self._base_backend:
             return ProviderStatus(True, StatusReason.OS, "writing to the OS backend", text)
         return ProviderStatus(True, StatusReason.CUSTOM_BACKEND, "writing to a backend of the program", text)

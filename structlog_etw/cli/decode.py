@@ -21,7 +21,7 @@ import os
 import stat
 import sys
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Final, TextIO
 
@@ -38,6 +38,7 @@ from ..eventheader.perf_decode import (
 from ..perf.datafile import PerfDataError, PerfDataFile, Sample
 from ..perf.samples import SampleDecodeError, decode_sample, sample_perf_json
 from ..perf.tracefs_format import FMT_HEX, UNPACKED_BYTES, UNPACKED_TEXT, TracepointFormat
+from ._progress import input_size, progress_for
 from .output import (
     EventFilter,
     EventWriter,
@@ -97,6 +98,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(  # the default since 0.2; kept so that old command lines still run
         "--time-order", dest="order", action="store_const", const="time", help=argparse.SUPPRESS
     )
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress line on a terminal's stderr")
     parser.epilog = (
         "Colour only on a terminal without NO_COLOR (or --color). Exit status: 0 all decoded, 1 damaged"
         " file or undecodable samples (reported on stderr), 2 unreadable file."
@@ -762,6 +764,7 @@ def decode_file(
     notes: list[str] | None = None,
     wanted: EventFilter | None = None,
     binary_out: BinaryIO | None = None,
+    progress: Callable[[Iterator[Sample]], Iterator[Sample]] | None = None,
 ) -> tuple[int, list[str]]:
     """Write the file's events to ``out`` in format ``mode``; return ``(events written, problems)``.
 
@@ -773,6 +776,7 @@ def decode_file(
     built from ``providers``, ``events``, ``level`` and ``keyword``.  ``binary_out``: the byte
     stream under ``out`` (UTF-8, ``"\\n"`` line ends) when the caller has one: lines are then
     written to it as bytes, in batches (``out`` is flushed first whenever it was written to).
+    ``progress``: wraps the samples (the progress line of :mod:`~structlog_etw.cli._progress`).
     """
     if wanted is None:
         wanted = EventFilter(
@@ -806,6 +810,8 @@ def decode_file(
 
     f.on_wait = on_wait
     samples = f.samples_by_time() if time_order else f.samples()
+    if progress is not None:
+        samples = progress(samples)
     for sample in samples:
         if not sample.is_tracepoint:
             others[sample.name] = others.get(sample.name, 0) + 1
@@ -934,6 +940,8 @@ def run(args: argparse.Namespace) -> int:
     wanted = event_filter(args)
     notes: list[str] = []
     f.on_wait = sys.stdout.flush  # a pipe: show what is decoded before waiting for perf
+    shown = progress_for(prog, args.quiet, output=sys.stdout)
+    size = input_size(args.file)
     with f:
         written, problems = decode_file(
             f,
@@ -944,6 +952,7 @@ def run(args: argparse.Namespace) -> int:
             notes=notes,
             wanted=wanted,
             binary_out=_binary_stdout(mode),
+            progress=None if shown is None else functools.partial(shown.samples, total=size),
         )
         sys.stdout.flush()
         lost, late = f.lost, f.late

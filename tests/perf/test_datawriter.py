@@ -17,9 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from structlog_etw.eventheader.encoder import EventHeaderEncoder
-from structlog_etw.fields import to_fields
-from structlog_etw.perf.abi import FILE_HEADER_SIZE, EventType, Feature, RecordType, SampleFormat
+from structlog_etw.perf.abi import FILE_HEADER_SIZE, Feature, RecordType
 from structlog_etw.perf.datafile import PerfDataFile
 from structlog_etw.perf.datawriter import (
     EventDescription,
@@ -29,51 +27,18 @@ from structlog_etw.perf.datawriter import (
     feature_payloads,
     header_string,
 )
-from structlog_etw.perf.perf_event_open import make_attr
 from tests.helpers.perf_tools import perf_binary, perf_decode_binary
 from tests.helpers.perfdata import eventheader_format
-
-SAMPLE_TYPE = int(
-    SampleFormat.IDENTIFIER | SampleFormat.TID | SampleFormat.TIME | SampleFormat.CPU | SampleFormat.RAW
+from tests.helpers.written import (
+    HEADER_EVENT,
+    HEADER_PAGE,
+    NAME,
+    TP_ID,
+    attr_bytes,
+    eventheader_event,
+    lost_body,
+    sample_body,
 )
-TP_ID = 1500
-NAME = "MyProv_L4K1"
-HEADER_PAGE = (
-    b"\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n"
-    b"\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n"
-    b"\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;\n"
-    b"\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;\n"
-)
-HEADER_EVENT = (
-    b"# compressed entry header\n\ttype_len    :    5 bits\n\ttime_delta  :   27 bits\n"
-    b"\tarray       :   32 bits\n\n\tpadding     : type == 29\n\ttime_extend : type == 30\n"
-    b"\ttime_stamp : type == 31\n\tdata max type_len  == 28\n"
-)
-
-
-def attr_bytes() -> bytes:
-    """A tracepoint's perf_event_attr (112 bytes) as the recorder opens it."""
-    attr = make_attr(EventType.TRACEPOINT, TP_ID, sample_type=SAMPLE_TYPE, disabled=True, sample_id_all=True)
-    return bytes(attr)
-
-
-def eventheader_event(name: str, value: int) -> bytes:
-    """An EventHeader event (level 4, keyword 1) with one u32 field."""
-    data = EventHeaderEncoder().encode(name, to_fields([("value", value)]), 4)
-    assert data is not None
-    return data
-
-
-def sample_body(ident: int, time_ns: int, cpu: int, payload: bytes, pid: int = 4242) -> bytes:
-    """A PERF_RECORD_SAMPLE body of SAMPLE_TYPE: the kernel pads the raw data to 8-byte alignment."""
-    raw = struct.pack("=HBBi", TP_ID, 0, 0, pid) + payload
-    raw += b"\0" * (-(len(raw) + 4) % 8)
-    return struct.pack("=QIIQII", ident, pid, pid, time_ns, cpu, 0) + struct.pack("=I", len(raw)) + raw
-
-
-def lost_body(ident: int, count: int, time_ns: int, cpu: int) -> bytes:
-    """A PERF_RECORD_LOST body with the sample_id fields (sample_id_all)."""
-    return struct.pack("=QQIIQIIQ", ident, count, 0xFFFFFFFF, 0xFFFFFFFF, time_ns, cpu, 0, ident)
 
 
 def fill(w: PerfDataWriter) -> None:
