@@ -61,11 +61,16 @@ def _build_perf_decode(out_dir: str) -> tuple[str | None, str]:
 
 
 def perf_decode_binary(out_dir: str | None = None) -> str:
-    """perf-decode's path: ``$STRUCTLOG_ETW_PERF_DECODE``, else built once into ``out_dir`` (default:
-    a temporary directory outside the repository)."""
+    """perf-decode's path: ``$STRUCTLOG_ETW_PERF_DECODE``, else the one in ``kernel-out/perf-decode``
+    (``nox -s kernel`` builds it there), else built once into ``out_dir`` (default: a temporary
+    directory outside the repository)."""
     given = os.environ.get("STRUCTLOG_ETW_PERF_DECODE")
     if given and os.access(given, os.X_OK):
         return given
+    for base in (os.environ.get("STRUCTLOG_ETW_KERNEL_OUT"), str(REPO / "kernel-out")):
+        built = os.path.join(base, "perf-decode", "bin", "perf-decode") if base else ""
+        if built and os.access(built, os.X_OK):
+            return built  # built by `nox -s kernel` before the guest boots
     where = out_dir or os.path.join(tempfile.gettempdir(), f"structlog-etw-perf-decode-{os.getuid()}")
     path, reason = _build_perf_decode(where)
     if path is None:
