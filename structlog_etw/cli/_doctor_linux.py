@@ -16,7 +16,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
-from .doctor import FAIL, NOTE, OK, Check
+from ._checks import FAIL, NOTE, OK, Check
 
 __all__ = ["Identity", "Roots", "linux_checks", "parse_status"]
 

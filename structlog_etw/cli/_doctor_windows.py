@@ -13,7 +13,7 @@ import platform
 import subprocess
 from collections.abc import Callable
 
-from .doctor import FAIL, NOTE, OK, Check
+from ._checks import FAIL, NOTE, OK, Check
 
 __all__ = ["is_admin", "logman", "parse_session_names", "session_has_provider", "windows_checks"]
 

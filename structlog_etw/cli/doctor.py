@@ -17,31 +17,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import asdict, dataclass
-from typing import Final, TextIO
+from dataclasses import asdict
+from typing import TextIO
 
+from ._checks import FAIL, MARKS, NOTE, OK, Check
 from .tracepoints import keyword_arg
 
 __all__ = ["FAIL", "NOTE", "OK", "Check", "add_arguments", "exit_status", "render", "run"]
 
-#: The states of a check: OK passes, FAIL stops writing or recording (exit 1), NOTE informs.
-OK: Final = "ok"
-FAIL: Final = "fail"
-NOTE: Final = "note"
-_MARKS: Final = {OK: "[ ok ]", FAIL: "[FAIL]", NOTE: "[note]"}
-
 #: ``sys.platform`` as the checks see it (the tests run the Windows checks on Linux).
 _PLATFORM = sys.platform
-
-
-@dataclass(frozen=True)
-class Check:
-    """One line of the report: what was checked, its state, what was found and, failing, the fix."""
-
-    name: str
-    state: str
-    detail: str
-    fix: str = ""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -82,8 +67,8 @@ def render(checks: list[Check], out: TextIO) -> None:
     """The report: a line per check, its fix indented below it."""
     width = max((len(c.name) for c in checks), default=0)
     for c in checks:
-        out.write(f"{_MARKS.get(c.state, c.state)} {c.name.ljust(width)}  {c.detail}\n")
-        pad = " " * (len(_MARKS[OK]) + 1 + width + 2)
+        out.write(f"{MARKS.get(c.state, c.state)} {c.name.ljust(width)}  {c.detail}\n")
+        pad = " " * (len(MARKS[OK]) + 1 + width + 2)
         for i, line in enumerate(c.fix.splitlines()):
             out.write(f"{pad}{'fix: ' if i == 0 else '     '}{line}\n")
     failed = [c.name for c in checks if c.state == FAIL]

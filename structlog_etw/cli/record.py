@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
         return _fail("give either --duration or '-- COMMAND', not both")
     from ..perf.datawriter import PerfDataWriter  # noqa: PLC0415
     from ..perf.recorder import Recorder, RecordError  # noqa: PLC0415
-    from .listen import _stop_on_signals  # noqa: PLC0415 - the one home of the commands' signal handling
+    from .listen import stop_on_signals  # noqa: PLC0415 - the one home of signal handling
 
     pipe = args.output == "-"
     out: BinaryIO | None = None
@@ -179,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
     progress = progress_for(_PROG, args.quiet)
     child: subprocess.Popen[bytes] | None = None
     status = 0
-    with _stop_on_signals(lambda: None) as stopping:
+    with stop_on_signals(lambda: None) as stopping:
         names = ", ".join(recorder.tracepoints) or "(none)"
         mine = f" (registered by record: {', '.join(recorder.registered)})" if recorder.registered else ""
         print(

@@ -24,7 +24,7 @@ def run_on_pty(*args: str) -> tuple[int, bytes, bytes]:
     (exit status, stdout, everything the terminal received)."""
     master, slave = pty.openpty()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    stdout = tempfile.TemporaryFile()
+    stdout = tempfile.TemporaryFile()  # noqa: SIM115 - the child writes it while the loop reads the pty
     proc = subprocess.Popen(
         [sys.executable, "-m", "structlog_etw", *args],
         stdout=stdout,
