@@ -60,6 +60,14 @@ def _build_perf_decode(out_dir: str) -> tuple[str | None, str]:
     return path, ""
 
 
+def _executable_copy(path: str) -> str:
+    """A copy of ``path`` where it may run (the guest mounts kernel-out without exec)."""
+    target = os.path.join(tempfile.mkdtemp(prefix="perf-decode-"), "perf-decode")
+    shutil.copyfile(path, target)
+    os.chmod(target, 0o755)
+    return target
+
+
 def perf_decode_binary(out_dir: str | None = None) -> str:
     """perf-decode's path: ``$STRUCTLOG_ETW_PERF_DECODE``, else the one in ``kernel-out/perf-decode``
     (``nox -s kernel`` builds it there), else built once into ``out_dir`` (default: a temporary
@@ -69,8 +77,8 @@ def perf_decode_binary(out_dir: str | None = None) -> str:
         return given
     for base in (os.environ.get("STRUCTLOG_ETW_KERNEL_OUT"), str(REPO / "kernel-out")):
         built = os.path.join(base, "perf-decode", "bin", "perf-decode") if base else ""
-        if built and os.access(built, os.X_OK):
-            return built  # built by `nox -s kernel` before the guest boots
+        if built and os.path.isfile(built):  # built by `nox -s kernel` before the guest boots
+            return built if os.access(built, os.X_OK) else _executable_copy(built)
     where = out_dir or os.path.join(tempfile.gettempdir(), f"structlog-etw-perf-decode-{os.getuid()}")
     path, reason = _build_perf_decode(where)
     if path is None:
