@@ -216,6 +216,17 @@ def _mounts(m: _Machine) -> list[str]:
     return out
 
 
+def _present(directory: str, name: str) -> bool:
+    """Whether ``directory/name`` exists, counting a directory closed to this user as holding it."""
+    try:
+        os.stat(os.path.join(directory, name))
+    except PermissionError:
+        return os.path.isdir(directory)
+    except OSError:
+        return False
+    return True
+
+
 def _tracefs(m: _Machine) -> tuple[Check, str | None]:
     given = m.roots.tracefs
     if given is not None:
@@ -223,6 +234,10 @@ def _tracefs(m: _Machine) -> tuple[Check, str | None]:
             return Check("tracefs", OK, f"{given} (given)"), given
         return Check("tracefs", FAIL, f"{given} (given) is no directory", "give the tracefs directory"), None
     mounts = _mounts(m)
+    if not mounts and m.roots.real:  # not listed (a container's view, an automount): where the backend looks
+        mounts = [
+            p for p in (_DEFAULT_TRACEFS, "/sys/kernel/debug/tracing") if _present(p, "user_events_data")
+        ]
     if not mounts:
         return (
             Check(

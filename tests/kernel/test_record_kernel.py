@@ -26,6 +26,7 @@ from test_listen_kernel import ENV, REPO, Proc, tracepoints_of, writer
 from structlog_etw.backends.user_events import UserEventsBackend, find_tracefs
 from structlog_etw.cli import main
 from structlog_etw.perf.datafile import PerfDataFile
+from tests.cli.test_progress import run_on_pty
 from tests.helpers.perf_tools import perf_decode_binary
 
 pytestmark = pytest.mark.kernel
@@ -129,10 +130,11 @@ def test_record_after_the_app_records_the_keywords_it_registered(
         wait_until(
             lambda: f"{provider_name}_L4K4" in tracepoints_of(provider_name), TIMEOUT, "the app's tracepoint"
         )
-        rec = record(provider_name, "-o", str(out), "--", sys.executable, "-c", "import time; time.sleep(1)")
+        rec = record(provider_name, "-o", str(out))
         rec.wait_for("err", "recording ", TIMEOUT)
         app.wait_for("out", "done", TIMEOUT)
         assert app.finish() == 0, app.report()
+        rec.p.send_signal(signal.SIGINT)
         assert rec.finish(TIMEOUT) == 0, rec.report()
     finally:
         app.kill()
@@ -318,3 +320,14 @@ def test_doctor_passes_as_root_and_names_the_fixes_an_unprivileged_user_needs(
         for p, st in saved.items():
             os.chown(p, st.st_uid, st.st_gid)
             os.chmod(p, st.st_mode & 0o7777)
+
+
+def test_record_shows_progress_on_a_terminal(provider_name: str, kernel_out_dir: Path) -> None:
+    """stderr a pseudo-terminal: record draws its progress line (events, events/s, bytes, lost) and erases it."""
+    out = kernel_out_dir / "progress.data"
+    rc, _stdout, tty = run_on_pty("record", provider_name, "-o", str(out), "--duration", "3")
+    text = tty.decode("utf-8", "replace")
+    assert rc == 0, text
+    assert "\rstructlog-etw record: 0 events (0/s), " in text and " written, 0 lost\x1b[K" in text, text
+    assert "\r\x1b[K" in text
+    assert "0 events written, 0 lost" in text
