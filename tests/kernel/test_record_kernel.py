@@ -323,7 +323,7 @@ def test_doctor_passes_as_root_and_names_the_fixes_an_unprivileged_user_needs(
 
 
 def test_record_shows_progress_on_a_terminal(provider_name: str, kernel_out_dir: Path) -> None:
-    """stderr a pseudo-terminal: record draws its progress line (events, events/s, bytes, lost) and erases it."""
+    """stderr a pseudo-terminal: record draws its progress line (events, rate, bytes, lost) and erases it."""
     out = kernel_out_dir / "progress.data"
     rc, _stdout, tty = run_on_pty("record", provider_name, "-o", str(out), "--duration", "3")
     text = tty.decode("utf-8", "replace")
