@@ -207,6 +207,9 @@ def run(args: argparse.Namespace) -> int:
             if progress is not None:
                 progress.done()
             if pipe and isinstance(e, BrokenPipeError):
+                devnull = os.open(os.devnull, os.O_WRONLY)  # nothing more to flush at exit
+                os.dup2(devnull, sys.stdout.fileno())
+                os.close(devnull)
                 return _fail("the reader closed the pipe; recording stopped", 1)
             return _fail(f"recording failed, {args.output} not written: {e.strerror or e}", 1)
         finally:

@@ -279,8 +279,11 @@ class PerfDataWriter:
             self.last_time = t
 
     def finished_round(self) -> None:
-        """Every CPU's buffer was drained: readers may sort and emit what came before."""
+        """Every CPU's buffer was drained: readers may sort and emit what came before (a pipe's
+        reader gets the round now)."""
         self.write_record(RecordType.FINISHED_ROUND, 0, b"")
+        if self.pipe:
+            self._out.flush()
 
     def flush(self) -> None:
         """Hand what is buffered to the file or pipe."""
