@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import pwd
 import shlex
 import shutil
 import subprocess
@@ -68,6 +67,8 @@ class Identity:
     @property
     def name(self) -> str:
         """The user's name (its uid when it has none)."""
+        import pwd  # noqa: PLC0415 - Unix only: this module imports on every OS
+
         try:
             return pwd.getpwuid(self.uid).pw_name
         except (KeyError, OverflowError):

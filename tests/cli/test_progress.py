@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import os
-import pty
 import subprocess
 import sys
 import tempfile
@@ -14,7 +13,10 @@ from pathlib import Path
 import pytest
 
 from structlog_etw.cli._progress import INTERVAL, Progress, human_bytes, progress_for
+from tests.helpers.unix import unix_module
 from tests.helpers.written import write_many
+
+pty = unix_module("pty")
 
 REPO = Path(__file__).resolve().parents[2]
 

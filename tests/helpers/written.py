@@ -9,9 +9,8 @@ from pathlib import Path
 
 from structlog_etw.eventheader.encoder import EventHeaderEncoder
 from structlog_etw.fields import to_fields
-from structlog_etw.perf.abi import EventType, RecordType, SampleFormat
+from structlog_etw.perf.abi import AttrFlag, EventType, RecordType, SampleFormat
 from structlog_etw.perf.datawriter import EventDescription, MachineInfo, PerfDataWriter, TracingHeaders
-from structlog_etw.perf.perf_event_open import make_attr
 from tests.helpers.perfdata import eventheader_format
 
 SAMPLE_TYPE = int(
@@ -33,8 +32,13 @@ HEADER_EVENT = (
 
 
 def attr_bytes() -> bytes:
-    """A tracepoint's perf_event_attr (112 bytes) as the recorder opens it."""
-    attr = make_attr(EventType.TRACEPOINT, TP_ID, sample_type=SAMPLE_TYPE, disabled=True, sample_id_all=True)
+    """A tracepoint's ``perf_event_attr`` (112 bytes) as the recorder opens it: every event sampled
+    with SAMPLE_TYPE, disabled until enabled, sample_id_all, CLOCK_MONOTONIC (built here from the
+    kernel's layout, not by the code under test)."""
+    flags = int(AttrFlag.DISABLED | AttrFlag.SAMPLE_ID_ALL | AttrFlag.USE_CLOCKID)
+    attr = bytearray(112)
+    struct.pack_into("=IIQQQQQI", attr, 0, EventType.TRACEPOINT, 112, TP_ID, 1, SAMPLE_TYPE, 0, flags, 1)
+    struct.pack_into("=i", attr, 92, 1)  # clockid
     return bytes(attr)
 
 
