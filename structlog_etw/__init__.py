@@ -19,9 +19,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._activity import Activity, current_activity_id, etw_activity
-    from ._otel import add_otel_ids, use_otel_activity_ids
-    from ._provider import (
+    from .otel._correlation import add_otel_ids, use_otel_activity_ids
+    from .provider._provider import (
         EtwUnavailableWarning,
         Provider,
         ProviderStatus,
@@ -29,32 +28,33 @@ if TYPE_CHECKING:
         close_all,
         get_provider,
     )
-    from ._renderer import EtwRenderer
-    from ._resolve import KeywordsByLogger
-    from ._stdlib import EtwHandler, EtwQueueHandler
-    from ._wrapper import EtwEarlyDrop, make_etw_bound_logger
+    from .surface._activity import Activity, current_activity_id, etw_activity
+    from .surface._renderer import EtwRenderer
+    from .surface._resolve import KeywordsByLogger
+    from .surface._stdlib import EtwHandler, EtwQueueHandler
+    from .surface._wrapper import EtwEarlyDrop, make_etw_bound_logger
 
 __version__ = "0.5.0"
 
 #: Public name -> the private module that defines it.
 _EXPORTS: dict[str, str] = {
-    "Activity": "._activity",
-    "current_activity_id": "._activity",
-    "etw_activity": "._activity",
-    "add_otel_ids": "._otel",
-    "use_otel_activity_ids": "._otel",
-    "EtwUnavailableWarning": "._provider",
-    "Provider": "._provider",
-    "ProviderStatus": "._provider",
-    "StatusReason": "._provider",
-    "close_all": "._provider",
-    "get_provider": "._provider",
-    "EtwRenderer": "._renderer",
-    "KeywordsByLogger": "._resolve",
-    "EtwHandler": "._stdlib",
-    "EtwQueueHandler": "._stdlib",
-    "EtwEarlyDrop": "._wrapper",
-    "make_etw_bound_logger": "._wrapper",
+    "Activity": ".surface._activity",
+    "current_activity_id": ".surface._activity",
+    "etw_activity": ".surface._activity",
+    "add_otel_ids": ".otel._correlation",
+    "use_otel_activity_ids": ".otel._correlation",
+    "EtwUnavailableWarning": ".provider._provider",
+    "Provider": ".provider._provider",
+    "ProviderStatus": ".provider._provider",
+    "StatusReason": ".provider._provider",
+    "close_all": ".provider._provider",
+    "get_provider": ".provider._provider",
+    "EtwRenderer": ".surface._renderer",
+    "KeywordsByLogger": ".surface._resolve",
+    "EtwHandler": ".surface._stdlib",
+    "EtwQueueHandler": ".surface._stdlib",
+    "EtwEarlyDrop": ".surface._wrapper",
+    "make_etw_bound_logger": ".surface._wrapper",
 }
 
 __all__ = [

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 import structlog
 
-from structlog_etw import _activity, current_activity_id, etw_activity
+from structlog_etw import current_activity_id, etw_activity
+from structlog_etw.surface import _activity
 
 Seen = list[tuple[dict[str, Any], tuple[bytes, bytes | None] | None]]
 

@@ -13,7 +13,7 @@ import structlog
 
 from structlog_etw import EtwRenderer, Provider, etw_activity
 from structlog_etw.backends.capture import CaptureBackend, CaptureRecord
-from structlog_etw.decoded import DecodedEvent
+from structlog_etw.read.decoded import DecodedEvent
 from structlog_etw.testing import decode_record
 
 FORMATS = ["eventheader", "tracelogging"]

@@ -13,8 +13,8 @@ import structlog
 
 from structlog_etw import EtwRenderer, Provider, etw_activity
 from structlog_etw.backends.etw import EtwBackend
-from structlog_etw.tracelogging.encoder import TraceLoggingEncoder
-from structlog_etw.tracelogging.spec import provider_id
+from structlog_etw.formats.tracelogging import provider_id
+from structlog_etw.write.tracelogging import TraceLoggingEncoder
 from tests.helpers.fake_etw import Fake, Record
 
 NAME = "StructlogEtw_ActivityTest"

@@ -1,6 +1,6 @@
 """In CI (``CI=true``) a missing test tool or package fails the run instead of skipping.
 
-CI installs gcc (for the fake ETW library and the compiled ``structlog_etw._speedups``, with
+CI installs gcc (for the fake ETW library and the compiled ``structlog_etw.write.shapes._speedups``, with
 python3-dev's headers: tests/packaging/ requires it in the wheel), traceloggingdynamic
 (Microsoft's encoder, the differential tests) and the conformance vectors; a skip there would
 count untested code as a pass.  Locally the same tests skip with the reason.

@@ -33,9 +33,9 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext
 
 from structlog_etw import EtwRenderer, Provider, etw_activity
 from structlog_etw.backends.capture import CaptureBackend
-from structlog_etw.decoded import DecodedField
+from structlog_etw.formats.tracelogging import InType, OutType
+from structlog_etw.read.decoded import DecodedField
 from structlog_etw.testing import decode_record
-from structlog_etw.tracelogging.spec import InType, OutType
 
 T_END = 1_764_436_337_123_456_789
 DURATION = 1_500_000

@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from structlog_etw import EtwRenderer, Provider, etw_activity
 from structlog_etw.backends.capture import CaptureBackend
-from structlog_etw.decoded import DecodedEvent, DecodedField
+from structlog_etw.read.decoded import DecodedEvent, DecodedField
 from structlog_etw.testing import decode_record
 
 TRACER = TracerProvider().get_tracer("structlog-etw-cs-tests")

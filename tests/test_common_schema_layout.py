@@ -9,8 +9,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from structlog_etw import _common_schema as cs
-from structlog_etw.fields import I64, JSON, MAX_STRUCT_FIELDS, STR, STRUCT, Field, to_fields
+from structlog_etw.otel import _common_schema as cs
+from structlog_etw.write.fields import I64, JSON, MAX_STRUCT_FIELDS, STR, STRUCT, Field, to_fields
 
 T0 = 1_764_436_337_123_456_789  # 2025-11-29T17:12:17.123456789Z
 

@@ -11,9 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from structlog_etw import EtwRenderer, Provider, etw_activity
-from structlog_etw import _common_schema as cs
 from structlog_etw.backends.capture import CaptureBackend
-from structlog_etw.fields import (
+from structlog_etw.otel import _common_schema as cs
+from structlog_etw.testing import decode_record
+from structlog_etw.write.fields import (
     BOOL,
     I16,
     I64,
@@ -27,7 +28,6 @@ from structlog_etw.fields import (
     Field,
     to_fields,
 )
-from structlog_etw.testing import decode_record
 
 T0 = 1_764_436_337_123_456_789  # 2025-11-29T17:12:17.123456789Z
 EH, TL = "eventheader", "tracelogging"

@@ -6,10 +6,10 @@ import pytest
 
 from structlog_etw import Provider
 from structlog_etw.backends.capture import CaptureBackend
-from structlog_etw.eventheader.encoder import EventHeaderEncoder
-from structlog_etw.fields import I16, STRUCT, U8, U16, U32, Field
+from structlog_etw.formats.tracelogging import InType, OutType
 from structlog_etw.testing import decode_record
-from structlog_etw.tracelogging.spec import InType, OutType
+from structlog_etw.write.eventheader import EventHeaderEncoder
+from structlog_etw.write.fields import I16, STRUCT, U8, U16, U32, Field
 from tests.helpers.ehparse import parse
 
 FIELDS: list[Field] = [("a", U8, 255), ("b", I16, -32768), ("c", U16, 65535), ("d", U32, 2**32 - 1)]

@@ -18,7 +18,7 @@ import pytest
 import structlog
 
 from structlog_etw import EtwEarlyDrop, EtwRenderer, make_etw_bound_logger
-from structlog_etw._contextvars import REGISTRY, WATCH, ContextvarsWatch
+from structlog_etw.surface._contextvars import REGISTRY, WATCH, ContextvarsWatch
 from structlog_etw.testing import EtwCapture
 from tests.helpers.surface import SpyRenderer, bound, unique_provider
 
@@ -64,7 +64,7 @@ def test_clean_size_follows_the_registry_in_a_fresh_process() -> None:
     """In a fresh process the watch's clean size follows the registry until an etw_* variable exists."""
     script = """
 import structlog
-from structlog_etw._contextvars import REGISTRY, WATCH
+from structlog_etw.surface._contextvars import REGISTRY, WATCH
 print(len(REGISTRY) == WATCH.clean_size, WATCH.etw_bound())
 structlog.contextvars.bind_contextvars(request_id="r1")  # grows the registry, no etw_* key
 print(len(REGISTRY) == WATCH.clean_size, WATCH.etw_bound(), len(REGISTRY) == WATCH.clean_size)
@@ -93,7 +93,7 @@ import structlog.contextvars as c
 c._CONTEXT_VARS = collections.UserDict(c._CONTEXT_VARS)  # simulate another structlog version
 import structlog
 from structlog_etw import EtwRenderer, make_etw_bound_logger
-from structlog_etw._contextvars import WATCH
+from structlog_etw.surface._contextvars import WATCH
 from structlog_etw.testing import capture_etw_events
 
 print(WATCH.uses_public_api, WATCH.clean_size)

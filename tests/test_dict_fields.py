@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from structlog_etw.fields import I64, STR, U64, dict_fields, to_field
+from structlog_etw.write.fields import I64, STR, U64, dict_fields, to_field
 from tests.helpers.strategies import values
 
 

@@ -1,4 +1,4 @@
-"""The type table (structlog_etw.fields): every row and its edge cases."""
+"""The type table (structlog_etw.write.fields): every row and its edge cases."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from structlog_etw.fields import (
+from structlog_etw.write.fields import (
     ARRAY,
     BOOL,
     BYTES,

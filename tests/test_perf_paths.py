@@ -12,7 +12,7 @@ import structlog
 
 from structlog_etw import EtwRenderer, Provider
 from structlog_etw.backends.capture import CaptureBackend
-from structlog_etw.eventheader.decoder import decode_event
+from structlog_etw.read.decode.eventheader import decode_event
 
 
 @pytest.fixture

@@ -27,17 +27,17 @@ from hypothesis import event as note_event
 from hypothesis import strategies as st
 
 from structlog_etw import EtwRenderer, Provider
-from structlog_etw import fields as _fields
-from structlog_etw._renderer import event_name
 from structlog_etw.backends.capture import CaptureBackend
-from structlog_etw.decoded import DecodedEvent
-from structlog_etw.eventheader.decoder import decode_event as eh_decode_event
-from structlog_etw.fields import ARRAY, STRUCT, Field, to_field
-from structlog_etw.fields import TRUNCATED_FIELD as EH_TRUNCATED_FIELD
-from structlog_etw.fields import TRUNCATED_FIELD as TL_TRUNCATED_FIELD
-from structlog_etw.fields import TRUNCATION_MARKER as EH_TRUNCATION_MARKER
-from structlog_etw.fields import TRUNCATION_MARKER as TL_TRUNCATION_MARKER
-from structlog_etw.tracelogging.decoder import decode as tl_decode
+from structlog_etw.read.decode.eventheader import decode_event as eh_decode_event
+from structlog_etw.read.decode.tracelogging import decode as tl_decode
+from structlog_etw.read.decoded import DecodedEvent
+from structlog_etw.surface._renderer import event_name
+from structlog_etw.write import fields as _fields
+from structlog_etw.write.fields import ARRAY, STRUCT, Field, to_field
+from structlog_etw.write.fields import TRUNCATED_FIELD as EH_TRUNCATED_FIELD
+from structlog_etw.write.fields import TRUNCATED_FIELD as TL_TRUNCATED_FIELD
+from structlog_etw.write.fields import TRUNCATION_MARKER as EH_TRUNCATION_MARKER
+from structlog_etw.write.fields import TRUNCATION_MARKER as TL_TRUNCATION_MARKER
 from tests.helpers.strategies import Unprintable
 
 PROPERTY_SETTINGS = settings(

@@ -13,14 +13,15 @@ from typing import Any
 
 import pytest
 
-from structlog_etw import Provider, _platform, _provider, close_all, get_provider
-from structlog_etw._provider import set_backend_factory
-from structlog_etw._registry import REGISTRY
+from structlog_etw import Provider, close_all, get_provider
 from structlog_etw.backends.base import BackendUnavailable
 from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.backends.null import NullBackend
-from structlog_etw.fields import I64, STR, Field
+from structlog_etw.provider import _platform, _provider
+from structlog_etw.provider._provider import set_backend_factory
+from structlog_etw.provider._registry import REGISTRY
 from structlog_etw.testing import isolated_providers
+from structlog_etw.write.fields import I64, STR, Field
 from tests.helpers.ehparse import parse
 from tests.helpers.forking import fork_child, wait_child
 

@@ -16,13 +16,14 @@ from typing import Any
 import pytest
 import structlog
 
-from structlog_etw import EtwRenderer, Provider, StatusReason, _platform, get_provider
-from structlog_etw._provider import set_backend_factory
-from structlog_etw._registry import REGISTRY
+from structlog_etw import EtwRenderer, Provider, StatusReason, get_provider
 from structlog_etw.backends.capture import CaptureBackend
+from structlog_etw.formats.tracelogging import DEFAULT_MAX_SIZE, provider_id
+from structlog_etw.provider import _platform
+from structlog_etw.provider._provider import set_backend_factory
+from structlog_etw.provider._registry import REGISTRY
+from structlog_etw.read.decode.tracelogging import decode_traits
 from structlog_etw.testing import capture_etw_events, isolated_providers
-from structlog_etw.tracelogging.decoder import decode_traits
-from structlog_etw.tracelogging.spec import DEFAULT_MAX_SIZE, provider_id
 
 CUSTOM_ID = uuid.UUID("1fd9a3b4-5c6e-4f70-8a9b-0c1d2e3f4a5b")
 #: The encoder's event budget less the 256 bytes it keeps for the event: traits may take the rest.

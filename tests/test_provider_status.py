@@ -19,12 +19,12 @@ from structlog_etw import (
     Provider,
     ProviderStatus,
     StatusReason,
-    _platform,
     get_provider,
 )
 from structlog_etw.backends import user_events
 from structlog_etw.backends.base import BackendUnavailable
 from structlog_etw.backends.capture import CaptureBackend
+from structlog_etw.provider import _platform
 from structlog_etw.testing import capture_etw_events
 from tests.helpers.surface import unique_provider
 

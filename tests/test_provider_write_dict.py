@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 import structlog
 
-from structlog_etw import EtwRenderer, Provider, _shapes
+from structlog_etw import EtwRenderer, Provider
 from structlog_etw.backends.capture import CaptureBackend
-from structlog_etw.fields import dict_fields, to_fields
 from structlog_etw.testing import decode_record
+from structlog_etw.write import shapes as _shapes
+from structlog_etw.write.fields import dict_fields, to_fields
 from tests.helpers.ehparse import parse
 
 FORMATS = ("eventheader", "tracelogging")

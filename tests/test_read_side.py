@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import pytest
 
-from structlog_etw.decoded import MAX_DECODE_NESTING, DecodeError
-from structlog_etw.eventheader import EventHeaderDecodeError, decode_event, parse_tracepoint_name
-from structlog_etw.eventheader import spec as eventheader_spec
+from structlog_etw.formats import eventheader as eventheader_spec
+from structlog_etw.formats.eventheader import EventHeaderDecodeError, parse_tracepoint_name
 from structlog_etw.perf import SampleDecodeError, match_tracepoint
-from structlog_etw.tracelogging import decode as tracelogging_decode
+from structlog_etw.read.decode.eventheader import decode_event
+from structlog_etw.read.decode.tracelogging import decode as tracelogging_decode
+from structlog_etw.read.decoded import MAX_DECODE_NESTING, DecodeError
 from tests.helpers.hostile import eventheader_event, tracelogging_metadata
 
 _TRACEPOINT = "P_L4K1"

@@ -251,7 +251,7 @@ provider = Provider("StartUp", backend=CaptureBackend("StartUp", format=fmt))
 log = structlog.wrap_logger(None, processors=[EtwRenderer("StartUp", provider=provider)])
 log.info("x", a=1, b="text")
 assert provider.stats()["written"] == 1
-print(json.dumps(sorted(m for m in sys.modules if m.endswith(".encoder") and m.startswith("structlog_etw"))))
+print(json.dumps(sorted(m for m in sys.modules if m.endswith("._encoder") and m.startswith("structlog_etw"))))
 """
 
 
@@ -261,8 +261,8 @@ class TestStartUpLoadsOneEncoder:
     @pytest.mark.parametrize(
         ("fmt", "encoder"),
         [
-            ("eventheader", "structlog_etw.eventheader.encoder"),
-            ("tracelogging", "structlog_etw.tracelogging.encoder"),
+            ("eventheader", "structlog_etw.write.eventheader._encoder"),
+            ("tracelogging", "structlog_etw.write.tracelogging._encoder"),
         ],
     )
     def test_a_provider_and_a_log_call_load_only_their_format_s_encoder(self, fmt: str, encoder: str) -> None:

@@ -14,10 +14,10 @@ import pytest
 import structlog
 
 from structlog_etw import EtwRenderer, get_provider
-from structlog_etw._activity import CURRENT_ACTIVITY
-from structlog_etw._provider import set_backend_factory
-from structlog_etw._renderer import MAX_EVENT_NAME, event_name
 from structlog_etw.backends.capture import CaptureBackend
+from structlog_etw.provider._provider import set_backend_factory
+from structlog_etw.surface._activity import CURRENT_ACTIVITY
+from structlog_etw.surface._renderer import MAX_EVENT_NAME, event_name
 from structlog_etw.testing import capture_etw_events, isolated_providers
 from tests.helpers.ehparse import Parsed, parse
 
@@ -344,7 +344,7 @@ def test_logging_after_close_all_at_interpreter_exit_returns_normally(tmp_path: 
         "    print('late-ok', prov.stats()['dropped'], prov.closed)\n"
         "atexit.register(late)  # registered first, so it runs after close_all\n"
         "from structlog_etw import EtwRenderer, get_provider\n"
-        "from structlog_etw._provider import set_backend_factory\n"
+        "from structlog_etw.provider._provider import set_backend_factory\n"
         "from structlog_etw.backends.capture import CaptureBackend\n"
         "set_backend_factory(lambda n, g, i: CaptureBackend(n, g))\n"
         "log = structlog.wrap_logger(None, processors=[EtwRenderer('Co_Late')])\n"

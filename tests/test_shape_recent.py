@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from structlog_etw import _shapes
-from structlog_etw.eventheader import encoder as eh
-from structlog_etw.fields import dict_fields
+from structlog_etw.write import shapes as _shapes
+from structlog_etw.write.eventheader import _encoder as eh
+from structlog_etw.write.fields import dict_fields
 from tests.helpers.encoders import FORMATS, fast_and_general
 
 

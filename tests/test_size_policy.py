@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from structlog_etw._size_policy import U16_MAX, Cuttable, Piece, joined, water_level, whole_size
-from structlog_etw.fields import TRUNCATION_MARKER
+from structlog_etw.write._size_policy import U16_MAX, Cuttable, Piece, joined, water_level, whole_size
+from structlog_etw.write.fields import TRUNCATION_MARKER
 
 MARKER = TRUNCATION_MARKER.encode()
 

@@ -1,4 +1,4 @@
-"""The compiled shape packer (``structlog_etw/_speedups.c``): the generated function's bytes, its
+"""The compiled shape packer (``structlog_etw/write/shapes/_speedups.c``): the generated function's bytes, its
 ``None`` and its errors, for every layout of the kinds it takes, in both formats; loaded where it
 is built (required under ``CI=true``), and turned off by ``STRUCTLOG_ETW_PURE_PYTHON=1``."""
 
@@ -18,10 +18,10 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from structlog_etw import _shapes
-from structlog_etw.eventheader import encoder as eh
-from structlog_etw.fields import BOOL, BYTES, F64, I64, STR, dict_fields
-from structlog_etw.tracelogging import encoder as tl
+from structlog_etw.write import shapes as _shapes
+from structlog_etw.write.eventheader import _encoder as eh
+from structlog_etw.write.fields import BOOL, BYTES, F64, I64, STR, dict_fields
+from structlog_etw.write.tracelogging import _encoder as tl
 from tests.helpers.encoders import fast_and_general
 from tests.helpers.shared import in_ci, skip_or_fail
 from tests.helpers.speedups_fuzz import EDGES, OTHER
@@ -209,7 +209,7 @@ class TestLoaded:
         leave the figures of docs/performance.md unreproducible)."""
         if not in_ci() and SPEEDUPS is None:
             pytest.skip("not built here and not CI: nothing to check")
-        assert SPEEDUPS is not None, "structlog_etw._speedups is not built or not loaded"
+        assert SPEEDUPS is not None, "structlog_etw.write.shapes._speedups is not built or not loaded"
         assert SPEEDUPS.ABI_VERSION == _shapes._SPEEDUPS_ABI
 
     @needs_speedups
@@ -234,8 +234,8 @@ class TestLoaded:
         """With STRUCTLOG_ETW_PURE_PYTHON=1 the module is not loaded, and a hot layout gets its
         generated function (same bytes: TestSameAsTheGeneratedFunction)."""
         code = (
-            "from structlog_etw import _shapes\n"
-            "from structlog_etw.eventheader import encoder as eh\n"
+            "from structlog_etw.write import shapes as _shapes\n"
+            "from structlog_etw.write.eventheader import _encoder as eh\n"
             f"fn = eh._FUNCTIONS._build(({STR},))\n"
             "print(_shapes.SPEEDUPS is None, type(fn).__name__)\n"
         )
@@ -304,8 +304,8 @@ class TestUnderAddressSanitizer:
             [
                 gcc, "-shared", "-fPIC", "-O1", "-g", "-fno-omit-frame-pointer",
                 "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
-                f"-I{sysconfig.get_paths()['include']}", str(package / "_speedups.c"),
-                "-o", str(package / f"_speedups{sysconfig.get_config_var('EXT_SUFFIX')}"),
+                f"-I{sysconfig.get_paths()['include']}", str(package / "write/shapes/_speedups.c"),
+                "-o", str(package / f"write/shapes/_speedups{sysconfig.get_config_var('EXT_SUFFIX')}"),
             ],
             capture_output=True, text=True, timeout=300, check=False,
         )  # fmt: skip
@@ -318,7 +318,7 @@ class TestUnderAddressSanitizer:
             "STRUCTLOG_ETW_PURE_PYTHON": "",
         }
         code = (
-            "import structlog_etw._shapes as s, sys; "
+            "import structlog_etw.write.shapes as s, sys; "
             f"assert s.SPEEDUPS.__file__.startswith({str(package)!r}), s.SPEEDUPS; "
             "from tests.helpers.speedups_fuzz import main; print(main(20261204, 3000))"
         )

@@ -10,7 +10,7 @@ import pytest
 import structlog
 
 from structlog_etw import EtwHandler, EtwRenderer
-from structlog_etw._levels import level_from_stdlib
+from structlog_etw.formats._levels import level_from_stdlib
 from structlog_etw.testing import EtwCapture
 from tests.helpers.surface import unique_provider
 

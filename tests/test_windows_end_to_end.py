@@ -11,12 +11,13 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from structlog_etw import EtwEarlyDrop, EtwHandler, EtwRenderer, _platform, _provider, make_etw_bound_logger
-from structlog_etw._provider import set_backend_factory
+from structlog_etw import EtwEarlyDrop, EtwHandler, EtwRenderer, make_etw_bound_logger
 from structlog_etw.backends.etw import EtwBackend
+from structlog_etw.formats.tracelogging import provider_id
+from structlog_etw.provider import _platform, _provider
+from structlog_etw.provider._provider import set_backend_factory
+from structlog_etw.read.decode.tracelogging import decode_traits
 from structlog_etw.testing import isolated_providers
-from structlog_etw.tracelogging.decoder import decode_traits
-from structlog_etw.tracelogging.spec import provider_id
 from tests.helpers.fake_etw import Fake
 
 NAME = "MyCompany_Service"

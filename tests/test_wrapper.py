@@ -178,7 +178,7 @@ def test_contextvar_keyword_is_honoured_by_the_fast_path(etw_capture: EtwCapture
 _FRESH_PROCESS = """
 import structlog
 from structlog_etw import EtwRenderer, make_etw_bound_logger
-from structlog_etw._contextvars import WATCH
+from structlog_etw.surface._contextvars import WATCH
 from structlog_etw.testing import capture_etw_events
 
 with capture_etw_events() as etw_capture:

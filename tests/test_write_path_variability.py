@@ -19,11 +19,11 @@ import structlog
 
 from structlog_etw import EtwRenderer, KeywordsByLogger, Provider
 from structlog_etw.backends.capture import CaptureBackend
-from structlog_etw.eventheader import Header
-from structlog_etw.eventheader.encoder import EventHeaderEncoder
-from structlog_etw.fields import TRUNCATION_MARKER, dict_fields
+from structlog_etw.formats.header import Header
 from structlog_etw.testing import decode_record
-from structlog_etw.tracelogging.encoder import TraceLoggingEncoder
+from structlog_etw.write.eventheader import EventHeaderEncoder
+from structlog_etw.write.fields import TRUNCATION_MARKER, dict_fields
+from structlog_etw.write.tracelogging import TraceLoggingEncoder
 from tests.helpers.value_kinds import VALUES
 
 FORMATS = ["eventheader", "tracelogging"]
@@ -62,7 +62,7 @@ class TestNewLayoutPerEvent:
     @pytest.mark.parametrize("fmt", FORMATS)
     def test_the_general_route_compiles_nothing(self, fmt: str, monkeypatch: pytest.MonkeyPatch) -> None:
         """Events of shapes that are not hot (each written once) never call the code generator."""
-        from structlog_etw import _shapes  # noqa: PLC0415
+        from structlog_etw.write import shapes as _shapes  # noqa: PLC0415
 
         calls: list[object] = []
         real = _shapes.compile_shape_function

@@ -1,6 +1,6 @@
 """The ``public-module`` directive: a public module's docstring and every name of its ``__all__``.
 
-``.. public-module:: structlog_etw.fields`` stands for ``automodule`` of the module's docstring
+``.. public-module:: structlog_etw.write.fields`` stands for ``automodule`` of the module's docstring
 followed by one ``autoclass`` / ``autoexception`` / ``autofunction`` / ``autodata`` per name of its
 ``__all__``, in that order.  automodule's own ``:members:`` is not enough here: it leaves out every
 constant and type alias without a ``#:`` comment in that very module (``fields.BOOL``, re-exported

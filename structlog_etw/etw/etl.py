@@ -41,9 +41,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, Final
 
-from ..decoded import DecodedEvent
-from ..tracelogging.decoder import decode, decode_traits
-from ..tracelogging.spec import EVENT_DESCRIPTOR
+from ..formats.tracelogging import EVENT_DESCRIPTOR
+from ..read.decode.tracelogging import decode, decode_traits
+from ..read.decoded import DecodedEvent
 
 __all__ = [
     "CLOCK_CPU_CYCLES",

@@ -1,19 +1,19 @@
 """Microsoft's EventHeader format (Linux user_events): its numbers and names, the encoder, the decoder.
 
-* :mod:`~structlog_etw.eventheader.spec` - wire numbers (:class:`Encoding`, :class:`Format`, ...),
+* :mod:`~structlog_etw.formats.eventheader` - wire numbers (:class:`Encoding`, :class:`Format`, ...),
   size limits, tracepoint names (``<Provider>_L<level>K<keyword>[G<group>]``) and provider-name rules.
-* :mod:`~structlog_etw.eventheader.encoder` - :class:`EventHeaderEncoder`: typed fields -> event bytes.
-* :mod:`~structlog_etw.eventheader.decoder` - :func:`decode_event`: event bytes ->
-  :class:`~structlog_etw.decoded.DecodedEvent` (parsed once: Python values, wire types, value bytes).
-* :mod:`~structlog_etw.eventheader.perf_decode` - :func:`perf_json`, :func:`perf_json_fields`:
+* :mod:`~structlog_etw.write.eventheader._encoder` - :class:`EventHeaderEncoder`: typed fields -> event bytes.
+* :mod:`~structlog_etw.read.decode.eventheader` - :func:`decode_event`: event bytes ->
+  :class:`~structlog_etw.read.decoded.DecodedEvent` (parsed once: Python values, wire types, value bytes).
+* :mod:`~structlog_etw.read.writers.perf_json` - :func:`perf_json`, :func:`perf_json_fields`:
   a decoded event as Microsoft's ``perf-decode`` writes it (rendered from the
-  :class:`~structlog_etw.decoded.DecodedEvent` alone).
+  :class:`~structlog_etw.read.decoded.DecodedEvent` alone).
 
 The encoder, the decoder and the perf-decode writer are loaded on first use (writing events never
 needs the decoder, and a TraceLogging provider never loads this format's encoder)::
 
     from structlog_etw.eventheader import EventHeaderEncoder, decode_event, tracepoint_name
-    from structlog_etw.fields import to_fields
+    from structlog_etw.write.fields import to_fields
 
     event = EventHeaderEncoder().encode("user_login", to_fields({"user": "ann"}.items()), 4)
     decoded = decode_event(tracepoint_name("MyCompany_MyService", 4, 1), event)
@@ -25,8 +25,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from ..header import Header
-from .spec import (
+from ..formats.eventheader import (
     COMMAND_FIELDS,
     DYN_MAX_EVENT_SIZE,
     PERF_MAX_EVENT_SIZE,
@@ -40,11 +39,12 @@ from .spec import (
     tracepoint_name,
     validate_provider_name,
 )
+from ..formats.header import Header
 
 if TYPE_CHECKING:
-    from .decoder import decode_event
-    from .encoder import EventHeaderEncoder
-    from .perf_decode import perf_json, perf_json_fields
+    from ..read.decode.eventheader import decode_event
+    from ..read.writers.perf_json import perf_json, perf_json_fields
+    from ..write.eventheader._encoder import EventHeaderEncoder
 
 __all__ = [
     "COMMAND_FIELDS",
@@ -68,10 +68,10 @@ __all__ = [
 
 #: Names loaded on first use, and the module that has them.
 _LAZY: dict[str, str] = {
-    "EventHeaderEncoder": ".encoder",  # the read side (decode, listen) never loads the encoder
-    "decode_event": ".decoder",
-    "perf_json": ".perf_decode",
-    "perf_json_fields": ".perf_decode",
+    "EventHeaderEncoder": "structlog_etw.write.eventheader",
+    "decode_event": "structlog_etw.read.decode.eventheader",
+    "perf_json": "structlog_etw.read.writers.perf_json",
+    "perf_json_fields": "structlog_etw.read.writers.perf_json",
 }
 
 

@@ -1,18 +1,18 @@
 """Microsoft's TraceLogging format (Windows ETW): its numbers, the provider identity, encoder and decoder.
 
-* :mod:`~structlog_etw.tracelogging.spec` - :class:`InType`, :class:`OutType`, the channel, size
+* :mod:`~structlog_etw.formats.tracelogging` - :class:`InType`, :class:`OutType`, the channel, size
   limits, :func:`provider_id` (the GUID ETW tools derive from a name), group GUIDs, provider traits.
-* :mod:`~structlog_etw.tracelogging.encoder` - :class:`TraceLoggingEncoder`: typed fields ->
+* :mod:`~structlog_etw.write.tracelogging._encoder` - :class:`TraceLoggingEncoder`: typed fields ->
   ``(traits, metadata, data)``.
-* :mod:`~structlog_etw.tracelogging.decoder` - :func:`decode`: metadata and data ->
-  :class:`~structlog_etw.decoded.DecodedEvent`; :func:`decode_traits`: a provider traits blob ->
+* :mod:`~structlog_etw.read.decode.tracelogging` - :func:`decode`: metadata and data ->
+  :class:`~structlog_etw.read.decoded.DecodedEvent`; :func:`decode_traits`: a provider traits blob ->
   the provider name and group GUID.
 
 The encoder and the decoder are loaded on first use (an EventHeader provider never loads this
 format's encoder)::
 
     from structlog_etw.tracelogging import TraceLoggingEncoder, decode, provider_id
-    from structlog_etw.fields import to_fields
+    from structlog_etw.write.fields import to_fields
 
     traits, metadata, data = TraceLoggingEncoder("MyCompany.MyService").encode(
         "user_login", to_fields({"user": "ann"}.items())
@@ -26,8 +26,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from ..header import Header
-from .spec import (
+from ..formats.header import Header
+from ..formats.tracelogging import (
     CHANNEL_TRACELOGGING,
     DEFAULT_MAX_SIZE,
     InType,
@@ -41,8 +41,8 @@ from .spec import (
 )
 
 if TYPE_CHECKING:
-    from .decoder import decode, decode_traits
-    from .encoder import TraceLoggingEncoder
+    from ..read.decode.tracelogging import decode, decode_traits
+    from ..write.tracelogging._encoder import TraceLoggingEncoder
 
 __all__ = [
     "CHANNEL_TRACELOGGING",
@@ -63,9 +63,9 @@ __all__ = [
 
 #: Names loaded on first use, and the module that has them.
 _LAZY: dict[str, str] = {
-    "TraceLoggingEncoder": ".encoder",  # the read side (decode of an .etl, listen) never loads it
-    "decode": ".decoder",
-    "decode_traits": ".decoder",
+    "TraceLoggingEncoder": "structlog_etw.write.tracelogging",
+    "decode": "structlog_etw.read.decode.tracelogging",
+    "decode_traits": "structlog_etw.read.decode.tracelogging",
 }
 
 

@@ -12,9 +12,9 @@ import pytest
 
 from structlog_etw.cli import main
 from structlog_etw.cli.decode import decode_file
-from structlog_etw.eventheader import EventHeaderEncoder
-from structlog_etw.fields import to_fields
 from structlog_etw.perf.datafile import PerfDataFile
+from structlog_etw.write.eventheader import EventHeaderEncoder
+from structlog_etw.write.fields import to_fields
 from tests.helpers.perfdata import ROUND, Event, Tracepoint, eventheader_format, perf_data
 from tests.helpers.shared import REPO
 from tests.helpers.trace_event import check_trace

@@ -28,7 +28,7 @@ import structlog
 
 from structlog_etw import EtwRenderer, etw_activity
 from structlog_etw.etw import EtwListener, session_name
-from structlog_etw.tracelogging.spec import provider_id
+from structlog_etw.formats.tracelogging import provider_id
 from tests.etw.conftest import EtwOs
 from tests.helpers.shared import skip_or_fail
 

@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
-from structlog_etw.eventheader import decode_event, perf_json
 from structlog_etw.perf import samples as samples_module
 from structlog_etw.perf.datafile import PerfDataFile
 from structlog_etw.perf.samples import decode_sample, sample_perf_json
+from structlog_etw.read.decode.eventheader import decode_event
+from structlog_etw.read.writers.perf_json import perf_json
 from tests.helpers.shared import expected_perf_data_events, load_expected, pairs, read_dat, untagged, vector
 
 DAT = "EventHeaderInterceptorLE64.dat"

@@ -19,18 +19,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from structlog_etw.eventheader.decoder import EventHeaderDecodeError, decode_event, parse_tracepoint_name
-from structlog_etw.eventheader.encoder import EventHeaderEncoder
-from structlog_etw.eventheader.perf_decode import (
+from structlog_etw.read.decode.eventheader import EventHeaderDecodeError, decode_event, parse_tracepoint_name
+from structlog_etw.read.decode.tracelogging import decode as tracelogging_decode
+from structlog_etw.read.writers.perf_json import (
     errno_text,
     float_text,
     perf_json,
     perf_json_fields,
     time_text,
 )
-from structlog_etw.fields import to_fields
-from structlog_etw.tracelogging import TraceLoggingEncoder
-from structlog_etw.tracelogging import decode as tracelogging_decode
+from structlog_etw.write.eventheader import EventHeaderEncoder
+from structlog_etw.write.fields import to_fields
+from structlog_etw.write.tracelogging import TraceLoggingEncoder
 from tests.helpers.decoded_spans import assert_read_from
 from tests.helpers.shared import skip_or_fail
 

@@ -10,8 +10,8 @@ import struct
 
 import pytest
 
-from structlog_etw.eventheader import decode_event
-from structlog_etw.eventheader.spec import EventHeaderDecodeError
+from structlog_etw.formats.eventheader import EventHeaderDecodeError
+from structlog_etw.read.decode.eventheader import decode_event
 from tests.helpers.hostile import (
     EVENTHEADER_BIG_ARRAYS,
     EVENTHEADER_BOMB,
@@ -21,8 +21,8 @@ from tests.helpers.hostile import (
 
 _DECODE_IN_CHILD = """
 import sys
-from structlog_etw.eventheader import decode_event
-from structlog_etw.eventheader.spec import EventHeaderDecodeError
+from structlog_etw.read.decode.eventheader import decode_event
+from structlog_etw.formats.eventheader import EventHeaderDecodeError
 from tests.helpers import hostile
 try:
     decode_event("P_L4K1", getattr(hostile, sys.argv[1]))

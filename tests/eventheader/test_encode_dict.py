@@ -10,10 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from structlog_etw import _shapes
-from structlog_etw.eventheader import Header, spec
-from structlog_etw.eventheader import encoder as eh
-from structlog_etw.fields import dict_fields
+from structlog_etw.formats import eventheader as spec
+from structlog_etw.formats.header import Header
+from structlog_etw.write import shapes as _shapes
+from structlog_etw.write.eventheader import _encoder as eh
+from structlog_etw.write.fields import dict_fields
 from tests.helpers.ehparse import parse
 from tests.helpers.strategies import event_dicts, shape_edge_values, typed_values
 

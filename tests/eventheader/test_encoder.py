@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from structlog_etw import EtwRenderer, Provider
 from structlog_etw.backends.capture import CaptureBackend
-from structlog_etw.eventheader import encoder as eh
-from structlog_etw.eventheader import spec
-from structlog_etw.fields import (
+from structlog_etw.formats import eventheader as spec
+from structlog_etw.write.eventheader import _encoder as eh
+from structlog_etw.write.fields import (
     ARRAY,
     BOOL,
     BYTES,

@@ -10,15 +10,10 @@ from typing import Any
 import pytest
 import structlog
 
-from structlog_etw import EtwRenderer, _shapes
-from structlog_etw._provider import Provider
+from structlog_etw import EtwRenderer
 from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.cli.render import event_json, event_pretty
-from structlog_etw.eventheader import Header
-from structlog_etw.eventheader import encoder as eh
-from structlog_etw.eventheader.decoder import decode_event
-from structlog_etw.eventheader.perf_decode import perf_json_fields
-from structlog_etw.eventheader.spec import (
+from structlog_etw.formats.eventheader import (
     ENC_BINARY_LENGTH16_CHAR8,
     ENC_STRING_LENGTH16_CHAR8,
     ENC_VALUE64,
@@ -27,9 +22,15 @@ from structlog_etw.eventheader.spec import (
     FMT_SIGNED_INT,
     FMT_UNSIGNED_INT,
 )
-from structlog_etw.fields import NULL, dict_fields, to_field
-from structlog_etw.tracelogging.encoder import TraceLoggingEncoder
-from structlog_etw.tracelogging.spec import InType, OutType
+from structlog_etw.formats.header import Header
+from structlog_etw.formats.tracelogging import InType, OutType
+from structlog_etw.provider._provider import Provider
+from structlog_etw.read.decode.eventheader import decode_event
+from structlog_etw.read.writers.perf_json import perf_json_fields
+from structlog_etw.write import shapes as _shapes
+from structlog_etw.write.eventheader import _encoder as eh
+from structlog_etw.write.fields import NULL, dict_fields, to_field
+from structlog_etw.write.tracelogging import TraceLoggingEncoder
 from tests.helpers.cs_readers import otel_arrow_attributes, read_like_geneva
 
 TP = "P_L4K1"

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from structlog_etw.decoded import DecodedEvent
 from structlog_etw.etw import abi
-from structlog_etw.tracelogging.decoder import decode, decode_traits
+from structlog_etw.read.decode.tracelogging import decode, decode_traits
+from structlog_etw.read.decoded import DecodedEvent
 
 from .shared import skip_or_fail
 

@@ -32,7 +32,7 @@ def skip_or_fail(reason: str, *, allow_module_level: bool = False) -> NoReturn:
     """Skip locally; fail in CI, which installs every tool and package the tests need.
 
     CI runs with ``CI=true`` and provides gcc, the Python headers (the compiled
-    ``structlog_etw._speedups``), traceloggingdynamic and the shared conformance data (noxfile
+    ``structlog_etw.write.shapes._speedups``), traceloggingdynamic and the shared conformance data (noxfile
     ``TEST_DEPS``, ``.ci/run``): there a missing one is a broken set-up, and a skip would hide
     untested code behind a green run.
     """

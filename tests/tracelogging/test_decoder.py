@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from structlog_etw.tracelogging.decoder import decode, decode_event_descriptor, parse_metadata
-from structlog_etw.tracelogging.encoder import event_metadata, field_metadata
-from structlog_etw.tracelogging.spec import InType, OutType, event_descriptor
+from structlog_etw.formats.tracelogging import InType, OutType, event_descriptor
+from structlog_etw.read.decode.tracelogging import decode, decode_event_descriptor, parse_metadata
+from structlog_etw.write.tracelogging import event_metadata, field_metadata
 from tests.helpers.decoded_spans import assert_read_from
 
 UTC = dt.timezone.utc
@@ -211,7 +211,7 @@ def test_event_says_its_format_byte_order_and_raw_name() -> None:
 def test_the_package_offers_the_decoder() -> None:
     """``structlog_etw.tracelogging`` loads decode and decode_traits on first use."""
     import structlog_etw.tracelogging as package  # noqa: PLC0415
-    from structlog_etw.tracelogging import decoder  # noqa: PLC0415
+    from structlog_etw.read.decode import tracelogging as decoder  # noqa: PLC0415
 
     for name in package.__all__:
         assert getattr(package, name).__doc__, f"structlog_etw.tracelogging.{name} has no docstring"

@@ -11,11 +11,11 @@ import struct
 
 import pytest
 
-from structlog_etw.tracelogging import decode
+from structlog_etw.read.decode.tracelogging import decode
 from tests.helpers.hostile import TRACELOGGING_BOMB, run_bounded, tracelogging_metadata
 
 _DECODE_IN_CHILD = """
-from structlog_etw.tracelogging import decode
+from structlog_etw.read.decode.tracelogging import decode
 from tests.helpers.hostile import TRACELOGGING_BOMB
 try:
     decode(TRACELOGGING_BOMB, b"")

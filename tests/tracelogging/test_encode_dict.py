@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from structlog_etw import _shapes
-from structlog_etw.fields import dict_fields
-from structlog_etw.tracelogging import Header
-from structlog_etw.tracelogging import encoder as tl
+from structlog_etw.formats.header import Header
+from structlog_etw.write import shapes as _shapes
+from structlog_etw.write.fields import dict_fields
+from structlog_etw.write.tracelogging import _encoder as tl
 from tests.helpers.strategies import event_dicts, shape_edge_values, typed_values
 
 FIVE = {"event": "hello", "user": "ann", "attempts": 3, "latency_ms": 12.5, "ok": True, "region": "eu-west-1"}

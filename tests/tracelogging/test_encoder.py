@@ -15,17 +15,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from structlog_etw import fields as F
-from structlog_etw.fields import TRUNCATED_FIELD, TRUNCATION_MARKER
-from structlog_etw.tracelogging.decoder import decode, decode_traits, parse_metadata
-from structlog_etw.tracelogging.encoder import (
-    TraceLoggingEncoder,
-    encode_tag,
-    event_metadata,
-    field_metadata,
-    filetime,
-)
-from structlog_etw.tracelogging.spec import (
+from structlog_etw.formats.tracelogging import (
     DEFAULT_MAX_SIZE,
     MAX_FIELDS,
     InType,
@@ -34,6 +24,16 @@ from structlog_etw.tracelogging.spec import (
     group_guid,
     provider_id,
     provider_traits,
+)
+from structlog_etw.read.decode.tracelogging import decode, decode_traits, parse_metadata
+from structlog_etw.write import fields as F
+from structlog_etw.write.fields import TRUNCATED_FIELD, TRUNCATION_MARKER
+from structlog_etw.write.tracelogging._encoder import (
+    TraceLoggingEncoder,
+    encode_tag,
+    event_metadata,
+    field_metadata,
+    filetime,
 )
 from tests.helpers.strategies import Unprintable, typed_values, with_dicts
 from tests.helpers.tracelogging import blobs

@@ -21,9 +21,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from structlog_etw import fields as F
-from structlog_etw.tracelogging.encoder import TraceLoggingEncoder, filetime
-from structlog_etw.tracelogging.spec import OutType, event_descriptor, provider_id
+from structlog_etw.formats.tracelogging import OutType, event_descriptor, provider_id
+from structlog_etw.write import fields as F
+from structlog_etw.write.tracelogging import TraceLoggingEncoder, filetime
 from tests.helpers.shared import import_or_skip
 from tests.helpers.tracelogging import blobs
 
