@@ -21,7 +21,7 @@ import re
 import struct
 from typing import Final
 
-from ..read.decoded import DecodeError
+from ._errors import DecodeError
 
 __all__ = [
     "COMMAND_FIELDS",

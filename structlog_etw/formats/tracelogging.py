@@ -15,7 +15,7 @@ import struct
 import uuid
 from typing import Final
 
-from ..write.fields import clean_name
+from ._names import clean_name
 
 __all__ = [
     "CHANNEL_TRACELOGGING",

@@ -18,20 +18,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from ..formats._errors import DecodeError
+
 __all__ = ["MAX_DECODE_NESTING", "DecodeError", "DecodedEvent", "DecodedField", "plain_fields"]
 
 #: How deep the decoders follow structs inside structs (both formats): a struct at this depth
 #: (top-level fields are at depth 0) is refused with :class:`DecodeError`.  Our encoders write at
 #: most :data:`structlog_etw.write.fields.MAX_NESTING` levels; perf-decode keeps an 8-deep stack.
 MAX_DECODE_NESTING: Final = 32
-
-
-class DecodeError(ValueError):
-    """The bytes (or the tracepoint name) are not a well-formed event of the format being decoded.
-
-    The one error of every decoder (EventHeader, TraceLogging, perf samples); a
-    :class:`ValueError`, so ``except ValueError`` keeps working.
-    """
 
 
 @dataclass(frozen=True)

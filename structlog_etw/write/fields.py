@@ -59,6 +59,8 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
+from ..formats._names import clean_name
+
 __all__ = [
     "ARRAY",
     "BOOL",
@@ -165,17 +167,6 @@ _SCALAR_KIND: Final[dict[type, int]] = {
     ipaddress.IPv6Address: IPV6,
     _dt.datetime: TIME,
 }
-
-
-def clean_name(name: str) -> str:
-    """``name`` with each NUL replaced by ``_``: the one NUL rule of every name written.
-
-    NUL ends a name in both formats' metadata, so no event or field name may hold one; ``_``
-    (EventHeader's replacement for ``;`` too) keeps the name the same in both formats and plain
-    text in every trace tool.  The formats' other rules follow it (EventHeader: ``;`` -> ``_``;
-    both: lone surrogates -> U+FFFD when encoded).
-    """
-    return name.replace("\0", "_") if "\0" in name else name
 
 
 def safe_str(value: object) -> str:
