@@ -440,7 +440,7 @@ def _direct_method(plan: _Plan, level: int, name: str, resolution: Resolver) -> 
     key, the event text being the event's name; the same bytes).
     Any other call takes :func:`_listening_call`, which decides as before (also whether a call
     nobody listens to at its slot is dropped); the bytes are the same either way
-    (tests/test_wrapper_chains.py).  ``merge_contextvars`` runs unless the context holds no
+    (tests/surface/test_wrapper_chains.py).  ``merge_contextvars`` runs unless the context holds no
     variable at all (it would find nothing).
     """
     provider_word = plan.any

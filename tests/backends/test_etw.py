@@ -28,7 +28,7 @@ from structlog_etw.read.decode.tracelogging import decode_event_descriptor, deco
 from structlog_etw.write import fields as F
 from structlog_etw.write.tracelogging import TraceLoggingEncoder
 from tests.helpers.fake_etw import HANDLE_BASE, Fake
-from tests.helpers.shared import find_spec_or_skip
+from tests.helpers.shared_data import find_spec_or_skip
 
 
 @pytest.fixture

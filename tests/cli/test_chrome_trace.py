@@ -16,7 +16,7 @@ from structlog_etw.perf.datafile import PerfDataFile
 from structlog_etw.write.eventheader import EventHeaderEncoder
 from structlog_etw.write.fields import to_fields
 from tests.helpers.perfdata import ROUND, Event, Tracepoint, eventheader_format, perf_data
-from tests.helpers.shared import REPO
+from tests.helpers.shared_data import REPO
 from tests.helpers.trace_event import check_trace
 
 TP = Tracepoint("user_events", eventheader_format("Shop_L4K1", 1500), 1500)

@@ -19,7 +19,7 @@ from structlog_etw.read.decode.tracelogging import decode as tracelogging_decode
 from structlog_etw.read.writers.perf_json import perf_json_fields
 from structlog_etw.write.fields import to_fields
 from structlog_etw.write.tracelogging import TraceLoggingEncoder
-from tests.helpers.shared import REPO, expected_perf_data_events, pairs, pipe_mode_copy, vector
+from tests.helpers.shared_data import REPO, expected_perf_data_events, pairs, pipe_mode_copy, vector
 
 GUID_VECTORS = {
     "MyProvider": "b3864c38-4273-58c5-545b-8b3608343471",

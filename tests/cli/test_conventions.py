@@ -25,7 +25,7 @@ from structlog_etw.read.decode.eventheader import decode_event
 from structlog_etw.write.eventheader import EventHeaderEncoder
 from structlog_etw.write.fields import to_fields
 from tests.helpers.perfdata import ROUND, Event, Tracepoint, eventheader_format, perf_data
-from tests.helpers.shared import REPO, pipe_mode_copy, vector
+from tests.helpers.shared_data import REPO, pipe_mode_copy, vector
 
 
 def _inversions(times: list[int]) -> int:

@@ -26,7 +26,7 @@ from structlog_etw.read.writers import perf_json as perf_decode
 from structlog_etw.write.eventheader import EventHeaderEncoder
 from structlog_etw.write.fields import to_fields
 from tests.helpers.perfdata import ROUND, Event, Tracepoint, eventheader_format, perf_data, plain_format
-from tests.helpers.shared import vector
+from tests.helpers.shared_data import vector
 from tests.helpers.strategies import eventheader_events
 
 _EH = Tracepoint("user_events", eventheader_format("P_L4K1", 1500), 1500)

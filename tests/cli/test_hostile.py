@@ -22,7 +22,7 @@ from structlog_etw.write.eventheader import EventHeaderEncoder
 from structlog_etw.write.fields import to_fields
 from tests.helpers.hostile import EVENTHEADER_BOMB, run_bounded
 from tests.helpers.perfdata import ROUND, Event, Tracepoint, eventheader_format, perf_data, plain_format
-from tests.helpers.shared import vector
+from tests.helpers.shared_data import vector
 
 EH = Tracepoint("user_events", eventheader_format("Evil_L4K1", 1500), 1500)
 #: What a logged value may carry to a terminal: OSC (set title) ended by BEL, CSI (clear screen),

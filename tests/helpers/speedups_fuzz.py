@@ -1,4 +1,4 @@
-"""Pack random events with the compiled packer, for ``tests/test_speedups.py``'s sanitizer run.
+"""Pack random events with the compiled packer, for ``tests/write/shapes/test_speedups.py``'s sanitizer run.
 
 ``python -m tests.helpers.speedups_fuzz SEED COUNT`` packs COUNT random events per format (values
 of every op's class with their edge cases, other classes, events of other lengths, layouts past
@@ -20,7 +20,7 @@ from structlog_etw.write.tracelogging import _encoder as tl
 
 #: Edge values of each kind the compiled packer writes: int64's ends and past them, non-finite
 #: floats and -0.0, non-ASCII, astral and NUL characters, lone surrogates, counted lengths at and
-#: past 65535 bytes (also tests/test_speedups.py's hypothesis strategies draw from these).
+#: past 65535 bytes (also tests/write/shapes/test_speedups.py's hypothesis strategies draw from these).
 EDGES: dict[int, list[object]] = {
     STR: [
         "",

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.shared import skip_or_fail
+from tests.helpers.shared_data import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The optional compiled accelerator (setup.py), as a file of the wheel: ``_speedups.<tag>.so``/``.pyd``.

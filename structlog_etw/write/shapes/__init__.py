@@ -291,7 +291,7 @@ def compiled_packer(kinds: tuple[int, ...], ops: Mapping[int, str]) -> Callable[
     table, the op names of ``_speedups.OPS``).
 
     It writes what :func:`compile_shape_function` writes for the same kinds with the format's
-    steps, and returns ``None`` and raises where that function does (tests/test_speedups.py);
+    steps, and returns ``None`` and raises where that function does (tests/write/shapes/test_speedups.py);
     besides, an event that is not an exact ``dict`` raises ``TypeError`` (the general route then
     writes it).  No code is compiled: a program is the layout's op string.
     """

@@ -6,7 +6,7 @@
  * counted values as a u16 byte length and the bytes), or ``None`` when a class is not the
  * layout's.  A value of the right class that cannot be written (an int past int64, a string with
  * a lone surrogate, a counted value past 65535 bytes) raises, as the generated function does; the
- * caller then takes the general route.  tests/test_speedups.py holds the two byte for byte.
+ * caller then takes the general route.  tests/write/shapes/test_speedups.py holds the two byte for byte.
  *
  * It calls no Python code (no __index__, no __eq__, no encode method: exact classes only), takes
  * no lock and keeps no state besides each Program's op string, so a signal handler, another
