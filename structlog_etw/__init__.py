@@ -16,6 +16,7 @@ structlog-etw is installed) costs other projects' test suites no structlog impor
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -92,3 +93,25 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     """The public names (``dir(structlog_etw)``), loaded or not."""
     return sorted({*globals(), *__all__})
+
+
+class _MovedPaths:
+    """The meta-path finder of the 0.5 module paths that moved (``structlog_etw.fields``, ...).
+
+    Last on ``sys.meta_path``, so it is asked only about modules no file provides; the table and
+    the loader live in :mod:`structlog_etw._moved`, loaded when an old path is first imported.
+    """
+
+    structlog_etw_moved = True
+
+    @staticmethod
+    def find_spec(fullname: str, path: object = None, target: object = None) -> Any:
+        if not fullname.startswith("structlog_etw."):
+            return None
+        from . import _moved  # noqa: PLC0415 - only when an old path is imported
+
+        return _moved.find_spec(fullname)
+
+
+if not any(getattr(finder, "structlog_etw_moved", False) for finder in sys.meta_path):
+    sys.meta_path.append(_MovedPaths)

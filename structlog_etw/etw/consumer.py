@@ -7,7 +7,7 @@ runs ``ProcessTrace`` on a thread of its own.  The EventRecordCallback copies wh
 out of each ``EVENT_RECORD`` (header, the TraceLogging metadata of the extended data item
 ``EVENT_HEADER_EXT_TYPE_EVENT_SCHEMA_TL``, the provider traits, the related activity id and
 the user data: every piece bounded by a 16-bit length) into a queue bounded in bytes;
-:meth:`EtwListener.poll` decodes them with :func:`structlog_etw.tracelogging.decode` into
+:meth:`EtwListener.poll` decodes them with :func:`structlog_etw.read.decode.tracelogging.decode` into
 :class:`~structlog_etw.read.live.ListenedEvent` items, the same objects the Linux listener yields
 (read by the same loop, :func:`structlog_etw.read.live.pump`), so ``structlog-etw listen`` prints
 both the same way.

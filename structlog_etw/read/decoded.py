@@ -1,6 +1,7 @@
 """The decoded form of one event: what every decoder returns and every renderer reads.
 
-The decoders (:func:`structlog_etw.eventheader.decode_event`, :func:`structlog_etw.tracelogging.decode`,
+The decoders (:func:`structlog_etw.read.decode.eventheader.decode_event`,
+:func:`structlog_etw.read.decode.tracelogging.decode`,
 :func:`structlog_etw.perf.samples.decode_sample`) parse an event once into a
 :class:`DecodedEvent`; everything that shows an event (perf-decode's JSON, the CLI's JSON lines
 and console text, the testing helpers) renders from it and never parses the bytes again.  So a

@@ -518,14 +518,3 @@ def test_random_events_round_trip_through_encoder_and_decoder(values: dict[str, 
     ev = decode_event("P_L4K1", data)
     assert ev.fields == {k: _expected(v) for k, v in values.items()}
     perf_json(ev)  # and it renders
-
-
-def test_the_package_offers_the_decoder_and_the_perf_decode_writer() -> None:
-    """``structlog_etw.eventheader`` loads decode_event, perf_json and perf_json_fields on first use."""
-    import structlog_etw.eventheader as package  # noqa: PLC0415
-
-    for name in package.__all__:
-        obj = getattr(package, name)
-        assert obj.__doc__, f"structlog_etw.eventheader.{name} has no docstring"
-    assert package.decode_event is decode_event
-    assert (package.perf_json, package.perf_json_fields) == (perf_json, perf_json_fields)

@@ -206,13 +206,3 @@ def test_event_says_its_format_byte_order_and_raw_name() -> None:
     ev = decode(metadata, b"\x01")
     assert (ev.format, ev.byte_order, ev.raw_name) == ("tracelogging", "little", "caf\xe9".encode())
     assert ev.raw == metadata + b"\x01"
-
-
-def test_the_package_offers_the_decoder() -> None:
-    """``structlog_etw.tracelogging`` loads decode and decode_traits on first use."""
-    import structlog_etw.tracelogging as package  # noqa: PLC0415
-    from structlog_etw.read.decode import tracelogging as decoder  # noqa: PLC0415
-
-    for name in package.__all__:
-        assert getattr(package, name).__doc__, f"structlog_etw.tracelogging.{name} has no docstring"
-    assert (package.decode, package.decode_traits) == (decoder.decode, decoder.decode_traits)
