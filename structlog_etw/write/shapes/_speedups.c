@@ -19,7 +19,7 @@
 #include <Python.h>
 #include <string.h>
 
-/* Bump when an op's meaning changes: _shapes.py uses the module only at the version it knows. */
+/* Bump when an op's meaning changes: write/shapes/__init__.py uses the module only at the version it knows. */
 #define ABI_VERSION 1
 
 enum {

@@ -1,7 +1,7 @@
 """The TraceLogging decoder on hostile metadata: work and memory stay bounded by the data's size.
 
 A NULL value takes no data bytes, so an array of them costs nothing in the data; each element
-still claims one byte of room (tracelogging/decoder.py), and the bomb runs under a memory limit
+still claims one byte of room (read/decode/tracelogging.py), and the bomb runs under a memory limit
 and a hang timeout (tests/helpers/hostile.py).
 """
 
