@@ -99,7 +99,7 @@ def windows_checks(
         )
     if provider is None:
         return checks
-    from ..tracelogging.spec import provider_id  # noqa: PLC0415
+    from ..formats.tracelogging import provider_id  # noqa: PLC0415
 
     guid = str(provider_id(provider))
     checks.append(Check("provider", OK, f"{provider} is {{{guid}}} (WPR, PerfView, tracelog: *{provider})"))

@@ -81,7 +81,7 @@ def render(checks: list[Check], out: TextIO) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the checks, print them; return the exit status."""
     if args.provider is not None:
-        from ..eventheader.spec import validate_provider_name  # noqa: PLC0415
+        from ..formats.eventheader import validate_provider_name  # noqa: PLC0415
 
         try:
             validate_provider_name(args.provider, args.group)

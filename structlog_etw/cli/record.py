@@ -125,7 +125,7 @@ def _progress_line(progress: Progress) -> Callable[[Recorder], None]:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``structlog-etw record``; return the exit code."""
-    from ..eventheader.spec import validate_provider_name  # noqa: PLC0415
+    from ..formats.eventheader import validate_provider_name  # noqa: PLC0415
 
     try:
         validate_provider_name(args.provider, args.group)

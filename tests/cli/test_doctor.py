@@ -19,7 +19,7 @@ from structlog_etw.cli import main
 from structlog_etw.cli._doctor_linux import Roots, linux_checks, parse_status, parse_user_events_status
 from structlog_etw.cli._doctor_windows import parse_session_names, session_has_provider, windows_checks
 from structlog_etw.cli.doctor import FAIL, NOTE, OK, Check
-from structlog_etw.tracelogging.spec import provider_id
+from structlog_etw.formats.tracelogging import provider_id
 
 PROVIDER = "MyCompany_MyService"
 STATUS_TEXT = (

@@ -7,10 +7,10 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from structlog_etw.eventheader.encoder import EventHeaderEncoder
-from structlog_etw.fields import to_fields
 from structlog_etw.perf.abi import AttrFlag, EventType, RecordType, SampleFormat
 from structlog_etw.perf.datawriter import EventDescription, MachineInfo, PerfDataWriter, TracingHeaders
+from structlog_etw.write.eventheader import EventHeaderEncoder
+from structlog_etw.write.fields import to_fields
 from tests.helpers.perfdata import eventheader_format
 
 SAMPLE_TYPE = int(
