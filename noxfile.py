@@ -32,7 +32,6 @@ import glob
 import os
 import shutil
 import subprocess
-from pathlib import Path
 
 import nox
 
@@ -120,18 +119,11 @@ def queue_handler(session: nox.Session) -> None:
     )  # fmt: skip
 
 
-#: Microsoft's build script of perf-decode and perf-collect (../shared/ref/README.md).
-REF_BUILD = Path(__file__).resolve().parent.parent / "shared" / "ref" / "build-perf-decode.sh"
-
-
 @nox.session
 def kernel(session: nox.Session) -> None:
     """Run the kernel tests in one virtme-ng guest (or here if this kernel has user_events)."""
     # The guest runs this session's interpreter from the host's (read-only) filesystem.
     session.install("-e", ".", *TEST_DEPS, "virtme-ng")
-    # perf-decode, the reader record's files are held against, built here (the guest emulates its CPU):
-    # the kernel tests find it in kernel-out/perf-decode (tests/helpers/perf_tools.py).
-    session.run("bash", str(REF_BUILD), "kernel-out/perf-decode", external=True, silent=True)
     session.run("python", "tests/kernel/run_in_guest.py", *session.posargs)
 
 

@@ -70,14 +70,14 @@ def _executable_copy(path: str) -> str:
 
 def perf_decode_binary(out_dir: str | None = None) -> str:
     """perf-decode's path: ``$STRUCTLOG_ETW_PERF_DECODE``, else the one in ``kernel-out/perf-decode``
-    (``nox -s kernel`` builds it there), else built once into ``out_dir`` (default: a temporary
+    (tests/kernel/run_in_guest.py builds it there), else built once into ``out_dir`` (default: a temporary
     directory outside the repository)."""
     given = os.environ.get("STRUCTLOG_ETW_PERF_DECODE")
     if given and os.access(given, os.X_OK):
         return given
     for base in (os.environ.get("STRUCTLOG_ETW_KERNEL_OUT"), str(REPO / "kernel-out")):
         built = os.path.join(base, "perf-decode", "bin", "perf-decode") if base else ""
-        if built and os.path.isfile(built):  # built by `nox -s kernel` before the guest boots
+        if built and os.path.isfile(built):  # built by run_in_guest.py before the guest boots
             return built if os.access(built, os.X_OK) else _executable_copy(built)
     where = out_dir or os.path.join(tempfile.gettempdir(), f"structlog-etw-perf-decode-{os.getuid()}")
     path, reason = _build_perf_decode(where)
