@@ -297,14 +297,18 @@ def _paranoid(m: _Machine) -> Check:
         value = int(text.strip()) if text else None
     except ValueError:
         value = None
-    if value is None:
+    who = _privilege(m)
+    if value is None:  # a kernel without sysctl: the default level (2) holds and cannot be lowered
+        if m.privileged_perf:
+            return Check(
+                "perf_event_paranoid", OK, f"no sysctl to read (the default, 2, does not limit {who})"
+            )
         return Check(
             "perf_event_paranoid",
             FAIL,
-            "no /proc/sys/kernel/perf_event_paranoid: this kernel has no perf events (CONFIG_PERF_EVENTS)",
-            "boot a kernel built with CONFIG_PERF_EVENTS=y",
+            f"no /proc/sys/kernel/perf_event_paranoid: the default (2) holds, {who} may not record",
+            "record as root (sudo structlog-etw record ...) or with CAP_PERFMON",
         )
-    who = _privilege(m)
     if m.privileged_perf:
         return Check("perf_event_paranoid", OK, f"{value} (does not limit {who})")
     if value <= -1:

@@ -318,3 +318,15 @@ def test_doctor_runs_the_windows_checks_on_windows(
     rc, out = doctor(capsys, PROVIDER)
     assert rc == 0, out
     assert "[ ok ] administrator" in out and "[note] sessions" in out
+
+
+def test_a_kernel_without_sysctl_keeps_the_default_paranoid_level(tmp_path: Path) -> None:
+    """No /proc/sys/kernel/perf_event_paranoid (no sysctl): root passes, another user fails with the
+    fix that works there (root or CAP_PERFMON), not a sysctl that does not exist."""
+    opts = make_machine(tmp_path)
+    (tmp_path / "proc" / "sys" / "kernel" / "perf_event_paranoid").unlink()
+    assert by_name(linux_checks(Roots(opts[1], opts[3], opts[5])))["perf_event_paranoid"].state == OK
+    (tmp_path / "proc" / "self" / "status").write_text(f"Uid:\t{UID}\t{UID}\t{UID}\t{UID}\nCapEff:\t0\n")
+    check = by_name(linux_checks(Roots(opts[1], opts[3], opts[5])))["perf_event_paranoid"]
+    assert check.state == FAIL
+    assert "CAP_PERFMON" in check.fix and "sysctl" not in check.fix
