@@ -25,6 +25,8 @@ _CAP_SYS_ADMIN = 21
 _CAP_PERFMON = 38
 _DEFAULT_TRACEFS = "/sys/kernel/tracing"
 _READ_MAX = 1 << 22
+#: A sysctl file is read with a small count: procfs refuses a read larger than kmalloc can allocate.
+_SYSCTL_MAX = 4096
 _CONTAINERS = (
     "in a container, mount the host's tracefs: docker run -v /sys/kernel/tracing:/sys/kernel/tracing ...; "
     "Kubernetes: a hostPath volume of /sys/kernel/tracing (docs/linux.md)"
@@ -144,7 +146,7 @@ class _Machine:
 
 
 def _release(m: _Machine) -> str:
-    text = _read(os.path.join(m.roots.proc, "sys", "kernel", "osrelease"))
+    text = _read(os.path.join(m.roots.proc, "sys", "kernel", "osrelease"), _SYSCTL_MAX)
     return text.strip() if text else os.uname().release
 
 
@@ -292,7 +294,7 @@ def _write_access(m: _Machine, tracefs: str) -> Check:
 
 
 def _paranoid(m: _Machine) -> Check:
-    text = _read(os.path.join(m.roots.proc, "sys", "kernel", "perf_event_paranoid"))
+    text = _read(os.path.join(m.roots.proc, "sys", "kernel", "perf_event_paranoid"), _SYSCTL_MAX)
     try:
         value = int(text.strip()) if text else None
     except ValueError:
