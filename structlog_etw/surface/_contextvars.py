@@ -140,6 +140,8 @@ class ContextvarsWatch:
         structlog's "unset" marker (``Ellipsis``, what ``clear_contextvars``/``unbind_contextvars``
         leave) does not count.
         """
+        if len(self.registry) == self.clean_size:  # no etw_* variable was ever made: the hot path
+            return False
         size, found = self._scan
         if size != len(self.registry):  # the registry grew, or the public API is in use (size -1)
             if self._public:
