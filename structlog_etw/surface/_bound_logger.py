@@ -23,12 +23,12 @@ import structlog
 from structlog.typing import FilteringBoundLogger, WrappedLogger
 
 from ..backends.base import Slot
+from ..context._resolve import Resolver
 from ..formats._levels import STDLIB_LEVELS, level_from_method, method_for_stdlib, stdlib_level
 from ..provider._provider import Provider
 from ._chain import ALL_RUN, Plan, plan_for
 from ._methods import alog_exception, log_exception, method_table
 from ._renderer import EtwRenderer, resolver_for
-from ._resolve import Resolver
 
 __all__ = ["make_etw_bound_logger"]
 

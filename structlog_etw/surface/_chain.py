@@ -16,12 +16,12 @@ from typing import Any, Final, cast
 import structlog
 from structlog.contextvars import merge_contextvars
 
+from ..context._correlation import add_otel_ids
+from ..context._resolve import Resolver
 from ..formats._levels import LEVEL_NAMES, STDLIB_NUMBERS
-from ..otel._correlation import add_otel_ids
 from ._contextvars import WATCH
 from ._early_drop import EtwEarlyDrop
 from ._renderer import EtwRenderer
-from ._resolve import Resolver
 
 __all__ = ["ALL_RUN", "DIRECT", "RUN", "SKIP", "Plan", "plan_for", "side_effect_free"]
 

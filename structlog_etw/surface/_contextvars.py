@@ -38,7 +38,7 @@ from typing import Any, Final, TypeAlias
 
 import structlog.contextvars as _slcv
 
-from ._resolve import CONTROL_KEYS, CONTROL_SET
+from ..context._resolve import CONTROL_KEYS, CONTROL_SET
 
 __all__ = [
     "PREFIX",

@@ -1,6 +1,6 @@
 """``EtwEarlyDrop``: the processor form of the wrapper's early return, for users who keep another
 wrapper class.  It drops an event at the front of the chain by the renderer's rule (the same
-:class:`~structlog_etw.surface._resolve.Resolver`), before the rest of the chain runs.
+:class:`~structlog_etw.context._resolve.Resolver`), before the rest of the chain runs.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from collections.abc import Mapping
 import structlog
 from structlog.typing import EventDict, WrappedLogger
 
+from ..context._resolve import CONTROL_SET
 from ..formats._levels import level_from_method
 from ..provider._provider import Provider
 from ._contextvars import etw_bound
 from ._renderer import EtwRenderer, in_processor_formatter, resolver_for
-from ._resolve import CONTROL_SET
 
 __all__ = ["EtwEarlyDrop"]
 

@@ -26,11 +26,11 @@ from typing import Any, Final, Protocol, cast
 import structlog
 
 from ..backends.base import Slot
+from ..context._resolve import DIRECT_NOT_PLAIN, DIRECT_NOT_PLAIN_MERGED, Resolver
 from ..formats._levels import LEVEL_NAMES, STDLIB_NUMBERS
 from ._chain import DIRECT, RUN, Plan
 from ._contextvars import etw_bound, mark_async_caller, unmark_async_caller
 from ._renderer import EtwRenderer, plain_writer
-from ._resolve import DIRECT_NOT_PLAIN, DIRECT_NOT_PLAIN_MERGED, Resolver
 
 __all__ = [
     "EVENT_KEY",
@@ -320,7 +320,7 @@ def _direct_method(
     member, by identity), its context is a ``dict``, the renderer's keyword map is empty, its
     ``event_key`` is ``event``, no ``etw_*`` key is bound through contextvars and the event dict
     holds none of ``DIRECT_NOT_PLAIN`` (the control keys and the renderer's and the direct write's
-    additions, :mod:`structlog_etw.surface._resolve`): then its slot is the renderer's for the method
+    additions, :mod:`structlog_etw.context._resolve`): then its slot is the renderer's for the method
     (``resolution.by_method``, the one :func:`listening` would read too) and, when a session listens
     there, the event dict the one :func:`_write_direct` builds is written with the slot's header
     (without its ``event`` key when ``merge_contextvars`` does not run: the encoders skip that

@@ -626,7 +626,7 @@ _NOT_PLAIN_CALLS: dict[str, tuple[dict[str, Any], tuple[Any, ...]]] = {
 
 class TestTheKeysThatAreNotPlain:
     """The renderer and the wrapper's direct write keep the same keys off their plain write, from
-    one definition in ``surface/_resolve.py``: each key of the two former sets is still a control,
+    one definition in ``context/_resolve.py``: each key of the two former sets is still a control,
     a message, a traceback or the event name in both paths (a path that forgot one writes it as a
     field, or with the plain header)."""
 
@@ -655,7 +655,7 @@ class TestTheKeysThatAreNotPlain:
     def test_the_list_covers_the_shared_sets(self) -> None:
         """The keys spelled out here are exactly the direct write's set, and the renderer's set is
         the control keys and ``positional_args`` (what each path kept off its plain write before)."""
-        from structlog_etw.surface import _resolve  # noqa: PLC0415
+        from structlog_etw.context import _resolve  # noqa: PLC0415
 
         assert set(_NOT_PLAIN_CALLS) == _resolve.DIRECT_NOT_PLAIN
         assert {*_resolve.CONTROL_KEYS, "positional_args"} == _resolve.RENDERER_NOT_PLAIN
