@@ -17,7 +17,7 @@ import operator
 import uuid
 import weakref
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import structlog
 from structlog.typing import FilteringBoundLogger, WrappedLogger
@@ -27,7 +27,7 @@ from ..context._resolve import Resolver
 from ..formats._levels import STDLIB_LEVELS, level_from_method, method_for_stdlib, stdlib_level
 from ..provider._provider import Provider
 from ._chain import ALL_RUN, Plan, plan_for
-from ._methods import alog_exception, log_exception, method_table
+from ._methods import EtwLogger, alog_exception, log_exception, method_table
 from ._renderer import EtwRenderer, resolver_for
 
 __all__ = ["make_etw_bound_logger"]
@@ -217,6 +217,10 @@ class _EtwBoundLoggerBase(structlog.BoundLoggerBase, metaclass=_EtwLoggerType):
             return False
         resolver = self._etw_plan.current()
         return resolver.listening(level_from_method(method_name), self._logger, self._context)
+
+
+if TYPE_CHECKING:  # the methods read a logger through this view: the base class must provide it
+    _PROVIDES: type[EtwLogger] = _EtwBoundLoggerBase
 
 
 def _build(name: str, base: type[Any], namespace: dict[str, Any]) -> type[_EtwBoundLoggerBase]:

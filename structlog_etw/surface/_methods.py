@@ -52,11 +52,15 @@ class EtwLogger(Protocol):
     per ETW level resolved at bind time (with the resolver they come from and whether both
     ``etw_keyword`` and ``etw_level`` are bound: contextvars cannot change the slot then)."""
 
+    _logger: Any
+    _context: Any
     _etw_config: Any
     _etw_chain: Any
     _etw_slots: tuple[Slot, ...]
     _etw_resolver: Resolver | None
     _etw_fixed: bool
+
+    def _process_event(self, method_name: str, event: Any, event_kw: dict[str, Any]) -> Any: ...
 
     def _etw_bind_slots(self, resolver: Resolver) -> None: ...
 
@@ -74,7 +78,7 @@ def _maybe_interpolate(event: Any, args: tuple[Any, ...]) -> Any:
 FORMAT_ARGS_KEY: Final = "format_args"
 
 
-def _format(self: Any, event: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+def _format(self: EtwLogger, event: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     """``event % args``; when that raises (``log.info("disk at 100%", "sda")``) the template
     stays the event, the arguments go into the ``format_args`` field and the provider counts
     it (``stats()["invalid"]["format_args"]``): a log call never raises."""
@@ -90,7 +94,7 @@ def _format(self: Any, event: Any, args: tuple[Any, ...], kw: dict[str, Any]) ->
 MESSAGE_KEY: Final = "message"
 
 
-def _template(self: Any, event: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+def _template(self: EtwLogger, event: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     """``%``-args of a call whose only output is the trace event: the template stays the event
     (the trace event's name: one name, one shape per call site, as ``EtwHandler`` names records)
     and the formatted text goes into the ``message`` field.  A call that passes ``message``
@@ -109,7 +113,7 @@ def _template(self: Any, event: Any, args: tuple[Any, ...], kw: dict[str, Any]) 
 EVENT_KEY: Final = "event"
 
 
-def _keyword_event(self: Any, event: Any, kw: dict[str, Any]) -> Any:
+def _keyword_event(self: EtwLogger, event: Any, kw: dict[str, Any]) -> Any:
     """The event of a call that passed ``event=`` as a keyword (the methods take ``self`` and
     ``event`` positional-only, see :func:`method_for`): that value, unless the call passed an event
     positionally too (``log.info("a", event="b")``, which binds twice): then the positional one,
@@ -121,7 +125,7 @@ def _keyword_event(self: Any, event: Any, kw: dict[str, Any]) -> Any:
     return event
 
 
-def _run_chain(self: Any, name: str, event: Any, kw: dict[str, Any]) -> Any:
+def _run_chain(self: EtwLogger, name: str, event: Any, kw: dict[str, Any]) -> Any:
     """What ``BoundLoggerBase._proxy_to_logger`` does, with the call's keys handed over as a dict:
     a key named ``self`` or ``method_name`` is then a field like any other, never a second value
     for a parameter (``TypeError`` from the log call)."""
@@ -140,7 +144,7 @@ async def _anop(self: Any, event: Any = None, /, *args: Any, **kw: Any) -> Any:
     return None
 
 
-async def _in_executor(self: Any, method_name: str, event: Any, kw: dict[str, Any]) -> Any:
+async def _in_executor(self: EtwLogger, method_name: str, event: Any, kw: dict[str, Any]) -> Any:
     """Run the chain in the default executor with a copy of the caller's context (like structlog)."""
     caller = mark_async_caller(sys._getframe().f_back)
     ctx = contextvars.copy_context()
@@ -156,7 +160,7 @@ async def _in_executor(self: Any, method_name: str, event: Any, kw: dict[str, An
 _CHECK_ONLY: Any = object()
 
 
-def listening(self: Any, plan: Plan, level: int, kw: dict[str, Any]) -> bool:
+def listening(self: EtwLogger, plan: Plan, level: int, kw: dict[str, Any]) -> bool:
     """Whether a session listens for this call, by the renderer's rule (the provider word was
     non-zero): the logger's slot when no ``etw_*`` key can come from the call or contextvars,
     else the full resolution (call > bound context > contextvars)."""
@@ -174,7 +178,14 @@ def listening(self: Any, plan: Plan, level: int, kw: dict[str, Any]) -> bool:
 
 
 def _listening_call(
-    self: Any, plan: Plan, decision: str, level: int, name: str, event: Any, args: tuple[Any, ...], kw: Any
+    self: EtwLogger,
+    plan: Plan,
+    decision: str,
+    level: int,
+    name: str,
+    event: Any,
+    args: tuple[Any, ...],
+    kw: Any,
 ) -> Any:
     """The rest of a :data:`SKIP`/:data:`DIRECT` call once the provider word is non-zero (or the
     chain changed): return when nobody listens at the call's slot, else write or run the chain."""
@@ -197,7 +208,7 @@ def _listening_call(
     return _run_chain(self, name, event, kw)
 
 
-def _write_direct(self: Any, plan: Plan, name: str, event: Any, kw: dict[str, Any]) -> Any:
+def _write_direct(self: EtwLogger, plan: Plan, name: str, event: Any, kw: dict[str, Any]) -> Any:
     """The enabled call of an ETW-only chain: the event dict structlog would build, written
     without running the chain (no ``DropEvent`` raised and caught).  The chain is checked to be
     the same list contents first; otherwise it runs as usual."""
