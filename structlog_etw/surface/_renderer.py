@@ -442,9 +442,10 @@ class EtwRenderer:
     def write_event(self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> None:
         """Write ``event_dict`` as calling the renderer does, without ``DropEvent`` or pass-through.
 
-        The one entry ``make_etw_bound_logger``'s direct-write path uses (it builds the event dict
-        structlog would build and calls this instead of running the chain).  Never raises: what
-        cannot be written is counted (``dropped["render_error"]`` for a failure here).
+        ``make_etw_bound_logger``'s direct write calls this for an event dict that is not plain
+        (it builds the dict structlog would build instead of running the chain); a plain one it
+        hands to the renderer's one plain write (:func:`plain_writer`).  Never raises: what cannot
+        be written is counted (``dropped["render_error"]`` for a failure here).
         """
         try:
             self._render(logger, method_name, event_dict)
