@@ -329,7 +329,9 @@ def _direct_method(
 
     A call is plain when it has no ``%``-args, the logger's chain is still the plan's (every
     member, by identity), its context is a ``dict``, the renderer's keyword map is empty, its
-    ``event_key`` is ``event``, no ``etw_*`` key is bound through contextvars and the event dict
+    ``event_key`` is ``event``, no ``etw_*`` key is bound through contextvars (asked only of a chain
+    without ``merge_contextvars``: with it, such a key is merged into the event dict and found
+    there, below, before the plain write) and the event dict
     holds none of ``DIRECT_NOT_PLAIN`` (the control keys and the renderer's and the direct write's
     additions, :mod:`structlog_etw.context._resolve`): then its slot is the renderer's for the method
     (``resolution.by_method``, the one :func:`listening` would read too) and, when a session listens
@@ -362,7 +364,7 @@ def _direct_method(
                 or type(context) is not dict
                 or resolution.by_name
                 or renderer.event_key != EVENT_KEY
-                or etw_bound()
+                or (merge is None and etw_bound())  # merge_contextvars brings such a key in itself
             ):
                 plain = False
             else:

@@ -174,9 +174,9 @@ def _renderer_controls(cap: EtwCapture) -> Seen:
     return [(e.name, e.opcode, e.keyword) for e in cap.events]
 
 
-def _direct_write_keyword(cap: EtwCapture) -> Seen:
-    cap.set_enabled(True)  # the plain slot listened: the direct write asks the predicate itself
-    log = _wrapper()
+def _direct_write_keyword(cap: EtwCapture, *processors: Any) -> Seen:
+    cap.set_enabled(True)  # the plain slot listened: the direct write must see the bound key
+    log = _wrapper(*processors)
     log.info("plain")
     with structlog.contextvars.bound_contextvars(etw_keyword=0x2):
         log.info("keyed")
@@ -185,6 +185,10 @@ def _direct_write_keyword(cap: EtwCapture) -> Seen:
 
 SCENARIOS: dict[str, tuple[Callable[[EtwCapture], Seen], Seen]] = {
     "direct_write_keyword": (_direct_write_keyword, [("plain", 4, 1), ("keyed", 4, 2)]),
+    "direct_write_keyword_merged": (
+        lambda cap: _direct_write_keyword(cap, structlog.contextvars.merge_contextvars),
+        [("plain", 4, 1), ("keyed", 4, 2)],
+    ),
     "wrapper_keyword": (_wrapper_keyword, [("honoured", 4, 0x10)]),
     "wrapper_level": (
         lambda cap: _dropped_then_honoured(cap, _wrapper(), "debug", {"level": 1}, etw_level=1),
