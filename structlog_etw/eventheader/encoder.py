@@ -298,10 +298,6 @@ class EventHeaderEncoder:
 
     #: The format's codec table (:mod:`._codec`), for the tier dispatcher (``_shapes.encode_dict``).
     _codec: ClassVar[Codec] = CODEC
-    #: Header -> head bytes: the plain headers' (others: :meth:`_new_scope`).
-    _scopes: ClassVar[dict[HeaderValue, bytes]] = _HEADS
-    #: One blob per event (the shape function writes head, metadata and values).
-    _traits: ClassVar[None] = None
 
     __slots__ = (
         "_by_classes",
@@ -313,7 +309,9 @@ class EventHeaderEncoder:
         "_nullable_walk",
         "_plans",
         "_recent",
+        "_scopes",
         "_shapes",
+        "_traits",
         "_truncated",
         "cache_limit",
         "max_size",
@@ -336,6 +334,11 @@ class EventHeaderEncoder:
         self._by_keys: dict[tuple[Any, ...], ShapeEntry] = self._shapes.first
         self._by_classes: dict[tuple[Any, ...], ShapeEntry] = self._shapes.by_class
         self._recent = self._shapes.recent  # event name -> its last shape entry (ShapeCache.remember)
+        # the tier dispatcher's (slots: read on every event): header -> head bytes, the plain
+        # headers' (others: _new_scope); one blob per event (the function writes head, metadata
+        # and values)
+        self._scopes: dict[HeaderValue, bytes] = _HEADS
+        self._traits: bytes | None = None
         # event name -> {field name: the kind its None is written as (NULL: none known yet)}, for
         # the top-level fields that have been None in a written event (bounded like the caches)
         self._nullable: dict[str, dict[str, int]] = {}

@@ -354,8 +354,6 @@ class TraceLoggingEncoder:
 
     #: The format's codec table (:mod:`._codec`), for the tier dispatcher (``_shapes.encode_dict``).
     _codec: ClassVar[Codec] = CODEC
-    #: Header -> tag: the headers checked already (others: :meth:`_new_scope`).
-    _scopes: ClassVar[dict[HeaderValue, int]] = _CHECKED
 
     __slots__ = (
         "_budget",
@@ -364,6 +362,7 @@ class TraceLoggingEncoder:
         "_cache",
         "_plans",
         "_recent",
+        "_scopes",
         "_shapes",
         "_traits",
         "_truncated",
@@ -385,7 +384,9 @@ class TraceLoggingEncoder:
         group = group_guid(group_id)  # TypeError for a group of another type
         validate_provider_name(provider_name, group, max_size)
         self.traits: bytes = provider_traits(provider_name, group)
-        # the tier dispatcher's: an event is three blobs, these traits the first
+        # the tier dispatcher's (slots: read on every event): header -> tag, the headers checked
+        # already (others: _new_scope); an event is three blobs, these traits the first
+        self._scopes: dict[HeaderValue, int] = _CHECKED
         self._traits: bytes | None = self.traits
         self.max_size = max_size
         self.cache_limit = cache_limit
