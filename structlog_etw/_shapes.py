@@ -1,4 +1,4 @@
-"""Per-shape encode functions: what both encoders share to go from an event dict to bytes directly.
+"""What both encoders share to go from an event dict to bytes: codec tables, tiers, shape functions.
 
 The general route of an event is ``dict_fields(event.items(), skip)`` (one typed field per key)
 and then the encoder.  For the keys and value classes nearly every log call has, an encoder can
@@ -7,6 +7,13 @@ checks each value's class, and packs the values with straight-line code (a ``str
 of fixed-size values, the UTF-8 bytes of each string), writing the same bytes the general route
 writes.  This module holds the parts both formats share:
 
+* :class:`Row` and :class:`Codec`: a format's **codec table**, a row per value kind (its
+  metadata, packer, general-path body, shape-function :class:`Step` and compiled op), and every
+  table derived from the rows (array metadata and packers, the steps and ops per layout kind,
+  the interpreted route's table, the layouts' functions, the field-metadata cache);
+* :func:`encode_dict`: the **tier dispatcher**, both encoders' ``encode_dict`` (through
+  :class:`BaseEncoder`), speaking to a format through the small :class:`TieredEncoder`
+  protocol; :class:`ShapeEntry`: the one kind of shape-cache entry;
 * :data:`SHAPE_KINDS`: the value classes a shape function takes, with the kind the type table
   gives them (``None`` is :data:`NONE`, a null); any other class, a key that is not a ``str``
   and a dict that is not flat sends the event down the general route;
@@ -14,23 +21,25 @@ writes.  This module holds the parts both formats share:
   skipped key), or ``None`` when the shape has no shape function;
 * :func:`compile_shape_function`: the generated function for a layout, given how a format writes each
   kind (:class:`Step`).  Its source is built only from the format's step table and positions,
-  never from keys or values.  The one code generator of the package;
+  never from keys or values.  The write side's one code generator;
 * :func:`compiled_packer`: where the optional compiled module is built (:data:`SPEEDUPS`,
   ``structlog_etw/_speedups.c``), a layout's packer in C instead of its generated function: the
   same bytes, ``None`` and errors, for layouts of ``str``/``int``/``float``/``bool``/``None``/
-  ``bytes`` values (nothing compiled: a program is the layout's op string);
+  ``bytes`` values (nothing compiled: a program is the layout's op string; the ops are
+  :data:`OPS`, the C module's enum, held equal to it by tests/test_speedups.py);
 * :class:`LayoutFunctions`: a format's generated functions, one per layout, compiled only once
   the layout is hot and a compile budget allows it, bounded by count and by bytes;
-* :class:`ShapeCache`: an encoder's shape entries (shape key -> what its shape function needs),
-  made only for shapes written :data:`SHAPE_HOT` times, bounded by count and by bytes, never
-  for a key longer than :data:`MAX_KEY_CHARS`;
+* :class:`ShapeCache`: an encoder's shape entries (shape key -> :class:`ShapeEntry`), made only
+  for shapes written :data:`SHAPE_HOT` times, bounded by count and by bytes, never for a key
+  longer than :data:`MAX_KEY_CHARS`;
 * :func:`walk`: the interpreted shape function (a loop, no code compiled) both formats run for
   a layout that has no generated function yet.
 
-**Tiers.**  An event dict whose shape has no entry is written by :func:`walk` when its values
-are of the classes above, else by the general route (typed fields, the encoder's non-generated
-packers): neither compiles anything.  When that route wrote the event, the
-shape is *seen*; at its :data:`SHAPE_HOT`-th written event it gets an entry, if its layout has a
+**Tiers** (:func:`encode_dict`).  An event dict whose shape has an entry is written by the entry's
+function (compiled packer or generated function).  One whose shape has no entry is written by
+:func:`walk` when its values are of the classes above, else by the general route (typed fields,
+the encoder's non-generated packers): neither compiles anything.  When that route wrote the event,
+the shape is *seen*; at its :data:`SHAPE_HOT`-th written event it gets an entry, if its layout has a
 function.  A layout gets its function after :data:`LAYOUT_HOT` such promotions were asked for
 it, and only if the compile budget has the credit: every general-route event earns one credit
 (up to :data:`CREDIT_CAP`), a compile spends :data:`COMPILE_COST`.  A stream of new layouts thus
@@ -62,29 +71,45 @@ from typing import Any, Final, NamedTuple, Protocol, TypeVar
 
 from ._size_policy import NO_LIMIT, Cuttable, Piece, leading_pieces
 from .fields import ARRAY, BOOL, BYTES, F64, I64, NULL, STR, TIME, TRUNCATION_MARKER, UUID, dict_fields
-from .header import INFO_HEADER, HeaderValue
+from .header import INFO_HEADER, Header, HeaderValue
 
 __all__ = [
+    "BINARY",
     "COMPILE_COST",
     "CREDIT_CAP",
+    "FIELD_NAME_MAX",
+    "GENERAL",
     "LAYOUT_HOT",
     "MAX_KEY_CHARS",
     "NONE",
     "NULLABLE",
+    "OPS",
     "SHAPE_HOT",
     "SHAPE_KINDS",
     "SKIP",
     "SPEEDUPS",
+    "TEXT",
     "U16_BYTES",
+    "WHOLE",
+    "BaseEncoder",
+    "Codec",
     "HotShape",
     "LayoutFunctions",
+    "Op",
+    "Packer",
+    "Row",
     "ShapeCache",
+    "ShapeEntry",
     "Step",
+    "TieredEncoder",
     "compile_shape_function",
     "compiled_packer",
+    "encode_dict",
     "key_chars",
     "layout",
     "layout_function",
+    "shape_entry",
+    "shape_kind",
     "walk",
 ]
 
@@ -674,7 +699,9 @@ def walk(
 #: How the general path's size policy treats a row's :attr:`Row.body`: whole (a fixed-size value),
 #: cut as text (it ends with the truncation marker) or cut as a binary.
 WHOLE: Final = 0
+#: See :data:`WHOLE`: a text (u16 length and UTF-8) that ends with the truncation marker when cut.
 TEXT: Final = 1
+#: See :data:`WHOLE`: a binary (u16 length and bytes), cut to its first bytes.
 BINARY: Final = 2
 _MARKER: Final = TRUNCATION_MARKER.encode()
 
@@ -947,6 +974,43 @@ def encode_dict(
     return _general_routes(self, name, event, skip, header, scope, key, entry)
 
 
+class BaseEncoder:
+    """What both encoders share: :func:`encode_dict` (the tier dispatcher) with the tables it
+    reads, and :meth:`encode`, the five-argument form of ``encode_fields``.
+
+    The tables are slots (read on every event; a class attribute read through an instance costs
+    more on 3.11): the shape entries (``_shapes`` and its dicts), the format's header -> scope
+    table and its traits blob (``None``: one blob per event), see :class:`TieredEncoder`.
+    """
+
+    __slots__ = ("_by_classes", "_by_keys", "_recent", "_scopes", "_shapes", "_traits")
+
+    def __init__(self, shapes: ShapeCache, scopes: Mapping[HeaderValue, Any], traits: bytes | None) -> None:
+        # (name, scope part, skip, *keys) -> the entry built for the value classes seen first;
+        # (name, scope part, skip, *keys, *classes) -> the entries of other classes
+        self._shapes = shapes
+        self._by_keys: dict[tuple[Any, ...], ShapeEntry] = self._shapes.first
+        self._by_classes: dict[tuple[Any, ...], ShapeEntry] = self._shapes.by_class
+        self._recent = self._shapes.recent  # event name -> its last shape entry (ShapeCache.remember)
+        self._scopes = scopes
+        self._traits = traits
+
+    encode_dict = encode_dict
+
+    def encode(
+        self: TieredEncoder[R_co],
+        name: str,
+        fields: list[Any],
+        level: int = 4,
+        opcode: int = 0,
+        tag: int = 0,
+        activity_id: bytes | None = None,
+        related_id: bytes | None = None,
+    ) -> R_co | None:
+        """``encode_fields(name, fields, Header(level, opcode, tag, activity_id, related_id))``."""
+        return self.encode_fields(name, fields, Header(level, opcode, tag, activity_id, related_id))
+
+
 def _general_routes(
     self: TieredEncoder[R_co],
     name: str,
@@ -986,10 +1050,11 @@ def _general_routes(
 
 
 def shape_entry(
-    encoder: TieredEncoder[Any],
+    encoder: TieredEncoder[object],
     name: str,
     event: Mapping[Any, Any],
-    skip: str | None,
+    skip: str | None = None,
+    *,
     header: HeaderValue = INFO_HEADER,
 ) -> ShapeEntry | None:
     """The entry :func:`encode_dict` writes this event with: its shape's entry for the values'

@@ -19,7 +19,9 @@
 #include <Python.h>
 #include <string.h>
 
-/* Bump when an op's meaning changes: _shapes.py uses the module only at the version it knows. */
+/* Bump when an op's meaning changes: _shapes.py uses the module only at the version it knows.
+ * The ops (code, name, op_bytes, expected_type) are _shapes.OPS in Python: tests/test_speedups.py
+ * parses this table and holds the two equal, and _shapes.py loads no module whose OPS differ. */
 #define ABI_VERSION 1
 
 enum {

@@ -22,45 +22,10 @@ from array import array
 from collections.abc import Callable
 from typing import Any, Final
 
+from .. import fields as kinds
 from .._shapes import BINARY, NULLABLE, TEXT, Codec, Packer, Row, Step, Walker
-from ..fields import (
-    BOOL,
-    BYTES,
-    F64,
-    I16,
-    I64,
-    IPV4,
-    IPV6,
-    JSON,
-    NULL,
-    STR,
-    TIME,
-    U8,
-    U16,
-    U32,
-    U64,
-    UUID,
-    bytes_value,
-)
-from .spec import (
-    ENC_BINARY_LENGTH16_CHAR8,
-    ENC_STRING_LENGTH16_CHAR8,
-    ENC_VALUE8,
-    ENC_VALUE16,
-    ENC_VALUE32,
-    ENC_VALUE64,
-    ENC_VALUE128,
-    ENCODING_CHAIN,
-    ENCODING_VARRAY,
-    FMT_BOOLEAN,
-    FMT_FLOAT,
-    FMT_HEX_BYTES,
-    FMT_IP_ADDRESS,
-    FMT_SIGNED_INT,
-    FMT_STRING_JSON,
-    FMT_UNSIGNED_INT,
-    FMT_UUID,
-)
+from ..fields import bytes_value
+from . import spec
 
 __all__ = ["CODEC", "NULLABLE_KINDS", "NULLABLE_WALK", "null_of", "utf8"]
 
@@ -69,7 +34,7 @@ _U16: Final = struct.Struct("<H")
 _LITTLE: Final = sys.byteorder == "little"
 _SURROGATES: Final = re.compile("[\ud800-\udfff]")
 #: The kinds that have a nullable form; a ``None`` with no other kind known is a nullable I64.
-NULLABLE_KINDS: Final = (I64, U64, F64)
+NULLABLE_KINDS: Final = (kinds.I64, kinds.U64, kinds.F64)
 _NULL_BODY: Final = b"\0\0"  # a nullable value's u16 length 0
 
 
@@ -101,14 +66,14 @@ def _time_body(value: Any) -> bytes:
     return _text_body(value.isoformat())
 
 
-def _uuid_body(value: Any) -> bytes:
+def _uuid(value: Any) -> bytes:
     body = value.bytes
     if type(body) is not bytes or len(body) != 16:
         raise ValueError("a UUID is 16 bytes")
     return body
 
 
-def _address_body(size: int) -> Packer:
+def _address(size: int) -> Packer:
     def address(value: Any) -> bytes:
         body = bytes_value(value)
         if len(body) != size:
@@ -118,7 +83,7 @@ def _address_body(size: int) -> Packer:
     return address
 
 
-def _null_body(value: Any) -> bytes:
+def _null(value: Any) -> bytes:
     if value is not None:
         raise TypeError(f"expected None, got {type(value).__name__}")
     return _NULL_BODY
@@ -145,7 +110,7 @@ def _pack_time(value: Any) -> bytes:
     return _pack_text(value.isoformat())
 
 
-def _pack_bytes(value: Any) -> bytes:
+def _bytes(value: Any) -> bytes:
     body = value if value.__class__ is bytes else bytes_value(value)
     return _U16.pack(len(body)) + body
 
@@ -154,7 +119,7 @@ def _pack_bytes(value: Any) -> bytes:
 
 
 def _meta(encoding: int, fmt: int = 0) -> bytes:
-    return bytes((encoding | ENCODING_CHAIN, fmt)) if fmt else bytes((encoding,))
+    return bytes((encoding | spec.ENCODING_CHAIN, fmt)) if fmt else bytes((encoding,))
 
 
 def _fixed(
@@ -168,54 +133,35 @@ def _fixed(
 def _nullable(kind: int, fmt: int, char: str, step: Step | None = None, op: str | None = None) -> Row:
     """A nullable kind: the whole value (u16 length included) is a fixed piece."""
     body = _nullable_body(char)
-    return Row(kind | NULLABLE, _meta(ENC_BINARY_LENGTH16_CHAR8, fmt), body, body, step=step, op=op)
+    return Row(kind | NULLABLE, _meta(spec.ENC_BINARY_LENGTH16_CHAR8, fmt), body, body, step=step, op=op)
 
+
+_S16: Final = spec.ENC_STRING_LENGTH16_CHAR8
+_B16: Final = spec.ENC_BINARY_LENGTH16_CHAR8
 
 _ROWS: Final = (
-    _fixed(BOOL, ENC_VALUE8, FMT_BOOLEAN, "?", Step("?", "{v}"), "bool8"),
-    _fixed(I64, ENC_VALUE64, FMT_SIGNED_INT, "q", Step("q", "{v}"), "i64"),
-    _fixed(U64, ENC_VALUE64, FMT_UNSIGNED_INT, "Q"),
-    _fixed(F64, ENC_VALUE64, FMT_FLOAT, "d", Step("d", "{v}"), "f64"),
-    _fixed(U8, ENC_VALUE8, FMT_UNSIGNED_INT, "B"),
-    _fixed(I16, ENC_VALUE16, FMT_SIGNED_INT, "h"),
-    _fixed(U16, ENC_VALUE16, FMT_UNSIGNED_INT, "H"),
-    _fixed(U32, ENC_VALUE32, FMT_UNSIGNED_INT, "I"),
+    _fixed(kinds.BOOL, spec.ENC_VALUE8, spec.FMT_BOOLEAN, "?", Step("?", "{v}"), "bool8"),
+    _fixed(kinds.I64, spec.ENC_VALUE64, spec.FMT_SIGNED_INT, "q", Step("q", "{v}"), "i64"),
+    _fixed(kinds.U64, spec.ENC_VALUE64, spec.FMT_UNSIGNED_INT, "Q"),
+    _fixed(kinds.F64, spec.ENC_VALUE64, spec.FMT_FLOAT, "d", Step("d", "{v}"), "f64"),
+    _fixed(kinds.U8, spec.ENC_VALUE8, spec.FMT_UNSIGNED_INT, "B"),
+    _fixed(kinds.I16, spec.ENC_VALUE16, spec.FMT_SIGNED_INT, "h"),
+    _fixed(kinds.U16, spec.ENC_VALUE16, spec.FMT_UNSIGNED_INT, "H"),
+    _fixed(kinds.U32, spec.ENC_VALUE32, spec.FMT_UNSIGNED_INT, "I"),
     # str.encode: cheaper than the method call
-    Row(STR, _meta(ENC_STRING_LENGTH16_CHAR8), _pack_text, _text_body, TEXT, Step("", "_encode({v})"), "str"),
-    Row(JSON, _meta(ENC_STRING_LENGTH16_CHAR8, FMT_STRING_JSON), _pack_text, _text_body, TEXT),
-    Row(
-        TIME,
-        _meta(ENC_STRING_LENGTH16_CHAR8),
-        _pack_time,
-        _time_body,
-        TEXT,
-        Step("", "{v}.isoformat().encode()"),
-    ),
-    Row(
-        BYTES,
-        _meta(ENC_BINARY_LENGTH16_CHAR8, FMT_HEX_BYTES),
-        _pack_bytes,
-        bytes_value,
-        BINARY,
-        Step("", "{v}"),
-        "bytes",
-    ),
-    Row(UUID, _meta(ENC_VALUE128, FMT_UUID), _uuid_body, _uuid_body, step=Step("16s", "{v}.bytes")),
-    Row(IPV4, _meta(ENC_VALUE32, FMT_IP_ADDRESS), _address_body(4), _address_body(4)),
-    Row(IPV6, _meta(ENC_VALUE128, FMT_IP_ADDRESS), _address_body(16), _address_body(16)),
+    Row(kinds.STR, _meta(_S16), _pack_text, _text_body, TEXT, Step("", "_encode({v})"), "str"),
+    Row(kinds.JSON, _meta(_S16, spec.FMT_STRING_JSON), _pack_text, _text_body, TEXT),
+    Row(kinds.TIME, _meta(_S16), _pack_time, _time_body, TEXT, Step("", "{v}.isoformat().encode()")),
+    Row(kinds.BYTES, _meta(_B16, spec.FMT_HEX_BYTES), _bytes, bytes_value, BINARY, Step("", "{v}"), "bytes"),
+    Row(kinds.UUID, _meta(spec.ENC_VALUE128, spec.FMT_UUID), _uuid, _uuid, step=Step("16s", "{v}.bytes")),
+    Row(kinds.IPV4, _meta(spec.ENC_VALUE32, spec.FMT_IP_ADDRESS), _address(4), _address(4)),
+    Row(kinds.IPV6, _meta(spec.ENC_VALUE128, spec.FMT_IP_ADDRESS), _address(16), _address(16)),
     # a null (a nullable int64 that is None): u16 length 0
-    Row(
-        NULL,
-        _meta(ENC_BINARY_LENGTH16_CHAR8, FMT_SIGNED_INT),
-        _null_body,
-        _null_body,
-        step=Step("", "b''"),
-        op="null_empty",
-    ),
+    Row(kinds.NULL, _meta(_B16, spec.FMT_SIGNED_INT), _null, _null, step=Step("", "b''"), op="null_empty"),
     # a key that has been None: its int or float as a counted 8-byte value
-    _nullable(I64, FMT_SIGNED_INT, "q", Step("", "_q({v})"), "i64_counted"),
-    _nullable(U64, FMT_UNSIGNED_INT, "Q"),
-    _nullable(F64, FMT_FLOAT, "d", Step("", "_d({v})"), "f64_counted"),
+    _nullable(kinds.I64, spec.FMT_SIGNED_INT, "q", Step("", "_q({v})"), "i64_counted"),
+    _nullable(kinds.U64, spec.FMT_UNSIGNED_INT, "Q"),
+    _nullable(kinds.F64, spec.FMT_FLOAT, "d", Step("", "_d({v})"), "f64_counted"),
 )
 
 
@@ -246,7 +192,7 @@ def _elements(row: Row) -> Callable[[list[Any]], bytes]:
     element with its u16 length)."""
     if row.fixed in _ARRAY_CODES:
         return _fixed_array(row.fixed)
-    if row.kind == BOOL:
+    if row.kind == kinds.BOOL:
         return _bool_array
     body = row.body
     if row.cut:
@@ -272,7 +218,7 @@ def _array_pack(codec: Codec, kind: int) -> Packer:
 
 
 def _array_meta(row: Row) -> bytes:
-    return bytes((row.meta[0] | ENCODING_VARRAY,)) + row.meta[1:]
+    return bytes((row.meta[0] | spec.ENCODING_VARRAY,)) + row.meta[1:]
 
 
 #: EventHeader's codec: its shape functions take the head and the metadata before the values; a
@@ -300,12 +246,15 @@ def _first_number(value: Any) -> bytes:
 
 def _walk_entries(as_null: int) -> Walker:
     """The ``keyed`` entries (``_shapes.walk``) of a key that has been None, its None's kind ``as_null``."""
-    if as_null == NULL:
-        number: tuple[_WalkEntry, _WalkEntry] = ((NULL, _first_number, 1), (NULL, _first_number, 1))
+    if as_null == kinds.NULL:
+        number: tuple[_WalkEntry, _WalkEntry] = (
+            (kinds.NULL, _first_number, 1),
+            (kinds.NULL, _first_number, 1),
+        )
     else:  # the rows' packers, less the test for None (C calls: past int64 raises)
         number = (
-            (I64 | NULLABLE, functools.partial(struct.Struct("<Hq").pack, 8), 1),
-            (F64 | NULLABLE, functools.partial(struct.Struct("<Hd").pack, 8), 1),
+            (kinds.I64 | NULLABLE, functools.partial(struct.Struct("<Hq").pack, 8), 1),
+            (kinds.F64 | NULLABLE, functools.partial(struct.Struct("<Hd").pack, 8), 1),
         )
     # every class of the interpreted route's table: walk reads one table per value
     return {
@@ -318,4 +267,6 @@ def _walk_entries(as_null: int) -> Walker:
 
 #: The ``keyed`` table (``_shapes.walk``) of each kind a key that has been None can take (shared
 #: by every such key).
-NULLABLE_WALK: Final[dict[int, Walker]] = {kind: _walk_entries(kind) for kind in (NULL, *NULLABLE_KINDS)}
+NULLABLE_WALK: Final[dict[int, Walker]] = {
+    kind: _walk_entries(kind) for kind in (kinds.NULL, *NULLABLE_KINDS)
+}

@@ -13,16 +13,18 @@ Tracepoints are named ``<Provider>_L<level>K<keyword>[G<group>]`` (:mod:`~struct
 index.  Metadata and a packing plan are built once per *event shape* (name, field names,
 kinds, nested) and cached; a bounded cache keeps high-cardinality names from growing memory.
 
-Three routes, one result:
+How each value kind is written (its encoding and format, its packers) is one row of the codec
+table, :mod:`structlog_etw.eventheader._codec`.  Three routes, one result:
 
-* :meth:`EventHeaderEncoder.encode_dict` takes the event dict itself (a log call's fields) and
-  writes the common shapes with a function generated per shape's *layout* (:mod:`structlog_etw._shapes`),
-  straight from the dict's values; anything else goes through ``dict_fields`` and
-  :meth:`EventHeaderEncoder.encode`;
-* the **fast path** packs the values with a function generated for the shape's kinds
-  (straight-line code, cached); it is taken when every value is what its kind expects and the
-  event fits;
-* anything else (a value the generated code cannot write, an event too large) takes the one
+* :meth:`EventHeaderEncoder.encode_dict` takes the event dict itself (a log call's fields): the
+  tier dispatcher both encoders share (:func:`structlog_etw._shapes.encode_dict`) writes the
+  common shapes with their layout's function (compiled packer or generated function), a shape
+  without one yet with the interpreted route, straight from the dict's values; anything else goes
+  through ``dict_fields`` and :meth:`EventHeaderEncoder.encode_fields`;
+* there, the **fast path** packs the values with the shape's cached plan (metadata and the codec
+  table's packer per leaf, nothing compiled); it is taken when every value is what its kind
+  expects and the event fits;
+* anything else (a value the packers cannot write, an event too large) takes the one
   **general path**: :func:`~structlog_etw.fields.normalize` turns each value into a piece (a
   value that cannot be written as its kind is written as its text), and the pieces are joined
   whole when they fit, or cut by the shared size policy (:mod:`structlog_etw._size_policy`).
@@ -46,7 +48,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final
 
 from .._counters import count_value
-from .._shapes import NULLABLE, Codec, ShapeCache, ShapeEntry, encode_dict, key_chars, walk
+from .._shapes import NULLABLE, BaseEncoder, Codec, ShapeCache, key_chars, walk
 from .._size_policy import Piece, joined, water_level, whole_size
 from ..fields import (
     BOOL,
@@ -61,7 +63,7 @@ from ..fields import (
     normalize,
     safe_str,
 )
-from ..header import INFO_HEADER, Header, HeaderValue, header_problem, plain_header
+from ..header import INFO_HEADER, HeaderValue, header_problem, plain_header
 from ._codec import CODEC, NULLABLE_KINDS, NULLABLE_WALK, null_of, utf8
 from .spec import (
     DYN_MAX_EVENT_SIZE,
@@ -285,7 +287,7 @@ _TRUE: Final = CODEC.rows[BOOL].body(True)
 _TRUNCATED: Final[Field] = (TRUNCATED_FIELD, BOOL, _TRUE)
 
 
-class EventHeaderEncoder:
+class EventHeaderEncoder(BaseEncoder):
     """Encode events for one provider; caches metadata and a packing plan per event shape.
 
     ``max_size`` bounds the whole event (header, extensions, payload); it defaults to what perf
@@ -300,18 +302,13 @@ class EventHeaderEncoder:
     _codec: ClassVar[Codec] = CODEC
 
     __slots__ = (
-        "_by_classes",
-        "_by_keys",
         "_cache",
+        "_dict_shapes",
         "_nullable",
         "_nullable_chars",
         "_nullable_keys",
         "_nullable_walk",
         "_plans",
-        "_recent",
-        "_scopes",
-        "_shapes",
-        "_traits",
         "_truncated",
         "cache_limit",
         "max_size",
@@ -328,17 +325,10 @@ class EventHeaderEncoder:
         # encode's plans per typed-field shape (name and (field name, kind) pairs).
         self._plans = ShapeCache(cache_limit, cache_bytes)
         self._cache: dict[tuple[Any, ...], _FieldPlan] = self._plans.first
-        # encode_dict's shapes: (name, skip, *keys) -> the entry built for the value classes seen
-        # first; (name, skip, *keys, *classes) -> the entries of other classes.
-        self._shapes = ShapeCache(cache_limit, cache_bytes)
-        self._by_keys: dict[tuple[Any, ...], ShapeEntry] = self._shapes.first
-        self._by_classes: dict[tuple[Any, ...], ShapeEntry] = self._shapes.by_class
-        self._recent = self._shapes.recent  # event name -> its last shape entry (ShapeCache.remember)
-        # the tier dispatcher's (slots: read on every event): header -> head bytes, the plain
-        # headers' (others: _new_scope); one blob per event (the function writes head, metadata
-        # and values)
-        self._scopes: dict[HeaderValue, bytes] = _HEADS
-        self._traits: bytes | None = None
+        # encode_dict's shapes; a header's scope is its head (the plain headers' here, others:
+        # _new_scope); one blob per event (a shape function writes head, metadata and values)
+        self._dict_shapes = ShapeCache(cache_limit, cache_bytes)  # cleared when a key turns nullable
+        super().__init__(self._dict_shapes, _HEADS, None)
         # event name -> {field name: the kind its None is written as (NULL: none known yet)}, for
         # the top-level fields that have been None in a written event (bounded like the caches)
         self._nullable: dict[str, dict[str, int]] = {}
@@ -351,19 +341,6 @@ class EventHeaderEncoder:
     def truncated(self) -> int:
         """Events written with values cut by the size policy."""
         return count_value(self._truncated)
-
-    def encode(
-        self,
-        name: str,
-        fields: list[Field],
-        level: int,
-        opcode: int = 0,
-        tag: int = 0,
-        activity_id: bytes | None = None,
-        related_id: bytes | None = None,
-    ) -> bytes | None:
-        """``encode_fields(name, fields, Header(level, opcode, tag, activity_id, related_id))``."""
-        return self.encode_fields(name, fields, Header(level, opcode, tag, activity_id, related_id))
 
     def encode_fields(
         self, name: str, fields: list[Field], header: HeaderValue = INFO_HEADER
@@ -415,8 +392,6 @@ class EventHeaderEncoder:
         if first and out is not None:
             self._first_numbers(name, first)
         return out
-
-    encode_dict = encode_dict
 
     def _new_scope(self, header: HeaderValue) -> bytes:
         """The head of a header that is not a plain one; ``ValueError`` out of its ranges."""
@@ -493,7 +468,7 @@ class EventHeaderEncoder:
             if known.get(key) == NULL:
                 known[key] = kind
                 self._nullable_walk.setdefault(name, {})[key] = NULLABLE_WALK[kind]
-        self._shapes.clear()  # (entries wrote its None as a nullable int64)
+        self._dict_shapes.clear()  # (entries wrote its None as a nullable int64)
 
     def _learn(self, name: str, fields: list[Field]) -> None:
         """A written event of ``name`` had NULL fields: their keys are nullable from now on.  A new
@@ -505,7 +480,7 @@ class EventHeaderEncoder:
             chars = 200 + len(name) + len(f[0])  # reckoned like a shape cache entry
             if (
                 self._nullable_keys >= self.cache_limit
-                or self._nullable_chars + chars > self._shapes.max_bytes
+                or self._nullable_chars + chars > self._dict_shapes.max_bytes
             ):
                 self._nullable.clear()
                 self._nullable_walk.clear()
@@ -518,7 +493,7 @@ class EventHeaderEncoder:
             self._nullable_walk.setdefault(name, {})[f[0]] = NULLABLE_WALK[NULL]
             self._nullable_chars += chars
             self._nullable_keys += 1
-            self._shapes.clear()
+            self._dict_shapes.clear()
 
     def _encode_general(self, name: str, fields: list[Field], head: bytes) -> bytes | None:
         """The general path: any field list, the pieces built once, then joined whole or cut.

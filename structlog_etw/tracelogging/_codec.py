@@ -26,26 +26,9 @@ import datetime as _dt
 import struct
 from typing import Any, Final
 
+from .. import fields as kinds
 from .._shapes import BINARY, TEXT, Codec, Packer, Row, Step
-from ..fields import (
-    BOOL,
-    BYTES,
-    F64,
-    I16,
-    I64,
-    IPV4,
-    IPV6,
-    JSON,
-    NULL,
-    STR,
-    TIME,
-    U8,
-    U16,
-    U32,
-    U64,
-    UUID,
-    bytes_value,
-)
+from ..fields import bytes_value
 from .spec import InType, OutType, valid_text
 
 __all__ = ["CODEC", "filetime"]
@@ -155,13 +138,13 @@ def _fixed(
 
 _ROWS: Final = (
     # an exact bool: struct writes True as 1
-    _row(BOOL, InType.BOOL32, 0, _pack_bool, "i", Step("i", "{v}"), "bool32"),
-    _fixed(I64, InType.INT64, "q", step=Step("q", "{v}"), op="i64"),
-    _fixed(U64, InType.UINT64, "Q"),
-    _fixed(F64, InType.DOUBLE, "d", step=Step("d", "{v}"), op="f64"),
+    _row(kinds.BOOL, InType.BOOL32, 0, _pack_bool, "i", Step("i", "{v}"), "bool32"),
+    _fixed(kinds.I64, InType.INT64, "q", step=Step("q", "{v}"), op="i64"),
+    _fixed(kinds.U64, InType.UINT64, "Q"),
+    _fixed(kinds.F64, InType.DOUBLE, "d", step=Step("d", "{v}"), op="f64"),
     # str.encode: cheaper than the method call; the general path replaces lone surrogates
     Row(
-        STR,
+        kinds.STR,
         _meta(InType.COUNTEDANSISTRING, OutType.UTF8),
         _pack_str,
         _text_body,
@@ -169,20 +152,36 @@ _ROWS: Final = (
         Step("", "_encode({v})"),
         "str",
     ),
-    Row(JSON, _meta(InType.COUNTEDANSISTRING, OutType.JSON), _pack_str, _text_body, TEXT),
-    Row(BYTES, _meta(InType.COUNTEDBINARY), _pack_bytes, bytes_value, BINARY, Step("", "{v}"), "bytes", 2),
-    _row(UUID, InType.GUID, 0, _pack_uuid, step=Step("16s", "{v}.bytes_le")),
-    _row(IPV4, InType.UINT32, OutType.IPV4, _pack_ipv4),
-    _row(IPV6, InType.BINARY, OutType.IPV6, _pack_ipv6),
+    Row(kinds.JSON, _meta(InType.COUNTEDANSISTRING, OutType.JSON), _pack_str, _text_body, TEXT),
+    Row(
+        kinds.BYTES,
+        _meta(InType.COUNTEDBINARY),
+        _pack_bytes,
+        bytes_value,
+        BINARY,
+        Step("", "{v}"),
+        "bytes",
+        2,
+    ),
+    _row(kinds.UUID, InType.GUID, 0, _pack_uuid, step=Step("16s", "{v}.bytes_le")),
+    _row(kinds.IPV4, InType.UINT32, OutType.IPV4, _pack_ipv4),
+    _row(kinds.IPV6, InType.BINARY, OutType.IPV6, _pack_ipv6),
     # before 1601: negative, struct raises (the general path writes the text)
-    _row(TIME, InType.FILETIME, OutType.DATETIME_UTC, _pack_time, step=Step("Q", "_filetime({v})")),
+    _row(kinds.TIME, InType.FILETIME, OutType.DATETIME_UTC, _pack_time, step=Step("Q", "_filetime({v})")),
     # fixed widths for prescribed layouts (Common Schema); U16 with OutType UNSIGNED as
     # OpenTelemetry's ETW exporters write ``__csver__``
-    _fixed(U8, InType.UINT8, "B"),
-    _fixed(I16, InType.INT16, "h"),
-    _fixed(U16, InType.UINT16, "H", OutType.UNSIGNED),
-    _fixed(U32, InType.UINT32, "I"),
-    _row(NULL, InType.COUNTEDANSISTRING, OutType.UTF8, _pack_none, step=Step("", "b'None'"), op="null_text"),
+    _fixed(kinds.U8, InType.UINT8, "B"),
+    _fixed(kinds.I16, InType.INT16, "h"),
+    _fixed(kinds.U16, InType.UINT16, "H", OutType.UNSIGNED),
+    _fixed(kinds.U32, InType.UINT32, "I"),
+    _row(
+        kinds.NULL,
+        InType.COUNTEDANSISTRING,
+        OutType.UTF8,
+        _pack_none,
+        step=Step("", "b'None'"),
+        op="null_text",
+    ),
 )
 
 
@@ -202,7 +201,7 @@ def _array_pack(codec: Codec, kind: int) -> Packer:
     if row.fixed:
         code = "<H%d" + row.fixed
 
-        if kind == BOOL:
+        if kind == kinds.BOOL:
 
             def pack_bools(items: list[Any]) -> bytes:
                 n = len(items)

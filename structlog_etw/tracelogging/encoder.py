@@ -7,24 +7,16 @@ name, field names and types) and the event *data* (the packed values).  Metadata
 a packing plan are built once per event shape (name, tags, field names and kinds)
 and cached.
 
-Type mapping (``fields`` kind -> InType / OutType)::
+How each value kind is written (its InType / OutType, its packers) is one row of the codec table,
+:mod:`structlog_etw.tracelogging._codec`; a struct is STRUCT with its member count in the
+OutMeta, nested.
 
-    BOOL   -> BOOL32                   I64  -> INT64           U64 -> UINT64
-    F64    -> DOUBLE                   STR  -> COUNTEDANSISTRING / UTF8
-    BYTES  -> COUNTEDBINARY            UUID -> GUID (bytes_le)
-    IPV4   -> UINT32 / IPV4 (the 4 network-order bytes)
-    IPV6   -> BINARY / IPV6 (scalar); COUNTEDBINARY / IPV6 (array: BINARY has no arrays)
-    TIME   -> FILETIME / DATETIME_UTC (aware: converted to UTC; naive: taken as local time)
-    JSON   -> COUNTEDANSISTRING / JSON
-    U8 -> UINT8    I16 -> INT16    U16 -> UINT16 / UNSIGNED    U32 -> UINT32
-    STRUCT -> STRUCT (member count in OutMeta), nested
-    kind|ARRAY -> the item type with VCount (u16 count in the data)
-
-Three routes, one result: :meth:`TraceLoggingEncoder.encode_dict` writes the common shapes of an
-event dict with a function generated per shape's layout (:mod:`structlog_etw._shapes`), anything
-else goes through ``dict_fields`` and :meth:`~TraceLoggingEncoder.encode`; there, the **fast
-path** packs the values with the cached plan's packers and is taken when every value is what its
-kind expects and the event fits; anything else takes the one
+Three routes, one result: :meth:`TraceLoggingEncoder.encode_dict` is the tier dispatcher both
+encoders share (:func:`structlog_etw._shapes.encode_dict`): it writes the common shapes of an
+event dict with their layout's function, a shape without one yet with the interpreted route;
+anything else goes through ``dict_fields`` and :meth:`~TraceLoggingEncoder.encode_fields`; there,
+the **fast path** packs the values with the cached plan's packers (the codec table's) and is taken
+when every value is what its kind expects and the event fits; anything else takes the one
 **general path**: :func:`~structlog_etw.fields.normalize` turns each value into a piece (a value
 that cannot be written as its kind, such as a datetime before 1601, is written as its text),
 TraceLogging's limits are applied, and the pieces are joined whole or cut by the size policy
@@ -56,7 +48,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Final
 
 from .._counters import count_value
-from .._shapes import Codec, ShapeCache, ShapeEntry, encode_dict, walk
+from .._shapes import BaseEncoder, Codec, ShapeCache, walk
 from .._size_policy import Piece, joined, water_level, whole_size
 from ..fields import (
     ARRAY,
@@ -77,7 +69,7 @@ from ..fields import (
     normalize,
     safe_str,
 )
-from ..header import INFO_HEADER, Header, HeaderValue, header_problem, plain_header
+from ..header import INFO_HEADER, HeaderValue, header_problem, plain_header
 from ._codec import CODEC, filetime
 from .spec import (
     DEFAULT_MAX_SIZE,
@@ -342,7 +334,7 @@ def _remember_checked(header: HeaderValue, tag: int) -> None:
         _CHECKED[header] = tag
 
 
-class TraceLoggingEncoder:
+class TraceLoggingEncoder(BaseEncoder):
     """Encodes events of one provider as TraceLogging metadata + data.
 
     ``traits`` is the provider traits blob (passed once to EventSetInformation and with every
@@ -355,21 +347,7 @@ class TraceLoggingEncoder:
     #: The format's codec table (:mod:`._codec`), for the tier dispatcher (``_shapes.encode_dict``).
     _codec: ClassVar[Codec] = CODEC
 
-    __slots__ = (
-        "_budget",
-        "_by_classes",
-        "_by_keys",
-        "_cache",
-        "_plans",
-        "_recent",
-        "_scopes",
-        "_shapes",
-        "_traits",
-        "_truncated",
-        "cache_limit",
-        "max_size",
-        "traits",
-    )
+    __slots__ = ("_budget", "_cache", "_plans", "_truncated", "cache_limit", "max_size", "traits")
 
     def __init__(
         self,
@@ -384,10 +362,6 @@ class TraceLoggingEncoder:
         group = group_guid(group_id)  # TypeError for a group of another type
         validate_provider_name(provider_name, group, max_size)
         self.traits: bytes = provider_traits(provider_name, group)
-        # the tier dispatcher's (slots: read on every event): header -> tag, the headers checked
-        # already (others: _new_scope); an event is three blobs, these traits the first
-        self._scopes: dict[HeaderValue, int] = _CHECKED
-        self._traits: bytes | None = self.traits
         self.max_size = max_size
         self.cache_limit = cache_limit
         self._truncated = itertools.count()  # next(): one C call, safe under re-entry
@@ -395,12 +369,10 @@ class TraceLoggingEncoder:
         # encode's plans per typed-field shape (name, tags, (field name, kind) pairs).
         self._plans = ShapeCache(cache_limit, cache_bytes)
         self._cache: dict[tuple[Any, ...], _FieldPlan] = self._plans.first
-        # encode_dict's shapes: (name, tag, skip, *keys) -> the entry built for the value classes
-        # seen first; (name, tag, skip, *keys, *classes) -> the entries of other classes.
-        self._shapes = ShapeCache(cache_limit, cache_bytes)
-        self._by_keys: dict[tuple[Any, ...], ShapeEntry] = self._shapes.first
-        self._by_classes: dict[tuple[Any, ...], ShapeEntry] = self._shapes.by_class
-        self._recent = self._shapes.recent  # event name -> its last shape entry (ShapeCache.remember)
+        # encode_dict's shapes; a header's scope is its tag (part of the shape: the metadata
+        # holds it; the headers checked already here, others: _new_scope); an event is three
+        # blobs, these traits the first
+        super().__init__(ShapeCache(cache_limit, cache_bytes), _CHECKED, self.traits)
 
     @property
     def truncated(self) -> int:
@@ -413,19 +385,6 @@ class TraceLoggingEncoder:
         metadata = _metadata_within(name, metas, tags)
         ok = count <= MAX_FIELDS and bool(metadata)
         return _FieldPlan(metadata, packers, ok, self._budget)
-
-    def encode(
-        self,
-        name: str,
-        fields: list[Field],
-        level: int = 4,
-        opcode: int = 0,
-        tag: int = 0,
-        activity_id: bytes | None = None,
-        related_id: bytes | None = None,
-    ) -> TraceLoggingEvent | None:
-        """``encode_fields(name, fields, Header(level, opcode, tag, activity_id, related_id))``."""
-        return self.encode_fields(name, fields, Header(level, opcode, tag, activity_id, related_id))
 
     def encode_fields(
         self, name: str, fields: list[Field], header: HeaderValue = INFO_HEADER
@@ -470,8 +429,6 @@ class TraceLoggingEncoder:
         except Exception:  # a value the packers do not write: the general path decides
             pass
         return self._encode_general(name, fields, tag)
-
-    encode_dict = encode_dict
 
     def _new_scope(self, header: HeaderValue) -> int | None:
         """The tag of a header not checked yet, ``None`` when it is out of its ranges (the general

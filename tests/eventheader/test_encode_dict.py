@@ -87,7 +87,7 @@ class TestShapeFunctionIsUsed:
         enc._cache.clear()
         got = enc.encode_dict("hello", FIVE, "event", Header(4))
         assert got is not None
-        entry = _shapes.shape_entry(enc, "hello", FIVE, "event", Header(4))
+        entry = _shapes.shape_entry(enc, "hello", FIVE, "event")
         assert entry is not None and entry is not _shapes.GENERAL
         assert entry.fn(FIVE, got[:8], entry.metadata) == got  # the 8-byte header, no extension
         assert enc._cache == {}  # the typed-field plans were not needed
@@ -106,7 +106,7 @@ class TestShapeFunctionIsUsed:
         enc.encode_dict("E", d, None, Header(4))
         enc._cache.clear()
         got = enc.encode_dict("E", d, None, Header(4))
-        assert _shapes.shape_entry(enc, "E", d, None, Header(4)) not in (None, _shapes.GENERAL)
+        assert _shapes.shape_entry(enc, "E", d, None) not in (None, _shapes.GENERAL)
         assert enc._cache == {}
         assert got == _general(eh.EventHeaderEncoder(), "E", d, None, level=4)
 
@@ -117,9 +117,7 @@ class TestShapeFunctionIsUsed:
         compiled = CODEC.functions.compiled()
         enc.encode_dict("second", FIVE, "event", Header(4))
         assert CODEC.functions.compiled() == compiled
-        first, second = (
-            _shapes.shape_entry(enc, name, FIVE, "event", Header(4)) for name in ("first", "second")
-        )
+        first, second = (_shapes.shape_entry(enc, name, FIVE, "event") for name in ("first", "second"))
         assert first is not None and second is not None and first.fn is second.fn
 
     def test_a_shape_first_seen_with_a_container_gets_a_shape_function_for_scalars(self) -> None:
@@ -127,19 +125,19 @@ class TestShapeFunctionIsUsed:
         enc = eh.EventHeaderEncoder()
         for v in ({"nested": 1}, 5):
             enc.encode_dict("E", {"a": v}, None, Header(4))
-        assert _shapes.shape_entry(enc, "E", {"a": {"nested": 1}}, None, Header(4)) is _shapes.GENERAL
-        assert _shapes.shape_entry(enc, "E", {"a": 5}, None, Header(4)) not in (None, _shapes.GENERAL)
+        assert _shapes.shape_entry(enc, "E", {"a": {"nested": 1}}, None) is _shapes.GENERAL
+        assert _shapes.shape_entry(enc, "E", {"a": 5}, None) not in (None, _shapes.GENERAL)
 
     def test_values_of_other_classes_get_their_own_entry_and_keep_the_first(self) -> None:
         """A value of another class gets its own class-keyed entry, keeps the first, and needs no plan."""
         enc = eh.EventHeaderEncoder()
         enc.encode_dict("E", {"a": 1}, None, Header(4))
-        first = _shapes.shape_entry(enc, "E", {"a": 1}, None, Header(4))
+        first = _shapes.shape_entry(enc, "E", {"a": 1}, None)
         assert enc.encode_dict("E", {"a": "x"}, None, Header(4)) == _general(
             eh.EventHeaderEncoder(), "E", {"a": "x"}, None, level=4
         )
-        assert first is not None and _shapes.shape_entry(enc, "E", {"a": 1}, None, Header(4)) is first
-        assert _shapes.shape_entry(enc, "E", {"a": "x"}, None, Header(4)) not in (
+        assert first is not None and _shapes.shape_entry(enc, "E", {"a": 1}, None) is first
+        assert _shapes.shape_entry(enc, "E", {"a": "x"}, None) not in (
             None,
             _shapes.GENERAL,
             first,
@@ -155,7 +153,7 @@ class TestShapeFunctionIsUsed:
         assert enc.encode_dict("E", d, None, Header(4)) == _general(
             eh.EventHeaderEncoder(), "E", d, None, level=4
         )
-        assert _shapes.shape_entry(enc, "E", d, None, Header(4)) is _shapes.GENERAL
+        assert _shapes.shape_entry(enc, "E", d, None) is _shapes.GENERAL
 
 
 class TestShapeCachesAreBounded:

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from structlog_etw import EtwRenderer, Provider
 from structlog_etw.backends.capture import CaptureBackend
+from structlog_etw.eventheader import Header, spec
 from structlog_etw.eventheader import encoder as eh
-from structlog_etw.eventheader import spec
 from structlog_etw.fields import (
     ARRAY,
     BOOL,
@@ -766,3 +766,11 @@ def test_any_values_of_the_table_kinds_encode_to_a_well_formed_event_or_none(
     if enc.truncated:
         assert names.pop() == eh.TRUNCATED_FIELD
     assert names == [eh.sanitize_name(f[0]).encode("utf-8", "replace").decode() for f in fields]
+
+
+def test_encode_takes_the_informational_level_by_default() -> None:
+    """``encode`` without a level writes what ``encode_fields`` writes for a level-4 header, as
+    TraceLoggingEncoder.encode does."""
+    fields: list[Field] = [("msg", STR, "hi"), ("n", I64, 3)]
+    enc = eh.EventHeaderEncoder()
+    assert enc.encode("E", fields) == enc.encode_fields("E", fields, Header(4)) == enc.encode("E", fields, 4)
