@@ -750,11 +750,11 @@ class Codec:
     """A format's codec table (its :class:`Row` s) and the tables derived from it.
 
     ``array_meta(row)``: the metadata of an array of the row's kind; ``array_pack(codec, kind)``:
-    the packer of such an array (whole, u16 count included).  ``lead`` and ``env``: the names a
-    shape function takes before the event's values (EventHeader: the head and the metadata) and
-    those its steps use.  ``walk_none``: whether the interpreted route writes ``None`` (else such
-    an event takes the general route).  ``null_of``: a kind's form at a key that has been
-    ``None`` (a format with nullable forms), see :meth:`ShapeCache.written`.
+    the packer of such an array (whole, u16 count included).  ``env``: the names the steps use.
+    ``walk_none``: whether the interpreted route writes ``None`` (else such an event takes the
+    general route).  ``null_of``: a kind's form at a key that has been ``None`` (a format with
+    nullable forms), see :meth:`ShapeCache.written`.  A layout's function is
+    ``f(event, *LEAD)``: :func:`encode_dict` passes the scope's lead and the entry's.
     """
 
     __slots__ = (
@@ -776,7 +776,6 @@ class Codec:
         rows: Iterable[Row],
         array_meta: Callable[[Row], bytes],
         array_pack: Callable[[Codec, int], Packer],
-        lead: tuple[str, ...] = (),
         env: Mapping[str, Any] | None = None,
         walk_none: bool = True,
         null_of: Callable[[int], int] | None = None,
@@ -801,7 +800,7 @@ class Codec:
             row = self.rows.get(NULL if kind == NONE else kind)
             if cls is not str and row is not None and (walk_none or kind != NONE):
                 self.walker[cls] = (row.kind, row.pack, row.fields)
-        self.lead = lead
+        self.lead = LEAD
         self.env: dict[str, Any] = dict(env or {})
         self.null_of = null_of
         #: The layouts' shape functions (compiled packer or generated function).
@@ -852,25 +851,32 @@ FIELD_NAME_MAX: Final = 256
 # --- the tier dispatcher: encode_dict of both encoders --------------------------------------------
 
 
-class ShapeEntry:
-    """A shape's entry in an encoder's :class:`ShapeCache`: its layout's function, the event's
-    metadata and the room the function's result may take (past it: the general route).
+#: The names of the parts a shape function writes before the values (:class:`Codec`): the
+#: scope's lead and the entry's (:class:`ShapeEntry`).
+LEAD: Final = ("h", "m")
 
-    A format whose event is one blob (EventHeader) calls ``fn(event, head, metadata)`` and gets the
-    whole event; one whose event is separate blobs (TraceLogging) calls ``fn(event)`` and gets the
-    data that follows the cached metadata.
+
+class ShapeEntry:
+    """A shape's entry in an encoder's :class:`ShapeCache`, the one kind of entry of both formats.
+
+    ``fn(event, scope lead, lead)`` is the layout's function; ``lead`` the bytes it writes after
+    the scope's (EventHeader: the metadata after the head, the result is the whole event;
+    TraceLogging: none, the result is the data); ``metadata`` the event's metadata (TraceLogging:
+    the blob beside the data); ``room`` the most bytes the result may take (past it: the general
+    route).
     """
 
-    __slots__ = ("fn", "metadata", "room")
+    __slots__ = ("fn", "lead", "metadata", "room")
 
-    def __init__(self, fn: Callable[..., bytes | None], metadata: bytes, room: int) -> None:
+    def __init__(self, fn: Callable[..., bytes | None], lead: bytes, metadata: bytes, room: int) -> None:
         self.fn = fn
+        self.lead = lead
         self.metadata = metadata
         self.room = room
 
 
 #: The entry of a shape that has no shape function (its events take the general route).
-GENERAL: Final = ShapeEntry(lambda *args: None, b"", -1)
+GENERAL: Final = ShapeEntry(lambda *args: None, b"", b"", -1)
 
 R_co = TypeVar("R_co", covariant=True)
 
@@ -878,10 +884,10 @@ R_co = TypeVar("R_co", covariant=True)
 class TieredEncoder(Protocol[R_co]):
     """What :func:`encode_dict` needs of an encoder: its caches, its codec and five format rules.
 
-    ``_scopes`` maps a header to its *scope*: EventHeader the head bytes (written before the
-    metadata; not part of the shape), TraceLogging the tag (part of the shape: the metadata holds
-    it).  ``_traits`` tells which: ``None`` for a format whose event is one blob, else the traits
-    blob that starts the format's three (traits, metadata, data).
+    ``_scopes`` maps a header to its *scope*, a pair: the bytes a shape function writes first and
+    the part of the shape the header is (EventHeader: the head bytes, ``None``; TraceLogging:
+    ``b""``, the tag, which the metadata holds).  ``_traits``: ``None`` for a format whose event
+    is one blob, else the traits blob that starts the format's three (traits, metadata, data).
     """
 
     _shapes: ShapeCache
@@ -893,26 +899,26 @@ class TieredEncoder(Protocol[R_co]):
     def _codec(self) -> Codec: ...
 
     @property
-    def _scopes(self) -> Mapping[HeaderValue, Any]: ...
+    def _scopes(self) -> Mapping[HeaderValue, tuple[bytes, Any]]: ...
 
     @property
     def _traits(self) -> bytes | None: ...
 
-    def _new_scope(self, header: HeaderValue, /) -> Any:
-        """The scope of a header not in ``_scopes`` (kept there when worth it), ``None`` when it
-        is out of range and the general route is to raise; may raise ``ValueError`` itself."""
+    def _new_scope(self, header: HeaderValue, /) -> tuple[bytes, Any]:
+        """The scope of a header not in ``_scopes`` (kept there when worth it); ``ValueError``
+        when it is out of its ranges."""
 
     def _interpreted(
-        self, name: str, event: Mapping[Any, Any], skip: str | None, scope: Any, /
+        self, name: str, event: Mapping[Any, Any], skip: str | None, scope: tuple[bytes, Any], /
     ) -> tuple[R_co | None, list[tuple[tuple[str, int], bytes]] | None]:
         """:func:`walk` and the format's limits: the event (``None``: the general route) and the
         field metadata it built."""
 
     def _entry_parts(
-        self, name: str, template: list[tuple[str, int, None]], scope: Any, /
-    ) -> tuple[bytes, int] | None:
-        """A hot shape's entry but its function: the metadata of these typed fields and the room
-        of the function's result, ``None`` when they break the format's limits (:data:`GENERAL`)."""
+        self, name: str, template: list[tuple[str, int, None]], scope: tuple[bytes, Any], /
+    ) -> tuple[bytes, bytes, int] | None:
+        """A hot shape's entry but its function (:class:`ShapeEntry`'s lead, metadata and room)
+        for these typed fields, ``None`` when they break the format's limits (:data:`GENERAL`)."""
 
     def _none_kinds(self, name: str, /) -> Mapping[str, int] | None:
         """The keys of ``name`` written in a nullable form, with the kind of their ``None``
@@ -945,32 +951,33 @@ def encode_dict(
     except TypeError:  # an id of an unhashable type
         scope = None
     if scope is None:
-        scope = self._new_scope(header)
-    traits = self._traits
+        scope = self._new_scope(header)  # ValueError outside its ranges
+    lead, part = scope  # the bytes a function writes first; the header's part of the shape
     key: tuple[Any, ...] | None = None
     entry: ShapeEntry | None = None
-    if scope is not None:
-        part = None if traits is None else scope  # the scope is part of the shape (TraceLogging)
-        try:
-            recent = self._recent.get(name)  # the name's last shape: no key to build and hash
-            # (``is``: an equal scope of another object only misses the recent entry)
-            if recent is not None and recent[0] == skip and recent[1] is part and list(event) == recent[2]:
-                key, entry = recent[3], recent[4]
-            else:
-                key = (name, part, skip, *event)
-                entry = self._by_keys.get(key)
-                if entry is not None and entry is not GENERAL:
-                    self._shapes.remember(name, key, entry, list(event))
-            if entry is not None:
-                out = entry.fn(event, scope, entry.metadata) if traits is None else entry.fn(event)
-                if out is None:  # the values' classes are not the ones of the first entry
-                    entry = self._by_classes.get((*key, *map(type, event.values())))
-                    if entry is not None:
-                        out = entry.fn(event, scope, entry.metadata) if traits is None else entry.fn(event)
-                if out is not None and len(out) <= entry.room:  # type: ignore[union-attr]
-                    return out if traits is None else (traits, entry.metadata, out)  # type: ignore[union-attr,return-value]
-        except Exception:  # a value the shape function does not write: the general route decides
-            pass
+    try:
+        recent = self._recent.get(name)  # the name's last shape: no key to build and hash
+        # (``is``: an equal part of another object only misses the recent entry)
+        if recent is not None and recent[0] == skip and recent[1] is part and list(event) == recent[2]:
+            key, entry = recent[3], recent[4]
+        else:
+            key = (name, part, skip, *event)
+            entry = self._by_keys.get(key)
+            if entry is not None and entry is not GENERAL:
+                self._shapes.remember(name, key, entry, list(event))
+        if entry is not None:
+            fn = entry.fn  # (a call of a local: an attribute called directly is not specialised)
+            out = fn(event, lead, entry.lead)
+            if out is None:  # the values' classes are not the ones of the first entry
+                entry = self._by_classes.get((*key, *map(type, event.values())))
+                if entry is not None:
+                    fn = entry.fn
+                    out = fn(event, lead, entry.lead)
+            if out is not None and len(out) <= entry.room:  # type: ignore[union-attr]
+                traits = self._traits
+                return out if traits is None else (traits, entry.metadata, out)  # type: ignore[union-attr,return-value]
+    except Exception:  # a value the shape function does not write: the general route decides
+        pass
     return _general_routes(self, name, event, skip, header, scope, key, entry)
 
 
@@ -985,7 +992,9 @@ class BaseEncoder:
 
     __slots__ = ("_by_classes", "_by_keys", "_recent", "_scopes", "_shapes", "_traits")
 
-    def __init__(self, shapes: ShapeCache, scopes: Mapping[HeaderValue, Any], traits: bytes | None) -> None:
+    def __init__(
+        self, shapes: ShapeCache, scopes: Mapping[HeaderValue, tuple[bytes, Any]], traits: bytes | None
+    ) -> None:
         # (name, scope part, skip, *keys) -> the entry built for the value classes seen first;
         # (name, scope part, skip, *keys, *classes) -> the entries of other classes
         self._shapes = shapes
@@ -1017,7 +1026,7 @@ def _general_routes(
     event: Mapping[Any, Any],
     skip: str | None,
     header: HeaderValue,
-    scope: Any,
+    scope: tuple[bytes, Any],
     key: tuple[Any, ...] | None,
     entry: ShapeEntry | None,
 ) -> R_co | None:
@@ -1025,7 +1034,7 @@ def _general_routes(
     one; a written event counts its shape towards an entry (:meth:`ShapeCache.written`)."""
     out: R_co | None = None
     fresh: list[tuple[tuple[str, int], bytes]] | None = None
-    if scope is not None and entry is not GENERAL and type(name) is str:  # no function for it yet
+    if entry is not GENERAL and type(name) is str:  # no function for this shape yet
         try:
             out, fresh = self._interpreted(name, event, skip, scope)
         except Exception:  # a value it does not write: the general route decides
@@ -1063,13 +1072,9 @@ def shape_entry(
     scope = encoder._scopes.get(header)
     if scope is None:
         scope = encoder._new_scope(header)
-    traits = encoder._traits
-    key = (name, None if traits is None else scope, skip, *event)
+    key = (name, scope[1], skip, *event)
     entry = encoder._by_keys.get(key)
-    if (
-        entry is not None
-        and (entry.fn(event, scope, entry.metadata) if traits is None else entry.fn(event)) is None
-    ):
+    if entry is not None and entry.fn(event, scope[0], entry.lead) is None:
         other = encoder._by_classes.get((*key, *map(type, event.values())))
         if other is not None or entry is not GENERAL:  # GENERAL: the general route, no other entry
             return other

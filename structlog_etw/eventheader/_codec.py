@@ -227,7 +227,6 @@ CODEC: Final = Codec(
     _ROWS,
     _array_meta,
     _array_pack,
-    lead=("h", "m"),
     env={"_q": struct.Struct("<q").pack, "_d": struct.Struct("<d").pack},
     walk_none=False,
     null_of=null_of,

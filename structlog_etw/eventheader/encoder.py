@@ -233,39 +233,43 @@ def _shape(fields: list[Field]) -> tuple[Any, ...]:
     return tuple(key)
 
 
-#: The header bytes of each level's plain header (opcode 0, tag 0, no activity), by the header.
-_HEADS: Final[dict[HeaderValue, bytes]] = {
-    plain_header(lv): _HEADER.pack(HEADER_FLAGS, 0, 0, 0, 0, lv) for lv in range(256)
+#: A header's *scope* (``_shapes.TieredEncoder``): its head (the header bytes and the activity
+#: extension, written before the metadata) and ``None`` (nothing of it is part of a shape).
+_Scope = tuple[bytes, None]
+#: The scope of each level's plain header (opcode 0, tag 0, no activity), by the header.
+_HEADS: Final[dict[HeaderValue, _Scope]] = {
+    plain_header(lv): (_HEADER.pack(HEADER_FLAGS, 0, 0, 0, 0, lv), None) for lv in range(256)
 }
 
 
 def _head(header: HeaderValue) -> bytes:
     """The header and the activity extension; ``ValueError`` for values outside their ranges."""
     try:
-        head = _HEADS.get(header)
+        scope = _HEADS.get(header)
     except TypeError:  # an id of an unhashable type (a bytearray): written all the same
-        head = None
-    return _new_head(header) if head is None else head
+        scope = None
+    return (_new_head(header) if scope is None else scope)[0]
 
 
-#: The header bytes of recent headers that are not plain ones (an activity's events share one):
-#: at most :data:`_RECENT_MAX` entries (each under 200 bytes), cleared when full.
-_RECENT: Final[dict[HeaderValue, bytes]] = {}
+#: The scopes of recent headers that are not plain ones (an activity's events share one): at
+#: most :data:`_RECENT_MAX` entries (each under 200 bytes), cleared when full.
+_RECENT: Final[dict[HeaderValue, _Scope]] = {}
 _RECENT_MAX: Final = 256
 
 
-def _new_head(header: HeaderValue) -> bytes:
-    """:func:`_head` of a header that is not a plain one (kept among the recent ones)."""
+def _new_head(header: HeaderValue) -> _Scope:
+    """The scope of a header that is not a plain one (kept among the recent ones); ``ValueError``
+    for values outside their ranges."""
     try:
-        head = _RECENT.get(header)
+        scope = _RECENT.get(header)
     except TypeError:  # an id of an unhashable type (a bytearray): built, not kept
-        return _build_head(header)
-    if head is None:
-        head = _build_head(header)
+        return _build_head(header), None
+    if scope is None:
+        scope = (_build_head(header), None)
         if len(_RECENT) >= _RECENT_MAX:
             _RECENT.clear()
-        _RECENT[header] = head
-    return head
+        _RECENT[header] = scope
+    return scope
 
 
 def _build_head(header: HeaderValue) -> bytes:
@@ -393,12 +397,12 @@ class EventHeaderEncoder(BaseEncoder):
             self._first_numbers(name, first)
         return out
 
-    def _new_scope(self, header: HeaderValue) -> bytes:
-        """The head of a header that is not a plain one; ``ValueError`` out of its ranges."""
+    def _new_scope(self, header: HeaderValue) -> _Scope:
+        """The scope of a header that is not a plain one; ``ValueError`` out of its ranges."""
         return _new_head(header)
 
     def _interpreted(
-        self, name: str, event: Mapping[Any, Any], skip: str | None, head: bytes
+        self, name: str, event: Mapping[Any, Any], skip: str | None, scope: _Scope
     ) -> tuple[bytes | None, FieldParts | None]:
         """The interpreted route (``_shapes.walk``): the event (None for the general route:
         metadata or event past their limits) and the field metadata it had to build."""
@@ -408,20 +412,22 @@ class EventHeaderEncoder(BaseEncoder):
         meta = b"".join((_name_bytes(name), *metas))
         if len(meta) > _U16_MAX:
             return None, None
-        out = b"".join((head, _EXT.pack(len(meta), EXT_METADATA), meta, *values))
+        out = b"".join((scope[0], _EXT.pack(len(meta), EXT_METADATA), meta, *values))
         if len(out) > self.max_size:
             return None, None
         return out, fresh
 
     def _entry_parts(
-        self, name: str, template: list[tuple[str, int, None]], head: bytes
-    ) -> tuple[bytes, int] | None:
-        """A hot shape's metadata block and the room of its events (``max_size``); ``None`` when
-        the metadata passes u16 (the general route drops such an event)."""
+        self, name: str, template: list[tuple[str, int, None]], scope: _Scope
+    ) -> tuple[bytes, bytes, int] | None:
+        """A hot shape's metadata block (the function writes it after the head), again as its
+        metadata, and the room of its events (``max_size``); ``None`` when the metadata passes
+        u16 (the general route drops such an event)."""
         try:
-            return _meta_block(name, list(template), []), self.max_size
+            meta = _meta_block(name, list(template), [])
         except OverflowError:
             return None
+        return meta, meta, self.max_size
 
     def _none_kinds(self, name: str) -> Mapping[str, int] | None:
         """The keys of ``name`` that have been None, with the kind their None is written as."""

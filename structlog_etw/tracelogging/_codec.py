@@ -222,6 +222,7 @@ def _array_pack(codec: Codec, kind: int) -> Packer:
     return pack_items
 
 
-#: TraceLogging's codec: its shape functions write the data alone (the metadata is a blob of its
-#: own); the interpreted route writes ``None`` as the text ``"None"``.
+#: TraceLogging's codec: its shape functions write the data alone (the tier dispatcher's lead
+#: parts are empty: the metadata is a blob of its own); the interpreted route writes ``None`` as
+#: the text ``"None"``.
 CODEC: Final = Codec(_ROWS, _array_meta, _array_pack, env={"_filetime": filetime})

@@ -316,22 +316,31 @@ def _metadata_prefix(name: str, work: list[Field], tags: int) -> list[Field] | N
     return work
 
 
-#: The tag of each plain header (0), by the header.
-_PLAIN_CHECKED: Final[dict[HeaderValue, int]] = {plain_header(lv): 0 for lv in range(256)}
-#: The tag of every header checked already, by the header: the plain ones and up to
+#: A header's *scope* (``_shapes.TieredEncoder``): no bytes before the data (``b""``) and the tag
+#: (part of a shape: the metadata holds it).
+_Scope = tuple[bytes, int]
+#: The scope of each plain header (tag 0), by the header.
+_PLAIN_CHECKED: Final[dict[HeaderValue, _Scope]] = {plain_header(lv): (b"", 0) for lv in range(256)}
+#: The scope of every header checked already, by the header: the plain ones and up to
 #: :data:`_CHECKED_MAX` recent others (an activity's events share one); back to the plain ones
 #: when full.  A header found here needs no check.
-_CHECKED: Final[dict[HeaderValue, int]] = dict(_PLAIN_CHECKED)
+_CHECKED: Final[dict[HeaderValue, _Scope]] = dict(_PLAIN_CHECKED)
 _CHECKED_MAX: Final = 512
 
 
-def _remember_checked(header: HeaderValue, tag: int) -> None:
-    """Keep a header :func:`header_problem` found fine (a thread that misses it checks again)."""
+def _checked(header: HeaderValue) -> _Scope:
+    """The scope of a header not checked yet, kept (a thread that misses it checks again);
+    ``ValueError`` outside its ranges (the ids are not in the blobs: only their sizes count)."""
+    problem = header_problem(header, 28)
+    if problem is not None:
+        raise ValueError(problem)
+    scope = (b"", header[2])
     if len(_CHECKED) >= _CHECKED_MAX:
         _CHECKED.clear()
         _CHECKED.update(_PLAIN_CHECKED)
     with contextlib.suppress(TypeError):  # an id of an unhashable type: not kept
-        _CHECKED[header] = tag
+        _CHECKED[header] = scope
+    return scope
 
 
 class TraceLoggingEncoder(BaseEncoder):
@@ -404,14 +413,10 @@ class TraceLoggingEncoder(BaseEncoder):
         0..0x0FFFFFFF, an activity or related id not 16 bytes.
         """
         try:
-            tag = _CHECKED.get(header)
+            scope = _CHECKED.get(header)
         except TypeError:  # an id of an unhashable type (a bytearray): checked all the same
-            tag = None
-        if tag is None:  # not a plain header: checked (the ids are not in the blobs: their sizes)
-            problem = header_problem(header, 28)
-            if problem is not None:
-                raise ValueError(problem)
-            tag = header[2]
+            scope = None
+        tag = (_checked(header) if scope is None else scope)[1]
         # The fast path: the plan's packers, one per field.
         try:
             key = (name, tag, _shape(fields))
@@ -430,23 +435,18 @@ class TraceLoggingEncoder(BaseEncoder):
             pass
         return self._encode_general(name, fields, tag)
 
-    def _new_scope(self, header: HeaderValue) -> int | None:
-        """The tag of a header not checked yet, ``None`` when it is out of its ranges (the general
-        route raises); the ids are not in the blobs, only their sizes are checked."""
-        if header_problem(header, 28) is not None:
-            return None
-        tag: int = header[2]
-        _remember_checked(header, tag)
-        return tag
+    def _new_scope(self, header: HeaderValue) -> _Scope:
+        """The scope of a header not checked yet; ``ValueError`` outside its ranges."""
+        return _checked(header)
 
     def _interpreted(
-        self, name: str, event: Mapping[Any, Any], skip: str | None, tag: int
+        self, name: str, event: Mapping[Any, Any], skip: str | None, scope: _Scope
     ) -> tuple[TraceLoggingEvent | None, list[tuple[tuple[str, int], bytes]] | None]:
         """The interpreted route (``_shapes.walk``): the event (None for the general route: field
         count, metadata or data past their limits) and the field metadata it had to build."""
         fresh: list[tuple[tuple[str, int], bytes]] = []
         metas, values, count = walk(event, skip, CODEC.walker, CODEC.fields.first, _scalar_meta, fresh)
-        metadata = _metadata_within(name, metas, tag)
+        metadata = _metadata_within(name, metas, scope[1])
         if not metadata or count > MAX_FIELDS:
             return None, None
         data = b"".join(values)
@@ -455,14 +455,14 @@ class TraceLoggingEncoder(BaseEncoder):
         return (self.traits, metadata, data), fresh
 
     def _entry_parts(
-        self, name: str, template: list[tuple[str, int, None]], tag: int
-    ) -> tuple[bytes, int] | None:
-        """A hot shape's metadata and the room left for its data; ``None`` when it breaks the
-        field-count or metadata limits."""
+        self, name: str, template: list[tuple[str, int, None]], scope: _Scope
+    ) -> tuple[bytes, bytes, int] | None:
+        """A hot shape's lead (none: the function writes the data alone), its metadata and the room
+        left for its data; ``None`` when it breaks the field-count or metadata limits."""
         metas, _, count = _compile(template)
-        metadata = _metadata_within(name, metas, tag)
+        metadata = _metadata_within(name, metas, scope[1])
         if count <= MAX_FIELDS and metadata:
-            return metadata, self._budget - len(metadata)
+            return b"", metadata, self._budget - len(metadata)
         return None
 
     def _none_kinds(self, name: str) -> None:

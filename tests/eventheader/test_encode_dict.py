@@ -89,7 +89,7 @@ class TestShapeFunctionIsUsed:
         assert got is not None
         entry = _shapes.shape_entry(enc, "hello", FIVE, "event")
         assert entry is not None and entry is not _shapes.GENERAL
-        assert entry.fn(FIVE, got[:8], entry.metadata) == got  # the 8-byte header, no extension
+        assert entry.lead == entry.metadata and entry.fn(FIVE, got[:8], entry.lead) == got  # 8-byte head
         assert enc._cache == {}  # the typed-field plans were not needed
         assert parse(got).values() == {k: v for k, v in FIVE.items() if k != "event"}
 

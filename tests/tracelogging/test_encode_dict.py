@@ -96,7 +96,7 @@ class TestShapeFunctionIsUsed:
         got = enc.encode_dict("hello", FIVE, "event")
         entry = _shapes.shape_entry(enc, "hello", FIVE, "event")
         assert entry is not None and entry is not _shapes.GENERAL
-        assert got == (enc.traits, entry.metadata, entry.fn(FIVE))
+        assert entry.lead == b"" and got == (enc.traits, entry.metadata, entry.fn(FIVE, b"", b""))
         assert enc._cache == {}
 
     def test_scalar_classes_none_bytes_uuid_and_datetime_are_written_by_the_shape_function(self) -> None:
