@@ -244,7 +244,7 @@ def _first_number(value: Any) -> bytes:
 
 
 def _walk_entries(as_null: int) -> Walker:
-    """The ``keyed`` entries (``_shapes.walk``) of a key that has been None, its None's kind ``as_null``."""
+    """The ``keyed`` entries (``shapes.walk``) of a key that has been None, its None's kind ``as_null``."""
     if as_null == kinds.NULL:
         number: tuple[_WalkEntry, _WalkEntry] = (
             (kinds.NULL, _first_number, 1),
@@ -264,7 +264,7 @@ def _walk_entries(as_null: int) -> Walker:
     }
 
 
-#: The ``keyed`` table (``_shapes.walk``) of each kind a key that has been None can take (shared
+#: The ``keyed`` table (``shapes.walk``) of each kind a key that has been None can take (shared
 #: by every such key).
 NULLABLE_WALK: Final[dict[int, Walker]] = {
     kind: _walk_entries(kind) for kind in (kinds.NULL, *NULLABLE_KINDS)

@@ -233,7 +233,7 @@ def _shape(fields: list[Field]) -> tuple[Any, ...]:
     return tuple(key)
 
 
-#: A header's *scope* (``_shapes.TieredEncoder``): its head (the header bytes and the activity
+#: A header's *scope* (``shapes.TieredEncoder``): its head (the header bytes and the activity
 #: extension, written before the metadata) and ``None`` (nothing of it is part of a shape).
 _Scope = tuple[bytes, None]
 #: The scope of each level's plain header (opcode 0, tag 0, no activity), by the header.
@@ -302,7 +302,7 @@ class EventHeaderEncoder(BaseEncoder):
     :data:`structlog_etw.write.shapes.MAX_KEY_CHARS` characters.
     """
 
-    #: The format's codec table (:mod:`._codec`), for the tier dispatcher (``_shapes.encode_dict``).
+    #: The format's codec table (:mod:`._codec`), for the tier dispatcher (``shapes.encode_dict``).
     _codec: ClassVar[Codec] = CODEC
 
     __slots__ = (
@@ -404,7 +404,7 @@ class EventHeaderEncoder(BaseEncoder):
     def _interpreted(
         self, name: str, event: Mapping[Any, Any], skip: str | None, scope: _Scope
     ) -> tuple[bytes | None, FieldParts | None]:
-        """The interpreted route (``_shapes.walk``): the event (None for the general route:
+        """The interpreted route (``shapes.walk``): the event (None for the general route:
         metadata or event past their limits) and the field metadata it had to build."""
         fresh: FieldParts = []
         keyed = self._nullable_walk.get(name)  # keys that have been None: their nullable kinds

@@ -517,20 +517,20 @@ class ShapeCache:
 
     def remember(self, name: object, key: tuple[Any, ...], entry: Any, keys: list[Any]) -> None:
         """Keep ``entry`` (just found in :attr:`first` under ``key``, a shape key of
-        :func:`encode_dict`: ``(name, scope part, skip, *keys)``) as ``name``'s recent one:
-        ``(skip, scope part, keys, key, entry)``.
+        :func:`encode_dict`: ``(name, None, skip, *keys)``, a header of no part) as ``name``'s
+        recent one: ``(skip, keys, key, entry)``.
 
-        :func:`encode_dict` looks an event up in :attr:`recent` first: the same skip key (``==``)
-        and scope part (``is``) and the same keys in the same order (``list(event) == keys``: each
-        compared with ``==``, as a dict compares keys of equal hashes) give the entry without
-        building and hashing the shape key.  At most ``max_entries`` names and
+        :func:`encode_dict` looks an event of a header of no part up in :attr:`recent` first: the
+        same skip key and the same keys in the same order (``list(event) == keys``: each compared
+        with ``==``, as a dict compares keys of equal hashes) give the entry without building and
+        hashing the shape key.  At most ``max_entries`` names and
         :data:`_RECENT_KEYS` keys are held (then it starts over); :meth:`clear` forgets them with
         the entries.
         """
         if len(self.recent) >= self.max_entries or self._recent_keys + len(keys) > _RECENT_KEYS:
             self.recent.clear()
             self._recent_keys = 0
-        self.recent[name] = (key[2], key[1], keys, key, entry)
+        self.recent[name] = (key[2], keys, key, entry)
         self._recent_keys += len(keys)
 
     def seen(self, key: tuple[Any, ...], chars: int) -> bool:
@@ -886,8 +886,9 @@ class TieredEncoder(Protocol[R_co]):
 
     ``_scopes`` maps a header to its *scope*, a pair: the bytes a shape function writes first and
     the part of the shape the header is (EventHeader: the head bytes, ``None``; TraceLogging:
-    ``b""``, the tag, which the metadata holds).  ``_traits``: ``None`` for a format whose event
-    is one blob, else the traits blob that starts the format's three (traits, metadata, data).
+    ``b""``, the tag, which the metadata holds, ``None`` for tag 0).  ``_traits``: ``None`` for a
+    format whose event is one blob, else the traits blob that starts the format's three (traits,
+    metadata, data).
     """
 
     _shapes: ShapeCache
@@ -956,14 +957,14 @@ def encode_dict(
     key: tuple[Any, ...] | None = None
     entry: ShapeEntry | None = None
     try:
-        recent = self._recent.get(name)  # the name's last shape: no key to build and hash
-        # (``is``: an equal part of another object only misses the recent entry)
-        if recent is not None and recent[0] == skip and recent[1] is part and list(event) == recent[2]:
-            key, entry = recent[3], recent[4]
+        # the name's last shape: no key to build and hash (kept for headers of no part only)
+        recent = self._recent.get(name) if part is None else None
+        if recent is not None and recent[0] == skip and list(event) == recent[1]:
+            key, entry = recent[2], recent[3]
         else:
             key = (name, part, skip, *event)
             entry = self._by_keys.get(key)
-            if entry is not None and entry is not GENERAL:
+            if entry is not None and entry is not GENERAL and part is None:
                 self._shapes.remember(name, key, entry, list(event))
         if entry is not None:
             fn = entry.fn  # (a call of a local: an attribute called directly is not specialised)
@@ -974,8 +975,9 @@ def encode_dict(
                     fn = entry.fn
                     out = fn(event, lead, entry.lead)
             if out is not None and len(out) <= entry.room:  # type: ignore[union-attr]
-                traits = self._traits
-                return out if traits is None else (traits, entry.metadata, out)  # type: ignore[union-attr,return-value]
+                if self._traits is None:  # one blob per event
+                    return out  # type: ignore[return-value]
+                return (self._traits, entry.metadata, out)  # type: ignore[union-attr,return-value]
     except Exception:  # a value the shape function does not write: the general route decides
         pass
     return _general_routes(self, name, event, skip, header, scope, key, entry)

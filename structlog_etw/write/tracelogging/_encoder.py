@@ -316,11 +316,11 @@ def _metadata_prefix(name: str, work: list[Field], tags: int) -> list[Field] | N
     return work
 
 
-#: A header's *scope* (``_shapes.TieredEncoder``): no bytes before the data (``b""``) and the tag
-#: (part of a shape: the metadata holds it).
-_Scope = tuple[bytes, int]
+#: A header's *scope* (``shapes.TieredEncoder``): no bytes before the data (``b""``) and the tag
+#: (part of a shape: the metadata holds it), ``None`` for tag 0 (a header of no part).
+_Scope = tuple[bytes, int | None]
 #: The scope of each plain header (tag 0), by the header.
-_PLAIN_CHECKED: Final[dict[HeaderValue, _Scope]] = {plain_header(lv): (b"", 0) for lv in range(256)}
+_PLAIN_CHECKED: Final[dict[HeaderValue, _Scope]] = {plain_header(lv): (b"", None) for lv in range(256)}
 #: The scope of every header checked already, by the header: the plain ones and up to
 #: :data:`_CHECKED_MAX` recent others (an activity's events share one); back to the plain ones
 #: when full.  A header found here needs no check.
@@ -334,7 +334,7 @@ def _checked(header: HeaderValue) -> _Scope:
     problem = header_problem(header, 28)
     if problem is not None:
         raise ValueError(problem)
-    scope = (b"", header[2])
+    scope = (b"", header[2] or None)
     if len(_CHECKED) >= _CHECKED_MAX:
         _CHECKED.clear()
         _CHECKED.update(_PLAIN_CHECKED)
@@ -353,7 +353,7 @@ class TraceLoggingEncoder(BaseEncoder):
     pass :data:`structlog_etw.write.shapes.MAX_KEY_CHARS` characters.
     """
 
-    #: The format's codec table (:mod:`._codec`), for the tier dispatcher (``_shapes.encode_dict``).
+    #: The format's codec table (:mod:`._codec`), for the tier dispatcher (``shapes.encode_dict``).
     _codec: ClassVar[Codec] = CODEC
 
     __slots__ = ("_budget", "_cache", "_plans", "_truncated", "cache_limit", "max_size", "traits")
@@ -416,7 +416,7 @@ class TraceLoggingEncoder(BaseEncoder):
             scope = _CHECKED.get(header)
         except TypeError:  # an id of an unhashable type (a bytearray): checked all the same
             scope = None
-        tag = (_checked(header) if scope is None else scope)[1]
+        tag = (_checked(header) if scope is None else scope)[1] or 0
         # The fast path: the plan's packers, one per field.
         try:
             key = (name, tag, _shape(fields))
@@ -442,11 +442,11 @@ class TraceLoggingEncoder(BaseEncoder):
     def _interpreted(
         self, name: str, event: Mapping[Any, Any], skip: str | None, scope: _Scope
     ) -> tuple[TraceLoggingEvent | None, list[tuple[tuple[str, int], bytes]] | None]:
-        """The interpreted route (``_shapes.walk``): the event (None for the general route: field
+        """The interpreted route (``shapes.walk``): the event (None for the general route: field
         count, metadata or data past their limits) and the field metadata it had to build."""
         fresh: list[tuple[tuple[str, int], bytes]] = []
         metas, values, count = walk(event, skip, CODEC.walker, CODEC.fields.first, _scalar_meta, fresh)
-        metadata = _metadata_within(name, metas, scope[1])
+        metadata = _metadata_within(name, metas, scope[1] or 0)
         if not metadata or count > MAX_FIELDS:
             return None, None
         data = b"".join(values)
@@ -460,7 +460,7 @@ class TraceLoggingEncoder(BaseEncoder):
         """A hot shape's lead (none: the function writes the data alone), its metadata and the room
         left for its data; ``None`` when it breaks the field-count or metadata limits."""
         metas, _, count = _compile(template)
-        metadata = _metadata_within(name, metas, scope[1])
+        metadata = _metadata_within(name, metas, scope[1] or 0)
         if count <= MAX_FIELDS and metadata:
             return b"", metadata, self._budget - len(metadata)
         return None

@@ -43,7 +43,7 @@ class TestRecentShape:
                 want = general.encode_fields("E", dict_fields(d.items(), skip), header)
                 assert fast.encode_dict("E", d, skip, header) == want
         recent = fast._shapes.recent["E"]
-        assert recent[2] == ["event", "a", "b"]  # the last one found
+        assert recent[1] == ["event", "a", "b"]  # the last one found
 
     @pytest.mark.parametrize("fmt", FORMATS)
     def test_clearing_the_cache_forgets_the_recent_shapes(self, fmt: str) -> None:
