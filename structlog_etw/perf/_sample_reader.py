@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from ._framing import RecordFramer
 from ._header import EventAttr, HeaderIndex
@@ -71,20 +71,38 @@ class Sample:
         return self.format is not None and self.format.is_eventheader
 
 
+class SampleCommon(NamedTuple):
+    """What every sample of one sample id shares (a tuple: :meth:`SampleReader.read_run` takes
+    it apart in one step when the sample id changes)."""
+
+    #: The sample's :attr:`Sample.name`.
+    name: str
+    format: TracepointFormat | None
+    #: Where the payload (:attr:`Sample.data`) starts in the raw data.
+    payload_at: int
+    #: Wall-clock time minus perf's clock (None: the file does not say).
+    offset_ns: int | None
+    tracepoint: bool
+
+
 class _SamplePlan:
     """How the samples of one sample id are read: the attr's layout, and what each of its
     samples shares (name, format, where the payload starts in the raw data, the clock offset)."""
 
-    __slots__ = ("format", "layout", "name", "offset_ns", "payload_at", "tracepoint", "unpack")
+    __slots__ = ("common", "layout", "unpack")
 
     def __init__(self, attr: EventAttr, order: str, offset_ns: int | None) -> None:
         self.layout: SampleLayout = sample_layout(attr.sample_type, attr.read_format, order)
         self.unpack: SampleUnpack | None = self.layout.unpack
-        self.tracepoint = attr.is_tracepoint
-        self.name = attr.name if self.tracepoint else attr.label
-        fmt = self.format = attr.format
-        self.payload_at = fmt.payload_offset if fmt is not None else 0
-        self.offset_ns = offset_ns
+        tracepoint = attr.is_tracepoint
+        fmt = attr.format
+        self.common = SampleCommon(
+            attr.name if tracepoint else attr.label,
+            fmt,
+            fmt.payload_offset if fmt is not None else 0,
+            offset_ns,
+            tracepoint,
+        )
 
 
 class SampleReader:
@@ -166,22 +184,23 @@ class SampleReader:
         except ValueError as exc:
             self._problem(f"sample at offset {pos}: {exc}")
             return
-        raw, time = fields.raw, fields.time
-        real = time + plan.offset_ns if time is not None and plan.offset_ns is not None else None
+        common = plan.common
+        raw, time, offset_ns = fields.raw, fields.time, common.offset_ns
+        real = time + offset_ns if time is not None and offset_ns is not None else None
         sample = Sample(
-            plan.name,
+            common.name,
             time,
             fields.cpu,
             fields.pid,
             fields.tid,
             raw,
-            raw[plan.payload_at :],
-            plan.format,
+            raw[common.payload_at :],
+            common.format,
             pos,
             real,
             fields.id,
             self.round,
-            plan.tracepoint,
+            common.tracepoint,
         )
         self.add((time or 0, pos, sample, len(raw)) if self.keyed else sample)
         self.raw_bytes += len(raw)
@@ -204,13 +223,7 @@ class SampleReader:
         assert shape is not None and shape.record is not None
         unpack_record, need = shape.record, shape.need
         at_id, at_pid, at_time, at_cpu = shape.rec_id, shape.rec_pid, shape.rec_time, shape.rec_cpu
-        name, fmt, payload_at, offset_ns, tp = (
-            plan.name,
-            plan.format,
-            plan.payload_at,
-            plan.offset_ns,
-            plan.tracepoint,
-        )
+        name, fmt, payload_at, offset_ns, tp = plan.common
         get = self.plans.get
         add, keyed, round_no = self.add, self.keyed, self.round
         new = Sample.__new__
@@ -232,13 +245,7 @@ class SampleReader:
                     if found is None or found.unpack is not shape:
                         break
                     plan = found
-                    name, fmt, payload_at, offset_ns, tp = (
-                        plan.name,
-                        plan.format,
-                        plan.payload_at,
-                        plan.offset_ns,
-                        plan.tracepoint,
-                    )
+                    name, fmt, payload_at, offset_ns, tp = plan.common
             start = i + need
             end = start + values[-1]
             if end > j:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections.abc import Iterable, Iterator
-from itertools import islice
 from operator import itemgetter
 from typing import TYPE_CHECKING, Final
 
@@ -94,8 +93,10 @@ class TimeOrder:
         held.clear()
 
     def _round_ended(self) -> Iterator[Sample]:
-        """A round ended: what is older than the previous round's end goes out."""
+        """A round ended: what is older than the previous round's end goes out (returned, not
+        yielded: the caller's ``yield from`` hands each sample on without a second generator)."""
         held = self.held
+        out: list[_Held] = []
         if held:
             if self.is_heap:
                 held.sort()
@@ -106,31 +107,37 @@ class TimeOrder:
             horizon = self.horizon
             k = bisect.bisect_right(held, (horizon, _AFTER_ALL)) if horizon is not None else 0
             if k:
-                self.released = held[k - 1][0]
-                self.held_bytes -= sum(map(_SIZE, islice(held, k))) * 2 + _HELD_OVERHEAD * k
-                yield from map(_SAMPLE, islice(held, k))
+                out = held[:k]
                 del held[:k]
+                self.released = out[-1][0]
+                self.held_bytes -= sum(map(_SIZE, out)) * 2 + _HELD_OVERHEAD * k
         if self.newest >= 0:
             self.horizon = self.newest
+        return map(_SAMPLE, out)
 
     def _one_by_one(self, items: list[_Held]) -> Iterator[Sample]:
-        """Hold ``items`` one at a time: late ones out at once, the oldest out past the window."""
-        held, window = self.held, self.window
+        """Hold ``items`` one at a time: late ones out at once, the oldest out past the window.
+        (The state in locals, per sample, written back before the window is enforced and at the end.)"""
+        held, window, push = self.held, self.window, heapq.heappush
+        released, newest, held_bytes, is_heap = self.released, self.newest, self.held_bytes, self.is_heap
         for item in items:
             t, _, sample, size = item
-            if self.released is not None and t < self.released:
+            if released is not None and t < released:
                 self.late += 1
                 yield sample
                 continue
-            if self.is_heap:
-                heapq.heappush(held, item)
+            if is_heap:
+                push(held, item)
             else:
                 held.append(item)
-            self.held_bytes += size * 2 + _HELD_OVERHEAD
-            if t > self.newest:  # noqa: PLR1730 - a comparison, not a call, per sample
-                self.newest = t
-            if self.held_bytes > window:
+            held_bytes += size * 2 + _HELD_OVERHEAD
+            if t > newest:  # noqa: PLR1730 - a comparison, not a call, per sample
+                newest = t
+            if held_bytes > window:
+                self.newest, self.held_bytes = newest, held_bytes
                 yield from self._over_window()
+                released, newest, held_bytes, is_heap = self.released, self.newest, self.held_bytes, True
+        self.released, self.newest, self.held_bytes = released, newest, held_bytes
 
     def _over_window(self) -> Iterator[Sample]:
         """Release the oldest held samples until what is held fits the window again."""
