@@ -26,9 +26,6 @@ from .tracefs_format import TracepointFormat, parse_format
 #: The attr flag saying that non-sample records carry the sample id fields too.
 _SAMPLE_ID_ALL: Final = int(AttrFlag.SAMPLE_ID_ALL)
 _TRACEPOINT: Final = int(EventType.TRACEPOINT)
-_R_HEADER_ATTR: Final = int(RecordType.HEADER_ATTR)
-_R_HEADER_TRACING_DATA: Final = int(RecordType.HEADER_TRACING_DATA)
-_R_HEADER_FEATURE: Final = int(RecordType.HEADER_FEATURE)
 #: Bytes of a file-mode header up to the feature bitmap's end (``struct perf_file_header``).
 _FILE_HEADER_SIZE: Final = 104
 #: The tracing data's signature.
@@ -363,17 +360,17 @@ class HeaderIndex:
         """Take a header record of the data section (HEADER_ATTR, HEADER_TRACING_DATA,
         HEADER_FEATURE); False: ``typ`` is none of them."""
         o = self.order
-        if typ == _R_HEADER_ATTR:
+        if typ == RecordType.HEADER_ATTR:
             if len(body) >= ATTR_SIZE_VER0:
                 (asize,) = struct.unpack_from(o + "I", body, 4)
                 asize = max(asize, ATTR_SIZE_VER0)
                 n = max(0, (len(body) - asize) // 8)
                 ids = list(struct.unpack_from(f"{o}{n}Q", body, asize)) if n else []
                 self.add_attr(body[:asize], ids)
-        elif typ == _R_HEADER_TRACING_DATA:
+        elif typ == RecordType.HEADER_TRACING_DATA:
             if len(body) >= 4:
                 self.add_tracing_data(body[4:])
-        elif typ == _R_HEADER_FEATURE:
+        elif typ == RecordType.HEADER_FEATURE:
             if len(body) >= 8:
                 (bit,) = struct.unpack_from(o + "Q", body, 0)
                 if bit == Feature.EVENT_DESC:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar, cast, overload
 
 from ._framing import Record, RecordFramer
 from ._header import EventAttr, HeaderIndex, PerfDataError
@@ -40,14 +40,32 @@ __all__ = ["REORDER_WINDOW_BYTES", "PerfDataError", "PerfDataFile", "Sample", "r
 #: The record types the reader acts on, as plain ints: compared once per record (see abi.py).
 _R_SAMPLE: Final = int(RecordType.SAMPLE)
 _R_FINISHED_ROUND: Final = int(RecordType.FINISHED_ROUND)
-_R_LOST: Final = int(RecordType.LOST)
-_R_LOST_SAMPLES: Final = int(RecordType.LOST_SAMPLES)
-_R_COMPRESSED: Final = int(RecordType.COMPRESSED)
-_R_COMPRESSED2: Final = int(RecordType.COMPRESSED2)
 #: Samples handed on together when they are read the long way (a run read in the buffer ends
 #: after its own budget of bytes); from a pipe, what was read is handed on before every read
 #: that may wait.
 _BATCH: Final = 512
+_T = TypeVar("_T")
+
+
+class _FromIndex(Generic[_T]):
+    """A read-only attribute of :class:`PerfDataFile` that is its header index's attribute of the
+    same name (which a pipe-mode file's header records may change while it is read)."""
+
+    def __init__(self, doc: str) -> None:
+        self.__doc__ = doc
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> _FromIndex[_T]: ...
+    @overload
+    def __get__(self, obj: PerfDataFile, owner: type) -> _T: ...
+    def __get__(self, obj: PerfDataFile | None, owner: type) -> _T | _FromIndex[_T]:
+        if obj is None:
+            return self
+        return cast(_T, getattr(obj._index, self.name))
 
 
 class PerfDataFile:
@@ -81,47 +99,28 @@ class PerfDataFile:
         )
         return f"PerfDataFile({shown})"
 
-    # --- what the header index holds ------------------------------------------------------------
+    # --- what the header index holds (see :class:`_FromIndex`) ---------------------------------
 
-    @property
-    def order(self) -> str:
-        """The file's :mod:`struct` byte order (``"<"`` or ``">"``)."""
-        return self._index.order
-
-    @property
-    def pipe(self) -> bool:
-        """Whether the file is in pipe mode (``perf record -o -``: everything in records)."""
-        return self._index.pipe
-
-    @property
-    def attrs(self) -> list[EventAttr]:
-        """The file's event attrs (``perf_event_attr`` with its ids, name and format), in file order."""
-        return self._index.attrs
-
-    @property
-    def formats(self) -> dict[int, TracepointFormat]:
-        """The tracepoint formats of the file's tracing data, by tracepoint id."""
-        return self._index.formats
-
-    @property
-    def clock_offset_ns(self) -> int | None:
-        """Wall-clock time minus perf's clock (HEADER_CLOCK_DATA), None when the file does not say."""
-        return self._index.clock_offset_ns
-
-    @property
-    def clockid(self) -> int | None:
-        """The clock perf's timestamps come from (HEADER_CLOCK_DATA), None when the file does not say."""
-        return self._index.clockid
-
-    @property
-    def data_offset(self) -> int:
-        """Where the data section starts."""
-        return self._index.data_offset
-
-    @property
-    def data_end(self) -> int | None:
-        """Where the data section ends (None: at the end of the input, pipe mode)."""
-        return self._index.data_end
+    order: _FromIndex[str] = _FromIndex('The file\'s :mod:`struct` byte order (``"<"`` or ``">"``).')
+    pipe: _FromIndex[bool] = _FromIndex(
+        "Whether the file is in pipe mode (``perf record -o -``: all in records)."
+    )
+    attrs: _FromIndex[list[EventAttr]] = _FromIndex(
+        "The file's event attrs (``perf_event_attr`` with its ids, name and format), in file order."
+    )
+    formats: _FromIndex[dict[int, TracepointFormat]] = _FromIndex(
+        "The tracepoint formats of the file's tracing data, by tracepoint id."
+    )
+    clock_offset_ns: _FromIndex[int | None] = _FromIndex(
+        "Wall-clock time minus perf's clock (HEADER_CLOCK_DATA); None when the file does not say."
+    )
+    clockid: _FromIndex[int | None] = _FromIndex(
+        "The clock of perf's timestamps (HEADER_CLOCK_DATA); None when the file does not say."
+    )
+    data_offset: _FromIndex[int] = _FromIndex("Where the data section starts.")
+    data_end: _FromIndex[int | None] = _FromIndex(
+        "Where the data section ends (None: at the end of the input, pipe mode)."
+    )
 
     @property
     def late(self) -> int:
@@ -254,11 +253,11 @@ class PerfDataFile:
         """A record other than SAMPLE and FINISHED_ROUND: lost counts, attrs, formats, features."""
         typ, body = record.type, record.body
         self._count(typ)
-        if typ == _R_LOST and len(body) >= 16:
+        if typ == RecordType.LOST and len(body) >= 16:
             self.lost += parse_lost(body, self.order)[1]
-        elif typ == _R_LOST_SAMPLES and len(body) >= 8:
+        elif typ == RecordType.LOST_SAMPLES and len(body) >= 8:
             self.lost += parse_lost_samples(body, self.order)
-        elif typ in (_R_COMPRESSED, _R_COMPRESSED2):
+        elif typ in (RecordType.COMPRESSED, RecordType.COMPRESSED2):
             self.problems.append(
                 f"compressed records (perf record -z) are not supported (offset {record.offset})"
             )
