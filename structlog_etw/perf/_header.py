@@ -59,10 +59,10 @@ class EventAttr:
     def __init__(
         self, type: int, config: int, sample_type: int, read_format: int, sample_id_all: bool, ids: list[int]
     ) -> None:
-        self.type = type
-        self.config = config
-        self.sample_type = sample_type
-        self.read_format = read_format
+        self.type, self.config = type, config
+        #: What its samples hold (``perf_event_attr.sample_type``, ``read_format``).
+        self.sample_type, self.read_format = sample_type, read_format
+        #: Whether its non-sample records carry the sample id fields too.
         self.sample_id_all = sample_id_all
         self.ids = ids
         self.name = ""

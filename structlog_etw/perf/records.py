@@ -4,15 +4,16 @@ Shared by the perf.data reader (:mod:`~structlog_etw.perf.datafile`, records in 
 byte order) and the live reader (:mod:`~structlog_etw.perf.listener`, records out of the
 kernel's ring buffers in native order).  A body is what follows the 8-byte
 ``perf_event_header``; the ``sample_type`` (and ``read_format``) of the event that wrote it
-says which fields it holds, in the kernel's fixed order (:data:`_FIXED_FIELDS`, then)::
+says which fields it holds, in the kernel's fixed order::
 
     IDENTIFIER, IP, TID (pid, tid), TIME, ADDR, ID, STREAM_ID, CPU (cpu, res), PERIOD,
     READ, CALLCHAIN, RAW (u32 size, bytes), ...
 
 :class:`SampleLayout` is where a sample format's fields are, decided once per format (and
-byte order): :meth:`SampleLayout.parse` reads one body; its :attr:`SampleLayout.unpack` (the
-usual tracepoint layouts: no READ, no CALLCHAIN, RAW) reads the fields of a body, or of a
-whole record in a buffer, in one ``struct`` unpack, built from the same table.  The perf.data
+byte order) from one table of :class:`~structlog_etw.perf.abi.SampleFormat` names:
+``parse`` reads one body; its ``unpack`` (:class:`SampleUnpack`, for the usual tracepoint
+layouts: no READ, no CALLCHAIN, RAW) reads the fields of a body, or of a whole record in a
+buffer, in one ``struct`` unpack, built from the same table.  The perf.data
 reader's samples are read with it (``perf/_sample_reader.py``).
 
 Pure Python; importable on every OS.
