@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from typing import Any, Final, Generic, TypeVar, cast, overload
+from typing import Any, Final
 
 from ._framing import Record, RecordFramer
 from ._header import EventAttr, HeaderIndex, PerfDataError
@@ -37,6 +37,10 @@ from .tracefs_format import TracepointFormat
 
 __all__ = ["REORDER_WINDOW_BYTES", "PerfDataError", "PerfDataFile", "Sample", "read_samples"]
 
+# This module is the public home of the types its private pieces define: the API reference,
+# pickles and ``help()`` name them here.
+Sample.__module__ = PerfDataError.__module__ = __name__
+
 #: The record types the reader acts on, as plain ints: compared once per record (see abi.py).
 _R_SAMPLE: Final = int(RecordType.SAMPLE)
 _R_FINISHED_ROUND: Final = int(RecordType.FINISHED_ROUND)
@@ -44,28 +48,6 @@ _R_FINISHED_ROUND: Final = int(RecordType.FINISHED_ROUND)
 #: after its own budget of bytes); from a pipe, what was read is handed on before every read
 #: that may wait.
 _BATCH: Final = 512
-_T = TypeVar("_T")
-
-
-class _FromIndex(Generic[_T]):
-    """A read-only attribute of :class:`PerfDataFile` that is its header index's attribute of the
-    same name (which a pipe-mode file's header records may change while it is read)."""
-
-    def __init__(self, doc: str) -> None:
-        self.__doc__ = doc
-        self.name = ""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    @overload
-    def __get__(self, obj: None, owner: type) -> _FromIndex[_T]: ...
-    @overload
-    def __get__(self, obj: PerfDataFile, owner: type) -> _T: ...
-    def __get__(self, obj: PerfDataFile | None, owner: type) -> _T | _FromIndex[_T]:
-        if obj is None:
-            return self
-        return cast(_T, getattr(obj._index, self.name))
 
 
 class PerfDataFile:
@@ -99,28 +81,47 @@ class PerfDataFile:
         )
         return f"PerfDataFile({shown})"
 
-    # --- what the header index holds (see :class:`_FromIndex`) ---------------------------------
+    # --- what the header index holds (a pipe's header records may change it while it is read) ---
 
-    order: _FromIndex[str] = _FromIndex('The file\'s :mod:`struct` byte order (``"<"`` or ``">"``).')
-    pipe: _FromIndex[bool] = _FromIndex(
-        "Whether the file is in pipe mode (``perf record -o -``: all in records)."
-    )
-    attrs: _FromIndex[list[EventAttr]] = _FromIndex(
-        "The file's event attrs (``perf_event_attr`` with its ids, name and format), in file order."
-    )
-    formats: _FromIndex[dict[int, TracepointFormat]] = _FromIndex(
-        "The tracepoint formats of the file's tracing data, by tracepoint id."
-    )
-    clock_offset_ns: _FromIndex[int | None] = _FromIndex(
-        "Wall-clock time minus perf's clock (HEADER_CLOCK_DATA); None when the file does not say."
-    )
-    clockid: _FromIndex[int | None] = _FromIndex(
-        "The clock of perf's timestamps (HEADER_CLOCK_DATA); None when the file does not say."
-    )
-    data_offset: _FromIndex[int] = _FromIndex("Where the data section starts.")
-    data_end: _FromIndex[int | None] = _FromIndex(
-        "Where the data section ends (None: at the end of the input, pipe mode)."
-    )
+    @property
+    def order(self) -> str:
+        """The file's :mod:`struct` byte order (``"<"`` or ``">"``)."""
+        return self._index.order
+
+    @property
+    def pipe(self) -> bool:
+        """Whether the file is in pipe mode (``perf record -o -``: everything in records)."""
+        return self._index.pipe
+
+    @property
+    def attrs(self) -> list[EventAttr]:
+        """The file's event attrs (``perf_event_attr``, its ids, name and format), in file order."""
+        return self._index.attrs
+
+    @property
+    def formats(self) -> dict[int, TracepointFormat]:
+        """The tracepoint formats of the file's tracing data, by tracepoint id."""
+        return self._index.formats
+
+    @property
+    def clock_offset_ns(self) -> int | None:
+        """Wall-clock time minus perf's clock (HEADER_CLOCK_DATA); None when the file does not say."""
+        return self._index.clock_offset_ns
+
+    @property
+    def clockid(self) -> int | None:
+        """The clock of perf's timestamps (HEADER_CLOCK_DATA); None when the file does not say."""
+        return self._index.clockid
+
+    @property
+    def data_offset(self) -> int:
+        """Where the data section starts."""
+        return self._index.data_offset
+
+    @property
+    def data_end(self) -> int | None:
+        """Where the data section ends (None: at the end of the input, pipe mode)."""
+        return self._index.data_end
 
     @property
     def late(self) -> int:
