@@ -116,9 +116,11 @@ class TimeOrder:
         return map(_SAMPLE, out)
 
     def _one_by_one(self, items: list[_Held]) -> Iterator[Sample]:
-        """Hold ``items`` one at a time: late ones out at once, the oldest out past the window.
-        (The state in locals, per sample, written back before the window is enforced and at the end.)"""
-        held, window, push = self.held, self.window, heapq.heappush
+        """Hold ``items`` one at a time: late ones out at once; past the window, the held samples
+        become a heap and the oldest go out until what is held fits again.  (The state is kept in
+        locals, per sample, and written back at the end: nothing reads it in between.)"""
+        held, window = self.held, self.window
+        push, pop = heapq.heappush, heapq.heappop
         released, newest, held_bytes, is_heap = self.released, self.newest, self.held_bytes, self.is_heap
         for item in items:
             t, _, sample, size = item
@@ -134,21 +136,14 @@ class TimeOrder:
             if t > newest:  # noqa: PLR1730 - a comparison, not a call, per sample
                 newest = t
             if held_bytes > window:
-                self.newest, self.held_bytes = newest, held_bytes
-                yield from self._over_window()
-                released, newest, held_bytes, is_heap = self.released, self.newest, self.held_bytes, True
+                if not is_heap:
+                    heapq.heapify(held)
+                    is_heap = self.is_heap = True
+                while held_bytes > window and held:
+                    t_out, _, out, out_size = pop(held)
+                    held_bytes -= out_size * 2 + _HELD_OVERHEAD
+                    released = t_out
+                    if t_out > newest:  # noqa: PLR1730 - it may have come in a batch
+                        newest = t_out
+                    yield out
         self.released, self.newest, self.held_bytes = released, newest, held_bytes
-
-    def _over_window(self) -> Iterator[Sample]:
-        """Release the oldest held samples until what is held fits the window again."""
-        held = self.held
-        if not self.is_heap:
-            heapq.heapify(held)
-            self.is_heap = True
-        while self.held_bytes > self.window and held:
-            t_out, _, sample, size = heapq.heappop(held)
-            self.held_bytes -= size * 2 + _HELD_OVERHEAD
-            self.released = t_out
-            if t_out > self.newest:  # noqa: PLR1730 - it may have come in a batch
-                self.newest = t_out
-            yield sample
