@@ -35,6 +35,7 @@ class Source:
     size: int | None = None
 
     def read(self, pos: int, least: int, most: int) -> bytes:
+        """Up to ``most`` bytes at ``pos``; fewer than ``least`` only at the end of the input."""
         raise NotImplementedError
 
     def shrunk(self, pos: int) -> int | None:
@@ -46,6 +47,9 @@ class Source:
 
 
 class BytesSource(Source):
+    """An image held in memory (:meth:`~structlog_etw.perf.datafile.PerfDataFile.from_bytes`, or a
+    file-mode image that came through a pipe)."""
+
     def __init__(self, data: bytes) -> None:
         self.data = data
         self.size = len(data)
