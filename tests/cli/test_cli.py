@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 
 from structlog_etw.cli import COMMANDS, main
-from structlog_etw.cli.render import EventMeta, event_json, event_pretty
+from structlog_etw.decoded import EventMeta
 from structlog_etw.eventheader import perf_json_fields
 from structlog_etw.fields import to_fields
 from structlog_etw.perf.datafile import PerfDataFile
 from structlog_etw.perf.samples import decode_sample, sample_perf_json
+from structlog_etw.read.writers.console import event_pretty
+from structlog_etw.read.writers.json_lines import event_json
 from structlog_etw.tracelogging import TraceLoggingEncoder
 from structlog_etw.tracelogging import decode as tracelogging_decode
 from tests.helpers.shared import REPO, expected_perf_data_events, pairs, pipe_mode_copy, vector

@@ -13,7 +13,6 @@ import structlog
 from structlog_etw import EtwRenderer, _shapes
 from structlog_etw._provider import Provider
 from structlog_etw.backends.capture import CaptureBackend
-from structlog_etw.cli.render import event_json, event_pretty
 from structlog_etw.eventheader import Header
 from structlog_etw.eventheader import encoder as eh
 from structlog_etw.eventheader.decoder import decode_event
@@ -28,6 +27,8 @@ from structlog_etw.eventheader.spec import (
     FMT_UNSIGNED_INT,
 )
 from structlog_etw.fields import NULL, dict_fields, to_field
+from structlog_etw.read.writers.console import event_pretty
+from structlog_etw.read.writers.json_lines import event_json
 from structlog_etw.tracelogging.encoder import TraceLoggingEncoder
 from structlog_etw.tracelogging.spec import InType, OutType
 from tests.helpers.cs_readers import otel_arrow_attributes, read_like_geneva
