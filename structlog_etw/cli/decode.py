@@ -147,29 +147,37 @@ class _Decoding:
     def run(self, samples: Iterable[Sample]) -> None:
         """Write every sample's line (the fast way when its plan reads it)."""
         lines = self.lines
-        renderers = lines.renderers if lines is not None else {}
+        if lines is None:  # chrome-trace: every event to the writer
+            for sample in samples:
+                # (a progress hook goes here: one call per sample)
+                self.written += self.ordinary(sample)
+            return
+        find = lines.renderers.get  # a tracepoint format's renderer, once it has one
         batch = self.sink.batch
         add = batch.append
         written = 0
         for sample in samples:
             # (a progress hook goes here: one call per sample)
-            fmt = sample.format
-            if lines is not None and fmt is not None and sample.is_tracepoint:
-                render = renderers.get(id(fmt)) or lines.renderer(fmt)
-                try:
-                    line = render(sample)
-                except OSError:
-                    raise
-                except Exception:  # a crafted sample: the ordinary path reports what is wrong with it
-                    line = None
-                if line is not None:
-                    if line:
-                        add(line)
-                        written += 1
-                        if len(batch) >= _BATCH:
-                            self.sink.write()
+            render = find(id(sample.format))
+            if render is None:
+                fmt = sample.format
+                if fmt is None or not sample.is_tracepoint:
+                    written += self.ordinary(sample)
                     continue
-            written += self.ordinary(sample)
+                render = lines.renderer(fmt)
+            try:
+                line = render(sample)
+            except OSError:
+                raise
+            except Exception:  # a crafted sample: the ordinary path reports what is wrong with it
+                line = None
+            if line is None:
+                written += self.ordinary(sample)
+            elif line:
+                add(line)
+                written += 1
+                if len(batch) >= _BATCH:
+                    self.sink.write()
         self.written += written
 
     def ordinary(self, sample: Sample) -> int:
