@@ -32,8 +32,7 @@ import re
 import struct
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from .._text import errno_text, float_text, time_text, wallclock_text
 from ..decoded import DecodedEvent, DecodedField
@@ -48,17 +47,8 @@ from ..eventheader._values import (
 )
 from ..eventheader.decoder import FieldMetadata
 from ..perf.tracefs_format import ARRAY_NONE, FMT_HEX, FMT_NONE, FMT_SIGNED, FMT_STRING, FormatField
-from ..read.decode._eventheader_plans import EventPlan, FieldReader, FieldStyle, PlanCache, integer_code
-from ..read.writers._lines import (
-    NS,
-    Accepts,
-    Lines,
-    PlainLayout,
-    Render,
-    esc,
-    plain_layout,
-    utf8,
-)
+from ..read.decode._eventheader_plans import EventPlan, FieldStyle, integer_code
+from ..read.writers._lines import NS, Accepts, Lines, PlainLayout, PlanLine, Render, esc, plain_layout, utf8
 
 if TYPE_CHECKING:
     from ..perf.datafile import Sample
@@ -473,19 +463,6 @@ class PerfJsonStyle(FieldStyle):
         return _q(name) + b":", b""
 
 
-@dataclass(frozen=True, slots=True)
-class _Decided:
-    """What the renderer keeps per EventHeader plan: whether the filters pass its events, its
-    readers, its line's template when the sample has its wall-clock time, cpu, pid and tid and no
-    activity (``line``), else with the meta as one text (``other``), its header's ``meta``."""
-
-    accepts: bool
-    readers: tuple[FieldReader, ...]
-    line: bytes
-    other: bytes
-    header_meta: bytes
-
-
 class PerfJsonLines(Lines):
     """``decode --perf-json``: perf-decode's object per sample, from plans (:mod:`._lines`)."""
 
@@ -496,38 +473,30 @@ class PerfJsonLines(Lines):
         """:func:`sample_line`."""
         return sample_line(sample, event)
 
-    def _decide(self, plan: EventPlan) -> _Decided:
+    def _plan_line(self, fmt: TracepointFormat, plan: EventPlan) -> PlanLine:
+        """The fields by the plan's readers into the line's template; ``other``: the template
+        with the sample's meta as one text (some of time, cpu, pid, tid missing, or activity ids)."""
         start = b'{"n":' + esc(_n_text(plan.provider, plan.raw_name))
         start += b"," + plan.template if plan.has_fields else b""
         header_meta = _header_meta(plan.id, plan.version, plan.level, plan.keyword, plan.opcode, plan.tag)
         with_header = b"," + esc(header_meta) if header_meta else b""
         whole = start + b',"meta":{"time":"%s.%09dZ","cpu":%d,"pid":%d,"tid":%d' + with_header + b"}}"
-        accepts = self.accepts(plan.level, plan.keyword, plan.provider, plan.name)
-        return _Decided(accepts, plan.readers, whole, start + b',"meta":{%s}}', header_meta)
-
-    def _eventheader(self, fmt: TracepointFormat) -> Render:
-        """A plan per header and metadata; each sample's fields by its readers into its template."""
-        find = PlanCache(self.plans, fmt.name, self._decide).find
+        other = start + b',"meta":{%s}}'
+        readers = plan.readers
         seconds = self.seconds
 
-        def perf_json_line(s: Sample) -> bytes | None:
-            found = find(s.data)
-            if found is None:
-                return None
-            entry, pos, activity, related = found
-            if not entry.accepts:
-                return b""
+        def perf_json_line(s: Sample, pos: int, activity: bytes | None, related: bytes | None) -> bytes:
             data = s.data
             out: list[object] = []
-            for read in entry.readers:
+            for read in readers:
                 pos = read(data, pos, out)
             real, cpu, pid, tid = s.realtime_ns, s.cpu, s.pid, s.tid
             if real is None or cpu is None or pid is None or tid is None or activity is not None:
-                out.append(_perf_meta(s, entry.header_meta, activity, related))
-                return entry.other % tuple(out)
+                out.append(_perf_meta(s, header_meta, activity, related))
+                return other % tuple(out)
             second, ns = divmod(real, NS)
             out += (seconds[second], ns, cpu, pid, tid)
-            return entry.line % tuple(out)
+            return whole % tuple(out)
 
         return perf_json_line
 
@@ -553,17 +522,10 @@ class PerfJsonLines(Lines):
         whole = body + b',"meta":{"time":"%s.%09dZ","cpu":%d,"pid":%d,"tid":%d}}'
         body_meta = body + b',"meta":{%s}}'
         seconds = self.seconds
-        read, start, need, texts = layout.unpack_from, layout.start, layout.need, layout.texts
+        values_of = layout.values_of
 
         def perf_json_line(s: Sample) -> bytes | None:
-            raw = s.raw
-            if len(raw) < need:
-                return None
-            values: Any = read(raw, start)
-            if texts:
-                values = list(values)
-                for i, kept in texts:
-                    values[i] = kept[values[i]]
+            values = values_of(s.raw)
             real, cpu, pid, tid = s.realtime_ns, s.cpu, s.pid, s.tid
             if real is not None and cpu is not None and pid is not None and tid is not None:
                 second, ns = divmod(real, NS)

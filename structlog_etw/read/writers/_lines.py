@@ -15,6 +15,7 @@ their keys).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
@@ -22,7 +23,7 @@ from ..._text import KeptTexts, time_text
 from ..._text import template_literal as esc
 from ...decoded import DecodedEvent, EventMeta
 from ...perf.tracefs_format import UNPACKED_BYTES, UNPACKED_TEXT, FormatField
-from ..decode._eventheader_plans import FieldStyle, Plans
+from ..decode._eventheader_plans import EventPlan, FieldStyle, PlanCache, Plans
 
 if TYPE_CHECKING:
     from ...perf.datafile import Sample
@@ -33,6 +34,7 @@ __all__ = [
     "Accepts",
     "Lines",
     "PlainLayout",
+    "PlanLine",
     "Render",
     "Seconds",
     "dropped",
@@ -53,6 +55,16 @@ NS: Final = 1_000_000_000
 _KEPT: Final = 4096
 #: Values of a plain tracepoint's field whose text a plan keeps (comm names repeat).
 _TEXTS_KEPT: Final = 4096
+
+
+#: The line of a sample of one EventHeader plan: (sample, payload position, activity id,
+#: related id) -> its line (the plan's readers and templates are the function's own).
+PlanLine = Callable[["Sample", int, "bytes | None", "bytes | None"], bytes]
+
+
+def _dropped_line(sample: Sample, pos: int, activity: bytes | None, related: bytes | None) -> bytes:
+    """The line of a plan whose events the filters drop."""
+    return b""
 
 
 def ordinary(sample: Sample) -> None:
@@ -94,15 +106,11 @@ def _latin1(raw: bytes) -> str:
 
 
 class PlainLayout(NamedTuple):
-    """How a plain tracepoint's fields are read and written: ``unpack_from(raw, start)`` gives
-    one value per field of a sample's raw data of at least ``need`` bytes; the values at the
-    indexes of ``texts`` are replaced by their text (``kept[value]``); ``template`` takes them
-    all (``%`` once)."""
+    """How a plain tracepoint's fields are read and written: ``values_of(raw)`` gives the
+    value or text of each field of a sample's raw data (raises :class:`struct.error` when it is
+    too short); ``template`` takes them all (``%`` once)."""
 
-    unpack_from: Callable[[bytes, int], tuple[Any, ...]]
-    start: int
-    need: int
-    texts: tuple[tuple[int, KeptTexts[bytes]], ...]
+    values_of: Callable[[bytes], tuple[Any, ...] | list[Any]]
     template: bytes
 
 
@@ -152,7 +160,28 @@ class Lines:
         raise NotImplementedError
 
     def _eventheader(self, fmt: TracepointFormat) -> Render:
-        """The renderer of an EventHeader tracepoint's samples."""
+        """The renderer of an EventHeader tracepoint's samples: the line function of each
+        sample's plan (:meth:`_plan_line`, compiled once per header and metadata), found by the
+        decoder's reading of the sample's extensions."""
+
+        def decide(plan: EventPlan) -> PlanLine | None:
+            if not self.accepts(plan.level, plan.keyword, plan.provider, plan.name):
+                return _dropped_line
+            return self._plan_line(fmt, plan)
+
+        find = PlanCache(self.plans, fmt.name, decide).find
+
+        def render(s: Sample) -> bytes | None:
+            found = find(s.data)
+            if found is None:
+                return None
+            line, pos, activity, related = found
+            return line(s, pos, activity, related)
+
+        return render
+
+    def _plan_line(self, fmt: TracepointFormat, plan: EventPlan) -> PlanLine | None:
+        """The line function of the samples of ``fmt`` that ``plan`` reads (None: the ordinary path)."""
         raise NotImplementedError
 
     def _plain(self, fmt: TracepointFormat) -> Render:
@@ -200,4 +229,21 @@ def plain_layout(
         elif kind == UNPACKED_BYTES:
             texts.append((i, KeptTexts(binary, _TEXTS_KEPT)))
         pieces.append(member(f, b"%d" if kind not in (UNPACKED_TEXT, UNPACKED_BYTES) else b"%s"))
-    return PlainLayout(layout.unpack_from, layout.start, layout.need, tuple(texts), sep.join(pieces))
+    return PlainLayout(_values_of(layout.unpack_from, layout.start, tuple(texts)), sep.join(pieces))
+
+
+def _values_of(
+    unpack_from: Callable[..., tuple[Any, ...]], start: int, texts: tuple[tuple[int, KeptTexts[bytes]], ...]
+) -> Callable[[bytes], tuple[Any, ...] | list[Any]]:
+    """``raw -> values``: one unpack (without texts: the unpack itself, no Python frame), the
+    values at the indexes of ``texts`` replaced by their text (``kept[value]``)."""
+    if not texts:
+        return functools.partial(unpack_from, offset=start)
+
+    def values_of(raw: bytes) -> list[Any]:
+        values = list(unpack_from(raw, start))
+        for i, kept in texts:
+            values[i] = kept[values[i]]
+        return values
+
+    return values_of

@@ -15,7 +15,6 @@ import ipaddress
 import re
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from ..._levels import LEVEL_NAMES
@@ -35,22 +34,10 @@ from ...perf.tracefs_format import FormatField
 from ..decode._eventheader_plans import (
     BOM_FORMATS,
     EventPlan,
-    FieldReader,
     FieldStyle,
-    PlanCache,
     integer_code,
 )
-from ._lines import (
-    NS,
-    Accepts,
-    Lines,
-    PlainLayout,
-    Render,
-    esc,
-    plain_layout,
-    sample_meta,
-    utf8,
-)
+from ._lines import NS, Accepts, Lines, PlainLayout, PlanLine, Render, esc, plain_layout, sample_meta, utf8
 
 if TYPE_CHECKING:
     from ...perf.datafile import Sample
@@ -337,21 +324,6 @@ def undecodable_pretty(meta: EventMeta, error: str | None) -> str:
     return printable(f"{stamp} [undecodable] {meta.tracepoint}: {error} [pid={meta.pid} cpu={meta.cpu}]")
 
 
-@dataclass(frozen=True, slots=True)
-class _Decided:
-    """What the renderer keeps per EventHeader plan: whether the filters pass its events, its
-    readers, the line's templates for a sample with its wall-clock time, cpu, pid and tid and no
-    activity (``same``: pid == tid; ``other``: pid != tid), the fields' template, the head."""
-
-    accepts: bool
-    readers: tuple[FieldReader, ...]
-    same: bytes
-    other: bytes
-    fields: bytes
-    has_fields: bool
-    head: tuple[str, str]
-
-
 class ConsoleLines(Lines):
     """``decode``'s console text of perf.data samples, from plans (:mod:`._lines`): the lines
     of :func:`event_pretty`."""
@@ -363,28 +335,19 @@ class ConsoleLines(Lines):
         """:func:`event_pretty`."""
         return event_pretty(event, sample_meta(sample), colors=self.colors)
 
-    def _decide(self, plan: EventPlan) -> _Decided:
-        head = pretty_head(plan.level, plan.name, plan.provider, plan.keyword, plan.opcode, True, self.colors)
-        same, other = pretty_line_templates(head, self.colors, "%s.%09dZ")
-        tail = b" " + plan.template if plan.has_fields else b""
-        accepts = self.accepts(plan.level, plan.keyword, plan.provider, plan.name)
-        return _Decided(
-            accepts, plan.readers, utf8(same) + tail, utf8(other) + tail, plan.template, plan.has_fields, head
-        )
-
-    def _eventheader(self, fmt: TracepointFormat) -> Render:
-        """A plan per header and metadata; each sample's fields by its readers into its template."""
-        find = PlanCache(self.plans, fmt.name, self._decide).find
-        seconds = self.seconds
+    def _plan_line(self, fmt: TracepointFormat, plan: EventPlan) -> PlanLine:
+        """The fields by the plan's readers into the line's template (``same``: pid == tid,
+        ``other``: pid != tid); without wall-clock time, cpu, pid or tid, or with activity ids,
+        :func:`pretty_line`'s start and the fields' template."""
         colors = self.colors
+        head = pretty_head(plan.level, plan.name, plan.provider, plan.keyword, plan.opcode, True, colors)
+        same, other = pretty_line_templates(head, colors, "%s.%09dZ")
+        has_fields, fields, readers = plan.has_fields, plan.template, plan.readers
+        tail = b" " + fields if has_fields else b""
+        same_t, other_t = utf8(same) + tail, utf8(other) + tail
+        seconds = self.seconds
 
-        def text_line(s: Sample) -> bytes | None:
-            found = find(s.data)
-            if found is None:
-                return None
-            entry, pos, activity, related = found
-            if not entry.accepts:
-                return b""
+        def text_line(s: Sample, pos: int, activity: bytes | None, related: bytes | None) -> bytes:
             data = s.data
             real, cpu, pid, tid = s.realtime_ns, s.cpu, s.pid, s.tid
             out: list[object]
@@ -396,18 +359,22 @@ class ConsoleLines(Lines):
                 and activity is None
             ):
                 second, ns = divmod(real, NS)
-                same = pid == tid
-                out = [seconds[second], ns, pid, cpu] if same else [seconds[second], ns, pid, tid, cpu]
-                for read in entry.readers:
+                if pid == tid:
+                    out = [seconds[second], ns, pid, cpu]
+                    template = same_t
+                else:
+                    out = [seconds[second], ns, pid, tid, cpu]
+                    template = other_t
+                for read in readers:
                     pos = read(data, pos, out)
-                return (entry.same if same else entry.other) % tuple(out)
+                return template % tuple(out)
             out = []
-            for read in entry.readers:
+            for read in readers:
                 pos = read(data, pos, out)
             act = uuid.UUID(bytes=activity) if activity is not None else None
             rel = uuid.UUID(bytes=related) if related is not None else None
-            start = utf8(pretty_line(entry.head, real, s.time, act, rel, pid, tid, cpu, colors))
-            return start + b" " + entry.fields % tuple(out) if entry.has_fields else start
+            start = utf8(pretty_line(head, real, s.time, act, rel, pid, tid, cpu, colors))
+            return start + b" " + fields % tuple(out) if has_fields else start
 
         return text_line
 
@@ -436,17 +403,10 @@ class ConsoleLines(Lines):
         tail = b" " + fields if has_fields else b""
         same_t, other_t = utf8(same) + tail, utf8(other) + tail
         seconds = self.seconds
-        read, start, need, texts = layout.unpack_from, layout.start, layout.need, layout.texts
+        values_of = layout.values_of
 
         def text_line(s: Sample) -> bytes | None:
-            raw = s.raw
-            if len(raw) < need:
-                return None
-            values: Any = read(raw, start)
-            if texts:
-                values = list(values)
-                for i, kept in texts:
-                    values[i] = kept[values[i]]
+            values = values_of(s.raw)
             real, cpu, pid, tid = s.realtime_ns, s.cpu, s.pid, s.tid
             if real is not None and cpu is not None and pid is not None and tid is not None:
                 second, ns = divmod(real, NS)

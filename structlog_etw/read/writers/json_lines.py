@@ -14,25 +14,14 @@ import datetime as _dt
 import json
 import math
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from ..._text import KeptTexts, wallclock_text
 from ...decoded import DecodedEvent, EventMeta
 from ...eventheader.perf_decode import PerfJsonStyle, activity_text, perf_json_fields
 from ...perf.tracefs_format import FormatField
-from ..decode._eventheader_plans import EventPlan, FieldReader, PlanCache
-from ._lines import (
-    NS,
-    Accepts,
-    Lines,
-    PlainLayout,
-    Render,
-    esc,
-    plain_layout,
-    sample_meta,
-    utf8,
-)
+from ..decode._eventheader_plans import EventPlan
+from ._lines import NS, Accepts, Lines, PlainLayout, PlanLine, Render, esc, plain_layout, sample_meta, utf8
 
 if TYPE_CHECKING:
     from ...perf.datafile import Sample
@@ -198,20 +187,6 @@ def _unstamped(s: Sample) -> list[object]:
     return [stamp, _num(s.time), _num(s.cpu), _num(s.pid), _num(s.tid)]
 
 
-@dataclass(frozen=True, slots=True)
-class _Decided:
-    """What the renderer keeps per EventHeader plan: whether the filters pass its events, its
-    readers, its line's templates (``line``: a sample with its time, cpu, pid and tid;
-    ``other``: the same as texts), ``named``: ``line`` with the tracepoint's name and no
-    activity ids in it (for the samples of that name without activity ids; ``b""``: none)."""
-
-    accepts: bool
-    readers: tuple[FieldReader, ...]
-    line: bytes
-    other: bytes
-    named: bytes
-
-
 class JsonLines(Lines):
     """``decode --json``'s lines of perf.data samples, from plans (:mod:`._lines`): the lines
     of :func:`event_json`."""
@@ -225,9 +200,11 @@ class JsonLines(Lines):
         """:func:`event_json`."""
         return event_json(event, sample_meta(sample))
 
-    def _decide(self, plan: EventPlan, name: bytes) -> _Decided | None:
-        """``name``: the text of the tracepoint's name (:func:`_template_name`), put in the
-        ``named`` template (``b""``: no such template)."""
+    def _templates(self, plan: EventPlan, name: bytes) -> tuple[bytes, bytes, bytes] | None:
+        """The templates of a plan's lines: ``line`` (a sample with its time, cpu, pid and tid),
+        ``other`` (the same as texts), ``named``: ``line`` with the tracepoint's name ``name``
+        (:func:`_template_name`) and no activity ids in it (``b""``: none); None: texts this
+        line does not write the way :func:`event_json` does (the ordinary path)."""
         event_head = {  # event_json's keys from provider to version, and attributes
             "provider": plan.provider,
             "name": plan.name,
@@ -241,7 +218,7 @@ class JsonLines(Lines):
         try:
             middle = esc(utf8(_dumps(event_head)[1:-1]))
             attributes = utf8(_dumps(plan.attributes))
-        except UnicodeEncodeError:  # not text the ordinary path writes this way: leave it to it
+        except UnicodeEncodeError:
             return None
         rest = b',"tracepoint":%s,' + middle + b',"activity_id":%s,"related_id":%s,"attributes":'
         end = esc(attributes) + b',"fields":{' + plan.template + b"}}"
@@ -249,52 +226,43 @@ class JsonLines(Lines):
         if name:
             named = _STAMPED + b',"tracepoint":' + name + b"," + middle
             named += b',"activity_id":null,"related_id":null,"attributes":' + end
-        accepts = self.accepts(plan.level, plan.keyword, plan.provider, plan.name)
-        return _Decided(accepts, plan.readers, _STAMPED + rest + end, _UNSTAMPED + rest + end, named)
+        return _STAMPED + rest + end, _UNSTAMPED + rest + end, named
 
-    def _eventheader(self, fmt: TracepointFormat) -> Render:
-        """A plan per header and metadata; each sample's fields by its readers into its template,
-        the tracepoint's name in it for the samples of that name (nearly all)."""
+    def _plan_line(self, fmt: TracepointFormat, plan: EventPlan) -> PlanLine | None:
+        """The fields by the plan's readers into the line's template, the tracepoint's name in it
+        for the samples of that name without activity ids (nearly all)."""
         expected = fmt.full_name  # the name of its samples (perf's, unless the file names it otherwise)
-        name_text = _template_name(expected)
-        find = PlanCache(self.plans, fmt.name, lambda plan: self._decide(plan, name_text)).find
+        templates = self._templates(plan, _template_name(expected))
+        if templates is None:
+            return None
+        whole, other, named = templates
+        readers = plan.readers
         seconds = self.seconds
         names = self.names
 
-        def json_line(s: Sample) -> bytes | None:
-            found = find(s.data)
-            if found is None:
-                return None
-            entry, pos, activity, related = found
-            if not entry.accepts:
-                return b""
+        def json_line(s: Sample, pos: int, activity: bytes | None, related: bytes | None) -> bytes:
             real, t, cpu, pid, tid = s.realtime_ns, s.time, s.cpu, s.pid, s.tid
             data = s.data
             out: list[object]
             if real is None or t is None or cpu is None or pid is None or tid is None:
                 out = _unstamped(s)
-                template = entry.other
+                template = other
             else:
                 second, ns = divmod(real, NS)
                 out = [seconds[second], ns, t, cpu, pid, tid]
                 name = s.name
-                if (
-                    entry.named
-                    and activity is None
-                    and related is None
-                    and (name is expected or name == expected)
-                ):
-                    for read in entry.readers:
+                if named and activity is None and (name is expected or name == expected):  # no related id
+                    for read in readers:
                         pos = read(data, pos, out)
-                    line = entry.named % tuple(out)
+                    line = named % tuple(out)
                     return line if line.isascii() and 0x7F not in line else _safe_json(line)
-                template = entry.line
+                template = whole
             out += (
                 names[s.name],
                 activity_text(activity) if activity is not None else b"null",
                 activity_text(related) if related is not None else b"null",
             )
-            for read in entry.readers:
+            for read in readers:
                 pos = read(data, pos, out)
             return _safe_json(template % tuple(out))
 
@@ -339,17 +307,10 @@ class JsonLines(Lines):
         named = _STAMPED + b',"tracepoint":' + name_text + tail if name_text else b""
         seconds = self.seconds
         names = self.names
-        read, start, need, texts = layout.unpack_from, layout.start, layout.need, layout.texts
+        values_of = layout.values_of
 
         def json_line(s: Sample) -> bytes | None:
-            raw = s.raw
-            if len(raw) < need:
-                return None
-            values: Any = read(raw, start)
-            if texts:
-                values = list(values)
-                for i, kept in texts:
-                    values[i] = kept[values[i]]
+            values = values_of(s.raw)
             real, t, cpu, pid, tid = s.realtime_ns, s.time, s.cpu, s.pid, s.tid
             if real is None or t is None or cpu is None or pid is None or tid is None:
                 return _safe_json(partial % (*_unstamped(s), names[s.name], *values))
