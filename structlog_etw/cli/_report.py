@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 
 from ..read.writers.console import printable
 
-__all__ = ["MAX_REPORTED", "PROG", "Outcome", "cannot_open", "report"]
-
 PROG = "structlog-etw decode"
 #: Problems printed one by one (the rest are counted).
 MAX_REPORTED = 20

@@ -21,12 +21,12 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import BinaryIO, Final, TextIO
 
-from ..eventheader.perf_decode import PerfJsonLines
 from ..perf.datafile import PerfDataError, PerfDataFile, Sample
 from ..perf.samples import SampleDecodeError, decode_sample
 from ..read.writers._lines import Accepts, Lines, sample_meta
 from ..read.writers.console import ConsoleLines, printable
 from ..read.writers.json_lines import JsonLines
+from ..read.writers.perf_json import PerfJsonLines
 from ._report import Outcome, cannot_open, report
 from .output import (
     EventFilter,

@@ -18,8 +18,8 @@ import sys
 from collections import Counter
 from typing import TextIO
 
-from ..decoded import EventMeta
 from ..etw.etl import EtlError, EtlEvent, EtlFile
+from ..read.decoded import EventMeta
 from ..read.writers.console import printable
 from ._report import MAX_REPORTED, PROG, Outcome, cannot_open, report
 from .output import EventFilter, EventWriter, event_filter, make_writer, use_color

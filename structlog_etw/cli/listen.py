@@ -20,10 +20,10 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import IO
 
-from ..decoded import EventMeta
-from ..eventheader.spec import validate_provider_name
+from ..formats.eventheader import validate_provider_name
 from ..perf.listener import DEFAULT_PAGES, ListenedEvent, Listener, ListenError, LostEvents
 from ..perf.listener import run as run_listener
+from ..read.decoded import EventMeta
 from ..read.writers.console import event_pretty, undecodable_pretty
 from ..read.writers.json_lines import event_json, undecodable_json
 from .output import EventWriter, add_filter_arguments, add_output_arguments, make_writer, use_color

@@ -4,9 +4,9 @@ plain tracepoints (e.g. ``sched:sched_switch``) through their tracefs format.
 
 from __future__ import annotations
 
-from ..decoded import DecodedEvent, DecodeError, plain_fields
-from ..eventheader.decoder import decode_event
-from ..eventheader.perf_decode import sample_line, sample_time_text, tracefs_perf_json_head
+from ..read.decode.eventheader import decode_event
+from ..read.decoded import DecodedEvent, DecodeError, plain_fields
+from ..read.writers.perf_json import sample_line, sample_time_text, tracefs_perf_json_head
 from .datafile import Sample
 
 __all__ = [
@@ -21,7 +21,7 @@ __all__ = [
 class SampleDecodeError(DecodeError):
     """A sample that cannot be decoded (unknown tracepoint, malformed EventHeader event).
 
-    A :class:`~structlog_etw.decoded.DecodeError` that also names the sample (its offset in the
+    A :class:`~structlog_etw.read.decoded.DecodeError` that also names the sample (its offset in the
     file and its tracepoint)."""
 
 
@@ -33,7 +33,7 @@ def _unknown_format(sample: Sample) -> SampleDecodeError:
 
 
 def decode_sample(sample: Sample) -> DecodedEvent:
-    """The sample as a :class:`~structlog_etw.decoded.DecodedEvent`.
+    """The sample as a :class:`~structlog_etw.read.decoded.DecodedEvent`.
 
     EventHeader samples: provider, level, keyword from the tracepoint name and
     everything else from the event (``format`` ``"eventheader"``).  Plain tracepoints:

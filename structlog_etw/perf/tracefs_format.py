@@ -25,21 +25,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NamedTuple
 
-from ..decoded import DecodedField
+from ..formats._tracefs import (
+    ARRAY_DYNAMIC,
+    ARRAY_FIXED,
+    ARRAY_NONE,
+    ARRAY_REL,
+    FMT_HEX,
+    FMT_NONE,
+    FMT_SIGNED,
+    FMT_STRING,
+    FMT_UNSIGNED,
+    UNPACKED_BYTES,
+    UNPACKED_INT,
+    UNPACKED_TEXT,
+)
+from ..read.decoded import DecodedField
 
 __all__ = ["FieldsUnpack", "FormatField", "TracepointFormat", "eventheader_offset", "parse_format"]
 
-# Field value formats (how perf-decode prints a plain field).
-FMT_NONE: Final = 0
-FMT_HEX: Final = 1
-FMT_UNSIGNED: Final = 2
-FMT_SIGNED: Final = 3
-FMT_STRING: Final = 4
-
-ARRAY_NONE: Final = 0
-ARRAY_FIXED: Final = 1
-ARRAY_DYNAMIC: Final = 2  # __data_loc
-ARRAY_REL: Final = 3  # __rel_loc
 
 _TOKEN = re.compile(r"\s*(?:([A-Za-z_][A-Za-z0-9_]*)|(\[[^\]]*\]?)|(\([^)]*\)?)|(\"(?:\\.|[^\"])*\"?)|(\S))")
 
@@ -143,7 +146,7 @@ class FormatField:
         return values
 
     def decoded(self, raw: bytes, order: str) -> DecodedField:
-        """This field of ``raw`` as a :class:`~structlog_etw.decoded.DecodedField`: its :meth:`value`
+        """This field of ``raw`` as a :class:`~structlog_etw.read.decoded.DecodedField`: its :meth:`value`
         and what a writer needs to print it as perf-decode does, without the event's bytes.
 
         ``format`` is the print style (``FMT_NONE``: the bytes, ``FMT_HEX``, ``FMT_UNSIGNED``,
@@ -332,12 +335,6 @@ class TracepointFormat:
 
 #: struct codes of an integer field of each size (signed: lower case).
 _INT_CODES: Final = {1: "B", 2: "H", 4: "I", 8: "Q"}
-
-#: What :class:`FieldsUnpack` gives for each field: its text's bytes (a ``char[]`` field, up to its
-#: end: the text ends at the first NUL), its bytes (structs, byte arrays), an int.
-UNPACKED_TEXT: Final = 0
-UNPACKED_BYTES: Final = 1
-UNPACKED_INT: Final = 2
 
 
 class FieldsUnpack(NamedTuple):

@@ -1,12 +1,12 @@
 """Compiled plans of EventHeader events: the decoder's reading of a kind of event, done once.
 
-:func:`~structlog_etw.eventheader.decoder.decode_event` parses the metadata of every event and
-builds a :class:`~structlog_etw.decoded.DecodedEvent`; a capture repeats the same few metadata
+:func:`~structlog_etw.read.decode.eventheader.decode_event` parses the metadata of every event and
+builds a :class:`~structlog_etw.read.decoded.DecodedEvent`; a capture repeats the same few metadata
 blocks thousands of times.  :class:`Plans` parses each distinct (tracepoint, header, metadata)
-once - with the decoder's own :func:`~structlog_etw.eventheader.decoder.read_extensions`,
-:func:`~structlog_etw.eventheader.decoder.kind_finder`,
-:func:`~structlog_etw.eventheader.decoder.parse_metadata` and
-:func:`~structlog_etw.eventheader.decoder.header_numbers` - into an :class:`EventPlan`:
+once - with the decoder's own :func:`~structlog_etw.read.decode.eventheader.read_extensions`,
+:func:`~structlog_etw.read.decode.eventheader.kind_finder`,
+:func:`~structlog_etw.read.decode.eventheader.parse_metadata` and
+:func:`~structlog_etw.read.decode.eventheader.header_numbers` - into an :class:`EventPlan`:
 provider, name, attributes, the header's numbers, and the fields as one ``%``-template with a
 list of readers.  Each reader takes the payload bytes and a position, appends the values its
 part of the template takes to a list and returns where its part ended: a run of fixed-size
@@ -29,18 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
-from ..._text import KeptTexts
-from ..._text import template_literal as esc
-from ...decoded import DecodeError
-from ...eventheader._values import BOMS, Kind, bytes_decide_kind, value_kind
-from ...eventheader.decoder import (
-    FieldMetadata,
-    header_numbers,
-    kind_finder,
-    parse_metadata,
-    split_event_name,
-)
-from ...eventheader.spec import (
+from ...formats.eventheader import (
     ENC_STRUCT,
     ENCODING_CARRAY,
     FIXED_SIZE,
@@ -51,17 +40,17 @@ from ...eventheader.spec import (
     ZSTRING_UNIT,
     parse_tracepoint_name,
 )
-
-__all__ = [
-    "BOM_FORMATS",
-    "PLAN_ERRORS",
-    "EventPlan",
-    "FieldReader",
-    "FieldStyle",
-    "PlanCache",
-    "Plans",
-    "integer_code",
-]
+from .._text import KeptTexts
+from .._text import template_literal as esc
+from ..decoded import DecodeError
+from ._eventheader_values import BOMS, Kind, bytes_decide_kind, value_kind
+from .eventheader import (
+    FieldMetadata,
+    header_numbers,
+    kind_finder,
+    parse_metadata,
+    split_event_name,
+)
 
 _T = TypeVar("_T")
 
@@ -78,7 +67,7 @@ FieldReader = Callable[[bytes, int, list[object]], int]
 _VALUES_KEPT: Final = 512
 #: The formats whose text a byte-order mark decides.
 BOM_FORMATS: Final = frozenset({FMT_STRING_UTF_BOM, FMT_STRING_XML, FMT_STRING_JSON})
-#: The first bytes of the byte-order marks (:data:`~structlog_etw.eventheader._values.BOMS`).
+#: The first bytes of the byte-order marks (:data:`~structlog_etw.read.decode._eventheader_values.BOMS`).
 _BOM_STARTS: Final = frozenset(mark[:1] for mark, _kind, _order in BOMS)
 #: Value lengths whose writer a counted value's writer keeps.
 _LENGTHS_KEPT: Final = 64
@@ -465,7 +454,7 @@ class EventPlan:
     """How to read one kind of event (a tracepoint, a header, a metadata block).
 
     ``provider``, ``name``, ``level``, ``keyword``, ``opcode``, ``tag``, ``id``, ``version``,
-    ``attributes``, ``raw_name`` as :class:`~structlog_etw.decoded.DecodedEvent` has them.  The
+    ``attributes``, ``raw_name`` as :class:`~structlog_etw.read.decoded.DecodedEvent` has them.  The
     fields' text (``"name":value,...`` in perf-decode's JSON) is ``template % tuple(values)``
     where each of ``readers`` in turn takes ``(data, pos, values)``, appends its values and
     returns the next position (the payload's end after the last one); ``has_fields``: the

@@ -6,7 +6,7 @@ samples of one tracepoint format from what is decided once per format (a plain t
 unpack of its fields and one ``%``-template per format) and per EventHeader header and metadata
 (:class:`~structlog_etw.read.decode._eventheader_plans.Plans`, in the output's
 :class:`~structlog_etw.read.decode._eventheader_plans.FieldStyle`), as UTF-8 bytes, without
-building a :class:`~structlog_etw.decoded.DecodedEvent`.  A renderer returns None for a sample
+building a :class:`~structlog_etw.read.decoded.DecodedEvent`.  A renderer returns None for a sample
 its plan does not read (and raises on one that is not what its plan says); the caller then
 writes it the ordinary way - decode it, then :meth:`Lines.event_line` - which reports its error.
 Every cache is bounded (formats, names and seconds by count, EventHeader plans by the bytes of
@@ -19,30 +19,15 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-from ..._text import KeptTexts, time_text
-from ..._text import template_literal as esc
-from ...decoded import DecodedEvent, EventMeta
-from ...perf.tracefs_format import UNPACKED_BYTES, UNPACKED_TEXT, FormatField
+from ...formats._tracefs import UNPACKED_BYTES, UNPACKED_TEXT
+from .._text import KeptTexts, time_text
 from ..decode._eventheader_plans import EventPlan, FieldStyle, PlanCache, Plans
+from ..decoded import DecodedEvent, EventMeta
 
 if TYPE_CHECKING:
     from ...perf.datafile import Sample
-    from ...perf.tracefs_format import TracepointFormat
+    from ...perf.tracefs_format import FormatField, TracepointFormat
 
-__all__ = [
-    "NS",
-    "Accepts",
-    "Lines",
-    "PlainLayout",
-    "PlanLine",
-    "Render",
-    "Seconds",
-    "dropped",
-    "esc",
-    "ordinary",
-    "sample_meta",
-    "utf8",
-]
 
 #: A sample -> its line (UTF-8 bytes, no newline), ``b""`` when the filters drop it, None: take
 #: the ordinary path (as for any exception: a payload its plan cannot read).
@@ -87,7 +72,7 @@ def _second_text(second: int) -> bytes:
 
 
 class Seconds(KeptTexts[int]):
-    """A second -> its date and time text (:func:`~structlog_etw._text.wallclock_text` up to
+    """A second -> its date and time text (:func:`~structlog_etw.read._text.wallclock_text` up to
     the ``.``): ``seconds[second]``, the last :data:`_KEPT` kept."""
 
     __slots__ = ()

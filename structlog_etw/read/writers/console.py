@@ -1,8 +1,8 @@
 """Console text: a decoded event as one line in the style of structlog's ``ConsoleRenderer``
 (``decode``, ``listen`` and ``demo``'s default output), and its fast plan.
 
-:func:`event_pretty` renders from a :class:`~structlog_etw.decoded.DecodedEvent` and its
-:class:`~structlog_etw.decoded.EventMeta`; no event bytes are parsed.  EventHeader values are
+:func:`event_pretty` renders from a :class:`~structlog_etw.read.decoded.DecodedEvent` and its
+:class:`~structlog_etw.read.decoded.EventMeta`; no event bytes are parsed.  EventHeader values are
 written from their Python values with the wire's hints (hex ints, errno names, single floats).
 Beside it, :class:`ConsoleLines` writes the same lines for perf.data samples from compiled plans
 (:mod:`._lines`) in :class:`TextFieldStyle`; the tests hold the two equal.
@@ -17,12 +17,8 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from ..._levels import LEVEL_NAMES
-from ..._text import errno_text, float_text, wallclock_text
-from ...decoded import DecodedEvent, DecodedField, EventMeta
-from ...eventheader._values import BOMS, Kind, bytes_decide_kind, python_reader, value_kind
-from ...eventheader.decoder import FieldMetadata
-from ...eventheader.spec import (
+from ...formats._levels import LEVEL_NAMES
+from ...formats.eventheader import (
     ENC_BINARY_LENGTH16_CHAR8,
     ENC_STRING_LENGTH16_CHAR8,
     ENC_VALUE32,
@@ -30,18 +26,22 @@ from ...eventheader.spec import (
     FMT_ERRNO,
     FMT_HEX_INT,
 )
-from ...perf.tracefs_format import FormatField
+from .._text import errno_text, float_text, wallclock_text
+from .._text import template_literal as esc
 from ..decode._eventheader_plans import (
     BOM_FORMATS,
     EventPlan,
     FieldStyle,
     integer_code,
 )
-from ._lines import NS, Accepts, Lines, PlainLayout, PlanLine, Render, esc, plain_layout, sample_meta, utf8
+from ..decode._eventheader_values import BOMS, Kind, bytes_decide_kind, python_reader, value_kind
+from ..decode.eventheader import FieldMetadata
+from ..decoded import DecodedEvent, DecodedField, EventMeta
+from ._lines import NS, Accepts, Lines, PlainLayout, PlanLine, Render, plain_layout, sample_meta, utf8
 
 if TYPE_CHECKING:
     from ...perf.datafile import Sample
-    from ...perf.tracefs_format import TracepointFormat
+    from ...perf.tracefs_format import FormatField, TracepointFormat
 
 __all__ = [
     "BLUE",

@@ -1,8 +1,8 @@
 """JSON lines: a decoded event as one JSON object per line (``decode --json``, ``listen --json``),
 and its fast plan.
 
-:func:`event_json` renders from a :class:`~structlog_etw.decoded.DecodedEvent` and its
-:class:`~structlog_etw.decoded.EventMeta`; EventHeader fields with perf-decode's value
+:func:`event_json` renders from a :class:`~structlog_etw.read.decoded.DecodedEvent` and its
+:class:`~structlog_etw.read.decoded.EventMeta`; EventHeader fields with perf-decode's value
 conventions (:mod:`.perf_json`, without field tags), other events' from their Python values.
 Beside it, :class:`JsonLines` writes the same lines for perf.data samples from compiled plans
 (:mod:`._lines`); the tests hold the two equal.
@@ -16,16 +16,16 @@ import math
 import re
 from typing import TYPE_CHECKING, Any, Final
 
-from ..._text import KeptTexts, wallclock_text
-from ...decoded import DecodedEvent, EventMeta
-from ...eventheader.perf_decode import PerfJsonStyle, activity_text, perf_json_fields
-from ...perf.tracefs_format import FormatField
+from .._text import KeptTexts, wallclock_text
+from .._text import template_literal as esc
 from ..decode._eventheader_plans import EventPlan
-from ._lines import NS, Accepts, Lines, PlainLayout, PlanLine, Render, esc, plain_layout, sample_meta, utf8
+from ..decoded import DecodedEvent, EventMeta
+from ._lines import NS, Accepts, Lines, PlainLayout, PlanLine, Render, plain_layout, sample_meta, utf8
+from .perf_json import PerfJsonStyle, activity_text, perf_json_fields
 
 if TYPE_CHECKING:
     from ...perf.datafile import Sample
-    from ...perf.tracefs_format import TracepointFormat
+    from ...perf.tracefs_format import FormatField, TracepointFormat
 
 __all__ = ["JsonLines", "event_json", "json_fields", "json_line", "json_line_bytes", "undecodable_json"]
 
