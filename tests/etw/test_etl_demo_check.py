@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from structlog_etw.cli.demo import PROVIDER
-from structlog_etw.cli.render import EventMeta, event_json
+from structlog_etw.read.decoded import EventMeta
+from structlog_etw.read.writers.json_lines import event_json
 from structlog_etw.testing import capture_etw_events
 from tests.helpers import windows_etl_demo as check
 from tests.helpers.shared_data import REPO

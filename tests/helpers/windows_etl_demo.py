@@ -132,7 +132,7 @@ def record(etl: Path) -> None:
 def expected_events() -> list[dict[str, Any]]:
     """What the demo sequence becomes, as ``decode --json`` lines without the capture metadata."""
     from structlog_etw.cli.demo import log_sequence  # noqa: PLC0415
-    from structlog_etw.cli.render import event_json  # noqa: PLC0415
+    from structlog_etw.read.writers.json_lines import event_json  # noqa: PLC0415
     from structlog_etw.testing import capture_etw_events  # noqa: PLC0415
 
     with capture_etw_events("tracelogging") as capture:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Final
 
-from ...formats.tracelogging import CHANNEL_TRACELOGGING, EVENT_DESCRIPTOR, InType, OutType
+from ...formats.tracelogging import CHANNEL_TRACELOGGING, EVENT_DESCRIPTOR, FILETIME_EPOCH, InType, OutType
 from ..decoded import MAX_DECODE_NESTING, DecodedEvent, DecodedField, DecodeError, plain_fields
 
 __all__ = [
@@ -54,8 +54,6 @@ _FIXED: Final[dict[int, str]] = {
     InType.HEXINT64: "<Q",
     InType.FILETIME: "<Q",
 }
-_UTC: Final = _dt.timezone.utc
-_FILETIME_EPOCH: Final = _dt.datetime(1601, 1, 1, tzinfo=_UTC)
 
 
 @dataclass(frozen=True)
@@ -245,7 +243,7 @@ def parse_metadata(metadata: bytes) -> tuple[str, int, list[FieldMeta]]:
 
 def _filetime(ticks: int) -> Any:
     try:
-        return _FILETIME_EPOCH + _dt.timedelta(microseconds=ticks // 10)
+        return FILETIME_EPOCH + _dt.timedelta(microseconds=ticks // 10)
     except OverflowError:
         return ticks
 
@@ -303,7 +301,7 @@ def _scalar(raw: bytes, f: FieldMeta) -> Any:
     if t == InType.SYSTEMTIME:
         year, month, _dow, day, hour, minute, second, ms = struct.unpack("<8H", raw)
         try:
-            return _dt.datetime(year, month, day, hour, minute, second, ms * 1000, tzinfo=_UTC)
+            return _dt.datetime(year, month, day, hour, minute, second, ms * 1000, tzinfo=_dt.timezone.utc)
         except ValueError:
             return (year, month, day, hour, minute, second, ms)
     if t == InType.SID:
