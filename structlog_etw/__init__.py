@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         StatusReason,
         close_all,
         get_provider,
+        open_descriptors,
     )
     from ._renderer import EtwRenderer
     from ._resolve import KeywordsByLogger
@@ -49,6 +50,7 @@ _EXPORTS: dict[str, str] = {
     "StatusReason": "._provider",
     "close_all": "._provider",
     "get_provider": "._provider",
+    "open_descriptors": "._provider",
     "EtwRenderer": "._renderer",
     "KeywordsByLogger": "._resolve",
     "EtwHandler": "._stdlib",
@@ -75,6 +77,7 @@ __all__ = [
     "etw_activity",
     "get_provider",
     "make_etw_bound_logger",
+    "open_descriptors",
     "use_otel_activity_ids",
 ]
 

@@ -68,6 +68,7 @@ __all__ = [
     "StatusReason",
     "close_all",
     "get_provider",
+    "open_descriptors",
     "providers",
     "set_backend_factory",
 ]
@@ -889,6 +890,24 @@ def set_backend_factory(factory: BackendFactory | None) -> BackendFactory | None
     Used by ``structlog_etw.testing`` to capture events.
     """
     return REGISTRY.set_factory(factory)
+
+
+def open_descriptors() -> list[int]:
+    """The descriptors structlog-etw holds open (Linux: each OS provider's ``user_events_data``
+    and its private duplicate), sorted; ``[]`` where it holds none (Windows, no user_events).
+
+    For daemonizers that close every descriptor they are not told to keep::
+
+        daemon.DaemonContext(files_preserve=structlog_etw.open_descriptors())
+
+    Call it right before daemonizing (after the providers are made).  A descriptor closed
+    anyway is never written again: the provider opens a new one (docs/linux.md).
+    """
+    try:
+        from .backends.user_events import open_descriptors as user_events_descriptors  # noqa: PLC0415
+    except (ImportError, OSError):
+        return []
+    return user_events_descriptors()
 
 
 def close_all() -> None:
