@@ -145,6 +145,20 @@ class _WritePath(Generic[E]):
         self.error_name = error_name
 
 
+class _NoEncoder:
+    """The encoder of a provider whose encoder module cannot even be imported (out of
+    descriptors): its backend is a :class:`NullBackend`, whose slots are never enabled, so
+    nothing is ever encoded; were it asked, the event is counted as ``dropped["too_large"]``."""
+
+    truncated = 0
+
+    def encode_fields(self, name: str, fields: list[Field], header: HeaderValue) -> None:
+        return None
+
+    def encode_dict(self, name: str, event: Mapping[Any, Any], skip: str | None, header: HeaderValue) -> None:
+        return None
+
+
 #: Levels registered up front for the default keyword (critical .. verbose).
 DEFAULT_LEVELS: Final = tuple(LEVEL_NAMES)
 
@@ -359,7 +373,10 @@ class Provider:
             if isinstance(exc, OSError):
                 code = _failure_code(exc)
             backend = NullBackend(reason, "eventheader", code)
-            path = _write_path("eventheader", backend, self.name, self.group)
+            try:
+                path = _write_path("eventheader", backend, self.name, self.group)
+            except (ImportError, OSError):  # no encoder loads: a null backend never encodes
+                path = _WritePath[bytes]("eventheader", _NoEncoder(), backend, eventheader_error_name)
         owned = self._guard.enter()
         try:
             previous = getattr(self, "_path", None)

@@ -103,11 +103,12 @@ def test_the_descriptor_is_opened_above_the_standard_descriptors(tracefs: Path, 
             ue._kcmp_fn[:] = [None]
         b = ue.UserEventsBackend("SlEtw_Low")
         low = [n for n in (0, 1, 2) if os.path.exists(f"/proc/self/fd/{{n}}")]
-        os.write(os.open({str(tracefs / "out")!r}, os.O_WRONLY | os.O_CREAT), repr((b._fd, b._ref, low)).encode())
+        out = os.open({str(tracefs / "out")!r}, os.O_WRONLY | os.O_CREAT)
+        os.write(out, repr((b._fd, b._ref, low)).encode())
         """
     )
     subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
-    fd, ref, low = eval((tracefs / "out").read_text())  # noqa: S307 (our own repr)
+    fd, ref, low = eval((tracefs / "out").read_text())  # our own repr
     assert fd >= FD_FLOOR
     assert ref == -1 or ref >= FD_FLOOR
     assert low == []  # the low numbers it went through are closed again
