@@ -70,8 +70,7 @@ def test_a_renderer_made_out_of_descriptors_runs_disabled_and_retries_later() ->
             free()
             raise SystemExit(json.dumps(out))
         out["before"] = prov.status.reason.value
-        factory = structlog.ReturnLoggerFactory()
-        log = structlog.wrap_logger(None, processors=[renderer], logger_factory=factory)
+        log = structlog.wrap_logger(structlog.ReturnLogger(), processors=[renderer])
         log.info("while_out_of_descriptors")
         free()
         prov.slot(2, 0x10)  # a new pair: the provider tries the OS backend again
