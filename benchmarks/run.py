@@ -267,6 +267,13 @@ def comparisons() -> list[Comparison]:
     )
     _try(
         c,
+        "etw_enabled_unchecked",
+        "the same, without the descriptor check before each write (the base of its cost)",
+        f'log.info("user_login", {F})',
+        lambda: {"log": _ours("fast_path_logger", enabled=True, backend="writev_unchecked")},
+    )
+    _try(
+        c,
         "etw_enabled_tl",
         "structlog-etw fast-path wrapper -> TraceLogging -> writev(/dev/null)",
         f'log.info("user_login", {F})',

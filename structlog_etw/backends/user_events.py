@@ -322,7 +322,8 @@ class UserEventsBackend:
     returns a :class:`~structlog_etw.backends.base.Slot` whose ``word[0]`` is the enable word
     the kernel updates; it raises :class:`OSError` when the kernel refuses the
     registration.  ``persist=True`` registers with :data:`USER_EVENT_REG_PERSIST`: tracepoints
-    it creates outlive the backend (``structlog-etw tracepoints --persist``).  :meth:`write`
+    it creates outlive the backend (``structlog-etw tracepoints --persist``).  ``tracefs`` names
+    the directory holding ``user_events_data`` (default: :func:`find_tracefs`).  :meth:`write`
     never raises, and never writes through a descriptor that is no longer the one it opened
     (see the module docstring; :attr:`lost`, :attr:`reopened`).  :meth:`close` unregisters
     every enable word and closes the descriptor; it is idempotent.
@@ -353,7 +354,14 @@ class UserEventsBackend:
         "tracefs",
     )
 
-    def __init__(self, provider_name: str, group: str | None = None, *, persist: bool = False) -> None:
+    def __init__(
+        self,
+        provider_name: str,
+        group: str | None = None,
+        *,
+        persist: bool = False,
+        tracefs: str | None = None,
+    ) -> None:
         self.provider_name = provider_name
         self.group = group
         self._flags = USER_EVENT_REG_PERSIST if persist else 0
@@ -387,7 +395,8 @@ class UserEventsBackend:
             )
         # A bad provider or group name is a setup error (ValueError), wherever we run.
         validate_provider_name(provider_name, group)
-        tracefs = find_tracefs()
+        if tracefs is None:
+            tracefs = find_tracefs()
         if tracefs is None:
             raise BackendUnavailable(
                 f"no user_events on this kernel ({release}): no tracefs with user_events_data "
