@@ -144,6 +144,30 @@ def _server(tmp_path: Path, name: str, app: str, files: dict[str, str]) -> tuple
     return out, env
 
 
+class _Server:
+    """A server process, stopped with SIGTERM when the ``with`` block ends (killed if it hangs)."""
+
+    def __init__(self, cmd: list[str], cwd: Path, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stderr=subprocess.PIPE, text=True)
+        self.stderr = ""
+
+    def __enter__(self) -> _Server:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.proc.send_signal(signal.SIGTERM)
+            self.stderr = self.proc.communicate(timeout=120)[1]
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.communicate()
+
+    def assert_clean_exit(self) -> None:
+        assert self.proc.returncode == 0, self.stderr
+        assert "Traceback" not in self.stderr, self.stderr
+
+
 def _assert_clean(stats: dict[str, dict[str, Any]]) -> None:
     for who, s in stats.items():
         assert s["dropped"] == {} and s["errors"] == {}, (who, s)
@@ -173,12 +197,11 @@ def test_gunicorn_preload_sync_workers_reload_and_terminate(
                 "60",
                 "app:app",
             ]
-            proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
-            try:
+            with _Server(cmd, tmp_path, env) as server:
                 wait_until(lambda: _answered(port, served), timeout=120, what="gunicorn to answer")
                 served.extend(p for p in (_get(port) for _ in range(3)) if p)
                 first = set(served)
-                proc.send_signal(signal.SIGHUP)  # graceful reload: new workers, old ones stop
+                server.proc.send_signal(signal.SIGHUP)  # graceful reload: new workers, old ones stop
                 new: list[int] = []
 
                 def a_new_worker_answers() -> bool:
@@ -192,14 +215,8 @@ def test_gunicorn_preload_sync_workers_reload_and_terminate(
                 wait_until(a_new_worker_answers, timeout=120, what="a worker of the reload")
                 served.extend(p for p in (_get(port) for _ in range(3)) if p)
                 wait_until(lambda: len(list(out.glob("worker-*.json"))) >= 2, timeout=120, what="old workers")
-                proc.send_signal(signal.SIGTERM)
-                _, stderr = proc.communicate(timeout=120)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.communicate()
-        assert proc.returncode == 0, stderr
-        assert "Traceback" not in stderr, stderr
+            # SIGTERM: each worker logs worker_exit, then the master logs master_exit
+        server.assert_clean_exit()
         stats = _stats(out)
         workers = [s for k, s in stats.items() if k.startswith("worker-")]
         assert len(workers) == 4 and "master" in " ".join(stats), sorted(stats)
@@ -230,18 +247,11 @@ def test_uvicorn_two_workers(tmp_path: Path, provider_name: str, perf_session: P
             wait_until(lambda: owner.enabled(4, 1), what="perf to enable the tracepoint")
             cmd = [sys.executable, "-m", "uvicorn", "app:app", "--workers", "2", "--port", str(port)]
             cmd += ["--host", "127.0.0.1", "--lifespan", "on"]
-            proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
-            try:
+            with _Server(cmd, tmp_path, env) as server:
                 wait_until(lambda: _answered(port, served), timeout=180, what="uvicorn to answer")
                 served.extend(p for p in (_get(port) for _ in range(5)) if p)
-                proc.send_signal(signal.SIGTERM)
-                _, stderr = proc.communicate(timeout=120)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.communicate()
-        assert proc.returncode == 0, stderr
-        assert "Traceback" not in stderr, stderr
+            # SIGTERM: each worker's lifespan shutdown logs
+        server.assert_clean_exit()
         stats = _stats(out)
         assert len(stats) == 2, sorted(stats)
         _assert_clean(stats)
