@@ -170,7 +170,7 @@ def _scaling_table(results: dict[str, Any]) -> str:
 
 def _check_row(label: str, results: dict[str, Any]) -> str:
     """One row of the descriptor-check table: the enabled call with and without the check."""
-    cases = results["comparisons"]["enabled"]["cases"]
+    cases = results.get("comparisons", {}).get("enabled", {}).get("cases", {})
     checked, unchecked = cases.get("etw_enabled"), cases.get("etw_enabled_unchecked")
     if not checked or not unchecked:
         return f"| {label} | - | - | - | - |\n"
