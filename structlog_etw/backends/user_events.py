@@ -421,7 +421,7 @@ class UserEventsBackend:
     def _use(self, opened: _Opened) -> None:
         """Write through ``opened`` from now on; a backend of this interpreter that held one of
         its numbers lost it (its number was closed behind its back and reused here)."""
-        mine = {opened.fd, opened.ref}
+        mine = {n for n in (opened.fd, opened.ref) if n >= 0}
         for other in list(_LIVE):
             if other is not self and (other._fd in mine or other._ref in mine):
                 other._lose(

@@ -218,6 +218,17 @@ def test_a_number_another_backend_of_ours_gets_marks_the_old_owner_lost(
         other.close()
 
 
+def test_backends_that_keep_their_descriptors_leave_each_other_alone(backend: UserEventsBackend) -> None:
+    """A second backend of the process (its own numbers) marks nobody lost; both write."""
+    other = UserEventsBackend("SlEtw_Second")
+    try:
+        assert backend.lost is None and other.lost is None
+        assert backend.write(_slot(), b"A") == 0 and other.write(_slot(), b"B") == 0
+        assert backend.reopened == other.reopened == 0
+    finally:
+        other.close()
+
+
 def test_open_descriptors_lists_what_a_daemonizer_must_keep(backend: UserEventsBackend) -> None:
     """open_descriptors() gives the backend's descriptor (and its private duplicate) until close."""
     mine = {n for n in (backend._fd, backend._ref) if n >= 0}
