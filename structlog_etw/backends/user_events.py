@@ -186,7 +186,7 @@ def open_descriptors() -> list[int]:
 
 def _above_floor(fd: int) -> int:
     """``fd`` moved to :data:`FD_FLOOR` or above (``F_DUPFD_CLOEXEC``); the low number is closed."""
-    if fd >= FD_FLOOR:
+    if fd >= FD_FLOOR or fcntl is None:  # no fcntl: not Linux, nothing is opened here anyway
         return fd
     try:
         return int(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, FD_FLOOR))
@@ -208,7 +208,7 @@ class _Opened:
         self.dev, self.ino = st.st_dev, st.st_ino
         self.kcmp = None
         kcmp = _kcmp()
-        if kcmp is None:
+        if kcmp is None or fcntl is None:
             return
         try:
             ref = int(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, FD_FLOOR))
