@@ -32,8 +32,8 @@ from structlog_etw import (
     current_activity_id,
     etw_activity,
     get_provider,
-    open_descriptors,
     make_etw_bound_logger,
+    open_descriptors,
     use_otel_activity_ids,
 )
 from structlog_etw.backends.capture import CaptureRecord
