@@ -289,7 +289,7 @@ code = f'''
 import sys
 sys.path.insert(0, {sys.argv[2]!r})
 from structlog_etw import get_provider
-from structlog_etw.fields import to_fields
+from structlog_etw.write.fields import to_fields
 p = get_provider({NAME!r})
 assert p.status.reason.value == "os", p.status
 p.write(p.slot(4, 1), "from_subinterpreter", to_fields([("n", 1)]))
