@@ -250,7 +250,9 @@ def test_uvicorn_two_workers(tmp_path: Path, provider_name: str, perf_session: P
             cmd = [sys.executable, "-m", "uvicorn", "app:app", "--workers", "2", "--port", str(port)]
             cmd += ["--host", "127.0.0.1", "--lifespan", "on"]
             with _Server(cmd, tmp_path, env) as server:
-                wait_until(lambda: _answered(port, served), timeout=180, what="uvicorn to answer")
+                wait_until(
+                    lambda: _answered(port, served), timeout=600, what="uvicorn to answer"
+                )  # spawned workers import under emulation
                 served.extend(p for p in (_get(port) for _ in range(5)) if p)
             # SIGTERM: each worker's lifespan shutdown logs
         server.assert_clean_exit()
