@@ -10,6 +10,7 @@ or failed (each writes its ``stats()`` when it ends).
 
 from __future__ import annotations
 
+import errno
 import glob
 import json
 import os
@@ -249,6 +250,7 @@ def test_uvicorn_two_workers(tmp_path: Path, provider_name: str, perf_session: P
             wait_until(lambda: owner.enabled(4, 1), what="perf to enable the tracepoint")
             cmd = [sys.executable, "-m", "uvicorn", "app:app", "--workers", "2", "--port", str(port)]
             cmd += ["--host", "127.0.0.1", "--lifespan", "on"]
+            cmd += ["--timeout-worker-healthcheck", "600"]  # spawned workers import slowly under emulation
             with _Server(cmd, tmp_path, env) as server:
                 wait_until(
                     lambda: _answered(port, served), timeout=600, what="uvicorn to answer"
@@ -305,8 +307,11 @@ try:
 except OSError as exc:
     print("DELETE_WHILE_ALIVE", exc.errno)
 interpreters.destroy(interp)  # its atexit close_all unregisters every enable word
-delete_tracepoint(NAME + "_L3K1")  # EBUSY if the dead interpreter's words were still registered
-print("DELETED_AFTER_DESTROY")
+try:  # EBUSY if the dead interpreter's words were still registered; the kernel may have
+    delete_tracepoint(NAME + "_L3K1")  # deleted the unused tracepoint itself (ENOENT)
+    print("AFTER_DESTROY deleted")
+except OSError as exc:
+    print("AFTER_DESTROY", exc.errno)
 """
 
 
@@ -332,6 +337,8 @@ def test_a_provider_in_a_destroyed_legacy_subinterpreter_leaves_no_enable_word(
     )
     assert proc.returncode == 0, proc.stderr
     assert "DELETE_WHILE_ALIVE 16" in proc.stdout, proc.stdout  # EBUSY: registered while it lives
-    assert "DELETED_AFTER_DESTROY" in proc.stdout, proc.stdout
+    # unregistered: deleted now, or already deleted by the kernel with its last registration
+    gone = ("AFTER_DESTROY deleted", f"AFTER_DESTROY {errno.ENOENT}")
+    assert any(line in proc.stdout for line in gone), proc.stdout
     with pytest.raises(OSError):  # really gone
         delete_tracepoint(name + "_L3K1")
