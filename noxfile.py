@@ -64,6 +64,8 @@ nox.options.error_on_missing_interpreters = True
 # traceloggingdynamic: Microsoft's TraceLogging builder, the differential encoder tests' reference.
 # django, uvicorn, gunicorn: the stdlib logging recipes of docs/stdlib.md run against the real ones.
 # opentelemetry-instrumentation-structlog: its processor beside EtwRenderer (tests/test_setups.py).
+# dissect.util / dissect.etl (pinned): the independent LZXpress decompressor and .etl reader our
+# .etl reading is compared with (tests/etw/test_lzxpress.py, benchmarks/etl_decode.py).
 TEST_DEPS = [
     "pytest>=7",
     "hypothesis>=6",
@@ -74,6 +76,8 @@ TEST_DEPS = [
     "django>=4.2",
     "uvicorn>=0.20",
     "gunicorn>=21",
+    "dissect.util==3.24",
+    "dissect.etl==3.14",
 ]
 # Linters pinned: a new ruff or mypy release must not turn a green tree red by itself.
 # check-jsonschema validates .github/workflows/*.yml against the GitHub workflow schema it ships

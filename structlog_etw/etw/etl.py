@@ -44,6 +44,7 @@ from typing import BinaryIO, Final
 from ..decoded import DecodedEvent
 from ..tracelogging.decoder import decode, decode_traits
 from ..tracelogging.spec import EVENT_DESCRIPTOR
+from ._lzxpress import LzxpressError, decompress
 
 __all__ = [
     "CLOCK_CPU_CYCLES",
@@ -83,6 +84,10 @@ _EVENT_HEADER: Final = frozenset({0x12, 0x13})  # EVENT_HEADER (EventWrite*: man
 _MESSAGE: Final = 0x0F  # TraceMessage (WPP)
 _OTHER: Final = frozenset({0x0C, 0x0D, 0x0E})  # timed, error, WNODE: not written by current Windows
 _KERNEL_TYPES: Final = _SYSTEM | _COMPACT | _PERFINFO  # size at +4 (after Version, type, flags)
+# The record types of each pointer width (the *32/*64 pairs): an event of a 32-bit process in a
+# 64-bit session is a *32 record; messages and the old types say nothing (the session's width).
+_POINTER_4: Final = frozenset({0x01, 0x03, 0x0A, 0x0B, 0x10, 0x12})
+_POINTER_8: Final = frozenset({0x02, 0x04, 0x11, 0x13, 0x14, 0x15})
 _MIN_SIZE: Final = {
     **dict.fromkeys(_SYSTEM, 32),
     **dict.fromkeys(_COMPACT, 24),
@@ -100,6 +105,8 @@ _EXT_PROV_TRAITS: Final = 12
 _EVENT_HEADER_FLAG_EXTENDED_INFO: Final = 0x0001
 _EVENT_HEADER_FLAG_STRING_ONLY: Final = 0x0004
 _EVENT_HEADER_FLAG_TRACE_MESSAGE: Final = 0x0008
+_EVENT_HEADER_FLAG_32_BIT_HEADER: Final = 0x0020
+_EVENT_HEADER_FLAG_64_BIT_HEADER: Final = 0x0040
 _BUFFER_FLAG_PROC_INDEX: Final = 0x0020
 _BUFFER_FLAG_COMPRESSED: Final = 0x0040
 _CHANNEL_TRACELOGGING: Final = 11
@@ -222,7 +229,9 @@ class EtlEvent:
     ``"other"``.  ``provider_id`` is the record's provider GUID (the EventTrace GUID for the
     session's own records; None for other kernel records and GUID-less messages).
     ``level``, ``keyword``, ``opcode``, ``event_id`` come from the record's descriptor (kernel
-    records: ``opcode`` is the hook's type, ``event_id`` its group).  ``timestamp`` is the raw
+    records: ``opcode`` is the hook's type, ``event_id`` its group).  ``pointer_size`` is the
+    width of the pointers in the record's payload (4 for the events of a 32-bit process, also in
+    a 64-bit session; TraceLogging POINTER fields are decoded at it).  ``timestamp`` is the raw
     clock value, ``realtime_ns`` the same moment in nanoseconds since the Unix epoch (UTC),
     ``time_ns`` nanoseconds since the session started; ``offset`` is the record's place in the
     file.
@@ -244,6 +253,7 @@ class EtlEvent:
     keyword: int = 0
     opcode: int = 0
     event_id: int = 0
+    pointer_size: int = 8
 
     @property
     def time(self) -> _dt.datetime | None:
@@ -265,9 +275,10 @@ class EtlEvent:
 @dataclass(frozen=True)
 class _Buffer:
     offset: int
-    size: int
-    filled: int  # 0: nothing to read (compressed, or a filled size that cannot be)
+    size: int  # bytes in the file (compressed: the header and the compressed data)
+    filled: int  # bytes of records with the header (compressed: once decompressed); 0: nothing to read
     cpu: int
+    compressed: bool = False
 
 
 class EtlFile:
@@ -372,8 +383,15 @@ class EtlFile:
         flags = _U16.unpack_from(head, 0x34)[0]
         cpu = _U16.unpack_from(head, 0x28)[0] if flags & _BUFFER_FLAG_PROC_INDEX else head[0x28]
         if flags & _BUFFER_FLAG_COMPRESSED:
-            self._problem(f"buffer at offset {offset} is compressed: its events are not read (not supported)")
-            return _Buffer(offset, size, 0, cpu)
+            # BufferSize is what the file holds (this header, then LZXpress data); the filled
+            # size is the buffer's once decompressed, at most a buffer.
+            if not _BUFFER_HEADER <= saved <= MAX_BUFFER_SIZE:
+                self._problem(
+                    f"compressed buffer at offset {offset}: filled size {saved} outside"
+                    f" {_BUFFER_HEADER}..{MAX_BUFFER_SIZE}"
+                )
+                return _Buffer(offset, size, 0, cpu, True)
+            return _Buffer(offset, size, saved, cpu, True)
         if not _BUFFER_HEADER <= saved <= size:
             self._problem(f"buffer at offset {offset}: filled size {saved} outside {_BUFFER_HEADER}..{size}")
             return _Buffer(offset, size, 0, cpu)
@@ -401,8 +419,30 @@ class EtlFile:
     def _records(self, buf: _Buffer) -> Iterator[EtlEvent]:
         if not buf.filled:
             return
-        data = self._read(buf.offset, buf.filled)
+        if buf.compressed:
+            data = self._decompressed(buf)
+            if data is None:
+                return
+        else:
+            data = self._read(buf.offset, buf.filled)
         yield from _records(data, buf, self.header, self._problem)
+
+    def _decompressed(self, buf: _Buffer) -> bytes | None:
+        """A compressed buffer as ETW filled it: its header, then its records decompressed."""
+        stored = self._read(buf.offset, buf.size)
+        want = buf.filled - _BUFFER_HEADER
+        try:
+            body = decompress(stored[_BUFFER_HEADER:], want)
+        except LzxpressError as exc:
+            self._problem(f"compressed buffer at offset {buf.offset}: {exc}; its events not read")
+            return None
+        if len(body) != want:
+            self._problem(
+                f"compressed buffer at offset {buf.offset}: decompressed to {len(body)} bytes,"
+                f" its header says {want}; its events not read"
+            )
+            return None
+        return stored[:_BUFFER_HEADER] + body
 
     def events(self) -> Iterator[EtlEvent]:
         """Every record, as stored: buffer after buffer, each buffer's records in order."""
@@ -553,11 +593,20 @@ def _records(
         problem(f"record at offset {buf.offset + pos}: {end - pos} bytes, too few for a record header")
 
 
+def _pointer_size(htype: int, header: EtlHeader) -> int:
+    """The pointer width of a record of type ``htype`` (its *32/*64 type, else the session's)."""
+    if htype in _POINTER_4:
+        return 4
+    if htype in _POINTER_8:
+        return 8
+    return header.pointer_size
+
+
 def _record(
     data: bytes, pos: int, size: int, htype: int, where: int, cpu: int, header: EtlHeader
 ) -> EtlEvent:
     if htype in _EVENT_HEADER:
-        return _event_record(data, pos, size, where, cpu, header)
+        return _event_record(data, pos, size, htype, where, cpu, header)
     pid: int | None
     tid: int | None
     stamp: int | None
@@ -598,6 +647,7 @@ def _record(
         level=level,
         opcode=opcode,
         event_id=event_id,
+        pointer_size=_pointer_size(htype, header),
     )
 
 
@@ -621,11 +671,19 @@ def _message(data: bytes, pos: int, size: int) -> tuple[uuid.UUID | None, int | 
     return provider, tid, pid, stamp
 
 
-def _event_record(data: bytes, pos: int, size: int, where: int, cpu: int, header: EtlHeader) -> EtlEvent:
+def _event_record(
+    data: bytes, pos: int, size: int, htype: int, where: int, cpu: int, header: EtlHeader
+) -> EtlEvent:
     """An ``EVENT_HEADER`` record: TraceLogging when it carries the schema item, else not decoded."""
     (_size, _t, _f, flags, _prop, tid, pid, stamp, guid, desc, _cpu_time, activity) = _EH.unpack_from(
         data, pos
     )
+    if flags & _EVENT_HEADER_FLAG_32_BIT_HEADER:
+        pointer_size = 4
+    elif flags & _EVENT_HEADER_FLAG_64_BIT_HEADER:
+        pointer_size = 8
+    else:
+        pointer_size = _pointer_size(htype, header)
     provider = uuid.UUID(bytes_le=guid)
     event_id, _version, channel, level, opcode, _task, keyword = EVENT_DESCRIPTOR.unpack_from(desc)
     end = pos + size
@@ -669,7 +727,7 @@ def _event_record(data: bytes, pos: int, size: int, where: int, cpu: int, header
         if error is None:
             try:
                 decoded = _decode_tracelogging(
-                    metadata, user_data, traits, related, desc, channel, activity, provider
+                    metadata, user_data, traits, related, desc, channel, activity, provider, pointer_size
                 )
             except ValueError as exc:
                 error = str(exc)
@@ -694,6 +752,7 @@ def _event_record(data: bytes, pos: int, size: int, where: int, cpu: int, header
         keyword=keyword,
         opcode=opcode,
         event_id=event_id,
+        pointer_size=pointer_size,
     )
 
 
@@ -706,6 +765,7 @@ def _decode_tracelogging(
     channel: int,
     activity: bytes,
     provider_id: uuid.UUID,
+    pointer_size: int,
 ) -> DecodedEvent:
     if len(metadata) >= 2 and _U16.unpack_from(metadata, 0)[0] < len(metadata):
         metadata = metadata[: _U16.unpack_from(metadata, 0)[0]]  # the item may be padded
@@ -722,6 +782,7 @@ def _decode_tracelogging(
             descriptor=desc,
             activity_id=activity_id,
             related_id=related_id,
+            pointer_size=pointer_size,
         )
     # TraceLogging events may name another channel: the schema item, not the channel, makes them.
     event_id, version, _channel, level, opcode, _task, keyword = EVENT_DESCRIPTOR.unpack(desc)
@@ -734,5 +795,6 @@ def _decode_tracelogging(
         opcode=opcode,
         activity_id=activity_id,
         related_id=related_id,
+        pointer_size=pointer_size,
     )
     return dataclasses.replace(event, id=event_id, version=version)
