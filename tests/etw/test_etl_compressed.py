@@ -5,6 +5,7 @@ and pointer-sized fields read at each event's own width.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import struct
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from structlog_etw.cli import main
-from structlog_etw.etw.etl import EtlFile
+from structlog_etw.etw.etl import EtlEvent, EtlFile
 from tests.etw.test_lzxpress import net_x86_etl
 from tests.helpers import etl as build
 from tests.helpers.shared import import_or_skip
@@ -161,3 +162,21 @@ class TestPointerWidths:
         out, err = capsys.readouterr()
         assert code == 0, err
         assert [json.loads(line)["fields"] for line in out.splitlines()] == [{"p": 7}, {"p": 7}]
+
+
+class TestTheReadersEvents:
+    """The reader builds each :class:`EtlEvent` from one dict of its fields: the same events."""
+
+    def test_equal_to_the_constructors(self, tmp_path: Path) -> None:
+        """Every record of the real file equals ``EtlEvent(**its fields)``; frozen, hashable, replaceable."""
+        with EtlFile.open(net_x86_etl(tmp_path)) as f:
+            for i, event in enumerate(f.events()):
+                again = EtlEvent(
+                    **{field.name: getattr(event, field.name) for field in dataclasses.fields(EtlEvent)}
+                )
+                assert event == again and hash(event) == hash(again) and repr(event) == repr(again)
+                if i == 20_000:
+                    break
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            event.cpu = 9  # type: ignore[misc]
+        assert dataclasses.replace(event, cpu=9).cpu == 9
