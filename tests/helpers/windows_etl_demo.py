@@ -256,7 +256,7 @@ def check(etl: Path, decoded: Path) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
-    """``record``/``record-wpr FILE.etl`` | ``log SIDECAR.json`` | ``check FILE.etl DECODED.jsonl``; 0 or 1."""
+    """``record``/``record-wpr FILE.etl`` | ``log SIDECAR.json`` | ``check FILE.etl DECODED.jsonl``"""
     try:
         if len(argv) == 2 and argv[0] == "record":
             record(Path(argv[1]))
