@@ -31,7 +31,7 @@ from typing import Final
 from ..tracelogging.spec import provider_id, validate_provider_name
 from .output import keyword_arg, level_filter_arg
 
-__all__ = ["PROFILE_NAME", "add_arguments", "profile", "run"]
+__all__ = ["ALL_KEYWORDS", "PROFILE_NAME", "add_arguments", "profile", "run"]
 
 #: The profiles' ``Name`` (``wpr -start FILE.wprp!StructlogEtw`` names it when needed).
 PROFILE_NAME: Final = "StructlogEtw"
@@ -39,6 +39,9 @@ _COLLECTOR: Final = "EventCollector_StructlogEtw"
 _BUFFER_KB: Final = 64  # as logman's -bs 64: the largest event ETW takes fits in one buffer
 _BUFFERS: Final = 64
 _ID_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_.\-]")
+#: Without ``-k``: every keyword bit (as the logman and tracelog recipes give), so every event
+#: passes whatever a session makes of a mask of 0.
+ALL_KEYWORDS: Final = 0xFFFF_FFFF_FFFF_FFFF
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=keyword_arg,
         default=[],
         metavar="KW",
-        help="record events with a keyword bit of KW (repeatable: the masks are OR'ed; default: every event)",
+        help="record events with a keyword bit of KW (repeatable: the masks are OR'ed; default: all bits)",
     )
     parser.add_argument(
         "--level",
@@ -76,8 +79,8 @@ def _provider_element_id(name: str, taken: set[str]) -> str:
     return candidate
 
 
-def profile(providers: list[str], keyword: int = 0, level: int = 5) -> str:
-    """The ``.wprp`` text recording ``providers`` at ``level`` and ``keyword`` (0: every event)."""
+def profile(providers: list[str], keyword: int = ALL_KEYWORDS, level: int = 5) -> str:
+    """The ``.wprp`` text recording ``providers`` at ``level`` and ``keyword`` (MatchAnyKeyword)."""
     for name in providers:
         validate_provider_name(name)
         if not name.isprintable():
@@ -132,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
     keyword = 0
     for mask in args.keyword:
         keyword |= mask
+    keyword = keyword or ALL_KEYWORDS
     try:
         text = profile(args.providers, keyword, args.level)
     except ValueError as exc:

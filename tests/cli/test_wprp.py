@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -58,11 +59,11 @@ class TestTheProfileStructure:
         assert str(provider_id("MyCompany_MyService")) in text  # the GUID, for logman and tracelog
 
     def test_defaults_record_everything(self, capsys: pytest.CaptureFixture[str]) -> None:
-        """No -k: keyword 0x0 (every event, as the schema says); no --level: 5 (verbose)."""
+        """No -k: every keyword bit (as the logman recipe); no --level: 5 (verbose)."""
         root, _ = _profile(capsys, "P")
         provider = root.find("Profiles/EventProvider")
         assert provider is not None and provider.get("Level") == "5"
-        assert provider.find("Keywords/Keyword").get("Value") == "0x0"  # type: ignore[union-attr]
+        assert provider.find("Keywords/Keyword").get("Value") == "0xffffffffffffffff"  # type: ignore[union-attr]
 
     def test_a_file_and_a_memory_profile_whose_ids_resolve(self, capsys: pytest.CaptureFixture[str]) -> None:
         """Two profiles of one Name; Id is Name.DetailLevel.LoggingMode; their references exist."""
@@ -105,3 +106,11 @@ class TestBadArguments:
         with pytest.raises(SystemExit) as exc:
             main(["wprp", "P", *args])
         assert exc.value.code == 2
+
+
+def test_the_page_shows_what_it_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/cli/wprp.md's example profile is exactly what ``wprp MyCompany_MyService`` prints."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "cli" / "wprp.md").read_text(encoding="utf-8")
+    shown = page.split("```xml\n", 1)[1].split("```", 1)[0]
+    _, printed = _profile(capsys, "MyCompany_MyService")
+    assert shown == printed
