@@ -28,7 +28,7 @@ import sys
 import xml.etree.ElementTree as ET
 from typing import Final
 
-from ..tracelogging.spec import provider_id, validate_provider_name
+from ..formats.tracelogging import provider_id, validate_provider_name
 from .output import keyword_arg, level_filter_arg
 
 __all__ = ["ALL_KEYWORDS", "PROFILE_NAME", "add_arguments", "profile", "run"]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from structlog_etw.cli import main
-from structlog_etw.tracelogging.spec import provider_id
+from structlog_etw.formats.tracelogging import provider_id
 
 _ID = re.compile(r"^[^:\s]+$")  # the schema's IdType: at least one character, no colons or spaces
 

@@ -18,7 +18,7 @@ from structlog_etw.cli import main
 from structlog_etw.etw.etl import EtlEvent, EtlFile
 from tests.etw.test_lzxpress import net_x86_etl
 from tests.helpers import etl as build
-from tests.helpers.shared import import_or_skip
+from tests.helpers.shared_data import import_or_skip
 
 #: dissect.etl 3.14's count of the event records of net.4.5.2.x86.etl (the vectors' README).
 NET_X86_EVENTS = 168_298

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from structlog_etw.etw._lzxpress import LzxpressError, decompress
 from tests.helpers.lzxpress import compress
-from tests.helpers.shared import import_or_skip, shared_dir, skip_or_fail
+from tests.helpers.shared_data import import_or_skip, shared_dir, skip_or_fail
 
 _FLAGS_MATCH_FIRST = struct.pack("<I", 0x80000000)  # first item a match, the rest literals
 _FLAGS_LITERAL_THEN_MATCH = struct.pack("<I", 0x40000000)
