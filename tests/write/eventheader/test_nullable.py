@@ -162,8 +162,8 @@ class TestOneTypePerKey:
             assert out == typed.encode(name, dict_fields(event.items(), None), 4), event
             got = decode_event(TP, out or b"").fields
             assert got == event
-        entries = [*fast._by_keys.values(), *fast._by_classes.values()]
-        assert any(entry is not eh._GENERAL for entry in entries)  # the generated functions ran
+        entries = [*fast._shapes.first.values(), *fast._shapes.by_class.values()]
+        assert any(entry is not _shapes.GENERAL for entry in entries)  # the generated functions ran
 
     def test_the_interpreted_route_writes_nullable_keys_as_the_typed_route(
         self, monkeypatch: pytest.MonkeyPatch
