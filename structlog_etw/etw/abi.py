@@ -39,6 +39,7 @@ __all__ = [
     "EVENT_HEADER_EXT_TYPE_EVENT_SCHEMA_TL",
     "EVENT_HEADER_EXT_TYPE_PROV_TRAITS",
     "EVENT_HEADER_EXT_TYPE_RELATED_ACTIVITYID",
+    "EVENT_HEADER_FLAG_32_BIT_HEADER",
     "EVENT_HEADER_FLAG_PROCESSOR_INDEX",
     "EVENT_RECORD",
     "EVENT_TRACE",
@@ -97,6 +98,8 @@ ERROR_CTX_CLOSE_PENDING: Final = 7007
 FILETIME_UNIX_EPOCH: Final = 116444736000000000
 #: EVENT_HEADER.Flags: ``ETW_BUFFER_CONTEXT.ProcessorIndex`` (16 bits) holds the processor.
 EVENT_HEADER_FLAG_PROCESSOR_INDEX: Final = 0x0200
+#: ``EVENT_HEADER.Flags``: the event was written by a 32-bit process (its pointers are 4 bytes).
+EVENT_HEADER_FLAG_32_BIT_HEADER: Final = 0x0020
 
 
 def wide(text: str) -> ctypes.Array[ctypes.c_char]:
