@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, Final
 
-from ..formats.tracelogging import EVENT_DESCRIPTOR
+from ..formats.tracelogging import EVENT_DESCRIPTOR, FILETIME_UNIX_EPOCH
 from ..read.decode.tracelogging import decode, decode_traits
 from ..read.decoded import DecodedEvent
 from ._lzxpress import LzxpressError, decompress
@@ -68,9 +68,7 @@ CLOCK_CPU_CYCLES: Final = 3
 MAX_BUFFER_SIZE: Final = 16 << 20
 
 _BUFFER_HEADER: Final = 72
-_FILETIME_UNIX_EPOCH: Final = 116_444_736_000_000_000  # 1970-01-01 as a FILETIME
-_UTC: Final = _dt.timezone.utc
-_UNIX_EPOCH: Final = _dt.datetime(1970, 1, 1, tzinfo=_UTC)
+_UNIX_EPOCH: Final = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 _MAX_PROBLEMS: Final = 100  # problem texts kept (all are counted)
 _MAX_MERGED_CPUS: Final = 4096  # buffers of CPUs past these are read in file order after the others
 
@@ -192,7 +190,7 @@ class EtlHeader:
     @property
     def start(self) -> _dt.datetime | None:
         """``start_time`` as an aware UTC datetime (None out of datetime's range)."""
-        return _datetime((self.start_time - _FILETIME_UNIX_EPOCH) * 100)
+        return _datetime((self.start_time - FILETIME_UNIX_EPOCH) * 100)
 
     def realtime_ns(self, timestamp: int) -> int | None:
         """A raw clock value as nanoseconds since the Unix epoch (UTC); None without a clock."""
@@ -211,14 +209,14 @@ class _Clock:
     def __init__(self, header: EtlHeader) -> None:
         self.freq = header.ticks_per_second
         self.start = header.start_timestamp
-        self.start_ns = (header.start_time - _FILETIME_UNIX_EPOCH) * 100
+        self.start_ns = (header.start_time - FILETIME_UNIX_EPOCH) * 100
         self.system = header.clock_type == CLOCK_SYSTEM_TIME
 
     def times(self, stamp: int) -> tuple[int | None, int | None]:
         """``(realtime_ns, since_start_ns)`` of a raw clock value (None: the clock has no frequency)."""
         since = (stamp - self.start) * 1_000_000_000 // self.freq if self.freq > 0 else None
         if self.system:
-            return (stamp - _FILETIME_UNIX_EPOCH) * 100, since
+            return (stamp - FILETIME_UNIX_EPOCH) * 100, since
         return (None if since is None else self.start_ns + since), since
 
 
