@@ -157,7 +157,7 @@ def provider(enabled: bool, fmt: str = "eventheader", backend: str = "writev") -
 
 def fast_path_logger(enabled: bool, fmt: str = "eventheader", backend: str = "writev") -> Any:
     """A held logger of ``make_etw_bound_logger`` with ``[merge_contextvars, EtwRenderer]``."""
-    from structlog_etw.surface._wrapper import make_etw_bound_logger  # noqa: PLC0415 (lands separately)
+    from structlog_etw.surface._bound_logger import make_etw_bound_logger  # noqa: PLC0415 (lands separately)
 
     prov = provider(enabled, fmt, backend)
     wrapper = make_etw_bound_logger(prov, min_level=logging.DEBUG)
@@ -170,7 +170,7 @@ def fast_path_logger(enabled: bool, fmt: str = "eventheader", backend: str = "wr
 
 def early_drop_logger(enabled: bool, fmt: str = "eventheader", backend: str = "writev") -> Any:
     """A plain structlog BoundLogger whose first processor drops events nobody listens to."""
-    from structlog_etw.surface._wrapper import EtwEarlyDrop  # noqa: PLC0415 (lands separately)
+    from structlog_etw.surface._early_drop import EtwEarlyDrop  # noqa: PLC0415 (lands separately)
 
     prov = provider(enabled, fmt, backend)
     return structlog.wrap_logger(
@@ -215,7 +215,7 @@ def encoder_namespace(fmt: str) -> dict[str, Any]:
 def console_beside_tracing_logger(enabled: bool, stream: Any) -> Any:
     """The console-beside-tracing composition (docs/console-and-tracing.md): trace events at
     every level, JSON lines to *stream* at info and above."""
-    from structlog_etw.surface._wrapper import make_etw_bound_logger  # noqa: PLC0415
+    from structlog_etw.surface._bound_logger import make_etw_bound_logger  # noqa: PLC0415
 
     prov = provider(enabled)
     renderer = EtwRenderer(prov.name, provider=prov, passthrough="info")

@@ -32,9 +32,10 @@ if TYPE_CHECKING:
         get_provider,
         open_descriptors,
     )
+    from .surface._bound_logger import make_etw_bound_logger
+    from .surface._early_drop import EtwEarlyDrop
     from .surface._renderer import EtwRenderer
     from .surface._stdlib import EtwHandler, EtwQueueHandler
-    from .surface._wrapper import EtwEarlyDrop, make_etw_bound_logger
 
 __version__ = "0.5.0"
 
@@ -56,8 +57,8 @@ _EXPORTS: dict[str, str] = {
     "KeywordsByLogger": ".context._resolve",
     "EtwHandler": ".surface._stdlib",
     "EtwQueueHandler": ".surface._stdlib",
-    "EtwEarlyDrop": ".surface._wrapper",
-    "make_etw_bound_logger": ".surface._wrapper",
+    "EtwEarlyDrop": ".surface._early_drop",
+    "make_etw_bound_logger": ".surface._bound_logger",
 }
 
 __all__ = [

@@ -30,6 +30,7 @@ COMMANDS: Final[list[tuple[str, str, str]]] = [
     ("decode", "structlog_etw.cli.decode", "decode a perf.data or .etl file to JSON or text"),
     ("listen", "structlog_etw.cli.listen", "show a provider's events live (Linux, root; no perf needed)"),
     ("demo", "structlog_etw.cli.demo", "log a short structlog sequence and show the events it becomes"),
+    ("wprp", "structlog_etw.cli.wprp", "a WPR recording profile (.wprp) for providers, for wpr -start"),
 ]
 
 

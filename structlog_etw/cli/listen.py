@@ -23,8 +23,10 @@ from typing import IO
 from ..formats.eventheader import validate_provider_name
 from ..perf.listener import DEFAULT_PAGES, ListenedEvent, Listener, ListenError, LostEvents
 from ..perf.listener import run as run_listener
+from ..read.decoded import EventMeta
+from ..read.writers.console import event_pretty, undecodable_pretty
+from ..read.writers.json_lines import event_json, undecodable_json
 from .output import EventWriter, add_filter_arguments, add_output_arguments, make_writer, use_color
-from .render import EventMeta, event_json, event_pretty, undecodable_json, undecodable_pretty
 
 __all__ = ["FORMATS", "add_arguments", "emit_to", "format_event", "make_printer", "run", "use_color"]
 

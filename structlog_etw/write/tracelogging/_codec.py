@@ -26,7 +26,7 @@ import datetime as _dt
 import struct
 from typing import Any, Final
 
-from ...formats.tracelogging import InType, OutType, valid_text
+from ...formats.tracelogging import FILETIME_EPOCH, InType, OutType, valid_text
 from .. import fields as kinds
 from ..fields import bytes_value
 from ..shapes import BINARY, TEXT, Codec, Packer, Row, Step
@@ -38,8 +38,6 @@ _I32: Final = struct.Struct("<i")
 _U64S: Final = struct.Struct("<Q")
 _U16_16: Final = _U16.pack(16)
 
-_UTC: Final = _dt.timezone.utc
-_FILETIME_EPOCH: Final = _dt.datetime(1601, 1, 1, tzinfo=_UTC)
 _ONE_US: Final = _dt.timedelta(microseconds=1)
 #: InMeta's type bits (the flags above them: CCOUNT, VCOUNT, CHAIN).
 _IN_TYPE_BITS: Final = 0x1F
@@ -48,8 +46,8 @@ _IN_TYPE_BITS: Final = 0x1F
 def filetime(value: _dt.datetime) -> int:
     """FILETIME ticks (100 ns since 1601-01-01 UTC); a naive datetime is taken as local time."""
     if value.tzinfo is None or value.utcoffset() is None:
-        value = value.astimezone(_UTC)
-    return ((value - _FILETIME_EPOCH) // _ONE_US) * 10
+        value = value.astimezone(_dt.timezone.utc)
+    return ((value - FILETIME_EPOCH) // _ONE_US) * 10
 
 
 # --- packers (whole values) and bodies (the general path) ---------------------------------------
