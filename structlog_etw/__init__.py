@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         StatusReason,
         close_all,
         get_provider,
+        open_descriptors,
     )
     from .surface._bound_logger import make_etw_bound_logger
     from .surface._early_drop import EtwEarlyDrop
@@ -51,6 +52,7 @@ _EXPORTS: dict[str, str] = {
     "StatusReason": ".provider._provider",
     "close_all": ".provider._provider",
     "get_provider": ".provider._provider",
+    "open_descriptors": ".provider._provider",
     "EtwRenderer": ".surface._renderer",
     "KeywordsByLogger": ".context._resolve",
     "EtwHandler": ".surface._stdlib",
@@ -77,6 +79,7 @@ __all__ = [
     "etw_activity",
     "get_provider",
     "make_etw_bound_logger",
+    "open_descriptors",
     "use_otel_activity_ids",
 ]
 

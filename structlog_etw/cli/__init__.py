@@ -40,6 +40,7 @@ COMMANDS: Final[list[tuple[str, str, str]]] = [
         "check that this machine can write and record events, and say how to fix it",
     ),
     ("demo", "structlog_etw.cli.demo", "log a short structlog sequence and show the events it becomes"),
+    ("wprp", "structlog_etw.cli.wprp", "a WPR recording profile (.wprp) for providers, for wpr -start"),
 ]
 
 

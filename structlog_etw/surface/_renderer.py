@@ -254,6 +254,14 @@ class EtwRenderer:
     ``event``).  Every other key becomes a typed field; ``exc_info`` becomes an ``exception``
     field holding the formatted traceback unless ``exception`` is already there.
 
+    Configure it with a logger factory that needs no stream,
+    ``structlog.configure(processors=[..., EtwRenderer(name)],
+    logger_factory=structlog.ReturnLoggerFactory())`` (or ``structlog.wrap_logger(structlog.ReturnLogger(),
+    ...)``): the chain ends here, so the logger is never called, but structlog makes it all the
+    same, and its default ``PrintLogger`` fails on every call where ``sys.stdout`` is None
+    (``pythonw.exe``, Windows services, a service started with fd 1 closed; newer structlog raises
+    ``TypeError``).  Only a chain that prints (``passthrough``) needs a stream.
+
     After writing it raises :class:`structlog.DropEvent` (nothing else renders the event), or
     with ``passthrough=True`` returns the event dict (control keys removed) for later
     processors such as ``ConsoleRenderer`` or ``JSONRenderer``.  ``passthrough`` may also be a

@@ -107,7 +107,8 @@ class TestTheWindowsJob:
     """The Windows job runs the .etl proof after the ETW tests; nothing in it may fail quietly."""
 
     def test_record_decode_and_check_run_in_order_after_the_etw_tests(self) -> None:
-        """record, ``structlog-etw decode --json``, check: in order, after the no-skip ETW test step."""
+        """record, ``structlog-etw decode --json``, check, by logman then by WPR with the ``wprp``
+        profile: in order, after the no-skip ETW test step."""
         workflow = (REPO / ".github" / "workflows" / "ci.yml").read_text(encoding="utf-8")
         windows = workflow[workflow.index("\n  windows:") : workflow.index("\n  macos:")]
         steps = [
@@ -115,6 +116,9 @@ class TestTheWindowsJob:
             "run: python -m tests.helpers.windows_etl_demo record demo.etl",
             "run: structlog-etw decode --json demo.etl > demo.jsonl",
             "run: python -m tests.helpers.windows_etl_demo check demo.etl demo.jsonl",
+            "run: python -m tests.helpers.windows_etl_demo record-wpr demo-wpr.etl",
+            "run: structlog-etw decode --json demo-wpr.etl > demo-wpr.jsonl",
+            "run: python -m tests.helpers.windows_etl_demo check demo-wpr.etl demo-wpr.jsonl",
             "listen smoke test",
         ]
         where = [windows.find(step) for step in steps]
@@ -148,3 +152,8 @@ class TestTheRecordingRefusesToPretend:
         """The record step without logman exits 1 and says so."""
         run = self._run("record", str(tmp_path / "demo.etl"))
         assert run.returncode == 1 and "logman is not on PATH" in run.stderr, run.stderr
+
+    def test_recording_without_wpr_fails(self, tmp_path: Any) -> None:
+        """The WPR record step without wpr exits 1 and says so."""
+        run = self._run("record-wpr", str(tmp_path / "demo-wpr.etl"))
+        assert run.returncode == 1 and "wpr is not on PATH" in run.stderr, run.stderr
