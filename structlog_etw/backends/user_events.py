@@ -51,12 +51,12 @@ or ``dup2``'ed, the backend checks that it is still the open file it opened:
   another backend of the process gets is marked lost at once).
 
 One system call per enabled event (the figure is in docs/performance.md).  On a mismatch
-the number is left alone for good (never written, closed or ``dup2``'ed): :attr:`lost` says
+the number is left alone for good (never written, closed or ``dup2``'ed): :attr:`UserEventsBackend.lost` says
 what happened, the provider counts the event as ``dropped["descriptor_lost"]``, and the
 backend opens ``user_events_data`` again, unregisters its enable words (they belong to the
 process's memory, not to the file, so the kernel would answer ``EADDRINUSE``) and registers
 them again at the same addresses, then writes the event through the new descriptor
-(:attr:`reopened` counts it).  At most :data:`MAX_REOPENS` times per backend.
+(:attr:`UserEventsBackend.reopened` counts it).  At most :data:`MAX_REOPENS` times per backend.
 :func:`open_descriptors` lists the descriptors to keep for daemonizers.
 """
 
@@ -369,7 +369,7 @@ class UserEventsBackend:
         self._opened: _Opened | None = None
         self._kcmp: Any = None
         self._dev = self._ino = 0
-        #: Why the descriptor was given up (None while it is ours): what :attr:`Provider.status`
+        #: Why the descriptor was given up (None while it is ours): what :attr:`structlog_etw.Provider.status`
         #: reports until a new one is open.
         self.lost: str | None = None
         #: How often ``user_events_data`` was opened again after the descriptor was lost.

@@ -333,7 +333,7 @@ def _binary_stdout(mode: str) -> BinaryIO | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Decode ``args.file`` to stdout; report problems on stderr (:mod:`._report`)."""
+    """Decode ``args.file`` to stdout; report problems on stderr (``cli._report``)."""
     if args.file != "-" and _is_etl(args.file):  # .etl: told by the content, not the name
         from .decode_etl import run as run_etl  # noqa: PLC0415
 

@@ -90,7 +90,7 @@ def _others_text(others: Counter[tuple[str, str]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Decode the .etl file ``args.file`` to stdout; report problems on stderr (:mod:`._report`)."""
+    """Decode the .etl file ``args.file`` to stdout; report problems on stderr (``cli._report``)."""
     name = printable(args.file)
     if args.format == "perf-json":
         print(f"{PROG}: {name}: --perf-json is for perf.data files; this is an .etl file", file=sys.stderr)

@@ -5,7 +5,7 @@
 :class:`~structlog_etw.read.decoded.EventMeta`; no event bytes are parsed.  EventHeader values are
 written from their Python values with the wire's hints (hex ints, errno names, single floats).
 Beside it, :class:`ConsoleLines` writes the same lines for perf.data samples from compiled plans
-(:mod:`._lines`) in :class:`TextFieldStyle`; the tests hold the two equal.
+(``read.writers._lines``) in :class:`TextFieldStyle`; the tests hold the two equal.
 """
 
 from __future__ import annotations
@@ -325,7 +325,7 @@ def undecodable_pretty(meta: EventMeta, error: str | None) -> str:
 
 
 class ConsoleLines(Lines):
-    """``decode``'s console text of perf.data samples, from plans (:mod:`._lines`): the lines
+    """``decode``'s console text of perf.data samples, from plans (``read.writers._lines``): the lines
     of :func:`event_pretty`."""
 
     def __init__(self, accepts: Accepts, colors: bool = False) -> None:

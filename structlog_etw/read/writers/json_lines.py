@@ -5,7 +5,7 @@ and its fast plan.
 :class:`~structlog_etw.read.decoded.EventMeta`; EventHeader fields with perf-decode's value
 conventions (:mod:`.perf_json`, without field tags), other events' from their Python values.
 Beside it, :class:`JsonLines` writes the same lines for perf.data samples from compiled plans
-(:mod:`._lines`); the tests hold the two equal.
+(``read.writers._lines``); the tests hold the two equal.
 """
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ def _unstamped(s: Sample) -> list[object]:
 
 
 class JsonLines(Lines):
-    """``decode --json``'s lines of perf.data samples, from plans (:mod:`._lines`): the lines
+    """``decode --json``'s lines of perf.data samples, from plans (``read.writers._lines``): the lines
     of :func:`event_json`."""
 
     def __init__(self, accepts: Accepts, colors: bool = False) -> None:

@@ -467,7 +467,7 @@ class PerfJsonStyle(FieldStyle):
 
 
 class PerfJsonLines(Lines):
-    """``decode --perf-json``: perf-decode's object per sample, from plans (:mod:`._lines`)."""
+    """``decode --perf-json``: perf-decode's object per sample, from plans (``read.writers._lines``)."""
 
     def __init__(self, accepts: Accepts, colors: bool = False) -> None:
         super().__init__(PerfJsonStyle(field_tags=True), accepts)

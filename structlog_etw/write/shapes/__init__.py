@@ -944,8 +944,8 @@ def encode_dict(
     times) is written by its layout's function straight from the dict's values, with the
     metadata cached with it; a shape without an entry yet by the interpreted route
     (:func:`~structlog_etw.write.shapes.walk`).  Anything else (another value class, a value the
-    function cannot write, an event past its budget) takes the route of :meth:`encode_fields`,
-    which compiles nothing.  Same error contract as :meth:`encode_fields`.
+    function cannot write, an event past its budget) takes the route of ``encode_fields``,
+    which compiles nothing.  Same error contract as ``encode_fields``.
     """
     try:
         scope = self._scopes.get(header)  # a known header's (plain ones and recent others)
