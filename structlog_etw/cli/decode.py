@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import functools
 import os
 import stat
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO, Final, TextIO
 
 from ..perf.datafile import PerfDataError, PerfDataFile, Sample
@@ -27,6 +28,7 @@ from ..read.writers._lines import Accepts, Lines, sample_meta
 from ..read.writers.console import ConsoleLines, printable
 from ..read.writers.json_lines import JsonLines
 from ..read.writers.perf_json import PerfJsonLines
+from ._progress import input_size, progress_for
 from ._report import Outcome, cannot_open, report
 from .output import (
     EventFilter,
@@ -82,6 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(  # the default since 0.2; kept so that old command lines still run
         "--time-order", dest="order", action="store_const", const="time", help=argparse.SUPPRESS
     )
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress line on a terminal's stderr")
     parser.epilog = (
         "Colour only on a terminal without NO_COLOR (or --color). Exit status: 0 all decoded, 1 damaged"
         " file or undecodable samples (reported on stderr), 2 unreadable file."
@@ -256,6 +259,7 @@ def decode_file(
     notes: list[str] | None = None,
     wanted: EventFilter | None = None,
     binary_out: BinaryIO | None = None,
+    progress: Callable[[Iterator[Sample]], Iterator[Sample]] | None = None,
 ) -> tuple[int, list[str]]:
     """Write the file's events to ``out`` in format ``mode``; return ``(events written, problems)``.
 
@@ -267,6 +271,7 @@ def decode_file(
     built from ``providers``, ``events``, ``level`` and ``keyword``.  ``binary_out``: the byte
     stream under ``out`` (UTF-8, ``"\\n"`` line ends) when the caller has one: lines are then
     written to it as bytes, in batches (``out`` is flushed first whenever it was written to).
+    ``progress``: wraps the samples (the progress line of :mod:`~structlog_etw.cli._progress`).
     """
     if wanted is None:
         wanted = EventFilter(
@@ -278,8 +283,11 @@ def decode_file(
     decoding = _Decoding(out, mode, colors, wanted, binary_out)
     waiting = f.on_wait
     f.on_wait = decoding.on_wait(waiting)
+    samples = f.samples_by_time() if time_order else f.samples()
+    if progress is not None:
+        samples = progress(samples)
     try:
-        decoding.run(f.samples_by_time() if time_order else f.samples())
+        decoding.run(samples)
     finally:
         f.on_wait = waiting
     return decoding.finish(f, notes)
@@ -343,6 +351,8 @@ def run(args: argparse.Namespace) -> int:
             reconfigure(errors="surrogateescape")
     notes: list[str] = []
     f.on_wait = sys.stdout.flush  # a pipe: show what is decoded before waiting for perf
+    shown = progress_for("structlog-etw decode", args.quiet, output=sys.stdout)
+    size = input_size(args.file)
     with f:
         written, problems = decode_file(
             f,
@@ -353,6 +363,7 @@ def run(args: argparse.Namespace) -> int:
             notes=notes,
             wanted=event_filter(args),
             binary_out=_binary_stdout(mode),
+            progress=None if shown is None else functools.partial(shown.samples, total=size),
         )
         sys.stdout.flush()
         outcome = Outcome(written, problems, notes=notes, lost=f.lost, late=f.late)

@@ -25,6 +25,7 @@ from ..formats.eventheader import validate_provider_name as validate_eventheader
 from ..formats.tracelogging import validate_provider_name as validate_tracelogging_name
 
 __all__ = [
+    "DOCTOR_HINT",
     "ETW_LIBRARY",
     "PLATFORM",
     "EtwUnavailableWarning",
@@ -120,6 +121,10 @@ def status_reason(code: str) -> StatusReason:
         return StatusReason.UNAVAILABLE
 
 
+#: What the one-time warning and a disabled provider's status add: the command that checks the
+#: machine and names the fix.
+DOCTOR_HINT: Final = " (run `structlog-etw doctor` to see what is missing and how to fix it)"
+
 #: The reasons warned about so far (one warning per reason and process).
 warned: set[str] = set()
 _PACKAGE_DIR: Final = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -156,7 +161,7 @@ def warn_once(provider: str, reason: str) -> None:
         return
     warned.add(reason)
     warnings.warn(
-        f"structlog-etw: provider {provider!r} runs disabled (events are dropped): {reason}",
+        f"structlog-etw: provider {provider!r} runs disabled (events are dropped): {reason}{DOCTOR_HINT}",
         EtwUnavailableWarning,
         stacklevel=_user_stacklevel(),
     )

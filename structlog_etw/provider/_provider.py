@@ -44,6 +44,7 @@ from ..formats.tracelogging import error_name as tracelogging_error_name
 from ..write.fields import Field
 from . import _platform
 from ._platform import (
+    DOCTOR_HINT,
     EtwUnavailableWarning,
     ProviderStatus,
     StatusReason,
@@ -456,7 +457,7 @@ class Provider:
         if closed:
             return ProviderStatus(False, StatusReason.CLOSED, "the provider was closed", text)
         if isinstance(backend, NullBackend):
-            return ProviderStatus(False, status_reason(backend.code), backend.reason, text)
+            return ProviderStatus(False, status_reason(backend.code), backend.reason + DOCTOR_HINT, text)
         if backend is self._base_backend:
             lost = getattr(backend, "lost", None)
             if lost is not None:
