@@ -182,7 +182,7 @@ def record(rtype: int, body: bytes, misc: int = 0) -> bytes:
 class PerfDataWriter:
     """A perf.data being written: :meth:`create` (a file) or :meth:`to_stream` (pipe format).
 
-    Add the events (:meth:`add_event`), set :attr:`machine` and :attr:`tracing`, call
+    Add the events (:meth:`add_event`), set ``machine`` and ``tracing``, call
     :meth:`start`, then :meth:`write_record`/:meth:`write_records` and :meth:`finished_round`;
     :meth:`close` finalizes (a file: header last, then renamed into place).  :meth:`abort` drops
     a file that should not exist.  In a file, events may be added until :meth:`close`.

@@ -13,7 +13,7 @@ Samples carry identifier, tid, time (CLOCK_MONOTONIC), cpu and the raw tracepoin
 the kernel's LOST records carry the same id fields (``sample_id_all``).  Losses the kernel has
 counted but not yet written as a LOST record (it writes one when an event fits again) are
 written as one more LOST record per CPU when recording stops, so the file's LOST records add up
-to :attr:`Recorder.lost`.
+to ``Recorder.lost``.
 
 Tracepoints of the provider registered while recording are picked up every ``rescan``
 seconds when writing a file; a pipe's events are fixed when it starts (its readers read the
@@ -346,7 +346,7 @@ class Recorder:
     ) -> None:
         """Record until ``stop()`` or ``duration`` seconds, then :meth:`stop`.
 
-        ``progress(self)`` runs after each poll (the counters are :attr:`events`, :attr:`lost`
+        ``progress(self)`` runs after each poll (the counters are ``events``, ``lost``
         and the writer's ``data_bytes``).
         """
         end = None if duration is None else time.monotonic() + duration
