@@ -207,12 +207,15 @@ class TestCurrentExtension:
         """On a free-threaded build (3.14t in the release workflow) importing the package leaves
         the GIL off (``Py_mod_gil``); on others the module declares it where the headers have it."""
         if sysconfig.get_config_var("Py_GIL_DISABLED"):
-            code = "import sys, structlog_etw._shapes as s; print(s.SPEEDUPS is not None, sys._is_gil_enabled())"
-            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+            code = "import sys, structlog_etw._shapes as s\nprint(s.SPEEDUPS is not None, sys._is_gil_enabled())"
+            out = subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+            )
             assert out.stdout.split() == ["True", "False"], out.stderr
         else:
             source = SOURCE.read_text()
-            assert re.search(r"#ifdef Py_mod_gil\n(\s*/\*.*?\*/\n)?\s*\{Py_mod_gil, Py_MOD_GIL_NOT_USED\}", source, re.S)
+            slot = r"#ifdef Py_mod_gil\n(\s*/\*.*?\*/\n)?\s*\{Py_mod_gil, Py_MOD_GIL_NOT_USED\}"
+            assert re.search(slot, source, re.S)
 
     def test_threads_changing_the_dict_while_it_packs(self) -> None:
         """Threads pack one dict while another adds and removes keys and swaps values: every

@@ -33,7 +33,10 @@ def python(version: str) -> str | None:
 
 def config(interpreter: str) -> tuple[str, str]:
     """(include directory, extension suffix) of ``interpreter``."""
-    code = "import sysconfig; print(sysconfig.get_paths()['include']); print(sysconfig.get_config_var('EXT_SUFFIX'))"
+    code = (
+        "import sysconfig; print(sysconfig.get_paths()['include'])\n"
+        "print(sysconfig.get_config_var('EXT_SUFFIX'))"
+    )
     out = subprocess.run([interpreter, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     include, suffix = out.stdout.split("\n")[:2]
     return include, suffix
