@@ -38,10 +38,14 @@ HEAPTYPE, IMMUTABLETYPE = 1 << 9, 1 << 8
 
 #: Layouts (op names) and events packed in each interpreter: every op, edge values, a mismatch.
 CASES: list[tuple[list[str], dict[str, Any]]] = [
-    (["str", "i64", "f64", "bool8", "bool32", "bytes"], {"a": "é€😀", "b": -(2**63), "c": -0.0,
-     "d": True, "e": False, "f": b"\0x"}),
-    (["null_empty", "null_text", "i64_counted", "f64_counted", "skip"], {"a": None, "b": None,
-     "c": 2**63 - 1, "d": 1e308, "exc_info": object()}),
+    (
+        ["str", "i64", "f64", "bool8", "bool32", "bytes"],
+        {"a": "é€😀", "b": -(2**63), "c": -0.0, "d": True, "e": False, "f": b"\0x"},
+    ),
+    (
+        ["null_empty", "null_text", "i64_counted", "f64_counted", "skip"],
+        {"a": None, "b": None, "c": 2**63 - 1, "d": 1e308, "exc_info": object()},
+    ),
     (["str", "i64"], {"a": "x", "b": "not an int"}),
     (["str"] * 200, {f"k{i}": "v" * i for i in range(200)}),
     ([], {}),
@@ -129,7 +133,9 @@ def test_an_isolated_subinterpreter_loads_it_and_packs_the_same_bytes(
     cases = target.with_suffix(".cases")
     cases.write_text(_json_cases())
     # Each interpreter reads the cases from the file and writes its outcomes as JSON.
-    run = PACK_CASES + f"""
+    run = (
+        PACK_CASES
+        + f"""
 import ast, importlib.util
 spec = importlib.util.spec_from_file_location("structlog_etw._speedups", {str(target)!r})
 module = importlib.util.module_from_spec(spec)
@@ -137,6 +143,7 @@ spec.loader.exec_module(module)
 with open(OUT, "w") as f:
     f.write(json.dumps(pack_cases(module, ast.literal_eval(open({str(cases)!r}).read()))))
 """
+    )
     code = f"""
 OUT = {str(target) + ".main.json"!r}
 exec({run!r})
@@ -207,7 +214,8 @@ class TestCurrentExtension:
         """On a free-threaded build (3.14t in the release workflow) importing the package leaves
         the GIL off (``Py_mod_gil``); on others the module declares it where the headers have it."""
         if sysconfig.get_config_var("Py_GIL_DISABLED"):
-            code = "import sys, structlog_etw._shapes as s\nprint(s.SPEEDUPS is not None, sys._is_gil_enabled())"
+            code = "import sys, structlog_etw._shapes as s\n"
+            code += "print(s.SPEEDUPS is not None, sys._is_gil_enabled())"
             out = subprocess.run(
                 [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
             )
