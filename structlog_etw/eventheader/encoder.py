@@ -42,7 +42,6 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import functools
-import itertools
 import re
 import struct
 import sys
@@ -51,7 +50,7 @@ from array import array
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from .._counters import count_value
+from .._counters import Count
 from .._shapes import (
     NONE,
     NULLABLE,
@@ -719,7 +718,7 @@ class EventHeaderEncoder:
             raise ValueError(f"max_size must be in 64..{DYN_MAX_EVENT_SIZE}, got {max_size}")
         self.max_size = max_size
         self.cache_limit = cache_limit
-        self._truncated = itertools.count()  # next(): one C call, safe under re-entry
+        self._truncated = Count()  # no lock, no lost count (re-entry, threads: _counters)
         # encode's plans per typed-field shape (name and (field name, kind) pairs).
         self._plans = ShapeCache(cache_limit, cache_bytes)
         self._cache: dict[tuple[Any, ...], _FieldPlan] = self._plans.first
@@ -740,7 +739,7 @@ class EventHeaderEncoder:
     @property
     def truncated(self) -> int:
         """Events written with values cut by the size policy."""
-        return count_value(self._truncated)
+        return self._truncated.value()
 
     def encode(
         self,
@@ -999,5 +998,5 @@ class EventHeaderEncoder:
         if cap is None:  # not even the fixed part and the markers of the cut strings fit
             return None
         event = b"".join((head, meta, joined(pieces, cap)))
-        next(self._truncated)
+        self._truncated.add()
         return event

@@ -48,7 +48,6 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import ipaddress
-import itertools
 import json
 import math
 import struct
@@ -56,7 +55,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from .._counters import count_value
+from .._counters import Count
 from .._shapes import (
     NONE,
     LayoutFunctions,
@@ -624,7 +623,7 @@ class TraceLoggingEncoder:
         self.traits: bytes = provider_traits(provider_name, group)
         self.max_size = max_size
         self.cache_limit = cache_limit
-        self._truncated = itertools.count()  # next(): one C call, safe under re-entry
+        self._truncated = Count()  # no lock, no lost count (re-entry, threads: _counters)
         self._budget = max_size - len(self.traits)
         # encode's plans per typed-field shape (name, tags, (field name, kind) pairs).
         self._plans = ShapeCache(cache_limit, cache_bytes)
@@ -639,7 +638,7 @@ class TraceLoggingEncoder:
     @property
     def truncated(self) -> int:
         """Events written with values cut or fields left off by the size policy."""
-        return count_value(self._truncated)
+        return self._truncated.value()
 
     def _new_plan(self, name: str, fields: Sequence[Field], tags: int) -> _FieldPlan:
         """The plan of a shape; its metadata is ``b""`` (and it is not ok) past :data:`MAX_METADATA`."""
@@ -842,5 +841,5 @@ class TraceLoggingEncoder:
         cut_json = json_as_str(marked, lambda piece: piece.is_cut(cap))
         if cut_json != marked:  # a cut JSON text is no longer JSON: written as a plain string
             plan = self._new_plan(name, cut_json, tags)
-        next(self._truncated)
+        self._truncated.add()
         return self.traits, plan.metadata, joined(pieces, cap)
