@@ -1,4 +1,5 @@
-"""Development sessions; plain ``nox`` runs lint, docs, build, kernel, queue_handler and tests (README.md).
+"""Development sessions; plain ``nox`` runs lint, docs, build, kernel, wheels, queue_handler and tests
+(README.md).
 
 Install nox with ``python3 -m pip install nox`` (or ``pipx install nox``); every session makes its
 own venv.
@@ -12,10 +13,17 @@ own venv.
   one fails the run.
 * ``kernel`` - every ``kernel``-marked test in one virtme-ng guest with a user_events kernel
   (``tests/kernel/run_in_guest.py``), or directly on a host whose kernel has user_events.
-* ``lint``   - ruff check, ruff format --check, mypy --strict, the CI workflow against its schema.
+* ``lint``   - ruff check, ruff format --check, mypy --strict, the workflows against their schema, and
+  ``cibuildwheel --print-build-identifiers`` for Linux, macOS and Windows (the release wheels).
 * ``docs``   - runs every ```python block of README.md and docs/*.md, builds the site (Sphinx, nitpicky,
   warnings as errors) into docs/_build/html and checks it (tests/site/: the API reference covers
   every public name; the pages render in headless chromium with no missing image or broken link).
+* ``wheels`` - builds the wheel with each of CPython 3.10-3.13 (pyenv's or on PATH; under CI=true a
+  missing one fails), installs it into a fresh venv, checks the compiled packer loads from there
+  and runs the host suite against the installed package (whole on 3.10 and 3.13, the subset of
+  ``.ci/test_installed.py`` on 3.11 and 3.12); the same for the pure-Python wheel (built with no C
+  compiler on PATH) on 3.10 and 3.13; ``auditwheel show`` on each Linux wheel.
+  ``nox -s wheels -- 3.12-compiled 3.10-pure`` runs those alone.
 * ``build``  - builds the sdist and wheel into dist/, checks their metadata with twine, and installs
   the wheel into a fresh venv to run the demo from outside the source tree (tests/packaging/).
 * ``bench``  - the benchmark suite (``benchmarks/run.py``): ratios against structlog (JSON chain, the
@@ -30,8 +38,10 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import subprocess
+import sys
 
 import nox
 
@@ -55,7 +65,7 @@ QUEUE_INTERPRETER = _python(QUEUE_PYTHON)
 nox.options.default_venv_backend = "venv"
 # The host suite runs last: its pytest summary line closes the CI log.  ``queue_handler`` runs by
 # default where a Python 3.12 is found, and always under CI=true (a missing one then fails).
-nox.options.sessions = ["lint", "docs", "build", "kernel", "tests"]
+nox.options.sessions = ["lint", "docs", "build", "kernel", "wheels", "tests"]
 if QUEUE_INTERPRETER or os.environ.get("CI") == "true":
     nox.options.sessions.insert(-1, "queue_handler")
 nox.options.error_on_missing_interpreters = True
@@ -79,7 +89,18 @@ TEST_DEPS = [
 # check-jsonschema validates .github/workflows/*.yml against the GitHub workflow schema it ships
 # (pure Python: actionlint's PyPI wrapper downloads its binary at install time, which CI cannot).
 LINT_DEPS = ["ruff==0.17.6", "mypy==2.4.1", "check-jsonschema==0.39.0"]
-WORKFLOWS = [".github/workflows/ci.yml"]
+WORKFLOWS = [".github/workflows/ci.yml", ".github/workflows/release.yml"]
+#: The cibuildwheel the release workflow runs (its CIBUILDWHEEL pin is the same:
+#: tests/test_release_workflow.py); ``lint`` prints its build identifiers for each platform.
+CIBUILDWHEEL = "cibuildwheel==4.3.5"
+#: What pyproject.toml's [tool.cibuildwheel] must build on each platform: these CPythons on these
+#: platform tags (every pair), nothing else.
+WHEEL_TAGS = ["cp310", "cp311", "cp312", "cp313", "cp314", "cp314t"]
+WHEEL_PLATFORMS = {
+    "linux": ["manylinux_x86_64", "manylinux_aarch64", "musllinux_x86_64", "musllinux_aarch64"],
+    "macos": ["macosx_x86_64", "macosx_arm64"],
+    "windows": ["win_amd64", "win_arm64"],
+}
 # The site's stack, pinned for the same reason: the build treats every warning as an error.
 # selenium drives Debian's chromium (and chromedriver) for the rendering test.
 DOCS_DEPS = ["sphinx==9.0.4", "myst-parser==5.2.0", "furo==2025.12.19", "selenium==4.51.0"]
@@ -128,12 +149,25 @@ def kernel(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff check, ruff format --check, mypy --strict and the GitHub workflow's schema check."""
+    """ruff check, ruff format --check, mypy --strict, the GitHub workflows' schema check and the
+    release wheels' build identifiers on each platform."""
     session.install("-e", ".", *LINT_DEPS, *TEST_DEPS)
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy", "--strict")
     session.run("check-jsonschema", "--builtin-schema", "vendor.github-workflows", *WORKFLOWS)
+    # The release configuration: what cibuildwheel would build on each platform is what we ship.
+    session.install(CIBUILDWHEEL)
+    for platform, tags in WHEEL_PLATFORMS.items():
+        out = session.run(
+            "cibuildwheel", "--print-build-identifiers", "--platform", platform, silent=True,
+            env={"CIBW_ARCHS": None, "CIBW_BUILD": None, "CIBW_SKIP": None},
+        )  # fmt: skip
+        got = sorted(str(out).split())
+        want = sorted(f"{py}-{tag}" for py in WHEEL_TAGS for tag in tags)
+        session.log(f"cibuildwheel {platform}: {' '.join(got)}")
+        if got != want:
+            session.error(f"cibuildwheel would build {got} on {platform}, not {want}")
 
 
 @nox.session
@@ -156,6 +190,68 @@ def build(session: nox.Session) -> None:
     session.run("python", "-m", "twine", "check", "--strict", *sorted(glob.glob("dist/*")))
     session.install("structlog")  # the wheel's one dependency, for the test's fresh venv
     session.run("python", "-m", "pytest", "-v", "tests/packaging", env={"STRUCTLOG_ETW_DIST": "dist"})
+
+
+#: The CPythons ``wheels`` builds a wheel with and tests it on (pyenv's or on PATH; under CI=true a
+#: missing one fails): every minor from requires-python to the newest this machine image has.
+WHEEL_PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
+#: Where ``wheels`` runs the whole host suite against the installed wheel (oldest and newest), also
+#: for the pure-Python install (built with no C compiler on PATH); the others run the subset of
+#: ``.ci/test_installed.py`` (the whole suite runs on them from the checkout in ``tests``).
+WHEEL_FULL = ("3.10", "3.13")
+#: The shared libraries a Linux wheel's compiled module may link (manylinux's allowed set, of
+#: which the packer needs the C library alone).
+WHEEL_ALLOWED_LIBS = {"libc.so.6", "libpthread.so.0", "libm.so.6", "libdl.so.2", "librt.so.1"}
+WHEEL_DEPS = ["auditwheel==6.8.2"]
+
+
+@nox.session
+def wheels(session: nox.Session) -> None:
+    """Build the wheel with each of CPython 3.10-3.13, install it into a fresh venv, check the
+    compiled packer loads from that venv, and run the host suite against the installed package
+    (whole on the oldest and newest, ``.ci/test_installed.py --subset`` on the others); the same for the
+    pure-Python install (no C compiler on PATH) on the oldest and newest; ``auditwheel show`` on
+    each Linux wheel names only :data:`WHEEL_ALLOWED_LIBS`."""
+    session.install(*WHEEL_DEPS)
+    tmp = os.path.abspath(session.create_tmp())
+    checkout = os.getcwd()
+    runs = [(v, "compiled") for v in WHEEL_PYTHONS] + [(v, "pure") for v in WHEEL_FULL]
+    only = set(session.posargs)  # e.g. ``nox -s wheels -- 3.10-pure``: those runs alone
+    for version, kind in runs:
+        if only and f"{version}-{kind}" not in only:
+            continue
+        interpreter = _python(version)
+        if interpreter is None:
+            if os.environ.get("CI") == "true":
+                session.error(f"no Python {version} (on PATH or in pyenv): required under CI=true")
+            session.warn(f"no Python {version} here: its wheel is not tested")
+            continue
+        work = os.path.join(tmp, f"{version}-{kind}")
+        shutil.rmtree(work, ignore_errors=True)
+        venv_dir = os.path.join(work, "venv")
+        session.run(interpreter, "-m", "venv", venv_dir, external=True)
+        py = os.path.join(venv_dir, "bin", "python")
+        env: dict[str, str | None] = {"PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+        if kind == "pure":  # no compiler: PATH holds the venv alone, and no CC names one
+            env = {**env, "PATH": os.path.dirname(py), "CC": None, "LDSHARED": None}
+        dist = os.path.join(work, "dist")
+        session.run(py, "-m", "pip", "wheel", "-q", "--no-deps", "-w", dist, checkout, env=env, external=True)
+        (wheel,) = glob.glob(os.path.join(dist, "structlog_etw-*.whl"))
+        if kind == "compiled" and sys.platform == "linux":
+            _auditwheel(session, wheel)
+        session.run(py, "-m", "pip", "install", "-q", wheel, *TEST_DEPS, env=env, external=True)
+        subset = [] if version in WHEEL_FULL else ["--subset"]
+        session.run(py, ".ci/test_installed.py", checkout, "--kind", kind, *subset, "-q", external=True)
+
+
+def _auditwheel(session: nox.Session, wheel: str) -> None:
+    """``auditwheel show``: the wheel's compiled module links only allowed system libraries."""
+    out = session.run("auditwheel", "show", wheel, silent=True)
+    text = " ".join(str(out).split())
+    session.log(text)
+    libs = set(re.findall(r"\b(lib[\w+-]+\.so(?:\.\d+)*)", text))
+    if not libs or not libs <= WHEEL_ALLOWED_LIBS:
+        session.error(f"auditwheel: the wheel links {sorted(libs)}; allowed {sorted(WHEEL_ALLOWED_LIBS)}")
 
 
 @nox.session
