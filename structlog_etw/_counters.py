@@ -18,6 +18,10 @@ the interrupted frame's lock.  So nothing on the write path takes a lock:
   dict locks itself), and a snapshot copies each table in one C call and reads each count
   without changing it.  No count is lost when a handler counts in the middle of another count,
   or another thread at the same time.
+* :class:`TryLock` is the lock of bounded caches' bookkeeping (a count, a byte reckoning, a
+  store), which nothing else serialises without the GIL: only ever *tried*, never waited for, so
+  whoever finds it taken (another thread, a handler that interrupted the holder) skips the
+  bookkeeping, and what that costs is a later recompute.  A fork child gets fresh ones.
 * :class:`Guard` is the lock of set-up paths (registering a slot, the process registry).  It tells
   a re-entry from the thread that holds it (a handler, a ``__del__``) instead of blocking: the
   caller then does what needs no lock, or counts the event as dropped (``reentrant``).
@@ -31,13 +35,16 @@ Stdlib only (layer 1).
 
 from __future__ import annotations
 
+import functools
 import itertools
+import os
 import sysconfig
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Final
 
-__all__ = ["FREE_THREADED", "Count", "Guard", "Tally", "count_value"]
+__all__ = ["FREE_THREADED", "Count", "Guard", "Tally", "TryLock", "count_value"]
 
 #: Whether this interpreter is a free-threaded build (``Py_GIL_DISABLED``): the GIL may be off, so
 #: a count shared by threads is a compare-and-swap every thread fights over.
@@ -120,6 +127,37 @@ class Tally:
     def total(self) -> int:
         """The sum of every count."""
         return sum(self.snapshot().values())
+
+
+class TryLock:
+    """A lock that is only ever tried: ``acquire()`` takes it and returns True, or returns False
+    at once when it is taken (by another thread, or by the very frame a signal handler or a
+    ``__del__`` interrupted); ``release()`` after a True.  Never waits, so never hangs.  A fork
+    child gets a free one (another thread of the parent may have held it)."""
+
+    __slots__ = ("__weakref__", "acquire", "release")
+
+    def __init__(self) -> None:
+        self.acquire: Callable[[], bool]
+        self.release: Callable[[], None]
+        self._renew()
+        _TRY_LOCKS.add(self)
+
+    def _renew(self) -> None:
+        lock = threading.Lock()
+        self.acquire, self.release = functools.partial(lock.acquire, False), lock.release
+
+
+_TRY_LOCKS: weakref.WeakSet[TryLock] = weakref.WeakSet()
+
+
+def _renew_try_locks() -> None:
+    for lock in list(_TRY_LOCKS):
+        lock._renew()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_renew_try_locks)
 
 
 class Guard:

@@ -49,10 +49,11 @@ general route, which decides what is written (:func:`~structlog_etw.fields.norma
 
 **Threads.**  Nothing serialises threads on a free-threaded build, so no change to a shared table
 here leans on the GIL: every change (counts, the compile budget, stores and their byte
-reckoning) runs under the object's own lock, taken with ``acquire(False)`` only.  It is never
-waited for, so no thread, signal handler or ``__del__`` can hang on it; whoever finds it taken
-skips the bookkeeping (a count, a credit, a store: a later recompute), never the event.  Lookups
-are single dict reads, safe on every build.  docs/reliability.md lists every such place.
+reckoning) runs under the object's own :class:`~structlog_etw._counters.TryLock`, only ever
+tried.  It is never waited for, so no thread, signal handler or ``__del__`` can hang on it;
+whoever finds it taken skips the bookkeeping (a count, a credit, a store: a later recompute),
+never the event.  Lookups are single dict reads, safe on every build.  docs/reliability.md
+lists every such place.
 
 Stdlib only (layer 1, next to :mod:`structlog_etw.fields`).
 """
@@ -62,12 +63,11 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import struct
-import threading
 import uuid
-import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, NamedTuple
 
+from ._counters import TryLock
 from .fields import BOOL, BYTES, F64, I64, NULL, STR, TIME, UUID
 
 __all__ = [
@@ -353,7 +353,7 @@ class LayoutFunctions:
     """
 
     __slots__ = (
-        "__weakref__", "_asked", "_build", "_bytes", "_credit", "_fns", "_lock", "max_bytes", "max_entries",
+        "_asked", "_build", "_bytes", "_credit", "_fns", "_lock", "max_bytes", "max_entries",
     )  # fmt: skip
 
     def __init__(
@@ -367,15 +367,14 @@ class LayoutFunctions:
         self._asked: dict[tuple[int, ...], int] = {}
         self._bytes = 0
         self._credit = COMPILE_COST  # the first hot layout compiles at once
-        self._lock = threading.Lock()
-        _LOCKED.add(self)
+        self._lock = TryLock()
         self.max_entries = max_entries
         self.max_bytes = max_bytes
 
     def earn(self) -> None:
         """One general-route event: one credit towards a compile (none while another thread
         changes the budget)."""
-        if self._credit < CREDIT_CAP and self._lock.acquire(False):
+        if self._credit < CREDIT_CAP and self._lock.acquire():
             try:
                 self._credit += 1
             finally:
@@ -386,7 +385,7 @@ class LayoutFunctions:
         fn = self._fns.get(kinds)
         if fn is not None:
             return fn
-        if not self._lock.acquire(False):  # another thread (or this one, re-entered) keeps books
+        if not self._lock.acquire():  # another thread (or this one, re-entered) keeps books
             return None
         try:
             return self._count_or_build(kinds)
@@ -419,19 +418,6 @@ class LayoutFunctions:
         """How many functions are held."""
         return len(self._fns)
 
-
-#: Every :class:`LayoutFunctions` and :class:`ShapeCache` alive, whose locks a fork child renews
-#: (a lock another thread of the parent held would stay taken in the child: no bookkeeping ever).
-_LOCKED: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-def _renew_locks() -> None:
-    for table in list(_LOCKED):
-        table._lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_renew_locks)
 
 _MISSING: Final[Any] = object()
 #: The most keys :attr:`ShapeCache.recent` holds, all names together (a pointer each).
@@ -485,7 +471,6 @@ class ShapeCache:
     """
 
     __slots__ = (
-        "__weakref__",
         "_bytes",
         "_lock",
         "_recent_keys",
@@ -506,8 +491,7 @@ class ShapeCache:
         self.recent: dict[object, tuple[Any, list[Any], tuple[Any, ...], Any]] = {}
         self._recent_keys = 0
         self._bytes = 0
-        self._lock = threading.Lock()
-        _LOCKED.add(self)
+        self._lock = TryLock()
         self.max_entries = max_entries
         self.max_bytes = max_bytes
 
@@ -521,7 +505,7 @@ class ShapeCache:
         :data:`_RECENT_KEYS` keys are held (then it starts over); :meth:`clear` forgets them with
         the entries.
         """
-        if not self._lock.acquire(False):
+        if not self._lock.acquire():
             return
         try:
             if len(self.recent) >= self.max_entries or self._recent_keys + len(keys) > _RECENT_KEYS:
@@ -535,7 +519,7 @@ class ShapeCache:
     def seen(self, key: tuple[Any, ...], chars: int) -> bool:
         """Count one written event of ``key``'s shape; True when it is now hot (build its entry).
         ``chars``: :func:`key_chars` of the key (past :data:`MAX_KEY_CHARS`: never counted)."""
-        if chars > MAX_KEY_CHARS or not self._lock.acquire(False):
+        if chars > MAX_KEY_CHARS or not self._lock.acquire():
             return False
         try:
             counts = self.seen_counts
@@ -608,7 +592,7 @@ class ShapeCache:
 
     def put(self, key: tuple[Any, ...], entry: Any, first: bool, chars: int, meta_bytes: int = 0) -> None:
         """Store ``entry`` under ``key`` (in :attr:`first` or :attr:`by_class`)."""
-        if chars > MAX_KEY_CHARS or not self._lock.acquire(False):
+        if chars > MAX_KEY_CHARS or not self._lock.acquire():
             return
         try:
             table = self.first if first else self.by_class

@@ -6,6 +6,7 @@ safe without it; these tests hold each of them."""
 from __future__ import annotations
 
 import errno
+import os
 import sys
 import threading
 import uuid
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from structlog_etw import _shapes, get_provider
-from structlog_etw._counters import FREE_THREADED, Count, Tally
+from structlog_etw._counters import FREE_THREADED, Count, Tally, TryLock
 from structlog_etw._provider import set_backend_factory
 from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.eventheader import encoder as eh
@@ -160,3 +161,23 @@ def test_shared_encoder_caches_stay_bounded_under_threads() -> None:
     assert functions.compiled() <= functions.max_entries
     assert functions._bytes <= functions.max_bytes
     assert 0 <= functions._credit <= _shapes.CREDIT_CAP
+
+
+def test_a_try_lock_never_waits_and_is_free_in_a_fork_child() -> None:
+    """The caches' bookkeeping lock: taken, a second ``acquire()`` (another thread, or a handler
+    of the holder's own thread) returns False at once; in a fork child it is free again."""
+    lock = TryLock()
+    assert lock.acquire()
+    got: list[bool] = []
+    other = threading.Thread(target=lambda: got.append(lock.acquire()))
+    other.start()
+    other.join(30)
+    assert got == [False] and lock.acquire() is False
+    if hasattr(os, "fork"):
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            os._exit(0 if lock.acquire() else 1)
+        assert os.waitpid(pid, 0)[1] == 0
+    lock.release()
+    assert lock.acquire()
+    lock.release()
