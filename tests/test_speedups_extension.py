@@ -212,19 +212,16 @@ class TestCurrentExtension:
             type("Sub", (SPEEDUPS.Program,), {})
 
     def test_free_threaded_builds_keep_the_gil_off(self) -> None:
-        """On a free-threaded build (3.14t in the release workflow) importing the package leaves
-        the GIL off (``Py_mod_gil``); on others the module declares it where the headers have it."""
-        if sysconfig.get_config_var("Py_GIL_DISABLED"):
-            code = "import sys, structlog_etw._shapes as s\n"
-            code += "print(s.SPEEDUPS is not None, sys._is_gil_enabled())"
-            out = subprocess.run(
-                [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
-            )
-            assert out.stdout.split() == ["True", "False"], out.stderr
-        else:
-            source = SOURCE.read_text()
-            slot = r"#ifdef Py_mod_gil\n(\s*/\*.*?\*/\n)?\s*\{Py_mod_gil, Py_MOD_GIL_NOT_USED\}"
-            assert re.search(slot, source, re.S)
+        """Importing the package leaves the GIL as it was: off on a free-threaded build (3.14t in
+        the release workflow: ``Py_mod_gil``), on with the GIL (the declaration's presence in the
+        source: test_no_private_api_and_no_deprecated_pattern)."""
+        code = "import sys, structlog_etw._shapes as s\n"
+        code += "print(s.SPEEDUPS is not None, getattr(sys, '_is_gil_enabled', lambda: True)())"
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+        )
+        free_threaded = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+        assert out.stdout.split() == ["True", str(not free_threaded)], out.stderr
 
     def test_threads_changing_the_dict_while_it_packs(self) -> None:
         """Threads pack one dict while another adds and removes keys and swaps values: every
@@ -268,8 +265,13 @@ class TestCurrentExtension:
 
 def test_no_private_api_and_no_deprecated_pattern() -> None:
     """The C source calls no private ``_Py`` function and no ``PyModule_AddObject`` (which steals
-    a reference only on success); it has no single-phase ``PyModule_Create``."""
+    a reference only on success); it has no single-phase ``PyModule_Create``; it declares
+    ``Py_mod_gil`` not used (with its reasoning) and per-interpreter-GIL support where the
+    headers have them."""
     source = SOURCE.read_text()
+    slot = r"#ifdef Py_mod_gil\n(\s*/\*.*?\*/\n)?\s*\{Py_mod_gil, Py_MOD_GIL_NOT_USED\}"
+    assert re.search(slot, source, re.S)
+    assert "{Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED}" in source
     code = re.sub(r"/\*.*?\*/", "", source, flags=re.S)
     assert not re.findall(r"\b_Py[A-Za-z_]+\s*\(", code)
     assert "PyModule_AddObject(" not in code and "PyModule_Create" not in code
