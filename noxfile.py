@@ -218,40 +218,48 @@ def wheels(session: nox.Session) -> None:
     checkout = os.getcwd()
     runs = [(v, "compiled") for v in WHEEL_PYTHONS] + [(v, "pure") for v in WHEEL_FULL]
     only = set(session.posargs)  # e.g. ``nox -s wheels -- 3.10-pure``: those runs alone
-    suites: list[tuple[str, list[str]]] = []
-    for version, kind in runs:
-        if only and f"{version}-{kind}" not in only:
-            continue
-        interpreter = _python(version)
-        if interpreter is None:
-            if os.environ.get("CI") == "true":
-                session.error(f"no Python {version} (on PATH or in pyenv): required under CI=true")
-            session.warn(f"no Python {version} here: its wheel is not tested")
-            continue
-        work = os.path.join(tmp, f"{version}-{kind}")
-        shutil.rmtree(work, ignore_errors=True)
-        venv_dir = os.path.join(work, "venv")
-        session.run(interpreter, "-m", "venv", venv_dir, external=True)
-        py = os.path.join(venv_dir, "bin", "python")
-        env: dict[str, str | None] = {"PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-        if kind == "pure":  # no compiler: PATH holds the venv alone, and no CC names one
-            env = {**env, "PATH": os.path.dirname(py), "CC": None, "LDSHARED": None}
-        dist = os.path.join(work, "dist")
-        session.run(py, "-m", "pip", "wheel", "-q", "--no-deps", "-w", dist, checkout, env=env, external=True)
-        (wheel,) = glob.glob(os.path.join(dist, "structlog_etw-*.whl"))
-        if kind == "compiled" and sys.platform == "linux":
-            _auditwheel(session, wheel)
-        session.run(py, "-m", "pip", "install", "-q", wheel, *TEST_DEPS, env=env, external=True)
-        command = [py, ".ci/test_installed.py", checkout, "--kind", kind, "-q"]
-        if version not in WHEEL_FULL:
-            command.append("--subset")
-        if not _others_can_run(interpreter):
-            # The non-root demo test runs the interpreter as nobody, which cannot reach this one
-            # (pyenv's under /root); the ``tests`` session runs it with the system Python.
-            session.log(f"{interpreter}: not runnable by other users; the non-root demo test is deselected")
-            command.append(f"--deselect={NON_ROOT_DEMO}")
-        suites.append((f"{version}-{kind}", command))
-    _run_suites(session, tmp, suites)
+    suites = _Suites(session, tmp)
+    try:
+        for version, kind in runs:
+            if only and f"{version}-{kind}" not in only:
+                continue
+            interpreter = _python(version)
+            if interpreter is None:
+                if os.environ.get("CI") == "true":
+                    session.error(f"no Python {version} (on PATH or in pyenv): required under CI=true")
+                session.warn(f"no Python {version} here: its wheel is not tested")
+                continue
+            work = os.path.join(tmp, f"{version}-{kind}")
+            shutil.rmtree(work, ignore_errors=True)
+            venv_dir = os.path.join(work, "venv")
+            session.run(interpreter, "-m", "venv", venv_dir, external=True)
+            py = os.path.join(venv_dir, "bin", "python")
+            env: dict[str, str | None] = {"PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+            if kind == "pure":  # no compiler: PATH holds the venv alone, and no CC names one
+                env = {**env, "PATH": os.path.dirname(py), "CC": None, "LDSHARED": None}
+            dist = os.path.join(work, "dist")
+            session.run(
+                py, "-m", "pip", "wheel", "-q", "--no-deps", "-w", dist, checkout, env=env, external=True
+            )
+            (wheel,) = glob.glob(os.path.join(dist, "structlog_etw-*.whl"))
+            if kind == "compiled" and sys.platform == "linux":
+                _auditwheel(session, wheel)
+            session.run(py, "-m", "pip", "install", "-q", wheel, *TEST_DEPS, env=env, external=True)
+            command = [py, ".ci/test_installed.py", checkout, "--kind", kind, "-q"]
+            if version not in WHEEL_FULL:
+                command.append("--subset")
+            if not _others_can_run(interpreter):
+                # The non-root demo test runs the interpreter as nobody, which cannot reach this one
+                # (pyenv's under /root); the ``tests`` session runs it with the system Python.
+                session.log(
+                    f"{interpreter}: not runnable by other users; the non-root demo test is deselected"
+                )
+                command.append(f"--deselect={NON_ROOT_DEMO}")
+            suites.start(f"{version}-{kind}", command)  # runs while the next wheel is built
+    except BaseException:  # a failed build: the suites already started are stopped
+        suites.stop()
+        raise
+    suites.finish()
 
 
 #: The test that runs the demo as an unprivileged user (needs an interpreter that user can run).
@@ -274,38 +282,54 @@ def _others_can_run(path: str) -> bool:
         current = parent
 
 
-def _run_suites(session: nox.Session, tmp: str, suites: list[tuple[str, list[str]]]) -> None:
-    """Run the suites, :data:`WHEEL_JOBS` at a time, each into its own log; print each log in
-    order with its time; fail if any failed."""
-    pending = list(suites)
-    running: list[tuple[str, subprocess.Popen[bytes], str, float]] = []
-    done: list[tuple[str, int, str, float]] = []
-    while pending or running:
-        while pending and len(running) < WHEEL_JOBS:
-            name, command = pending.pop(0)
-            log = os.path.join(tmp, f"{name}.log")
-            session.log(f"{name}: {' '.join(command)} > {log}")
-            with open(log, "wb") as out:
-                proc = subprocess.Popen(
-                    command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-                )
-            running.append((name, proc, log, time.monotonic()))
+class _Suites:
+    """The installed-wheel suites, :data:`WHEEL_JOBS` at a time, each into its own log."""
+
+    def __init__(self, session: nox.Session, tmp: str) -> None:
+        self.session, self.tmp = session, tmp
+        self.running: list[tuple[str, subprocess.Popen[bytes], str, float]] = []
+        self.done: list[tuple[str, int, str, float]] = []
+
+    def start(self, name: str, command: list[str]) -> None:
+        """Start a suite once fewer than :data:`WHEEL_JOBS` run."""
+        while len(self.running) >= WHEEL_JOBS:
+            self._reap()
+        log = os.path.join(self.tmp, f"{name}.log")
+        self.session.log(f"{name}: {' '.join(command)} > {log}")
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.running.append((name, proc, log, time.monotonic()))
+
+    def _reap(self) -> None:
         time.sleep(1)
-        for item in list(running):
+        for item in list(self.running):
             name, proc, log, started = item
             if proc.poll() is not None:
-                running.remove(item)
-                done.append((name, proc.returncode, log, time.monotonic() - started))
-    failed = []
-    for name, code, log, seconds in sorted(done, key=lambda d: [s[0] for s in suites].index(d[0])):
-        with open(log, encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
-        print(f"---- {name}: exit {code} in {seconds:.0f} s ({log})")
-        print("\n".join(lines if code else lines[-3:]))
-        if code:
-            failed.append(name)
-    if failed:
-        session.error(f"the installed-wheel suites failed: {', '.join(failed)}")
+                self.running.remove(item)
+                self.done.append((name, proc.returncode, log, time.monotonic() - started))
+
+    def stop(self) -> None:
+        """Stop the suites still running (the session failed meanwhile)."""
+        for _, proc, _, _ in self.running:
+            proc.kill()
+            proc.wait()
+        self.running.clear()
+
+    def finish(self) -> None:
+        """Wait for every suite; print each log's end (all of a failed one's) with its time; fail
+        if any failed."""
+        while self.running:
+            self._reap()
+        failed = []
+        for name, code, log, seconds in self.done:
+            with open(log, encoding="utf-8", errors="replace") as f:
+                lines = f.read().splitlines()
+            print(f"---- {name}: exit {code} in {seconds:.0f} s ({log})")
+            print("\n".join(lines if code else lines[-3:]))
+            if code:
+                failed.append(name)
+        if failed:
+            self.session.error(f"the installed-wheel suites failed: {', '.join(failed)}")
 
 
 def _auditwheel(session: nox.Session, wheel: str) -> None:
