@@ -203,19 +203,26 @@ WHEEL_FULL = ("3.10", "3.13")
 #: The shared libraries a Linux wheel's compiled module may link (manylinux's allowed set, of
 #: which the packer needs the C library alone).
 WHEEL_ALLOWED_LIBS = {"libc.so.6", "libpthread.so.0", "libm.so.6", "libdl.so.2", "librt.so.1"}
-WHEEL_DEPS = ["auditwheel==6.8.2"]
+WHEEL_DEPS = ["auditwheel==6.8.2", "build==1.6.1"]
 
 
 @nox.session
 def wheels(session: nox.Session) -> None:
-    """Build the wheel with each of CPython 3.10-3.13, install it into a fresh venv, check the
-    compiled packer loads from that venv, and run the host suite against the installed package
-    (whole on the oldest and newest, ``.ci/test_installed.py --subset`` on the others); the same for the
-    pure-Python install (no C compiler on PATH) on the oldest and newest; ``auditwheel show`` on
-    each Linux wheel names only :data:`WHEEL_ALLOWED_LIBS`."""
+    """Build the wheel (from the sdist) with each of CPython 3.10-3.13, install it into a fresh
+    venv, check the compiled packer loads from that venv, and run the host suite against the
+    installed package (whole on the oldest and newest, ``.ci/test_installed.py --subset`` on the
+    others); the same for the pure-Python install (no C compiler on PATH) on the oldest and
+    newest; ``auditwheel show`` on each Linux wheel names only :data:`WHEEL_ALLOWED_LIBS`."""
     session.install(*WHEEL_DEPS)
     tmp = os.path.abspath(session.create_tmp())
     checkout = os.getcwd()
+    # Every wheel is built from the sdist (unpacked afresh each time, as pip does for a platform
+    # with no wheel on PyPI): a build left in the checkout (build/, an in-place module) cannot
+    # leak into a wheel, the pure-Python one least of all.
+    sdist_dir = os.path.join(tmp, "sdist")
+    shutil.rmtree(sdist_dir, ignore_errors=True)
+    session.run("python", "-m", "build", "--sdist", "--outdir", sdist_dir, checkout)
+    (sdist,) = glob.glob(os.path.join(sdist_dir, "structlog_etw-*.tar.gz"))
     runs = [(v, "compiled") for v in WHEEL_PYTHONS] + [(v, "pure") for v in WHEEL_FULL]
     only = set(session.posargs)  # e.g. ``nox -s wheels -- 3.10-pure``: those runs alone
     suites = _Suites(session, tmp)
@@ -239,7 +246,7 @@ def wheels(session: nox.Session) -> None:
                 env = {**env, "PATH": os.path.dirname(py), "CC": None, "LDSHARED": None}
             dist = os.path.join(work, "dist")
             session.run(
-                py, "-m", "pip", "wheel", "-q", "--no-deps", "-w", dist, checkout, env=env, external=True
+                py, "-m", "pip", "wheel", "-q", "--no-deps", "-w", dist, sdist, env=env, external=True
             )
             (wheel,) = glob.glob(os.path.join(dist, "structlog_etw-*.whl"))
             if kind == "compiled" and sys.platform == "linux":
