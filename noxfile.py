@@ -7,7 +7,7 @@ own venv.
 * ``tests``  - the host test suite (kernel tests are deselected here and run by ``kernel``), once per
   structlog version: ``nox -s "tests(oldest)"`` (the oldest pyproject.toml allows) and
   ``nox -s "tests(newest)"``; ``nox -s tests`` runs both.
-* ``queue_handler`` - the queue-handler tests of tests/test_setups.py on Python 3.12, whose dictConfig
+* ``queue_handler`` - the queue-handler tests of tests/surface/test_setups.py on Python 3.12, whose dictConfig
   builds ``queue_handler``'s listener (the host suite's Python may be older); a default session
   where a Python 3.12 is found (on PATH or in pyenv), and always under ``CI=true``, where a missing
   one fails the run.
@@ -74,7 +74,7 @@ nox.options.error_on_missing_interpreters = True
 # The OpenTelemetry SDK: the otel integration is tested (and documented) against the real one.
 # traceloggingdynamic: Microsoft's TraceLogging builder, the differential encoder tests' reference.
 # django, uvicorn, gunicorn: the stdlib logging recipes of docs/stdlib.md run against the real ones.
-# opentelemetry-instrumentation-structlog: its processor beside EtwRenderer (tests/test_setups.py).
+# opentelemetry-instrumentation-structlog: its processor beside EtwRenderer (tests/surface/test_setups.py).
 TEST_DEPS = [
     "pytest>=7",
     "hypothesis>=6",
@@ -92,7 +92,7 @@ TEST_DEPS = [
 LINT_DEPS = ["ruff==0.17.6", "mypy==2.4.1", "check-jsonschema==0.39.0"]
 WORKFLOWS = [".github/workflows/ci.yml", ".github/workflows/release.yml"]
 #: The cibuildwheel the release workflow runs (its CIBUILDWHEEL pin is the same:
-#: tests/test_release_workflow.py); ``lint`` prints its build identifiers for each platform.
+#: tests/project/test_release_workflow.py); ``lint`` prints its build identifiers for each platform.
 CIBUILDWHEEL = "cibuildwheel==4.3.5"
 #: What pyproject.toml's [tool.cibuildwheel] must build on each platform: these CPythons on these
 #: platform tags (every pair), nothing else.
@@ -110,7 +110,7 @@ BUILD_DEPS = ["build==1.6.1", "twine==7.0.0", "pytest>=7"]
 SITE = "docs/_build/html"
 
 
-#: The oldest structlog pyproject.toml allows (``structlog>=23.1``; tests/test_structlog_versions.py
+#: The oldest structlog pyproject.toml allows (``structlog>=23.1``; tests/surface/test_structlog_versions.py
 #: holds the two together): the surface reads structlog's contextvars registry, subclasses its bound
 #: logger and runs inside its ProcessorFormatter, so both ends of the range are tested.
 OLDEST_STRUCTLOG = "23.1.0"
@@ -131,11 +131,12 @@ def tests(session: nox.Session, structlog: str) -> None:
 @nox.session(python=QUEUE_INTERPRETER or QUEUE_PYTHON)
 def queue_handler(session: nox.Session) -> None:
     """3.12's dictConfig ``queue_handler`` recipe (docs/stdlib.md) for real: the queue-handler tests
-    of tests/test_setups.py on Python 3.12, where the host suite's Python may be older."""
+    of tests/surface/test_setups.py on Python 3.12, where the host suite's Python may be older."""
     session.install("-e", ".", "pytest>=7")
     # STRUCTLOG_ETW_NO_SKIP: the dictConfig test fails instead of skipping when it cannot run.
     session.run(
-        "python", "-m", "pytest", "-q", "-rs", "tests/test_setups.py::TestQueueHandler", *session.posargs,
+        "python", "-m", "pytest", "-q", "-rs", "tests/surface/test_setups.py::TestQueueHandler",
+        *session.posargs,
         env={"STRUCTLOG_ETW_NO_SKIP": "1"},
     )  # fmt: skip
 
@@ -175,7 +176,7 @@ def lint(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """Execute the docs' examples, build the site (warnings are errors) and check it in chromium."""
     session.install("-e", ".", *TEST_DEPS, *DOCS_DEPS)
-    session.run("python", "-m", "pytest", "-v", "tests/test_docs.py", *session.posargs)
+    session.run("python", "-m", "pytest", "-v", "tests/project/test_docs.py", *session.posargs)
     # -n: nitpicky (every cross-reference must resolve); -W --keep-going: all warnings, then fail;
     # -E: a fresh environment, so a warning of an unchanged page is not hidden by the cache.
     session.run("python", "-m", "sphinx", "-b", "html", "-n", "-W", "--keep-going", "-E", "docs", SITE)

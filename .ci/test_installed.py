@@ -29,26 +29,20 @@ from pathlib import Path
 #: encoders, the provider and the free-threading stress test.
 SUBSET = [
     "tests/installed",
-    "tests/test_speedups.py",
-    "tests/test_speedups_extension.py",
-    "tests/test_threads.py",
-    "tests/eventheader",
-    "tests/tracelogging",
-    "tests/test_provider.py",
-    "tests/test_provider_write_dict.py",
-    "tests/test_shape_recent.py",
-    "tests/test_roundtrip.py",
+    "tests/write",
+    "tests/provider",
+    "tests/surface/test_roundtrip.py",
 ]
 #: Tests of the source tree rather than of the installed package (they read or compile the files
 #: of ``structlog_etw/``, which the copy leaves out): the checkout's runs (``nox -s tests``) have them.
 SOURCE_ONLY = [
-    "tests/test_architecture.py",
-    "tests/test_speedups.py::TestUnderAddressSanitizer",
-    "tests/test_speedups.py::TestPurePythonSuite",
-    "tests/test_speedups_extension.py::test_it_compiles_warning_free_against_each_pythons_headers",
-    "tests/test_speedups_extension.py::test_an_isolated_subinterpreter_loads_it_and_packs_the_same_bytes",
-    "tests/test_speedups_extension.py::test_no_private_api_and_no_deprecated_pattern",
-    "tests/test_windows_collection.py::TestWithoutUnixModules::test_the_tests_that_reach_a_unix_module_pass_or_skip",
+    "tests/project/test_architecture.py",
+    "tests/write/shapes/test_speedups.py::TestUnderAddressSanitizer",
+    "tests/write/shapes/test_speedups.py::TestPurePythonSuite",
+    "tests/write/shapes/test_speedups_extension.py::test_it_compiles_warning_free_against_each_pythons_headers",
+    "tests/write/shapes/test_speedups_extension.py::test_an_isolated_subinterpreter_loads_it_and_packs_the_same_bytes",
+    "tests/write/shapes/test_speedups_extension.py::test_no_private_api_and_no_deprecated_pattern",
+    "tests/project/test_windows_collection.py::TestWithoutUnixModules::test_the_tests_that_reach_a_unix_module_pass_or_skip",
 ]
 #: Never copied: the package (the point), and what builds, venvs and caches leave.
 LEFT_OUT = {"structlog_etw", ".git", ".venv", ".nox", "build", "dist", "__pycache__", ".pytest_cache",

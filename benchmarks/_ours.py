@@ -23,11 +23,11 @@ from typing import Any
 import structlog
 from _baselines import FIVE_FIELDS
 
-from structlog_etw._provider import Provider
-from structlog_etw._renderer import EtwRenderer
 from structlog_etw.backends.base import Slot
-from structlog_etw.eventheader.spec import tracepoint_name
-from structlog_etw.fields import to_fields
+from structlog_etw.formats.eventheader import tracepoint_name
+from structlog_etw.provider._provider import Provider
+from structlog_etw.surface._renderer import EtwRenderer
+from structlog_etw.write.fields import to_fields
 
 __all__ = [
     "SinkBackend",
@@ -131,7 +131,7 @@ def provider(enabled: bool, fmt: str = "eventheader", backend: str = "writev") -
 
 def fast_path_logger(enabled: bool, fmt: str = "eventheader", backend: str = "writev") -> Any:
     """A held logger of ``make_etw_bound_logger`` with ``[merge_contextvars, EtwRenderer]``."""
-    from structlog_etw._wrapper import make_etw_bound_logger  # noqa: PLC0415 (lands separately)
+    from structlog_etw.surface._wrapper import make_etw_bound_logger  # noqa: PLC0415 (lands separately)
 
     prov = provider(enabled, fmt, backend)
     wrapper = make_etw_bound_logger(prov, min_level=logging.DEBUG)
@@ -144,7 +144,7 @@ def fast_path_logger(enabled: bool, fmt: str = "eventheader", backend: str = "wr
 
 def early_drop_logger(enabled: bool, fmt: str = "eventheader", backend: str = "writev") -> Any:
     """A plain structlog BoundLogger whose first processor drops events nobody listens to."""
-    from structlog_etw._wrapper import EtwEarlyDrop  # noqa: PLC0415 (lands separately)
+    from structlog_etw.surface._wrapper import EtwEarlyDrop  # noqa: PLC0415 (lands separately)
 
     prov = provider(enabled, fmt, backend)
     return structlog.wrap_logger(
@@ -171,11 +171,11 @@ def renderer_logger(enabled: bool, fmt: str = "eventheader", backend: str = "wri
 def encoder_namespace(fmt: str) -> dict[str, Any]:
     """An encoder of ``fmt`` and the 5 typical fields, typed (for encoding-only figures)."""
     if fmt == "tracelogging":
-        from structlog_etw.tracelogging.encoder import TraceLoggingEncoder  # noqa: PLC0415
+        from structlog_etw.write.tracelogging import TraceLoggingEncoder  # noqa: PLC0415
 
         enc: Any = TraceLoggingEncoder("BenchEncoder")
     else:
-        from structlog_etw.eventheader.encoder import EventHeaderEncoder  # noqa: PLC0415
+        from structlog_etw.write.eventheader import EventHeaderEncoder  # noqa: PLC0415
 
         enc = EventHeaderEncoder()
     return {
@@ -189,7 +189,7 @@ def encoder_namespace(fmt: str) -> dict[str, Any]:
 def console_beside_tracing_logger(enabled: bool, stream: Any) -> Any:
     """The console-beside-tracing composition (docs/console-and-tracing.md): trace events at
     every level, JSON lines to *stream* at info and above."""
-    from structlog_etw._wrapper import make_etw_bound_logger  # noqa: PLC0415
+    from structlog_etw.surface._wrapper import make_etw_bound_logger  # noqa: PLC0415
 
     prov = provider(enabled)
     renderer = EtwRenderer(prov.name, provider=prov, passthrough="info")

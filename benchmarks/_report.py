@@ -2,7 +2,7 @@
 
 ``python benchmarks/run.py --update-docs docs/performance.md`` (what ``nox -s bench`` runs)
 rewrites every block between ``<!-- generated: NAME -->`` and ``<!-- end generated -->`` with
-:func:`tables`; ``tests/test_performance_figures.py`` fails when a block differs from what the
+:func:`tables`; ``tests/project/test_performance_figures.py`` fails when a block differs from what the
 committed ``docs/benchmarks/results.json`` gives, and when a figure quoted in prose (marked
 ``<!-- results: COMPARISON/CASE[/BASELINE] -->`` right after it) is not the file's ratio.
 """

@@ -42,10 +42,10 @@ def measure(out: Path, quick: bool) -> dict[str, Any]:
     from _timing import Case, measure_group  # noqa: PLC0415
     from kernel_harness import PerfSession, wait_until  # noqa: PLC0415
 
-    from structlog_etw._provider import Provider  # noqa: PLC0415
-    from structlog_etw._renderer import EtwRenderer  # noqa: PLC0415
-    from structlog_etw._wrapper import make_etw_bound_logger  # noqa: PLC0415
     from structlog_etw.backends.user_events import UserEventsBackend  # noqa: PLC0415
+    from structlog_etw.provider._provider import Provider  # noqa: PLC0415
+    from structlog_etw.surface._renderer import EtwRenderer  # noqa: PLC0415
+    from structlog_etw.surface._wrapper import make_etw_bound_logger  # noqa: PLC0415
 
     prov = Provider(f"BenchGuest{os.getpid()}")
     assert isinstance(prov.backend, UserEventsBackend), prov.stats()

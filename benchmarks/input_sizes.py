@@ -8,7 +8,7 @@ rounds, the baseline first in odd ones): CPU time (``time.process_time``) with t
 collector paused as ``timeit`` does, both sides running the same number of loops (calibrated
 so that the baseline's round takes at least 20 ms).  The figure is the minimum case round over
 the minimum baseline round; the median of the per-round ratios is recorded beside it.  The goals
-are the margins tests/test_write_path_variability.py and tests/cli/test_decode_inputs.py used to
+are the margins tests/write/test_write_path_variability.py and tests/cli/test_decode_inputs.py used to
 assert with timers (the tests now hold only what does not depend on the machine):
 
 * ``dotted_name``: ``KeywordsByLogger(mapping).lookup("a." * 100_000)`` against the look-up of a
@@ -25,7 +25,7 @@ assert with timers (the tests now hold only what does not depend on the machine)
 
 ``--update-docs`` rewrites the table of the page's section held to the results file
 (``--render-only``: from the results file as it is, measuring nothing);
-tests/test_input_size_figures.py holds the page to the file.
+tests/project/test_input_size_figures.py holds the page to the file.
 """
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ from tests.helpers.perfdata import many_attrs  # noqa: E402
 #: Where the committed results go, and the page whose held section shows them.
 RESULTS = ROOT / "docs" / "benchmarks" / "input_sizes.json"
 PAGE = ROOT / "docs" / "performance.md"
-#: The held section's opening marker (tests/test_performance_figures.py knows the form).
-HELD_MARKER = "<!-- held: benchmarks/input_sizes.json (tests/test_input_size_figures.py) -->"
+#: The held section's opening marker (tests/project/test_performance_figures.py knows the form).
+HELD_MARKER = "<!-- held: benchmarks/input_sizes.json (tests/project/test_input_size_figures.py) -->"
 FORMATS = ("eventheader", "tracelogging")
 #: A baseline round takes at least this much CPU time (the loop count is set from it).
 MIN_ROUND_S = 0.02

@@ -8,7 +8,7 @@ Per format (EventHeader, TraceLogging) and field count (5, 20, 120): the CPU tim
 backend whose value kinds are drawn at random per event (str, int, float, bool, None, bytes,
 UUID, datetime: "churn"), against 2,000 calls of one fixed shape (hot and compiled), the two
 interleaved round by round; the figure is the minimum churn time over the minimum fixed time.
-The goal (issue 22): at most 3x.  tests/test_layout_figures.py holds the page to this file.
+The goal (issue 22): at most 3x.  tests/project/test_layout_figures.py holds the page to this file.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import structlog  # noqa: E402
 from structlog_etw import EtwRenderer, Provider  # noqa: E402
 from structlog_etw.backends.capture import CaptureBackend  # noqa: E402
 
-# The value kinds, shared with tests/test_write_path_variability.py (benchmarks import test helpers).
+# The value kinds, shared with tests/write/test_write_path_variability.py (benchmarks import test helpers).
 from tests.helpers.value_kinds import VALUES  # noqa: E402
 
 GOAL = 3.0

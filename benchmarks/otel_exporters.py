@@ -18,7 +18,7 @@ span, or an ended span with three attributes and a link), each figure the median
 * ``ours_disabled``: the same with no session: what an export costs when nobody records.
 
 Batches of 1 (``SimpleLogRecordProcessor``) and 64 records.  docs/otel-exporters.md shows the
-ratios; tests/test_otel_exporters.py holds that page equal to the results file.
+ratios; tests/otel/test_exporters.py holds that page equal to the results file.
 """
 
 from __future__ import annotations

@@ -458,8 +458,8 @@ def environment() -> dict[str, Any]:
 
 
 def _speedups_loaded() -> bool:
-    """Whether the compiled packer (structlog_etw/_speedups.c) runs the enabled rows' layouts."""
-    from structlog_etw import _shapes  # noqa: PLC0415 - optional/late import
+    """Whether the compiled packer (structlog_etw/write/shapes/_speedups.c) runs the enabled rows' layouts."""
+    from structlog_etw.write import shapes as _shapes  # noqa: PLC0415 - optional/late import
 
     return _shapes.SPEEDUPS is not None
 

@@ -16,12 +16,12 @@ structlog-etw is installed) costs other projects' test suites no structlog impor
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._activity import Activity, current_activity_id, etw_activity
-    from ._otel import add_otel_ids, use_otel_activity_ids
-    from ._provider import (
+    from .otel._correlation import add_otel_ids, use_otel_activity_ids
+    from .provider._provider import (
         EtwUnavailableWarning,
         Provider,
         ProviderStatus,
@@ -29,32 +29,33 @@ if TYPE_CHECKING:
         close_all,
         get_provider,
     )
-    from ._renderer import EtwRenderer
-    from ._resolve import KeywordsByLogger
-    from ._stdlib import EtwHandler, EtwQueueHandler
-    from ._wrapper import EtwEarlyDrop, make_etw_bound_logger
+    from .surface._activity import Activity, current_activity_id, etw_activity
+    from .surface._renderer import EtwRenderer
+    from .surface._resolve import KeywordsByLogger
+    from .surface._stdlib import EtwHandler, EtwQueueHandler
+    from .surface._wrapper import EtwEarlyDrop, make_etw_bound_logger
 
 __version__ = "0.5.0"
 
 #: Public name -> the private module that defines it.
 _EXPORTS: dict[str, str] = {
-    "Activity": "._activity",
-    "current_activity_id": "._activity",
-    "etw_activity": "._activity",
-    "add_otel_ids": "._otel",
-    "use_otel_activity_ids": "._otel",
-    "EtwUnavailableWarning": "._provider",
-    "Provider": "._provider",
-    "ProviderStatus": "._provider",
-    "StatusReason": "._provider",
-    "close_all": "._provider",
-    "get_provider": "._provider",
-    "EtwRenderer": "._renderer",
-    "KeywordsByLogger": "._resolve",
-    "EtwHandler": "._stdlib",
-    "EtwQueueHandler": "._stdlib",
-    "EtwEarlyDrop": "._wrapper",
-    "make_etw_bound_logger": "._wrapper",
+    "Activity": ".surface._activity",
+    "current_activity_id": ".surface._activity",
+    "etw_activity": ".surface._activity",
+    "add_otel_ids": ".otel._correlation",
+    "use_otel_activity_ids": ".otel._correlation",
+    "EtwUnavailableWarning": ".provider._provider",
+    "Provider": ".provider._provider",
+    "ProviderStatus": ".provider._provider",
+    "StatusReason": ".provider._provider",
+    "close_all": ".provider._provider",
+    "get_provider": ".provider._provider",
+    "EtwRenderer": ".surface._renderer",
+    "KeywordsByLogger": ".surface._resolve",
+    "EtwHandler": ".surface._stdlib",
+    "EtwQueueHandler": ".surface._stdlib",
+    "EtwEarlyDrop": ".surface._wrapper",
+    "make_etw_bound_logger": ".surface._wrapper",
 }
 
 __all__ = [
@@ -92,3 +93,25 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     """The public names (``dir(structlog_etw)``), loaded or not."""
     return sorted({*globals(), *__all__})
+
+
+class _MovedPaths:
+    """The meta-path finder of the 0.5 module paths that moved (``structlog_etw.fields``, ...).
+
+    Last on ``sys.meta_path``, so it is asked only about modules no file provides; the table and
+    the loader live in :mod:`structlog_etw._moved`, loaded when an old path is first imported.
+    """
+
+    structlog_etw_moved = True
+
+    @staticmethod
+    def find_spec(fullname: str, path: object = None, target: object = None) -> Any:
+        if not fullname.startswith("structlog_etw."):
+            return None
+        from . import _moved  # noqa: PLC0415 - only when an old path is imported
+
+        return _moved.find_spec(fullname)
+
+
+if not any(getattr(finder, "structlog_etw_moved", False) for finder in sys.meta_path):
+    sys.meta_path.append(_MovedPaths)

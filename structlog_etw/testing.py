@@ -28,11 +28,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ._provider import get_provider, set_backend_factory
-from ._registry import REGISTRY
 from .backends.base import Slot
 from .backends.capture import CaptureBackend, CaptureRecord
-from .decoded import DecodedEvent
+from .provider._provider import get_provider, set_backend_factory
+from .provider._registry import REGISTRY
+from .read.decoded import DecodedEvent
 
 __all__ = ["CapturedEvent", "EtwCapture", "capture_etw_events", "decode_record", "isolated_providers"]
 
@@ -46,7 +46,7 @@ class CapturedEvent:
     ``raw`` is the EventHeader event (EventHeader format) or TraceLogging ``metadata + data``;
     ``record`` holds every captured piece (tracepoint name, descriptor, traits, metadata, data).
     ``fields`` maps field names to decoded Python values (structs as ``dict``, arrays as
-    ``list``); ``decoded`` is the full :class:`~structlog_etw.decoded.DecodedEvent` with wire
+    ``list``); ``decoded`` is the full :class:`~structlog_etw.read.decoded.DecodedEvent` with wire
     types.  ``tags`` is the EventHeader tag or the TraceLogging event tags.  ``provider_id`` is
     the TraceLogging provider GUID EventRegister would receive (the ``provider_id`` given to
     the renderer or provider, else the hash of the name); None for EventHeader.
@@ -76,12 +76,12 @@ def _uuid(raw: bytes | None) -> uuid.UUID | None:
 def decode_record(record: CaptureRecord) -> CapturedEvent:
     """Decode one capture record with the project's EventHeader or TraceLogging decoder."""
     if record.format == "eventheader":
-        from .eventheader.decoder import decode_event  # noqa: PLC0415 - decoders load on first use
+        from .read.decode.eventheader import decode_event  # noqa: PLC0415 - decoders load on first use
 
         decoded = decode_event(record.tracepoint, record.event)
         raw = record.event
     else:
-        from .tracelogging.decoder import decode  # noqa: PLC0415
+        from .read.decode.tracelogging import decode  # noqa: PLC0415
 
         decoded = decode(
             record.metadata,

@@ -1,6 +1,6 @@
 """The ``public-module`` directive: a public module's docstring and every name of its ``__all__``.
 
-``.. public-module:: structlog_etw.fields`` stands for ``automodule`` of the module's docstring
+``.. public-module:: structlog_etw.write.fields`` stands for ``automodule`` of the module's docstring
 followed by one ``autoclass`` / ``autoexception`` / ``autofunction`` / ``autodata`` per name of its
 ``__all__``, in that order.  automodule's own ``:members:`` is not enough here: it leaves out every
 constant and type alias without a ``#:`` comment in that very module (``fields.BOOL``, re-exported
@@ -133,8 +133,8 @@ def _resolve_missing(app: Sphinx, env: Any, node: Any, contnode: nodes.Element) 
 class SameObjectReferences(SphinxPostTransform):
     """A short name that matches several documented names of one object links to its home.
 
-    A package re-exports names of its modules, so ``EventHeaderEncoder`` in an annotation matches
-    ``structlog_etw.eventheader.EventHeaderEncoder`` and ``...eventheader.encoder.EventHeaderEncoder``:
+    A package re-exports names of its modules, so ``Listener`` in an annotation matches
+    ``structlog_etw.perf.Listener`` and ``structlog_etw.perf.listener.Listener``:
     the same class, documented on both module's pages.  Such a reference goes to the module that
     defines the object; a short name that matches different objects stays ambiguous (a warning).
     """

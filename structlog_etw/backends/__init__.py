@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from ..tracelogging.spec import TraceLoggingEvent
+from ..formats.tracelogging import TraceLoggingEvent
 from .base import Backend, BackendUnavailable, EventHeaderBackend, Format, Slot, TraceLoggingBackend
 from .capture import CaptureBackend, CaptureRecord
 from .null import NullBackend

@@ -8,8 +8,8 @@ import threading
 import weakref
 from typing import Any, Literal, Protocol, TypeVar
 
-from ..header import Header, plain_header
-from ..tracelogging.spec import TraceLoggingEvent
+from ..formats.header import Header, plain_header
+from ..formats.tracelogging import TraceLoggingEvent
 
 __all__ = [
     "UNKNOWN_WORD",

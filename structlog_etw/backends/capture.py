@@ -17,9 +17,9 @@ import errno
 import uuid
 from dataclasses import dataclass
 
-from ..eventheader.spec import tracepoint_name
-from ..tracelogging.spec import CHANNEL_TRACELOGGING, TraceLoggingEvent, Win32Error
-from ..tracelogging.spec import provider_id as tracelogging_provider_id
+from ..formats.eventheader import tracepoint_name
+from ..formats.tracelogging import CHANNEL_TRACELOGGING, TraceLoggingEvent, Win32Error
+from ..formats.tracelogging import provider_id as tracelogging_provider_id
 from .base import Slot, fork_safe_lock
 
 __all__ = ["CaptureBackend", "CaptureRecord"]

@@ -21,8 +21,14 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, Final
 
-from ..tracelogging.spec import TraceLoggingEvent, Win32Error, event_descriptor, group_guid, provider_traits
-from ..tracelogging.spec import provider_id as _provider_id
+from ..formats.tracelogging import (
+    TraceLoggingEvent,
+    Win32Error,
+    event_descriptor,
+    group_guid,
+    provider_traits,
+)
+from ..formats.tracelogging import provider_id as _provider_id
 from . import _dll
 from .base import BackendUnavailable, Slot, fork_safe_lock
 
@@ -85,11 +91,11 @@ class EtwBackend:
     """A registered ETW provider (see the module docstring).  ``write`` never raises.
 
     ``provider_id`` is the GUID passed to EventRegister (default: derived from the name, see
-    :func:`~structlog_etw.tracelogging.spec.provider_id`); ``traits`` the provider traits blob from the
+    :func:`~structlog_etw.formats.tracelogging.provider_id`); ``traits`` the provider traits blob from the
     encoder (default: the name alone), given to EventSetInformation(EventProviderSetTraits) and as
     the first data descriptor of every event.  ``EtwBackend(name, group)`` with a ``str`` group (how
     the provider builds OS backends) derives the GUID from the name and puts the provider group
-    (:func:`~structlog_etw.tracelogging.spec.group_guid`) into the traits.  Activity ids are 16 raw
+    (:func:`~structlog_etw.formats.tracelogging.group_guid`) into the traits.  Activity ids are 16 raw
     bytes (RFC 4122 order) and are passed as GUID structures.
     """
 

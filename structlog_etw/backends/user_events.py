@@ -53,7 +53,7 @@ try:
 except ImportError:  # Windows: the module still imports; UserEventsBackend() says "needs Linux" first
     fcntl = None  # type: ignore[assignment]
 
-from ..eventheader.spec import register_command, tracepoint_name, validate_provider_name
+from ..formats.eventheader import register_command, tracepoint_name, validate_provider_name
 from .base import UNKNOWN_WORD, BackendUnavailable, Slot, fork_safe_lock
 
 __all__ = [

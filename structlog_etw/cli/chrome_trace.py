@@ -15,7 +15,7 @@ ui.perfetto.dev and chrome://tracing open the file (docs/cli/timeline.md).  What
 - timestamps (``ts``) in microseconds of the perf clock (``-k monotonic``: CLOCK_MONOTONIC),
   with nanosecond digits; ``displayTimeUnit`` ``"ns"``; the events sorted by time.
 
-The writer renders from :class:`~structlog_etw.decoded.DecodedEvent` and
+The writer renders from :class:`~structlog_etw.read.decoded.DecodedEvent` and
 :class:`~structlog_etw.cli.render.EventMeta` alone, so any event source (perf.data, live rings,
 ETW) can feed it; it keeps the events until :meth:`ChromeTraceWriter.close` (memory grows with
 the capture, as the output does).
@@ -27,8 +27,8 @@ import json
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from .._levels import Opcode
-from ..decoded import DecodedEvent
+from ..formats._levels import Opcode
+from ..read.decoded import DecodedEvent
 from .render import EventMeta, json_fields
 
 __all__ = ["ChromeTraceWriter", "trace_events"]

@@ -25,9 +25,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Final, TextIO
 
-from .._text import time_text, wallclock_text
-from ..decoded import DecodedEvent
-from ..eventheader.perf_decode import (
+from ..perf.datafile import PerfDataError, PerfDataFile, Sample
+from ..perf.samples import SampleDecodeError, decode_sample, sample_perf_json
+from ..perf.tracefs_format import FMT_HEX, UNPACKED_BYTES, UNPACKED_TEXT, TracepointFormat
+from ..read._text import time_text, wallclock_text
+from ..read.decoded import DecodedEvent
+from ..read.writers.perf_json import (
     EventPlan,
     FieldReader,
     PlanCache,
@@ -35,9 +38,6 @@ from ..eventheader.perf_decode import (
     activity_text,
     json_string,
 )
-from ..perf.datafile import PerfDataError, PerfDataFile, Sample
-from ..perf.samples import SampleDecodeError, decode_sample, sample_perf_json
-from ..perf.tracefs_format import FMT_HEX, UNPACKED_BYTES, UNPACKED_TEXT, TracepointFormat
 from .output import (
     EventFilter,
     EventWriter,
@@ -211,8 +211,8 @@ class _Decided:
 class _Lines:
     """The lines of tracepoint samples from plans decided once per tracepoint format (a plain
     tracepoint: one unpack of its fields and one template per format) and per EventHeader
-    header and metadata (:class:`~structlog_etw.eventheader.perf_decode.Plans`), as UTF-8
-    bytes, without building a :class:`~structlog_etw.decoded.DecodedEvent`.  The same text as
+    header and metadata (:class:`~structlog_etw.read.writers.perf_json.Plans`), as UTF-8
+    bytes, without building a :class:`~structlog_etw.read.decoded.DecodedEvent`.  The same text as
     the ordinary path, which runs for every sample a plan does not read (and so reports its
     error).  Every cache is bounded (formats, names and seconds by count, EventHeader plans by
     the bytes of their keys)."""

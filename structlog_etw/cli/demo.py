@@ -215,8 +215,8 @@ def _captured(emit: Callable[[Any], None]) -> None:
     providers are left alone) and show what was captured, decoded."""
     from .. import Provider  # noqa: PLC0415
     from ..backends.capture import CaptureBackend  # noqa: PLC0415
-    from ..eventheader import decode_event  # noqa: PLC0415
     from ..perf.listener import ListenedEvent  # noqa: PLC0415
+    from ..read.decode.eventheader import decode_event  # noqa: PLC0415
 
     stamps: list[tuple[int, int]] = []
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..tracelogging.spec import provider_id
+from ..formats.tracelogging import provider_id
 
 __all__ = ["add_arguments", "run"]
 

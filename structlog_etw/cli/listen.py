@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import IO
 
-from ..eventheader.spec import validate_provider_name
+from ..formats.eventheader import validate_provider_name
 from ..perf.listener import DEFAULT_PAGES, ListenedEvent, Listener, ListenError, LostEvents
 from ..perf.listener import run as run_listener
 from .output import EventWriter, add_filter_arguments, add_output_arguments, make_writer, use_color

@@ -5,7 +5,7 @@ A command builds an :class:`EventFilter` and a writer from its arguments
 (:func:`add_filter_arguments`, :func:`add_output_arguments`, :func:`event_filter`,
 :func:`make_writer`), then hands each event it reads to ``writer.write(event, meta)`` (or
 ``writer.undecodable(meta, error, raw)``) and calls ``writer.close()`` at the end.  The writers
-render from the :class:`~structlog_etw.decoded.DecodedEvent` alone (:mod:`.render`,
+render from the :class:`~structlog_etw.read.decoded.DecodedEvent` alone (:mod:`.render`,
 :mod:`.chrome_trace`), so an event source that produces one (perf.data, perf rings, ETW) gets
 the same text, JSON and timelines.
 
@@ -23,8 +23,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import IO, Protocol
 
-from .._levels import LEVEL_BY_NAME, valid_keyword, valid_level
-from ..decoded import DecodedEvent
+from ..formats._levels import LEVEL_BY_NAME, valid_keyword, valid_level
+from ..read.decoded import DecodedEvent
 from .render import EventMeta, event_json, event_pretty, undecodable_json, undecodable_pretty
 
 __all__ = [
@@ -64,7 +64,7 @@ def level_filter_arg(text: str) -> int:
 def keyword_arg(text: str) -> int:
     """argparse type of a keyword mask: 1..2**64-1, decimal or ``0x`` hex.
 
-    A keyword (:func:`~structlog_etw._levels.valid_keyword`) other than 0: a filter of mask 0
+    A keyword (:func:`~structlog_etw.formats._levels.valid_keyword`) other than 0: a filter of mask 0
     would pass only the events without keywords.
     """
     try:

@@ -2,10 +2,10 @@
 console line in the style of structlog's ``ConsoleRenderer``.  Used by ``structlog-etw decode``,
 ``listen`` and ``demo``.
 
-Everything here renders from a :class:`~structlog_etw.decoded.DecodedEvent` (and the capture
+Everything here renders from a :class:`~structlog_etw.read.decoded.DecodedEvent` (and the capture
 metadata in :class:`EventMeta`); no event bytes are parsed.  EventHeader field values are
-written with perf-decode's conventions (:mod:`structlog_etw.eventheader.perf_decode`; the value
-texts both share - errno, float, time - are in ``structlog_etw._text``).
+written with perf-decode's conventions (:mod:`structlog_etw.read.writers.perf_json`; the value
+texts both share - errno, float, time - are in ``structlog_etw.read._text``).
 """
 
 from __future__ import annotations
@@ -20,13 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .._levels import LEVEL_NAMES
-from .._text import errno_text, float_text, wallclock_text
-from ..decoded import DecodedEvent, DecodedField
-from ..eventheader._values import BOMS, Kind, bytes_decide_kind, python_reader, value_kind
-from ..eventheader.decoder import FieldMetadata
-from ..eventheader.perf_decode import FieldStyle, perf_json_fields
-from ..eventheader.spec import (
+from ..formats._levels import LEVEL_NAMES
+from ..formats.eventheader import (
     ENC_BINARY_LENGTH16_CHAR8,
     ENC_STRING_LENGTH16_CHAR8,
     ENC_VALUE32,
@@ -37,6 +32,11 @@ from ..eventheader.spec import (
     FMT_STRING_UTF_BOM,
     FMT_STRING_XML,
 )
+from ..read._text import errno_text, float_text, wallclock_text
+from ..read.decode._eventheader_values import BOMS, Kind, bytes_decide_kind, python_reader, value_kind
+from ..read.decode.eventheader import FieldMetadata
+from ..read.decoded import DecodedEvent, DecodedField
+from ..read.writers.perf_json import FieldStyle, perf_json_fields
 
 __all__ = [
     "EventMeta",
@@ -384,7 +384,7 @@ def _always_text(encoding: int, fmt: int, order: str) -> bool:
 
 class TextFieldStyle(FieldStyle):
     """:func:`event_pretty`'s text of EventHeader fields, for compiled plans
-    (:class:`~structlog_etw.eventheader.perf_decode.Plans`): ``name=value`` with the same value
+    (:class:`~structlog_etw.read.writers.perf_json.Plans`): ``name=value`` with the same value
     text, colours and escapes."""
 
     top_sep = b" "

@@ -18,9 +18,9 @@ import sys
 import threading
 from typing import Any
 
-from .._levels import LEVEL_BY_NAME as LEVELS
-from .._levels import valid_keyword
-from ..eventheader.spec import NAME_MAX, tracepoint_name, validate_provider_name
+from ..formats._levels import LEVEL_BY_NAME as LEVELS
+from ..formats._levels import valid_keyword
+from ..formats.eventheader import NAME_MAX, tracepoint_name, validate_provider_name
 
 __all__ = ["TAKES_COMMAND", "add_arguments", "level_arg", "run"]
 

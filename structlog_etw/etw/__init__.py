@@ -3,7 +3,7 @@
 * :mod:`~structlog_etw.etw.consumer` - :class:`EtwListener`: starts a named real-time session
   (``StartTraceW``), enables a provider by GUID with a level and a keyword (``EnableTraceEx2``),
   consumes it on a thread (``OpenTraceW``, ``ProcessTrace``) and decodes every ``EVENT_RECORD``
-  with the TraceLogging decoder into the :class:`~structlog_etw.live.ListenedEvent`
+  with the TraceLogging decoder into the :class:`~structlog_etw.read.live.ListenedEvent`
   items the Linux listener yields; it stops and closes the session on exit.
 * :mod:`~structlog_etw.etw.etl` - :class:`EtlFile`: the records of an .etl file (what logman,
   wpr, tracelog and PerfView record), TraceLogging events decoded, times in UTC from the file's

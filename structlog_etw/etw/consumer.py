@@ -7,9 +7,9 @@ runs ``ProcessTrace`` on a thread of its own.  The EventRecordCallback copies wh
 out of each ``EVENT_RECORD`` (header, the TraceLogging metadata of the extended data item
 ``EVENT_HEADER_EXT_TYPE_EVENT_SCHEMA_TL``, the provider traits, the related activity id and
 the user data: every piece bounded by a 16-bit length) into a queue bounded in bytes;
-:meth:`EtwListener.poll` decodes them with :func:`structlog_etw.tracelogging.decode` into
-:class:`~structlog_etw.live.ListenedEvent` items, the same objects the Linux listener yields
-(read by the same loop, :func:`structlog_etw.live.pump`), so ``structlog-etw listen`` prints
+:meth:`EtwListener.poll` decodes them with :func:`structlog_etw.read.decode.tracelogging.decode` into
+:class:`~structlog_etw.read.live.ListenedEvent` items, the same objects the Linux listener yields
+(read by the same loop, :func:`structlog_etw.read.live.pump`), so ``structlog-etw listen`` prints
 both the same way.
 
 The session is named (``structlog-etw-listen-<provider>`` unless told otherwise) so that a
@@ -39,10 +39,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .._levels import valid_keyword, valid_level
 from ..backends import _dll
-from ..live import ListenedEvent, pump
-from ..tracelogging.spec import provider_id as _provider_id
+from ..formats._levels import valid_keyword, valid_level
+from ..formats.tracelogging import provider_id as _provider_id
+from ..read.live import ListenedEvent, pump
 from . import abi
 
 __all__ = [
@@ -146,7 +146,7 @@ def decode_raw(raw: RawRecord, provider: str = "") -> ListenedEvent:
 
     ``provider`` names the provider when the record carries no provider traits.
     """
-    from ..tracelogging.decoder import decode, decode_traits  # noqa: PLC0415 (decoder: first use)
+    from ..read.decode.tracelogging import decode, decode_traits  # noqa: PLC0415 (decoder: first use)
 
     realtime_ns = (raw.timestamp - abi.FILETIME_UNIX_EPOCH) * 100 if raw.timestamp else None
     try:

@@ -5,7 +5,7 @@ records up to the buffer's filled size); the first buffer starts with the sessio
 (a system record whose payload is the ``TRACE_LOGFILE_HEADER``: the session, its clock, its
 start time).  A TraceLogging event is an ``EVENT_HEADER`` record whose extended items carry the
 event's schema (``EVENT_HEADER_EXT_TYPE_EVENT_SCHEMA_TL``) and the provider traits
-(``EVENT_HEADER_EXT_TYPE_PROV_TRAITS``); :func:`structlog_etw.tracelogging.decode` decodes it.
+(``EVENT_HEADER_EXT_TYPE_PROV_TRAITS``); :func:`structlog_etw.read.decode.tracelogging.decode` decodes it.
 Every other record (the session header, kernel events, manifest-based and classic events, WPP
 messages) is yielded too, undecoded, with its ``kind`` saying what it is.
 
@@ -41,9 +41,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, Final
 
-from ..decoded import DecodedEvent
-from ..tracelogging.decoder import decode, decode_traits
-from ..tracelogging.spec import EVENT_DESCRIPTOR
+from ..formats.tracelogging import EVENT_DESCRIPTOR
+from ..read.decode.tracelogging import decode, decode_traits
+from ..read.decoded import DecodedEvent
 
 __all__ = [
     "CLOCK_CPU_CYCLES",

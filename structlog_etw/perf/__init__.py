@@ -3,7 +3,7 @@
 * :mod:`~structlog_etw.perf.datafile` - :class:`PerfDataFile` (and :func:`read_samples`): the
   samples of a ``perf record`` file (:class:`Sample`: tracepoint name, time, cpu, pid/tid, raw data).
 * :mod:`~structlog_etw.perf.samples` - :func:`decode_sample`: a sample ->
-  :class:`~structlog_etw.decoded.DecodedEvent` (EventHeader events and plain kernel tracepoints).
+  :class:`~structlog_etw.read.decoded.DecodedEvent` (EventHeader events and plain kernel tracepoints).
 * :mod:`~structlog_etw.perf.tracefs_format` - :func:`parse_format`: a tracepoint's tracefs
   ``format`` (:class:`TracepointFormat`, :class:`FormatField`) and plain-field decoding.
 * :mod:`~structlog_etw.perf.listener` - :class:`Listener`: a provider's user_events read live

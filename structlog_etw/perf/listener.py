@@ -29,9 +29,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from ..decoded import DecodedEvent, DecodeError
-from ..eventheader.spec import parse_tracepoint_name
-from ..live import ListenedEvent, LostEvents, pump  # re-exported here; their home is structlog_etw.live
+from ..formats.eventheader import parse_tracepoint_name
+from ..read.decoded import DecodedEvent, DecodeError
+from ..read.live import (  # re-exported here; their home is structlog_etw.read.live
+    ListenedEvent,
+    LostEvents,
+    pump,
+)
 from .abi import CLOCK_MONOTONIC, RecordType, SampleFormat
 from .records import parse_lost, parse_sample
 from .tracefs_format import eventheader_offset
@@ -75,7 +79,7 @@ def match_tracepoint(
 ) -> tuple[int, int] | None:
     """``(level, keyword)`` if ``name`` is one of ``provider``'s tracepoints passing the filters, else None.
 
-    The name is read by :func:`~structlog_etw.eventheader.spec.parse_tracepoint_name` (the one
+    The name is read by :func:`~structlog_etw.formats.eventheader.parse_tracepoint_name` (the one
     parser of tracepoint names).  ``level``: only tracepoints at that level or more severe (lower
     numbers).  ``keyword``: only tracepoints whose keyword shares a bit with it, and keyword 0
     (as in ETW, an event without keywords passes every keyword filter).  ``group``: only that
@@ -105,7 +109,7 @@ class _Tracepoint:
 
 def decode(raw: bytes, tracepoint: str) -> DecodedEvent:
     """Decode one EventHeader event of ``tracepoint`` with the project's decoder."""
-    from ..eventheader.decoder import decode_event  # noqa: PLC0415 - loaded with the first event
+    from ..read.decode.eventheader import decode_event  # noqa: PLC0415 - loaded with the first event
 
     result: DecodedEvent = decode_event(tracepoint, raw)
     return result
@@ -411,7 +415,7 @@ def run(
     is already in the rings is shown before the exception goes on.  Returns the number of
     events emitted.
     """
-    return pump(  # the read loop every live source shares (structlog_etw.live)
+    return pump(  # the read loop every live source shares (structlog_etw.read.live)
         listener.poll,
         lambda: listener.drain(flush=True),
         emit,

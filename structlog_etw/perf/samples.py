@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from .._text import wallclock_text
-from ..decoded import DecodedEvent, DecodedField, DecodeError, plain_fields
-from ..eventheader.decoder import decode_event
-from ..eventheader.perf_decode import json_string, perf_json
+from ..read._text import wallclock_text
+from ..read.decode.eventheader import decode_event
+from ..read.decoded import DecodedEvent, DecodedField, DecodeError, plain_fields
+from ..read.writers.perf_json import json_string, perf_json
 from .datafile import Sample
 from .tracefs_format import ARRAY_NONE, FMT_HEX, FMT_NONE, FMT_SIGNED, FMT_STRING
 
@@ -26,7 +26,7 @@ __all__ = [
 class SampleDecodeError(DecodeError):
     """A sample that cannot be decoded (unknown tracepoint, malformed EventHeader event).
 
-    A :class:`~structlog_etw.decoded.DecodeError` that also names the sample (its offset in the
+    A :class:`~structlog_etw.read.decoded.DecodeError` that also names the sample (its offset in the
     file and its tracepoint)."""
 
 
@@ -61,7 +61,7 @@ def _unknown_format(sample: Sample) -> SampleDecodeError:
 
 
 def decode_sample(sample: Sample) -> DecodedEvent:
-    """The sample as a :class:`~structlog_etw.decoded.DecodedEvent`.
+    """The sample as a :class:`~structlog_etw.read.decoded.DecodedEvent`.
 
     EventHeader samples: provider, level, keyword from the tracepoint name and
     everything else from the event (``format`` ``"eventheader"``).  Plain tracepoints:
@@ -115,7 +115,7 @@ def sample_perf_json(sample: Sample, *, field_tags: bool = True, decoded: Decode
 
 
 def tracefs_perf_json_head(event: DecodedEvent) -> str:
-    """perf-decode's text of a plain tracepoint's :class:`~structlog_etw.decoded.DecodedEvent`
+    """perf-decode's text of a plain tracepoint's :class:`~structlog_etw.read.decoded.DecodedEvent`
     (``format`` ``"tracefs"``), up to its ``meta``: ``'"n":"system:name","field":value,...'``.
 
     Rendered from the decoded fields only (never the event's bytes): names are escaped as

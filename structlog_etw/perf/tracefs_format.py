@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NamedTuple
 
-from ..decoded import DecodedField
+from ..read.decoded import DecodedField
 
 __all__ = ["FieldsUnpack", "FormatField", "TracepointFormat", "eventheader_offset", "parse_format"]
 
@@ -151,7 +151,7 @@ class FormatField:
         return values
 
     def decoded(self, raw: bytes, order: str) -> DecodedField:
-        """This field of ``raw`` as a :class:`~structlog_etw.decoded.DecodedField`: its :meth:`value`
+        """This field of ``raw`` as a :class:`~structlog_etw.read.decoded.DecodedField`: its :meth:`value`
         and what a writer needs to print it as perf-decode does, without the event's bytes.
 
         ``format`` is the print style (``FMT_NONE``: the bytes, ``FMT_HEX``, ``FMT_UNSIGNED``,

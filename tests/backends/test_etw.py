@@ -20,15 +20,15 @@ from pathlib import Path
 
 import pytest
 
-from structlog_etw import fields as F
 from structlog_etw.backends import _dll
 from structlog_etw.backends.base import BackendUnavailable
 from structlog_etw.backends.etw import EtwBackend
-from structlog_etw.tracelogging.decoder import decode_event_descriptor, decode_traits
-from structlog_etw.tracelogging.encoder import TraceLoggingEncoder
-from structlog_etw.tracelogging.spec import provider_id
+from structlog_etw.formats.tracelogging import provider_id
+from structlog_etw.read.decode.tracelogging import decode_event_descriptor, decode_traits
+from structlog_etw.write import fields as F
+from structlog_etw.write.tracelogging import TraceLoggingEncoder
 from tests.helpers.fake_etw import HANDLE_BASE, Fake
-from tests.helpers.shared import find_spec_or_skip
+from tests.helpers.shared_data import find_spec_or_skip
 
 
 @pytest.fixture

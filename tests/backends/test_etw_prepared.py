@@ -12,8 +12,8 @@ import pytest
 
 from structlog_etw.backends import etw
 from structlog_etw.backends.etw import EtwBackend
-from structlog_etw.tracelogging.encoder import TraceLoggingEncoder
-from structlog_etw.tracelogging.spec import event_descriptor, provider_id
+from structlog_etw.formats.tracelogging import event_descriptor, provider_id
+from structlog_etw.write.tracelogging import TraceLoggingEncoder
 from tests.helpers.fake_etw import Fake
 
 NAME = "MyCompany.Prepared"

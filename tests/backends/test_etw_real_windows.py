@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from structlog_etw import fields as F
 from structlog_etw.backends.etw import EtwBackend
-from structlog_etw.tracelogging.encoder import TraceLoggingEncoder
-from structlog_etw.tracelogging.spec import provider_id
+from structlog_etw.formats.tracelogging import provider_id
+from structlog_etw.write import fields as F
+from structlog_etw.write.tracelogging import TraceLoggingEncoder
 
 pytestmark = pytest.mark.skipif(sys.platform != "win32", reason="needs the Windows ETW provider API")
 

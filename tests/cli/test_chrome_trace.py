@@ -12,11 +12,11 @@ import pytest
 
 from structlog_etw.cli import main
 from structlog_etw.cli.decode import decode_file
-from structlog_etw.eventheader import EventHeaderEncoder
-from structlog_etw.fields import to_fields
 from structlog_etw.perf.datafile import PerfDataFile
+from structlog_etw.write.eventheader import EventHeaderEncoder
+from structlog_etw.write.fields import to_fields
 from tests.helpers.perfdata import ROUND, Event, Tracepoint, eventheader_format, perf_data
-from tests.helpers.shared import REPO
+from tests.helpers.shared_data import REPO
 from tests.helpers.trace_event import check_trace
 
 TP = Tracepoint("user_events", eventheader_format("Shop_L4K1", 1500), 1500)

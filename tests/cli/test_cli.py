@@ -13,13 +13,13 @@ import pytest
 
 from structlog_etw.cli import COMMANDS, main
 from structlog_etw.cli.render import EventMeta, event_json, event_pretty
-from structlog_etw.eventheader import perf_json_fields
-from structlog_etw.fields import to_fields
 from structlog_etw.perf.datafile import PerfDataFile
 from structlog_etw.perf.samples import decode_sample, sample_perf_json
-from structlog_etw.tracelogging import TraceLoggingEncoder
-from structlog_etw.tracelogging import decode as tracelogging_decode
-from tests.helpers.shared import REPO, expected_perf_data_events, pairs, pipe_mode_copy, vector
+from structlog_etw.read.decode.tracelogging import decode as tracelogging_decode
+from structlog_etw.read.writers.perf_json import perf_json_fields
+from structlog_etw.write.fields import to_fields
+from structlog_etw.write.tracelogging import TraceLoggingEncoder
+from tests.helpers.shared_data import REPO, expected_perf_data_events, pairs, pipe_mode_copy, vector
 
 GUID_VECTORS = {
     "MyProvider": "b3864c38-4273-58c5-545b-8b3608343471",

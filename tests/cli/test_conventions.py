@@ -19,12 +19,13 @@ from structlog_etw.cli.decode import add_arguments as decode_arguments
 from structlog_etw.cli.decode import decode_file
 from structlog_etw.cli.listen import add_arguments as listen_arguments
 from structlog_etw.cli.listen import format_event
-from structlog_etw.eventheader import EventHeaderEncoder, decode_event
-from structlog_etw.fields import to_fields
 from structlog_etw.perf.datafile import PerfDataFile
 from structlog_etw.perf.listener import ListenedEvent
+from structlog_etw.read.decode.eventheader import decode_event
+from structlog_etw.write.eventheader import EventHeaderEncoder
+from structlog_etw.write.fields import to_fields
 from tests.helpers.perfdata import ROUND, Event, Tracepoint, eventheader_format, perf_data
-from tests.helpers.shared import REPO, pipe_mode_copy, vector
+from tests.helpers.shared_data import REPO, pipe_mode_copy, vector
 
 
 def _inversions(times: list[int]) -> int:

@@ -31,7 +31,7 @@ from tests.helpers.perfdata import (
     tracepoint_raw,
     tracing_data_record,
 )
-from tests.helpers.shared import REPO
+from tests.helpers.shared_data import REPO
 
 TICK = Tracepoint("test", plain_format("tick", 500), 500)
 _DECODE = """

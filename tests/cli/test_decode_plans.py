@@ -17,16 +17,16 @@ from structlog_etw.cli import decode as decode_module
 from structlog_etw.cli.decode import decode_file
 from structlog_etw.cli.output import EventFilter
 from structlog_etw.cli.render import EventMeta, TextFieldStyle, _value_text, event_json, event_pretty
-from structlog_etw.eventheader import perf_decode
-from structlog_etw.eventheader._values import python_value
-from structlog_etw.eventheader.encoder import EventHeaderEncoder
-from structlog_etw.eventheader.spec import ENC_VALUE64, FIXED_SIZE, FMT_FLOAT, Encoding, Format
-from structlog_etw.fields import to_fields
+from structlog_etw.formats.eventheader import ENC_VALUE64, FIXED_SIZE, FMT_FLOAT, Encoding, Format
 from structlog_etw.perf.datafile import PerfDataFile, Sample
 from structlog_etw.perf.samples import SampleDecodeError, decode_sample, sample_perf_json
 from structlog_etw.perf.tracefs_format import TracepointFormat, parse_format
+from structlog_etw.read.decode._eventheader_values import python_value
+from structlog_etw.read.writers import perf_json as perf_decode
+from structlog_etw.write.eventheader import EventHeaderEncoder
+from structlog_etw.write.fields import to_fields
 from tests.helpers.perfdata import ROUND, Event, Tracepoint, eventheader_format, perf_data, plain_format
-from tests.helpers.shared import vector
+from tests.helpers.shared_data import vector
 from tests.helpers.strategies import eventheader_events
 
 _EH = Tracepoint("user_events", eventheader_format("P_L4K1", 1500), 1500)

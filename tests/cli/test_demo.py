@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from structlog_etw import get_provider
-from structlog_etw._registry import REGISTRY
 from structlog_etw.cli.demo import demo
+from structlog_etw.provider._registry import REGISTRY
 from structlog_etw.testing import capture_etw_events
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

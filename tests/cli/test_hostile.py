@@ -15,13 +15,14 @@ from hypothesis import strategies as st
 from structlog_etw.cli.decode import decode_file
 from structlog_etw.cli.listen import format_event
 from structlog_etw.cli.render import printable
-from structlog_etw.eventheader import EventHeaderEncoder, decode_event
-from structlog_etw.fields import to_fields
 from structlog_etw.perf.datafile import PerfDataFile
 from structlog_etw.perf.listener import ListenedEvent
+from structlog_etw.read.decode.eventheader import decode_event
+from structlog_etw.write.eventheader import EventHeaderEncoder
+from structlog_etw.write.fields import to_fields
 from tests.helpers.hostile import EVENTHEADER_BOMB, run_bounded
 from tests.helpers.perfdata import ROUND, Event, Tracepoint, eventheader_format, perf_data, plain_format
-from tests.helpers.shared import vector
+from tests.helpers.shared_data import vector
 
 EH = Tracepoint("user_events", eventheader_format("Evil_L4K1", 1500), 1500)
 #: What a logged value may carry to a terminal: OSC (set title) ended by BEL, CSI (clear screen),

@@ -13,12 +13,12 @@ import pytest
 
 from structlog_etw.cli.listen import add_arguments, format_event
 from structlog_etw.cli.render import EventMeta, event_json
-from structlog_etw.eventheader.decoder import decode_event
-from structlog_etw.eventheader.encoder import EventHeaderEncoder
-from structlog_etw.fields import to_fields
 from structlog_etw.perf.listener import (
     ListenedEvent,
 )
+from structlog_etw.read.decode.eventheader import decode_event
+from structlog_etw.write.eventheader import EventHeaderEncoder
+from structlog_etw.write.fields import to_fields
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = {**os.environ, "PYTHONPATH": REPO}

@@ -29,9 +29,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from structlog_etw.eventheader.encoder import EventHeaderEncoder
-from structlog_etw.eventheader.spec import register_command, tracepoint_name
-from structlog_etw.fields import to_fields
+from structlog_etw.formats.eventheader import register_command, tracepoint_name
+from structlog_etw.write.eventheader import EventHeaderEncoder
+from structlog_etw.write.fields import to_fields
 
 DIAG_IOCSREG = 0xC0082A00
 PROVIDER = "MyCompany_MyService"

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from structlog_etw import _platform
-from structlog_etw._provider import set_backend_factory
+from structlog_etw.provider import _platform
+from structlog_etw.provider._provider import set_backend_factory
 from structlog_etw.testing import isolated_providers
-from tests.helpers.shared import skip_or_fail
+from tests.helpers.shared_data import skip_or_fail
 
 
 @dataclass

@@ -19,9 +19,9 @@ from structlog_etw.etw import (
     session_name,
     stop_session,
 )
-from structlog_etw.fields import to_fields
-from structlog_etw.tracelogging.encoder import TraceLoggingEncoder
-from structlog_etw.tracelogging.spec import provider_id
+from structlog_etw.formats.tracelogging import provider_id
+from structlog_etw.write.fields import to_fields
+from structlog_etw.write.tracelogging import TraceLoggingEncoder
 from tests.helpers.fake_etw import Fake
 
 NAME = "MyCompany_Consumer"

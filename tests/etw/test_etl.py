@@ -21,7 +21,7 @@ import pytest
 from structlog_etw.cli import main
 from structlog_etw.etw.etl import CLOCK_QPC, EtlError, EtlEvent, EtlFile, is_etl
 from tests.helpers import etl as build
-from tests.helpers.shared import REPO, shared_dir
+from tests.helpers.shared_data import REPO, shared_dir
 
 _FILETIME_UNIX_EPOCH = 116_444_736_000_000_000
 _START_TIME = 0x01D7A58B4C3947CE  # the header's StartTime (FILETIME) as the file holds it

@@ -21,7 +21,7 @@ from structlog_etw.cli.demo import PROVIDER
 from structlog_etw.cli.render import EventMeta, event_json
 from structlog_etw.testing import capture_etw_events
 from tests.helpers import windows_etl_demo as check
-from tests.helpers.shared import REPO
+from tests.helpers.shared_data import REPO
 
 PID, TID = 4242, 777
 

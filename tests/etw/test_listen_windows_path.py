@@ -14,8 +14,8 @@ import pytest
 from structlog_etw.backends.etw import EtwBackend
 from structlog_etw.cli import listen
 from structlog_etw.etw import EtwListener, session_name
-from structlog_etw.fields import to_fields
-from structlog_etw.tracelogging.encoder import TraceLoggingEncoder
+from structlog_etw.write.fields import to_fields
+from structlog_etw.write.tracelogging import TraceLoggingEncoder
 from tests.helpers.fake_etw import Fake
 
 NAME = "MyCompany_ListenWin"

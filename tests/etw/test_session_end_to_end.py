@@ -17,9 +17,9 @@ from typing import Any
 import structlog
 
 from structlog_etw import EtwRenderer, etw_activity
-from structlog_etw.decoded import DecodedEvent
 from structlog_etw.etw import EtwListener
-from structlog_etw.tracelogging.spec import provider_id
+from structlog_etw.formats.tracelogging import provider_id
+from structlog_etw.read.decoded import DecodedEvent
 from tests.etw.conftest import EtwOs
 
 U = uuid.UUID("12345678-1234-5678-1234-567812345678")

@@ -28,9 +28,9 @@ import structlog
 
 from structlog_etw import EtwRenderer, etw_activity
 from structlog_etw.etw import EtwListener, session_name
-from structlog_etw.tracelogging.spec import provider_id
+from structlog_etw.formats.tracelogging import provider_id
 from tests.etw.conftest import EtwOs
-from tests.helpers.shared import skip_or_fail
+from tests.helpers.shared_data import skip_or_fail
 
 pytestmark = pytest.mark.skipif(sys.platform != "win32", reason="needs Windows ETW sessions")
 

@@ -1,7 +1,7 @@
 """Invariants of whatever a decoder returns for bytes it was handed, hostile ones included.
 
 A decoder enumerates what the bytes hold; it never makes values up.  So every decoded field's
-bytes (:attr:`~structlog_etw.decoded.DecodedField.raw` and each of ``raw_elements``, members of
+bytes (:attr:`~structlog_etw.read.decoded.DecodedField.raw` and each of ``raw_elements``, members of
 structs and of arrays of structs too) occur in the bytes the values were read from, the event's
 ``raw`` is exactly its input, and an event has no more top-level fields than its metadata has
 room for (each field takes at least two metadata bytes: its name's terminator and its type),
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from structlog_etw.decoded import DecodedEvent, DecodedField
+from structlog_etw.read.decoded import DecodedEvent, DecodedField
 
 #: The smallest field definition in EventHeader or TraceLogging metadata: an empty name's NUL
 #: and one type byte.

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from structlog_etw.eventheader import Header as EhHeader
-from structlog_etw.eventheader import encoder as eh
-from structlog_etw.tracelogging import Header as TlHeader
-from structlog_etw.tracelogging import encoder as tl
+from structlog_etw.formats.header import Header as EhHeader
+from structlog_etw.formats.header import Header as TlHeader
+from structlog_etw.write.eventheader import _encoder as eh
+from structlog_etw.write.tracelogging import _encoder as tl
 
 #: The two formats, by the names the tests parametrise with.
 FORMATS = ("eventheader", "tracelogging")

@@ -10,7 +10,7 @@ import struct
 import uuid
 from pathlib import Path
 
-from tests.helpers.shared import shared_dir, skip_or_fail
+from tests.helpers.shared_data import shared_dir, skip_or_fail
 
 BUFFER_HEADER = 72
 #: The real file's first buffer: the session header event (and one EventTrace record).

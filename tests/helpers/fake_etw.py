@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from structlog_etw.decoded import DecodedEvent
 from structlog_etw.etw import abi
-from structlog_etw.tracelogging.decoder import decode, decode_traits
+from structlog_etw.read.decode.tracelogging import decode, decode_traits
+from structlog_etw.read.decoded import DecodedEvent
 
-from .shared import skip_or_fail
+from .shared_data import skip_or_fail
 
 CSRC = Path(__file__).resolve().parents[1] / "csrc" / "fake_eventing.c"
 APISET_CSRC = CSRC.with_name("fake_apiset.c")

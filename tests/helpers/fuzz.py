@@ -3,7 +3,7 @@ subprocess by tests/cli/test_hostile.py: a decoder bomb there fails fast, it can
 
 :func:`run` drives hypothesis over :func:`tests.helpers.strategies.eventheader_events` and
 :func:`~tests.helpers.strategies.tracelogging_events`.  For each event: the decoder returns a
-:class:`~structlog_etw.decoded.DecodedEvent` or raises its documented error; what it returns
+:class:`~structlog_etw.read.decoded.DecodedEvent` or raises its documented error; what it returns
 was read from the input (:func:`tests.helpers.decoded_spans.assert_read_from`: its raw bytes,
 every field's bytes inside the input, no more fields than the metadata has room for) and holds
 at most :data:`ITEMS_PER_BYTE` values per event byte (the work bound, counted, not timed); every
@@ -21,11 +21,12 @@ from hypothesis import HealthCheck, given, settings
 
 from structlog_etw.cli.decode import decode_file
 from structlog_etw.cli.render import EventMeta, event_json, event_pretty
-from structlog_etw.decoded import DecodedEvent, DecodedField
-from structlog_etw.eventheader import decode_event, perf_json
-from structlog_etw.eventheader.spec import EventHeaderDecodeError
+from structlog_etw.formats.eventheader import EventHeaderDecodeError
 from structlog_etw.perf.datafile import PerfDataFile
-from structlog_etw.tracelogging import decode as tracelogging_decode
+from structlog_etw.read.decode.eventheader import decode_event
+from structlog_etw.read.decode.tracelogging import decode as tracelogging_decode
+from structlog_etw.read.decoded import DecodedEvent, DecodedField
+from structlog_etw.read.writers.perf_json import perf_json
 from tests.helpers.decoded_spans import assert_read_from
 from tests.helpers.perfdata import ROUND, Event, Tracepoint, eventheader_format, perf_data
 from tests.helpers.strategies import eventheader_events, tracelogging_events

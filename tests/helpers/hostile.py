@@ -16,7 +16,7 @@ import sys
 import textwrap
 from dataclasses import dataclass
 
-from tests.helpers.shared import REPO
+from tests.helpers.shared_data import REPO
 from tests.helpers.unix import unix_module
 
 #: Address-space limit of the bounded subprocess: far above what Python and the package need

@@ -1,10 +1,10 @@
-"""Pack random events with the compiled packer, for ``tests/test_speedups.py``'s sanitizer run.
+"""Pack random events with the compiled packer, for ``tests/write/shapes/test_speedups.py``'s sanitizer run.
 
 ``python -m tests.helpers.speedups_fuzz SEED COUNT`` packs COUNT random events per format (values
 of every op's class with their edge cases, other classes, events of other lengths, layouts past
 the packer's stack arrays) with ``_shapes.compiled_packer`` and prints ``packed N none N raised N``.
 Run under AddressSanitizer, a read or write out of bounds, a use after free or undefined behaviour
-in ``structlog_etw/_speedups.c`` ends it with the sanitizer's report instead.
+in ``structlog_etw/write/shapes/_speedups.c`` ends it with the sanitizer's report instead.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ import math
 import random
 import sys
 
-from structlog_etw import _shapes
-from structlog_etw.eventheader import encoder as eh
-from structlog_etw.fields import BOOL, BYTES, F64, I64, STR
-from structlog_etw.tracelogging import encoder as tl
+from structlog_etw.write import shapes as _shapes
+from structlog_etw.write.eventheader import _encoder as eh
+from structlog_etw.write.fields import BOOL, BYTES, F64, I64, STR
+from structlog_etw.write.tracelogging import _encoder as tl
 
 #: Edge values of each kind the compiled packer writes: int64's ends and past them, non-finite
 #: floats and -0.0, non-ASCII, astral and NUL characters, lone surrogates, counted lengths at and
-#: past 65535 bytes (also tests/test_speedups.py's hypothesis strategies draw from these).
+#: past 65535 bytes (also tests/write/shapes/test_speedups.py's hypothesis strategies draw from these).
 EDGES: dict[int, list[object]] = {
     STR: [
         "",

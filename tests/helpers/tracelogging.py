@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from structlog_etw.tracelogging.spec import TraceLoggingEvent
+from structlog_etw.formats.tracelogging import TraceLoggingEvent
 
 
 def blobs(event: TraceLoggingEvent | None) -> tuple[bytes, bytes] | None:

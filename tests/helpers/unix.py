@@ -5,7 +5,7 @@ a test that needs one gets it from :func:`unix_module`, which skips the test (or
 module level, the module) on Windows and imports normally everywhere else: on Linux and macOS
 the test runs, and a missing module there is an error, not a skip.
 
-``tests/test_windows_collection.py`` holds the suite to this: it collects and runs the host
+``tests/project/test_windows_collection.py`` holds the suite to this: it collects and runs the host
 suite on Linux with those modules hidden (``tests/helpers/without_unix/sitecustomize.py``, which
 lists them in ``STRUCTLOG_ETW_HIDDEN_MODULES``); there the hidden ones count as missing by design,
 as on Windows.

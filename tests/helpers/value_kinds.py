@@ -1,5 +1,5 @@
 """The value kinds a shape function writes, one value each: the pool that new-layout streams draw
-from, in tests/test_write_path_variability.py and in benchmarks/layouts.py (which imports it from
+from, in tests/write/test_write_path_variability.py and in benchmarks/layouts.py (which imports it from
 here, as the benchmarks already import test helpers: benchmarks/guest.py uses tests/kernel)."""
 
 from __future__ import annotations

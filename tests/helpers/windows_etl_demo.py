@@ -109,7 +109,7 @@ def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 def record(etl: Path) -> None:
     """``logman`` session for the demo provider into ``etl`` around a process that logs the demo."""
     from structlog_etw.cli.demo import PROVIDER  # noqa: PLC0415
-    from structlog_etw.tracelogging.spec import provider_id  # noqa: PLC0415
+    from structlog_etw.formats.tracelogging import provider_id  # noqa: PLC0415
 
     logman = shutil.which("logman")
     if logman is None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import structlog_etw
-from structlog_etw import _shapes
+from structlog_etw.write import shapes as _shapes
 
 VENV = os.environ.get("STRUCTLOG_ETW_WHEEL_VENV")
 KIND = os.environ.get("STRUCTLOG_ETW_WHEEL_KIND")
@@ -49,8 +49,8 @@ def test_the_compiled_packer_is_the_wheels_or_absent_in_a_pure_install() -> None
 def test_an_event_is_encoded_by_the_installed_package() -> None:
     """The installed package encodes an event dict by its shape path, once hot (compiled packer or
     generated function), to the general route's bytes."""
-    from structlog_etw.eventheader.encoder import EventHeaderEncoder  # noqa: PLC0415
-    from structlog_etw.fields import dict_fields  # noqa: PLC0415
+    from structlog_etw.write.eventheader import EventHeaderEncoder  # noqa: PLC0415
+    from structlog_etw.write.fields import dict_fields  # noqa: PLC0415
 
     fast, general = EventHeaderEncoder(), EventHeaderEncoder()
     for i in range(200):
@@ -65,9 +65,9 @@ def test_an_event_is_encoded_by_the_installed_package() -> None:
 _SUBINTERPRETER = r"""
 import json, sys
 CODE = '''
-import json, structlog_etw._shapes as s
-from structlog_etw.eventheader import encoder as eh
-from structlog_etw.fields import BOOL, BYTES, F64, I64, STR
+import json, structlog_etw.write.shapes as s
+from structlog_etw.write.eventheader import _encoder as eh
+from structlog_etw.write.fields import BOOL, BYTES, F64, I64, STR
 assert s.SPEEDUPS is not None
 events = [{"a": "é" * i, "b": i - 2**40, "c": i / 3, "d": bool(i % 2), "e": b"x" * i} for i in range(40)]
 packer = s.compiled_packer((STR, I64, F64, BOOL, BYTES), eh._SHAPE_OPS)

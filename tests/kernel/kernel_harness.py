@@ -30,9 +30,9 @@ from types import TracebackType
 from typing import Any
 
 from structlog_etw.backends.user_events import find_tracefs
-from structlog_etw.decoded import DecodedEvent
-from structlog_etw.eventheader.decoder import decode_event
 from structlog_etw.perf.datafile import PerfDataFile, Sample
+from structlog_etw.read.decode.eventheader import decode_event
+from structlog_etw.read.decoded import DecodedEvent
 
 __all__ = [
     "PerfSession",

@@ -24,7 +24,7 @@ from typing import Any
 import structlog
 
 from structlog_etw import EtwRenderer, etw_activity
-from structlog_etw.fields import I64, STR
+from structlog_etw.write.fields import I64, STR
 
 
 def wait_enabled(slot: Any, timeout: float = 60.0) -> bool:

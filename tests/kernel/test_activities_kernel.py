@@ -23,9 +23,9 @@ import structlog
 from kernel_harness import PerfSession, wait_until
 
 from structlog_etw import EtwRenderer, Provider, etw_activity
-from structlog_etw.decoded import DecodedEvent
-from structlog_etw.eventheader.decoder import decode_event
 from structlog_etw.perf.datafile import PerfDataFile
+from structlog_etw.read.decode.eventheader import decode_event
+from structlog_etw.read.decoded import DecodedEvent
 
 pytestmark = pytest.mark.kernel
 

@@ -22,9 +22,9 @@ import pytest
 from kernel_harness import PERF_TIMEOUT, perf_path
 
 from structlog_etw.backends.user_events import UserEventsBackend
-from structlog_etw.eventheader.encoder import EventHeaderEncoder
-from structlog_etw.eventheader.spec import tracepoint_name
-from structlog_etw.fields import to_fields
+from structlog_etw.formats.eventheader import tracepoint_name
+from structlog_etw.write.eventheader import EventHeaderEncoder
+from structlog_etw.write.fields import to_fields
 from tests.helpers.trace_event import check_trace
 
 pytestmark = pytest.mark.kernel

@@ -13,8 +13,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from test_activities_kernel import decoded_capture
 
 from structlog_etw import EtwRenderer, Provider, add_otel_ids, etw_activity
-from structlog_etw.decoded import DecodedField
-from tests.helpers.cs_readers import read_like_geneva
+from structlog_etw.read.decoded import DecodedField
+from tests.helpers.common_schema_collectors import read_like_geneva
 
 pytestmark = pytest.mark.kernel
 

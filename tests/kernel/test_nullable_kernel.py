@@ -18,7 +18,7 @@ from kernel_harness import PerfSession
 from structlog_etw import EtwRenderer
 from structlog_etw.backends.user_events import UserEventsBackend
 from structlog_etw.cli import main
-from structlog_etw.eventheader.spec import ENC_BINARY_LENGTH16_CHAR8, FMT_FLOAT, FMT_SIGNED_INT
+from structlog_etw.formats.eventheader import ENC_BINARY_LENGTH16_CHAR8, FMT_FLOAT, FMT_SIGNED_INT
 
 pytestmark = pytest.mark.kernel
 

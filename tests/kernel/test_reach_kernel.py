@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from structlog_etw import EtwRenderer, Provider
 from structlog_etw.backends.user_events import find_tracefs
 from structlog_etw.otel import EtwLogExporter, EtwSpanExporter
-from tests.helpers.cs_readers import otel_arrow_attributes, read_like_geneva
+from tests.helpers.common_schema_collectors import otel_arrow_attributes, read_like_geneva
 
 pytestmark = [
     pytest.mark.kernel,

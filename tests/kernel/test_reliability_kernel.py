@@ -33,9 +33,9 @@ from kernel_harness import PerfSession, wait_until
 
 from structlog_etw import EtwRenderer, Provider
 from structlog_etw.backends.user_events import UserEventsBackend
-from structlog_etw.eventheader.decoder import decode_event
-from structlog_etw.fields import TRUNCATED_FIELD, TRUNCATION_MARKER, to_field
 from structlog_etw.perf.datafile import PerfDataFile
+from structlog_etw.read.decode.eventheader import decode_event
+from structlog_etw.write.fields import TRUNCATED_FIELD, TRUNCATION_MARKER, to_field
 
 pytestmark = pytest.mark.kernel
 
@@ -290,8 +290,8 @@ SHUTDOWN_SCRIPT = textwrap.dedent(
     atexit.register(after_close_all)
 
     import structlog
-    from structlog_etw._provider import get_provider
-    from structlog_etw._renderer import EtwRenderer
+    from structlog_etw.provider._provider import get_provider
+    from structlog_etw.surface._renderer import EtwRenderer
 
     prov = get_provider(sys.argv[1])
     assert type(prov.backend).__name__ == "UserEventsBackend", prov.stats()

@@ -15,12 +15,12 @@ import pytest
 from kernel_harness import PerfSession, wait_until
 
 from structlog_etw.backends.user_events import UserEventsBackend
-from structlog_etw.decoded import DecodedEvent
-from structlog_etw.eventheader.decoder import decode_event
-from structlog_etw.eventheader.encoder import EventHeaderEncoder
-from structlog_etw.eventheader.spec import DYN_MAX_EVENT_SIZE, PERF_MAX_EVENT_SIZE
-from structlog_etw.fields import I64, STR
+from structlog_etw.formats.eventheader import DYN_MAX_EVENT_SIZE, PERF_MAX_EVENT_SIZE
 from structlog_etw.perf.datafile import PerfDataFile
+from structlog_etw.read.decode.eventheader import decode_event
+from structlog_etw.read.decoded import DecodedEvent
+from structlog_etw.write.eventheader import EventHeaderEncoder
+from structlog_etw.write.fields import I64, STR
 
 pytestmark = pytest.mark.kernel
 

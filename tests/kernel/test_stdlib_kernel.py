@@ -18,7 +18,7 @@ import pytest
 from kernel_harness import PerfSession, wait_until
 
 from structlog_etw.backends.user_events import find_tracefs
-from structlog_etw.eventheader.decoder import decode_event
+from structlog_etw.read.decode.eventheader import decode_event
 
 pytestmark = pytest.mark.kernel
 

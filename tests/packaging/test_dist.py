@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.shared import skip_or_fail
+from tests.helpers.shared_data import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The optional compiled accelerator (setup.py), as a file of the wheel: ``_speedups.<tag>.so``/``.pyd``.
-SPEEDUPS = re.compile(r"structlog_etw/_speedups\.[^/]+\.(so|pyd)")
+SPEEDUPS = re.compile(r"structlog_etw/write/shapes/_speedups\.[^/]+\.(so|pyd)")
 #: Its C source, which the sdist carries and the wheel does not.
-SPEEDUPS_SOURCE = "structlog_etw/_speedups.c"
+SPEEDUPS_SOURCE = "structlog_etw/write/shapes/_speedups.c"
 
 
 def _wheel_metadata(wheel: Path) -> Message:
@@ -193,12 +193,15 @@ def _compiled_or_skip(wheel: Path) -> list[str]:
     """The wheel's compiled ``_speedups``; skip (locally) or fail (``CI=true``) where it has none."""
     compiled = _compiled(_wheel_names(wheel))
     if not compiled:
-        skip_or_fail(f"{wheel.name} holds no compiled structlog_etw._speedups (no C compiler or headers?)")
+        skip_or_fail(
+            f"{wheel.name} holds no compiled structlog_etw.write.shapes._speedups (no C compiler or headers?)"
+        )
     return compiled
 
 
 class TestTheCompiledModule:
-    """The optional C extension ``structlog_etw._speedups``: in the wheel and imported from the venv.
+    """The optional C extension ``structlog_etw.write.shapes._speedups``: in the wheel and imported from the
+    venv.
 
     Where it cannot be compiled (no C compiler or Python headers) setuptools builds the wheel without
     it: these tests then skip on a developer's machine and fail under ``CI=true``, whose set-up
@@ -206,22 +209,24 @@ class TestTheCompiledModule:
     """
 
     def test_the_wheel_holds_the_compiled_module_for_this_python(self, wheel: Path) -> None:
-        """The wheel holds one ``structlog_etw/_speedups`` with an extension suffix of the Python that
-        built it (this one), and a platform tag (not ``py3-none-any``)."""
+        """The wheel holds one ``structlog_etw/write/shapes/_speedups`` with an extension suffix of the Python
+        that built it (this one), and a platform tag (not ``py3-none-any``)."""
         compiled = _compiled_or_skip(wheel)
         suffixes = importlib.machinery.EXTENSION_SUFFIXES
-        assert [n for n in compiled if any(n == f"structlog_etw/_speedups{s}" for s in suffixes)] == compiled
+        assert [
+            n for n in compiled if any(n == f"structlog_etw/write/shapes/_speedups{s}" for s in suffixes)
+        ] == compiled
         assert len(compiled) == 1, compiled
         assert not wheel.name.endswith("-none-any.whl"), wheel.name
 
     def test_the_installed_package_imports_its_compiled_module(
         self, wheel: Path, installed: Path, tmp_path: Path
     ) -> None:
-        """``import structlog_etw._speedups`` in the fresh venv loads the wheel's extension module
-        from the venv, not the checkout's in-place build."""
+        """``import structlog_etw.write.shapes._speedups`` in the fresh venv loads the wheel's extension
+        module from the venv, not the checkout's in-place build."""
         _compiled_or_skip(wheel)
         code = (
-            "import importlib.machinery, sys, structlog_etw._speedups as m\n"
+            "import importlib.machinery, sys, structlog_etw.write.shapes._speedups as m\n"
             "assert isinstance(m.__loader__, importlib.machinery.ExtensionFileLoader), m.__loader__\n"
             "print(m.__file__); print(sys.prefix)"
         )

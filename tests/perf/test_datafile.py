@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from structlog_etw.perf.datafile import PerfDataError, PerfDataFile, Sample, read_samples
 from structlog_etw.perf.samples import SampleDecodeError, decode_sample
 from tests.helpers.decoded_spans import assert_read_from
-from tests.helpers.shared import REPO, pipe_mode_copy, vector
+from tests.helpers.shared_data import REPO, pipe_mode_copy, vector
 
 #: perf_event_header: type (u32), misc (u16), size (u16); every record starts with one.
 PERF_HEADER_SIZE = 8

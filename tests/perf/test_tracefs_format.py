@@ -7,9 +7,9 @@ import struct
 
 import pytest
 
-from structlog_etw.decoded import DecodedEvent
 from structlog_etw.perf.samples import tracefs_perf_json_head
 from structlog_etw.perf.tracefs_format import eventheader_offset, parse_format
+from structlog_etw.read.decoded import DecodedEvent
 
 #: The common fields every tracepoint's format starts with (Linux 6.12).
 COMMON_FIELDS = """\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.shared import skip_or_fail
+from tests.helpers.shared_data import skip_or_fail
 
 #: The module-scoped HTTP server (``serve``) keeps its thread for all the tests of the module.
 pytestmark = pytest.mark.threads_outlive_test

@@ -3,7 +3,7 @@
 Put this folder first on ``PYTHONPATH`` and every Python started with it (pytest and the
 processes it starts with the same environment) finds no ``fcntl``, ``resource``, ``termios``,
 ...: ``import fcntl`` raises :class:`ModuleNotFoundError` wherever it is written, also in a
-module a later change adds.  ``tests/test_windows_collection.py`` runs the host suite this way
+module a later change adds.  ``tests/project/test_windows_collection.py`` runs the host suite this way
 on Linux, so a module-level import of one of them in anything a Windows run collects fails
 there.  ``STRUCTLOG_ETW_HIDDEN_MODULES`` (set here, comma-separated) tells the tests which
 modules are hidden (``tests/helpers/platform.py``).

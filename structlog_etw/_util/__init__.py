@@ -1,0 +1,1 @@
+"""Helpers of no direction (standard library only): counters and guards."""
