@@ -20,7 +20,9 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .otel._correlation import add_otel_ids, use_otel_activity_ids
+    from .context._activity import Activity, current_activity_id, etw_activity
+    from .context._correlation import add_otel_ids, use_otel_activity_ids
+    from .context._resolve import KeywordsByLogger
     from .provider._provider import (
         EtwUnavailableWarning,
         Provider,
@@ -29,9 +31,7 @@ if TYPE_CHECKING:
         close_all,
         get_provider,
     )
-    from .surface._activity import Activity, current_activity_id, etw_activity
     from .surface._renderer import EtwRenderer
-    from .surface._resolve import KeywordsByLogger
     from .surface._stdlib import EtwHandler, EtwQueueHandler
     from .surface._wrapper import EtwEarlyDrop, make_etw_bound_logger
 
@@ -39,11 +39,11 @@ __version__ = "0.5.0"
 
 #: Public name -> the private module that defines it.
 _EXPORTS: dict[str, str] = {
-    "Activity": ".surface._activity",
-    "current_activity_id": ".surface._activity",
-    "etw_activity": ".surface._activity",
-    "add_otel_ids": ".otel._correlation",
-    "use_otel_activity_ids": ".otel._correlation",
+    "Activity": ".context._activity",
+    "current_activity_id": ".context._activity",
+    "etw_activity": ".context._activity",
+    "add_otel_ids": ".context._correlation",
+    "use_otel_activity_ids": ".context._correlation",
     "EtwUnavailableWarning": ".provider._provider",
     "Provider": ".provider._provider",
     "ProviderStatus": ".provider._provider",
@@ -51,7 +51,7 @@ _EXPORTS: dict[str, str] = {
     "close_all": ".provider._provider",
     "get_provider": ".provider._provider",
     "EtwRenderer": ".surface._renderer",
-    "KeywordsByLogger": ".surface._resolve",
+    "KeywordsByLogger": ".context._resolve",
     "EtwHandler": ".surface._stdlib",
     "EtwQueueHandler": ".surface._stdlib",
     "EtwEarlyDrop": ".surface._wrapper",

@@ -42,10 +42,10 @@ import time
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
+from ..context import _correlation as _otel
+from ..context._activity import CURRENT_ACTIVITY
 from ..formats._levels import Opcode
-from ..surface._activity import CURRENT_ACTIVITY
 from ..write.fields import BOOL, I16, I64, JSON, MAX_STRUCT_FIELDS, STR, STRUCT, U8, U16, U32, Field, safe_str
-from . import _correlation as _otel
 
 if TYPE_CHECKING:
     from ..backends.base import Slot

@@ -14,9 +14,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ..backends.base import UNWRITABLE_WORD
+from ..context._resolve import KeywordsByLogger
 from ..formats._levels import check_keyword, valid_keyword
 from ..provider._provider import Provider, get_provider
-from ..surface._resolve import KeywordsByLogger
 from ..write.fields import STR, Field, to_field, to_fields
 from ._common_schema import otel_record_fields, otel_span_fields
 

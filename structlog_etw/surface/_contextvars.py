@@ -37,7 +37,7 @@ from typing import Any, Final, TypeAlias
 
 import structlog.contextvars as _slcv
 
-from ._resolve import CONTROL_KEYS
+from ..context._resolve import CONTROL_KEYS
 
 __all__ = [
     "PREFIX",

@@ -22,13 +22,8 @@ from typing import Any, Final
 import structlog
 from structlog.stdlib import ProcessorFormatter
 
-from ..formats._levels import METHOD_LEVELS, STDLIB_NUMBERS, check_keyword, level_from_stdlib, stdlib_level
-from ..otel._common_schema import write_common
-from ..provider._provider import Provider, check_provider_id, get_provider
-from ..write.fields import STR, dict_fields, safe_str
-from ._activity import CURRENT_ACTIVITY
-from ._contextvars import REGISTRY, WATCH
-from ._resolve import (
+from ..context._activity import CURRENT_ACTIVITY
+from ..context._resolve import (
     CONTROL_KEYS,
     EVENT_NAMES,
     MAX_EVENT_NAME,
@@ -38,6 +33,11 @@ from ._resolve import (
     event_header,
     event_name,
 )
+from ..formats._levels import METHOD_LEVELS, STDLIB_NUMBERS, check_keyword, level_from_stdlib, stdlib_level
+from ..otel._common_schema import write_common
+from ..provider._provider import Provider, check_provider_id, get_provider
+from ..write.fields import STR, dict_fields, safe_str
+from ._contextvars import REGISTRY, WATCH
 
 __all__ = [
     "FORMATTER_KEYS",
@@ -159,7 +159,7 @@ def resolver_for(
     provider_id: uuid.UUID | str | None = None,
     keywords: Iterable[int] = (),
 ) -> Resolver:
-    """The :class:`~structlog_etw.surface._resolve.Resolver` the set-up arguments of a renderer, wrapper,
+    """The :class:`~structlog_etw.context._resolve.Resolver` the set-up arguments of a renderer, wrapper,
     ``EtwEarlyDrop`` or ``EtwHandler`` describe; raises ``ValueError``/``TypeError`` on a bad set-up.
 
     *target*: a provider name (the process-wide provider of that name, created with these

@@ -59,6 +59,7 @@ from structlog.contextvars import bind_contextvars, get_contextvars, merge_conte
 from structlog.stdlib import ProcessorFormatter
 from structlog.typing import Processor
 
+from ..context._resolve import KeywordsByLogger
 from ..formats._levels import LEVEL_NAMES, level_from_stdlib
 from ..provider._provider import Provider
 from ..write.fields import safe_str
@@ -70,7 +71,6 @@ from ._renderer import (
     resolver_for,
     written_to,
 )
-from ._resolve import KeywordsByLogger
 
 __all__ = ["EtwHandler", "EtwQueueHandler"]
 

@@ -37,6 +37,9 @@ from structlog.contextvars import merge_contextvars
 from structlog.typing import EventDict, FilteringBoundLogger, WrappedLogger
 
 from ..backends.base import Slot
+from ..context._activity import CURRENT_ACTIVITY
+from ..context._correlation import add_otel_ids
+from ..context._resolve import CONTROL_KEYS, EVENT_NAMES, Resolver, event_name
 from ..formats._levels import (
     LEVEL_NAMES,
     STDLIB_LEVELS,
@@ -45,12 +48,9 @@ from ..formats._levels import (
     method_for_stdlib,
     stdlib_level,
 )
-from ..otel._correlation import add_otel_ids
 from ..provider._provider import Provider
-from ._activity import CURRENT_ACTIVITY
 from ._contextvars import REGISTRY, WATCH, mark_async_caller, unmark_async_caller
 from ._renderer import EtwRenderer, in_processor_formatter, plain_resolution, resolver_for
-from ._resolve import CONTROL_KEYS, EVENT_NAMES, Resolver, event_name
 
 __all__ = ["EtwEarlyDrop", "make_etw_bound_logger"]
 

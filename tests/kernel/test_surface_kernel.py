@@ -20,7 +20,7 @@ import structlog
 from kernel_harness import PerfSession, wait_until
 
 from structlog_etw import EtwHandler, EtwRenderer, get_provider, make_etw_bound_logger
-from structlog_etw.surface._activity import CURRENT_ACTIVITY
+from structlog_etw.context._activity import CURRENT_ACTIVITY
 
 pytestmark = pytest.mark.kernel
 

@@ -10,7 +10,7 @@ from typing import Any
 import structlog
 
 from structlog_etw import make_etw_bound_logger
-from structlog_etw.surface._activity import CURRENT_ACTIVITY
+from structlog_etw.context._activity import CURRENT_ACTIVITY
 from structlog_etw.testing import EtwCapture
 from tests.helpers.surface import SpyRenderer, bound, unique_provider
 

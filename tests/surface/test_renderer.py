@@ -15,8 +15,8 @@ import structlog
 
 from structlog_etw import EtwRenderer, get_provider
 from structlog_etw.backends.capture import CaptureBackend
+from structlog_etw.context._activity import CURRENT_ACTIVITY
 from structlog_etw.provider._provider import set_backend_factory
-from structlog_etw.surface._activity import CURRENT_ACTIVITY
 from structlog_etw.surface._renderer import MAX_EVENT_NAME, event_name
 from structlog_etw.testing import capture_etw_events, isolated_providers
 from tests.helpers.eventheader_reader import Parsed, parse

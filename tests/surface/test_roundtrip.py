@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 from structlog_etw import EtwRenderer, get_provider
 from structlog_etw.backends.capture import CaptureBackend
+from structlog_etw.context._activity import CURRENT_ACTIVITY
 from structlog_etw.provider._provider import set_backend_factory
-from structlog_etw.surface._activity import CURRENT_ACTIVITY
 from structlog_etw.testing import decode_record, isolated_providers
 from structlog_etw.write.fields import TRUNCATED_FIELD, TRUNCATION_MARKER
 

@@ -9,9 +9,9 @@ import pytest
 import structlog
 
 from structlog_etw import EtwRenderer, Provider, close_all, get_provider
+from structlog_etw.context._activity import CURRENT_ACTIVITY
 from structlog_etw.pytest_plugin import etw_capture, etw_capture_tracelogging  # noqa: F401 - fixtures
 from structlog_etw.read.decode.eventheader import decode_event
-from structlog_etw.surface._activity import CURRENT_ACTIVITY
 from structlog_etw.testing import EtwCapture, capture_etw_events, isolated_providers
 from tests.helpers.surface import unique_provider
 

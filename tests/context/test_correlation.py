@@ -14,8 +14,8 @@ import structlog
 from opentelemetry.sdk.trace import TracerProvider
 
 from structlog_etw import current_activity_id, etw_activity
-from structlog_etw.otel import _correlation as _otel
-from structlog_etw.surface import _activity
+from structlog_etw.context import _activity
+from structlog_etw.context import _correlation as _otel
 
 TRACER = TracerProvider().get_tracer("structlog-etw-tests")
 
@@ -127,8 +127,8 @@ def test_without_opentelemetry_installed_nothing_is_added_and_nothing_raises() -
     """Without opentelemetry importable no ids are added, nothing raises, activities get random ids."""
     code = (
         "import sys; sys.modules['opentelemetry'] = None\n"
-        "from structlog_etw.otel import _correlation as _otel\n"
-        "from structlog_etw.surface._activity import etw_activity\n"
+        "from structlog_etw.context import _correlation as _otel\n"
+        "from structlog_etw.context._activity import etw_activity\n"
         "assert _otel.current_span_ids() is None\n"
         "assert _otel.add_otel_ids(None, 'info', {'event': 'x'}) == {'event': 'x'}\n"
         "_otel.use_otel_activity_ids()\n"

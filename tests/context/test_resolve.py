@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from structlog_etw.context._resolve import EVENT_NAMES, event_header, keyword_or, level_or, logger_name
 from structlog_etw.formats._levels import (
     LEVEL_BY_NAME,
     LEVEL_NAMES,
@@ -17,7 +18,6 @@ from structlog_etw.formats._levels import (
     method_for_stdlib,
     stdlib_level,
 )
-from structlog_etw.surface._resolve import EVENT_NAMES, event_header, keyword_or, level_or, logger_name
 
 
 def test_level_tables_are_the_ones_every_module_used_to_write_down() -> None:
@@ -181,8 +181,8 @@ class TestControlValuesFromData:
 
         from structlog_etw import EtwRenderer, Provider, make_etw_bound_logger  # noqa: PLC0415
         from structlog_etw.backends.capture import CaptureBackend  # noqa: PLC0415
+        from structlog_etw.context._resolve import valid_opcode, valid_tags  # noqa: PLC0415
         from structlog_etw.formats._levels import valid_keyword, valid_level  # noqa: PLC0415
-        from structlog_etw.surface._resolve import valid_opcode, valid_tags  # noqa: PLC0415
 
         checks = {
             "etw_level": valid_level,

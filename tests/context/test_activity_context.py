@@ -17,7 +17,7 @@ import pytest
 import structlog
 
 from structlog_etw import current_activity_id, etw_activity
-from structlog_etw.surface import _activity
+from structlog_etw.context import _activity
 
 Seen = list[tuple[dict[str, Any], tuple[bytes, bytes | None] | None]]
 

@@ -19,7 +19,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace as otel_trace
 
 from structlog_etw import EtwRenderer, add_otel_ids, etw_activity, use_otel_activity_ids
-from structlog_etw.otel import _correlation as _otel
+from structlog_etw.context import _correlation as _otel
 from structlog_etw.testing import capture_etw_events
 
 TRACE_ID = 0x4BF92F3577B34DA6A3CE929D0E0E4736

@@ -47,9 +47,9 @@ from types import TracebackType
 from typing import Any, Final, TypeVar, cast
 
 from ..formats._levels import Level, Opcode
-from ..otel import _correlation as _otel
 from ..provider._provider import Provider
 from ..write.fields import to_fields
+from . import _correlation as _otel
 from ._resolve import CONTROL_KEYS, event_header, event_name, keyword_or, level_or
 
 __all__ = ["CURRENT_ACTIVITY", "Activity", "current_activity_id", "etw_activity", "new_activity_id"]

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from structlog_etw.surface import _activity
+from structlog_etw.context import _activity
 from tests.helpers.forking import fork_child, wait_child
 
 
@@ -77,7 +77,7 @@ def test_fork_child_gets_a_new_seed_and_never_repeats_parent_ids() -> None:
 
 def test_activity_ids_differ_between_two_processes() -> None:
     """Two processes make different 32-hex-digit first ids."""
-    code = "from structlog_etw.surface import _activity; print(_activity.new_activity_id().hex())"
+    code = "from structlog_etw.context import _activity; print(_activity.new_activity_id().hex())"
     outs = {
         subprocess.run(
             [sys.executable, "-c", code],
