@@ -75,6 +75,9 @@ nox.options.error_on_missing_interpreters = True
 # traceloggingdynamic: Microsoft's TraceLogging builder, the differential encoder tests' reference.
 # django, uvicorn, gunicorn: the stdlib logging recipes of docs/stdlib.md run against the real ones.
 # opentelemetry-instrumentation-structlog: its processor beside EtwRenderer (tests/surface/test_setups.py).
+# DISSECT (pinned): the independent LZXpress decompressor and .etl reader our .etl reading is
+# compared with (tests/etw/test_lzxpress.py, tests/etw/test_etl_compressed.py, benchmarks/etl_decode.py).
+DISSECT = ["dissect.util==3.24", "dissect.etl==3.14"]
 TEST_DEPS = [
     "pytest>=7",
     "hypothesis>=6",
@@ -85,6 +88,7 @@ TEST_DEPS = [
     "django>=4.2",
     "uvicorn>=0.20",
     "gunicorn>=21",
+    *DISSECT,
 ]
 # Linters pinned: a new ruff or mypy release must not turn a green tree red by itself.
 # check-jsonschema validates .github/workflows/*.yml against the GitHub workflow schema it ships
@@ -380,3 +384,6 @@ def bench(session: nox.Session) -> None:
         "python", "benchmarks/input_sizes.py", "--out", "docs/benchmarks/input_sizes.json",
         "--update-docs", "docs/performance.md",
     )  # fmt: skip
+    # Compressed .etl: decode --json against dissect.etl's iteration (pinned, as in TEST_DEPS).
+    session.install(*DISSECT)
+    session.run("python", "benchmarks/etl_decode.py", "--out", "docs/benchmarks/etl_decode.json")

@@ -18,6 +18,8 @@ import itertools
 import logging
 import os
 import struct
+import sys
+import tempfile
 from typing import Any
 
 import structlog
@@ -56,17 +58,34 @@ def _provider_word(enabled: bool) -> memoryview:
     return memoryview(array).cast("B").cast("Q")
 
 
+def _devnull_tracefs() -> str:
+    """A directory whose ``user_events_data`` is /dev/null (for the real backend's write)."""
+    where = tempfile.mkdtemp(prefix="bench-tracefs-")
+    os.symlink(os.devnull, os.path.join(where, "user_events_data"))
+    return where
+
+
 class WritevBackend:
     """One system call per event into /dev/null, as user_events does: ``os.write(fd, write_index +
-    event)`` (TraceLogging: ``os.writev(fd, (write_index, traits, metadata, data))``)."""
+    event)`` (TraceLogging: ``os.writev(fd, (write_index, traits, metadata, data))``).
 
-    def __init__(self, name: str, fmt: str, enabled: bool) -> None:
+    EventHeader on Linux: ``write`` IS :meth:`UserEventsBackend.write` of a real backend whose
+    ``user_events_data`` is /dev/null, so the enabled rows pay the descriptor check before every
+    write as production does (``checked=False``: the write as it was before that check, the base
+    its cost is measured against)."""
+
+    def __init__(self, name: str, fmt: str, enabled: bool, checked: bool = True) -> None:
         self.format = fmt
         self.name = name
         self._word = _enable_word(enabled)
         self.any_word = _provider_word(enabled)
         self._fd = os.open(os.devnull, os.O_WRONLY)
         self._next = itertools.count(1)
+        if checked and fmt == "eventheader" and sys.platform.startswith("linux"):
+            from structlog_etw.backends.user_events import UserEventsBackend  # noqa: PLC0415
+
+            self._real = UserEventsBackend(name, tracefs=_devnull_tracefs())
+            self.write = self._real.write  # type: ignore[method-assign]  # the production write, bound
 
     def open_slot(self, level: int, keyword: int) -> Slot:
         return Slot(level, keyword, self._word, _WRITE_INDEX.pack(next(self._next)))
@@ -120,7 +139,14 @@ class SinkBackend:
         self.any_word[0] = 0
 
 
-_BACKENDS = {"writev": WritevBackend, "sink": SinkBackend}
+class UncheckedWritevBackend(WritevBackend):
+    """:class:`WritevBackend` without the descriptor check (the base of its cost)."""
+
+    def __init__(self, name: str, fmt: str, enabled: bool) -> None:
+        super().__init__(name, fmt, enabled, checked=False)
+
+
+_BACKENDS = {"writev": WritevBackend, "writev_unchecked": UncheckedWritevBackend, "sink": SinkBackend}
 
 
 def provider(enabled: bool, fmt: str = "eventheader", backend: str = "writev") -> Provider:
@@ -131,7 +157,7 @@ def provider(enabled: bool, fmt: str = "eventheader", backend: str = "writev") -
 
 def fast_path_logger(enabled: bool, fmt: str = "eventheader", backend: str = "writev") -> Any:
     """A held logger of ``make_etw_bound_logger`` with ``[merge_contextvars, EtwRenderer]``."""
-    from structlog_etw.surface._wrapper import make_etw_bound_logger  # noqa: PLC0415 (lands separately)
+    from structlog_etw.surface._bound_logger import make_etw_bound_logger  # noqa: PLC0415 (lands separately)
 
     prov = provider(enabled, fmt, backend)
     wrapper = make_etw_bound_logger(prov, min_level=logging.DEBUG)
@@ -144,7 +170,7 @@ def fast_path_logger(enabled: bool, fmt: str = "eventheader", backend: str = "wr
 
 def early_drop_logger(enabled: bool, fmt: str = "eventheader", backend: str = "writev") -> Any:
     """A plain structlog BoundLogger whose first processor drops events nobody listens to."""
-    from structlog_etw.surface._wrapper import EtwEarlyDrop  # noqa: PLC0415 (lands separately)
+    from structlog_etw.surface._early_drop import EtwEarlyDrop  # noqa: PLC0415 (lands separately)
 
     prov = provider(enabled, fmt, backend)
     return structlog.wrap_logger(
@@ -189,7 +215,7 @@ def encoder_namespace(fmt: str) -> dict[str, Any]:
 def console_beside_tracing_logger(enabled: bool, stream: Any) -> Any:
     """The console-beside-tracing composition (docs/console-and-tracing.md): trace events at
     every level, JSON lines to *stream* at info and above."""
-    from structlog_etw.surface._wrapper import make_etw_bound_logger  # noqa: PLC0415
+    from structlog_etw.surface._bound_logger import make_etw_bound_logger  # noqa: PLC0415
 
     prov = provider(enabled)
     renderer = EtwRenderer(prov.name, provider=prov, passthrough="info")

@@ -168,10 +168,35 @@ def _scaling_table(results: dict[str, Any]) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+def _check_row(label: str, results: dict[str, Any]) -> str:
+    """One row of the descriptor-check table: the enabled call with and without the check."""
+    cases = results.get("comparisons", {}).get("enabled", {}).get("cases", {})
+    checked, unchecked = cases.get("etw_enabled"), cases.get("etw_enabled_unchecked")
+    if not checked or not unchecked:
+        return f"| {label} | - | - | - | - |\n"
+    per_round = [c - u for c, u in zip(checked["rounds_ns"], unchecked["rounds_ns"], strict=True)]
+    cost = statistics.median(per_round)
+    share = cost / checked["ns"]
+    return f"| {label} | {unchecked['ns']:,.0f} | {checked['ns']:,.0f} | {cost:,.0f} | {share:.0%} |\n"
+
+
+def _check_table(results: dict[str, Any]) -> str:
+    """The cost of the user_events descriptor check per enabled event (docs/performance.md)."""
+    lines = (
+        "| run | enabled call without the check (ns) | with it (ns) | the check per event (ns, median "
+        "of the rounds' differences) | share of the enabled call |\n|---|---|---|---|---|\n"
+    )
+    lines += _check_row("compiled packer", results)
+    pure = results.get("pure_python")
+    if pure:
+        lines += _check_row("pure Python", pure)
+    return lines
+
+
 def tables(results: dict[str, Any]) -> dict[str, str]:
     """Every generated block, by name: ``environment``, ``ratio-table``, ``goals``,
     ``pure-python-goals`` (the enabled goals of the run without the compiled packer),
-    ``disabled-steps``, ``disabled-runs``, ``scaling``."""
+    ``disabled-steps``, ``disabled-runs``, ``scaling``, ``descriptor-check``."""
     env = results["environment"]
     environment = (
         f"Measured {env['date']} on {env['cpu']} ({env['cpus']} CPUs), {env['platform']}, "
@@ -190,6 +215,7 @@ def tables(results: dict[str, Any]) -> dict[str, str]:
         "disabled-steps": _steps_table(results),
         "disabled-runs": _runs_table(results),
         "scaling": _scaling_table(results),
+        "descriptor-check": _check_table(results),
     }
 
 

@@ -44,8 +44,8 @@ def measure(out: Path, quick: bool) -> dict[str, Any]:
 
     from structlog_etw.backends.user_events import UserEventsBackend  # noqa: PLC0415
     from structlog_etw.provider._provider import Provider  # noqa: PLC0415
+    from structlog_etw.surface._bound_logger import make_etw_bound_logger  # noqa: PLC0415
     from structlog_etw.surface._renderer import EtwRenderer  # noqa: PLC0415
-    from structlog_etw.surface._wrapper import make_etw_bound_logger  # noqa: PLC0415
 
     prov = Provider(f"BenchGuest{os.getpid()}")
     assert isinstance(prov.backend, UserEventsBackend), prov.stats()

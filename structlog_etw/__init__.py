@@ -30,10 +30,12 @@ if TYPE_CHECKING:
         StatusReason,
         close_all,
         get_provider,
+        open_descriptors,
     )
+    from .surface._bound_logger import make_etw_bound_logger
+    from .surface._early_drop import EtwEarlyDrop
     from .surface._renderer import EtwRenderer
     from .surface._stdlib import EtwHandler, EtwQueueHandler
-    from .surface._wrapper import EtwEarlyDrop, make_etw_bound_logger
 
 __version__ = "0.5.0"
 
@@ -50,12 +52,13 @@ _EXPORTS: dict[str, str] = {
     "StatusReason": ".provider._provider",
     "close_all": ".provider._provider",
     "get_provider": ".provider._provider",
+    "open_descriptors": ".provider._provider",
     "EtwRenderer": ".surface._renderer",
     "KeywordsByLogger": ".context._resolve",
     "EtwHandler": ".surface._stdlib",
     "EtwQueueHandler": ".surface._stdlib",
-    "EtwEarlyDrop": ".surface._wrapper",
-    "make_etw_bound_logger": ".surface._wrapper",
+    "EtwEarlyDrop": ".surface._early_drop",
+    "make_etw_bound_logger": ".surface._bound_logger",
 }
 
 __all__ = [
@@ -76,6 +79,7 @@ __all__ = [
     "etw_activity",
     "get_provider",
     "make_etw_bound_logger",
+    "open_descriptors",
     "use_otel_activity_ids",
 ]
 

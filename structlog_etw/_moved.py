@@ -36,10 +36,12 @@ MOVED: Final[dict[str, str]] = {
     "structlog_etw.tracelogging.spec": "structlog_etw.formats.tracelogging",
     "structlog_etw.tracelogging.encoder": "structlog_etw.write.tracelogging",
     "structlog_etw.tracelogging.decoder": "structlog_etw.read.decode.tracelogging",
+    "structlog_etw.cli.chrome_trace": "structlog_etw.read.writers.chrome_trace",
 }
 
-#: The old packages: each name they offered, and the old module (a key of :data:`MOVED`) whose
-#: new home has it now.  Their submodules (``spec``, ``encoder``, ...) are attributes too.
+#: The old packages, and the old modules whose names went to more than one new home: each name
+#: they offered, and the old module (a key of :data:`MOVED`) or the module whose new home has it
+#: now.  A package's submodules (``spec``, ``encoder``, ...) are attributes too.
 PACKAGES: Final[dict[str, dict[str, str]]] = {
     "structlog_etw.eventheader": {
         **dict.fromkeys(
@@ -86,6 +88,21 @@ PACKAGES: Final[dict[str, dict[str, str]]] = {
         "decode": "structlog_etw.tracelogging.decoder",
         "decode_traits": "structlog_etw.tracelogging.decoder",
     },
+    "structlog_etw.cli.render": {
+        "EventMeta": "structlog_etw.decoded",
+        "wallclock_text": "structlog_etw.eventheader.perf_decode",
+        **dict.fromkeys(
+            ("event_json", "json_fields", "json_line", "json_line_bytes", "undecodable_json"),
+            "structlog_etw.read.writers.json_lines",
+        ),
+        **dict.fromkeys(
+            (  # noqa: SIM905 - one line of names, not the console writer's __all__ again
+                "TextFieldStyle event_pretty level_name pretty_head pretty_line pretty_line_templates"
+                " pretty_value printable undecodable_pretty"
+            ).split(),
+            "structlog_etw.read.writers.console",
+        ),
+    },
 }
 
 
@@ -131,7 +148,7 @@ def _facade(name: str) -> types.ModuleType:
         old = names.get(attr)
         if old is None:
             raise AttributeError(f"module {name!r} has no attribute {attr!r}")
-        return getattr(_load(MOVED[old]), attr)
+        return getattr(_load(MOVED.get(old, old)), attr)
 
     def __dir__() -> list[str]:
         return sorted([*names, *submodules])
@@ -149,7 +166,7 @@ class _Loader:
     @staticmethod
     def create_module(spec: ModuleSpec) -> types.ModuleType:
         if spec.name in PACKAGES:
-            _warn(spec.name, ", ".join(sorted({MOVED[old] for old in PACKAGES[spec.name].values()})))
+            _warn(spec.name, ", ".join(sorted({MOVED.get(old, old) for old in PACKAGES[spec.name].values()})))
             return _facade(spec.name)
         new = MOVED[spec.name]
         _warn(spec.name, new)

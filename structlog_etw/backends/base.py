@@ -3,15 +3,18 @@ error a backend raises when it cannot open."""
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 import weakref
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Final, Literal, Protocol, TypeVar
 
 from ..formats.header import Header, plain_header
 from ..formats.tracelogging import TraceLoggingEvent
 
 __all__ = [
+    "DESCRIPTOR_LOST",
+    "TRANSIENT_ERRNOS",
     "UNKNOWN_WORD",
     "UNWRITABLE_WORD",
     "Backend",
@@ -37,6 +40,17 @@ UNWRITABLE_WORD: tuple[int] = (1,)
 #: provider.  It reads non-zero, so the fast paths always go on to the slot of the call.  (Built
 #: with ``tuple()``: the compiler must not merge it with :data:`UNWRITABLE_WORD`.)
 UNKNOWN_WORD: tuple[int, ...] = tuple([1])
+
+
+#: What ``Backend.write`` returns when the OS handle it writes through is no longer its own (a
+#: descriptor closed and reused by other code): nothing was written, the provider counts the
+#: event as ``dropped["descriptor_lost"]``.  Negative: never an errno or a Win32 code.
+DESCRIPTOR_LOST: Final = -16
+
+
+#: The errnos of a failure to make a backend that may pass (out of descriptors or memory): the
+#: provider runs disabled with ``StatusReason.RESOURCES_EXHAUSTED`` and tries again later.
+TRANSIENT_ERRNOS: Final = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOMEM))
 
 
 #: The objects whose ``_lock`` a fork child replaces (:func:`fork_safe_lock`), held weakly.

@@ -29,7 +29,18 @@ COMMANDS: Final[list[tuple[str, str, str]]] = [
     ("tracepoints", "structlog_etw.cli.tracepoints", "user_events tracepoint names and a perf command line"),
     ("decode", "structlog_etw.cli.decode", "decode a perf.data or .etl file to JSON or text"),
     ("listen", "structlog_etw.cli.listen", "show a provider's events live (Linux, root; no perf needed)"),
+    (
+        "record",
+        "structlog_etw.cli.record",
+        "record a provider's events into perf.data (Linux; no perf needed)",
+    ),
+    (
+        "doctor",
+        "structlog_etw.cli.doctor",
+        "check that this machine can write and record events, and say how to fix it",
+    ),
     ("demo", "structlog_etw.cli.demo", "log a short structlog sequence and show the events it becomes"),
+    ("wprp", "structlog_etw.cli.wprp", "a WPR recording profile (.wprp) for providers, for wpr -start"),
 ]
 
 

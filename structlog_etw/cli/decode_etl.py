@@ -19,12 +19,13 @@ from collections import Counter
 from typing import TextIO
 
 from ..etw.etl import EtlError, EtlEvent, EtlFile
+from ..read.decoded import EventMeta
+from ..read.writers.console import printable
+from ._report import MAX_REPORTED, PROG, Outcome, cannot_open, report
 from .output import EventFilter, EventWriter, event_filter, make_writer, use_color
-from .render import EventMeta, printable
 
 __all__ = ["decode_etl", "run"]
 
-_MAX_REPORTED = 20  # problems printed
 _MAX_KEPT = 100  # problem texts kept
 _MAX_KINDS = 1000  # distinct (kind, source) pairs counted one by one; the rest together
 
@@ -82,51 +83,32 @@ def decode_etl(
 
 def _others_text(others: Counter[tuple[str, str]]) -> str:
     total = sum(others.values())
-    parts = [f"{n} {kind} {source}" for (kind, source), n in others.most_common(_MAX_REPORTED)]
-    if len(others) > _MAX_REPORTED:
-        parts.append(f"... ({len(others) - _MAX_REPORTED} more sources)")
+    parts = [f"{n} {kind} {source}" for (kind, source), n in others.most_common(MAX_REPORTED)]
+    if len(others) > MAX_REPORTED:
+        parts.append(f"... ({len(others) - MAX_REPORTED} more sources)")
     return f"{total} events not TraceLogging (not decoded): " + ", ".join(parts)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Decode the .etl file ``args.file`` to stdout; report problems on stderr."""
-    prog = "structlog-etw decode"
+    """Decode the .etl file ``args.file`` to stdout; report problems on stderr (``cli._report``)."""
     name = printable(args.file)
     if args.format == "perf-json":
-        print(f"{prog}: {name}: --perf-json is for perf.data files; this is an .etl file", file=sys.stderr)
+        print(f"{PROG}: {name}: --perf-json is for perf.data files; this is an .etl file", file=sys.stderr)
         return 2
     try:
         f = EtlFile.open(args.file)
-    except OSError as exc:
-        print(f"{prog}: {name}: {printable(str(exc.strerror or exc))}", file=sys.stderr)
-        return 2
-    except EtlError as exc:
-        print(f"{prog}: {printable(str(exc))}", file=sys.stderr)
-        return 2
-    wanted = event_filter(args)
+    except Exception as exc:  # a crafted header too: a message, never a traceback
+        return cannot_open(name, exc, EtlError, ".etl")
     with f:
         written, problems, count, others = decode_etl(
             f,
             sys.stdout,
             mode=args.format,
             colors=use_color(args.color, sys.stdout),
-            wanted=wanted,
+            wanted=event_filter(args),
             time_order=args.order == "time",
         )
         sys.stdout.flush()
-        lost = f.header.events_lost
-    for p in problems[:_MAX_REPORTED]:
-        print(f"{prog}: {name}: {printable(p)}", file=sys.stderr)
-    if count > _MAX_REPORTED:
-        print(f"{prog}: {name}: ... and {count - _MAX_REPORTED} more problems", file=sys.stderr)
-    if others:
-        print(f"{prog}: {name}: {printable(_others_text(others))}", file=sys.stderr)
-    if lost:
-        print(f"{prog}: {name}: the session lost {lost} events while recording", file=sys.stderr)
-    if count:
-        print(
-            f"{prog}: {name}: {written} events decoded; {count} problems (file damaged or truncated?)",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
+        notes = [_others_text(others)] if others else []
+        outcome = Outcome(written, problems, count, notes, f.header.events_lost, "the session")
+    return report(name, outcome)

@@ -23,10 +23,21 @@ from typing import IO
 from ..formats.eventheader import validate_provider_name
 from ..perf.listener import DEFAULT_PAGES, ListenedEvent, Listener, ListenError, LostEvents
 from ..perf.listener import run as run_listener
+from ..read.decoded import EventMeta
+from ..read.writers.console import event_pretty, undecodable_pretty
+from ..read.writers.json_lines import event_json, undecodable_json
 from .output import EventWriter, add_filter_arguments, add_output_arguments, make_writer, use_color
-from .render import EventMeta, event_json, event_pretty, undecodable_json, undecodable_pretty
 
-__all__ = ["FORMATS", "add_arguments", "emit_to", "format_event", "make_printer", "run", "use_color"]
+__all__ = [
+    "FORMATS",
+    "add_arguments",
+    "emit_to",
+    "format_event",
+    "make_printer",
+    "run",
+    "stop_on_signals",
+    "use_color",
+]
 
 #: The output formats of ``listen`` (``--format``).
 FORMATS = ("text", "json")
@@ -125,7 +136,7 @@ _ETW_LIBRARY: str | None = None
 
 
 @contextlib.contextmanager
-def _stop_on_signals(close: Callable[[], None]) -> Iterator[list[int]]:
+def stop_on_signals(close: Callable[[], None]) -> Iterator[list[int]]:
     """Ctrl-C and SIGTERM only append to the yielded list (the loop sees it within a poll round and
     stops cleanly, showing everything already read); on leaving, the handlers are restored and
     ``close`` runs (the one home of both commands' signal handling)."""
@@ -157,7 +168,7 @@ def _run_etw(args: argparse.Namespace) -> int:
     except EtwListenError as e:
         print(f"structlog-etw listen: {e}", file=err, flush=True)
         return 2
-    with _stop_on_signals(listener.close) as stopping:
+    with stop_on_signals(listener.close) as stopping:
         stale = " (stopped a stale session of that name)" if listener.stale_stopped else ""
         print(
             f"listening to {args.provider}: ETW provider {{{listener.provider_id}}}, "
@@ -194,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
     except ListenError as e:
         print(f"structlog-etw listen: {e}", file=err, flush=True)
         return 2
-    with _stop_on_signals(listener.close) as stopping:  # nothing is cut off mid-batch
+    with stop_on_signals(listener.close) as stopping:  # nothing is cut off mid-batch
         names = ", ".join(listener.tracepoints) or "(none yet)"
         mine = f" (registered by listen: {', '.join(listener.registered)})" if listener.registered else ""
         print(f"listening to {args.provider}: {names}{mine}; Ctrl-C to stop", file=err, flush=True)

@@ -5,14 +5,16 @@ A command builds an :class:`EventFilter` and a writer from its arguments
 (:func:`add_filter_arguments`, :func:`add_output_arguments`, :func:`event_filter`,
 :func:`make_writer`), then hands each event it reads to ``writer.write(event, meta)`` (or
 ``writer.undecodable(meta, error, raw)``) and calls ``writer.close()`` at the end.  The writers
-render from the :class:`~structlog_etw.read.decoded.DecodedEvent` alone (:mod:`.render`,
-:mod:`.chrome_trace`), so an event source that produces one (perf.data, perf rings, ETW) gets
-the same text, JSON and timelines.
+render from the :class:`~structlog_etw.read.decoded.DecodedEvent` alone (the read side's writers:
+:mod:`structlog_etw.read.writers.console`, :mod:`~structlog_etw.read.writers.json_lines`,
+:mod:`~structlog_etw.read.writers.chrome_trace`), so an event source that produces one
+(perf.data, perf rings, ETW) gets the same text, JSON and timelines.
 
 Formats: ``text`` (console lines, the default of every command, terminal or not), ``json``
 (one JSON object per line, the same object for every command), ``chrome-trace`` (the Chrome /
-Perfetto trace-event JSON of the whole capture: :mod:`.chrome_trace`).  ``decode`` also has
-``perf-json`` (Microsoft's perf-decode's objects), which needs the perf sample itself.
+Perfetto trace-event JSON of the whole capture).  ``decode`` also has ``perf-json``
+(Microsoft's perf-decode's objects: :mod:`structlog_etw.read.writers.perf_json`), which needs
+the perf sample itself.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from dataclasses import dataclass
 from typing import IO, Protocol
 
 from ..formats._levels import LEVEL_BY_NAME, valid_keyword, valid_level
-from ..read.decoded import DecodedEvent
-from .render import EventMeta, event_json, event_pretty, undecodable_json, undecodable_pretty
+from ..read.decoded import DecodedEvent, EventMeta
+from ..read.writers.console import event_pretty, undecodable_pretty
+from ..read.writers.json_lines import event_json, undecodable_json
 
 __all__ = [
     "EventFilter",
@@ -210,7 +213,7 @@ class LineWriter:
 def make_writer(fmt: str, out: IO[str], *, colors: bool = False, flush: bool = False) -> EventWriter:
     """The writer of format ``fmt`` (``text``, ``json``, ``chrome-trace``) writing to ``out``."""
     if fmt == "chrome-trace":
-        from .chrome_trace import ChromeTraceWriter  # noqa: PLC0415 - only when asked for
+        from ..read.writers.chrome_trace import ChromeTraceWriter  # noqa: PLC0415 - only when asked for
 
         return ChromeTraceWriter(out)
     if fmt not in ("text", "json"):

@@ -22,7 +22,7 @@ from ..formats._levels import LEVEL_BY_NAME as LEVELS
 from ..formats._levels import valid_keyword
 from ..formats.eventheader import NAME_MAX, tracepoint_name, validate_provider_name
 
-__all__ = ["TAKES_COMMAND", "add_arguments", "level_arg", "run"]
+__all__ = ["TAKES_COMMAND", "add_arguments", "keyword_arg", "level_arg", "run"]
 
 #: ``structlog-etw tracepoints ... --register -- COMMAND``: the command line splits at ``--`` and
 #: hands the rest over as ``args.run_command`` (see :func:`structlog_etw.cli.main`).
@@ -50,7 +50,8 @@ def level_arg(text: str) -> int:
     return value
 
 
-def _keyword(text: str) -> int:
+def keyword_arg(text: str) -> int:
+    """argparse type for a keyword: a 64-bit integer, decimal or ``0x`` hex."""
     try:
         value = int(text, 0)
     except ValueError:
@@ -66,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-k",
         "--keyword",
-        type=_keyword,
+        type=keyword_arg,
         action="append",
         metavar="K",
         help="keyword (repeatable; default: 1, the renderer's default keyword)",

@@ -43,8 +43,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONTROL_KEYS",
+    "CONTROL_SET",
+    "DIRECT_NOT_PLAIN",
+    "DIRECT_NOT_PLAIN_MERGED",
+    "DIRECT_WRITE_ADDITIONS",
     "EVENT_NAMES",
     "MAX_EVENT_NAME",
+    "POSITIONAL_ARGS",
+    "RENDERER_ADDITIONS",
+    "RENDERER_NOT_PLAIN",
     "Invalid",
     "KeywordsByLogger",
     "Resolver",
@@ -63,6 +70,29 @@ __all__ = [
 
 #: The control keys: taken from the call, the bound context or contextvars; never fields.
 CONTROL_KEYS: Final = ("etw_keyword", "etw_level", "etw_opcode", "etw_tags", "etw_name")
+#: :data:`CONTROL_KEYS` as a set: the one definition every "has it a control key?" test derives from.
+CONTROL_SET: Final = frozenset(CONTROL_KEYS)
+
+#: The key ``structlog.stdlib.BoundLogger`` puts a call's ``%`` arguments under.
+POSITIONAL_ARGS: Final = "positional_args"
+
+# The keys that keep an event off a plain write (no control key to resolve: the slot of the method,
+# the event text as the name, the items as the fields).  Each path's set is the control keys plus
+# the named additions that path needs; a key added to CONTROL_KEYS reaches every path.
+
+#: What else the renderer does not write the plain way: a stdlib ``BoundLogger``'s ``%`` arguments
+#: (the template names the event, the formatted text is a ``message`` field).
+RENDERER_ADDITIONS: Final = (POSITIONAL_ARGS,)
+#: What else the wrapper's direct write leaves to the renderer's rule: ``exc_info`` (a traceback
+#: field; the renderer checks it after its plain test) and ``event`` (a call's ``event=`` keyword,
+#: or an ``event`` bound in the context).
+DIRECT_WRITE_ADDITIONS: Final = ("exc_info", "event")
+#: The renderer's keys that send an event off its plain write.
+RENDERER_NOT_PLAIN: Final = CONTROL_SET.union(RENDERER_ADDITIONS)
+#: The direct write's keys that send a call the long way (the renderer's, and its additions).
+DIRECT_NOT_PLAIN: Final = RENDERER_NOT_PLAIN.union(DIRECT_WRITE_ADDITIONS)
+#: :data:`DIRECT_NOT_PLAIN` but ``event``: what ``merge_contextvars`` must not have added.
+DIRECT_NOT_PLAIN_MERGED: Final = DIRECT_NOT_PLAIN - {"event"}
 #: Event names are cut to this many characters.
 MAX_EVENT_NAME: Final = 200
 

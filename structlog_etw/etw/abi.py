@@ -24,6 +24,8 @@ import ctypes
 import uuid
 from typing import Final
 
+from ..formats.tracelogging import FILETIME_UNIX_EPOCH  # EVENT_HEADER.TimeStamp is a FILETIME
+
 __all__ = [
     "ENABLE_TRACE_PARAMETERS",
     "ENABLE_TRACE_PARAMETERS_VERSION_2",
@@ -39,6 +41,7 @@ __all__ = [
     "EVENT_HEADER_EXT_TYPE_EVENT_SCHEMA_TL",
     "EVENT_HEADER_EXT_TYPE_PROV_TRAITS",
     "EVENT_HEADER_EXT_TYPE_RELATED_ACTIVITYID",
+    "EVENT_HEADER_FLAG_32_BIT_HEADER",
     "EVENT_HEADER_FLAG_PROCESSOR_INDEX",
     "EVENT_RECORD",
     "EVENT_TRACE",
@@ -92,11 +95,10 @@ ERROR_ACCESS_DENIED: Final = 5
 ERROR_ALREADY_EXISTS: Final = 183
 ERROR_WMI_INSTANCE_NOT_FOUND: Final = 4201
 ERROR_CTX_CLOSE_PENDING: Final = 7007
-#: EVENT_HEADER.TimeStamp after ProcessTrace (no raw-timestamp mode) is a FILETIME: 100 ns ticks
-#: since 1601-01-01 UTC; this is 1970-01-01.
-FILETIME_UNIX_EPOCH: Final = 116444736000000000
 #: EVENT_HEADER.Flags: ``ETW_BUFFER_CONTEXT.ProcessorIndex`` (16 bits) holds the processor.
 EVENT_HEADER_FLAG_PROCESSOR_INDEX: Final = 0x0200
+#: ``EVENT_HEADER.Flags``: the event was written by a 32-bit process (its pointers are 4 bytes).
+EVENT_HEADER_FLAG_32_BIT_HEADER: Final = 0x0020
 
 
 def wide(text: str) -> ctypes.Array[ctypes.c_char]:

@@ -86,6 +86,7 @@ class RawRecord:
     traits: bytes | None  # EVENT_HEADER_EXT_TYPE_PROV_TRAITS
     related_id: bytes | None  # EVENT_HEADER_EXT_TYPE_RELATED_ACTIVITYID
     data: bytes  # UserData
+    pointer_size: int = 8  # 4 when the header has EVENT_HEADER_FLAG_32_BIT_HEADER (a 32-bit process)
 
     @property
     def size(self) -> int:
@@ -138,6 +139,7 @@ def _copy_record(record: abi.EVENT_RECORD) -> RawRecord:
         traits=traits,
         related_id=related,
         data=data,
+        pointer_size=4 if header.Flags & abi.EVENT_HEADER_FLAG_32_BIT_HEADER else 8,
     )
 
 
@@ -168,6 +170,7 @@ def decode_raw(raw: RawRecord, provider: str = "") -> ListenedEvent:
             descriptor=raw.descriptor,
             activity_id=activity,
             related_id=related,
+            pointer_size=raw.pointer_size,
         )
     except ValueError as e:
         return ListenedEvent(

@@ -41,9 +41,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, Final
 
-from ..formats.tracelogging import EVENT_DESCRIPTOR
+from ..formats.tracelogging import EVENT_DESCRIPTOR, FILETIME_UNIX_EPOCH
 from ..read.decode.tracelogging import decode, decode_traits
 from ..read.decoded import DecodedEvent
+from ._lzxpress import LzxpressError, decompress
 
 __all__ = [
     "CLOCK_CPU_CYCLES",
@@ -67,9 +68,7 @@ CLOCK_CPU_CYCLES: Final = 3
 MAX_BUFFER_SIZE: Final = 16 << 20
 
 _BUFFER_HEADER: Final = 72
-_FILETIME_UNIX_EPOCH: Final = 116_444_736_000_000_000  # 1970-01-01 as a FILETIME
-_UTC: Final = _dt.timezone.utc
-_UNIX_EPOCH: Final = _dt.datetime(1970, 1, 1, tzinfo=_UTC)
+_UNIX_EPOCH: Final = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 _MAX_PROBLEMS: Final = 100  # problem texts kept (all are counted)
 _MAX_MERGED_CPUS: Final = 4096  # buffers of CPUs past these are read in file order after the others
 
@@ -83,6 +82,10 @@ _EVENT_HEADER: Final = frozenset({0x12, 0x13})  # EVENT_HEADER (EventWrite*: man
 _MESSAGE: Final = 0x0F  # TraceMessage (WPP)
 _OTHER: Final = frozenset({0x0C, 0x0D, 0x0E})  # timed, error, WNODE: not written by current Windows
 _KERNEL_TYPES: Final = _SYSTEM | _COMPACT | _PERFINFO  # size at +4 (after Version, type, flags)
+# The record types of each pointer width (the *32/*64 pairs): an event of a 32-bit process in a
+# 64-bit session is a *32 record; messages and the old types say nothing (the session's width).
+_POINTER_4: Final = frozenset({0x01, 0x03, 0x0A, 0x0B, 0x10, 0x12})
+_POINTER_8: Final = frozenset({0x02, 0x04, 0x11, 0x13, 0x14, 0x15})
 _MIN_SIZE: Final = {
     **dict.fromkeys(_SYSTEM, 32),
     **dict.fromkeys(_COMPACT, 24),
@@ -100,6 +103,8 @@ _EXT_PROV_TRAITS: Final = 12
 _EVENT_HEADER_FLAG_EXTENDED_INFO: Final = 0x0001
 _EVENT_HEADER_FLAG_STRING_ONLY: Final = 0x0004
 _EVENT_HEADER_FLAG_TRACE_MESSAGE: Final = 0x0008
+_EVENT_HEADER_FLAG_32_BIT_HEADER: Final = 0x0020
+_EVENT_HEADER_FLAG_64_BIT_HEADER: Final = 0x0040
 _BUFFER_FLAG_PROC_INDEX: Final = 0x0020
 _BUFFER_FLAG_COMPRESSED: Final = 0x0040
 _CHANNEL_TRACELOGGING: Final = 11
@@ -112,6 +117,9 @@ _BUFFER: Final = struct.Struct("<III")  # BufferSize, SavedOffset, CurrentOffset
 _EH: Final = struct.Struct("<HBBHHIIQ16s16sQ16s")  # EVENT_HEADER as a file holds it (80 bytes)
 _EXT_ITEM: Final = struct.Struct("<HHHH")  # size (with these 8 bytes), type, linkage, data size
 _SYS: Final = struct.Struct("<HBBHHIIQ")  # Version, type, flags, Size, HookId, tid, pid, time
+_KERNEL_HEAD: Final = struct.Struct("<HHH")  # Version, marker's high word, Size
+_U64: Final = struct.Struct("<Q")
+_IDS_TIME: Final = struct.Struct("<IIQ")  # a system record's tid, pid, time
 _FULL: Final = struct.Struct("<HBBBBHIIQ16s")  # Size, type, flags, Class.Type/Level/Version, ...
 _LOGFILE_FIXED: Final = struct.Struct("<IIIIqIIIIIIII")  # TRACE_LOGFILE_HEADER up to CpuSpeedInMHz
 _LOGFILE_TAIL: Final = struct.Struct("<qqqII")  # BootTime, PerfFreq, StartTime, ReservedFlags, BuffersLost
@@ -182,23 +190,34 @@ class EtlHeader:
     @property
     def start(self) -> _dt.datetime | None:
         """``start_time`` as an aware UTC datetime (None out of datetime's range)."""
-        return _datetime((self.start_time - _FILETIME_UNIX_EPOCH) * 100)
+        return _datetime((self.start_time - FILETIME_UNIX_EPOCH) * 100)
 
     def realtime_ns(self, timestamp: int) -> int | None:
         """A raw clock value as nanoseconds since the Unix epoch (UTC); None without a clock."""
-        if self.clock_type == CLOCK_SYSTEM_TIME:
-            return (timestamp - _FILETIME_UNIX_EPOCH) * 100
-        since_start = self.since_start_ns(timestamp)
-        if since_start is None:
-            return None
-        return (self.start_time - _FILETIME_UNIX_EPOCH) * 100 + since_start
+        return _Clock(self).times(timestamp)[0]
 
     def since_start_ns(self, timestamp: int) -> int | None:
         """Nanoseconds from the session's start (its header event) to a raw clock value."""
-        freq = self.ticks_per_second
-        if freq <= 0:
-            return None
-        return (timestamp - self.start_timestamp) * 1_000_000_000 // freq
+        return _Clock(self).times(timestamp)[1]
+
+
+class _Clock:
+    """The session's clock, worked out once: raw clock values to times (the one rule for them)."""
+
+    __slots__ = ("freq", "start", "start_ns", "system")
+
+    def __init__(self, header: EtlHeader) -> None:
+        self.freq = header.ticks_per_second
+        self.start = header.start_timestamp
+        self.start_ns = (header.start_time - FILETIME_UNIX_EPOCH) * 100
+        self.system = header.clock_type == CLOCK_SYSTEM_TIME
+
+    def times(self, stamp: int) -> tuple[int | None, int | None]:
+        """``(realtime_ns, since_start_ns)`` of a raw clock value (None: the clock has no frequency)."""
+        since = (stamp - self.start) * 1_000_000_000 // self.freq if self.freq > 0 else None
+        if self.system:
+            return (stamp - FILETIME_UNIX_EPOCH) * 100, since
+        return (None if since is None else self.start_ns + since), since
 
 
 def _datetime(ns: int | None) -> _dt.datetime | None:
@@ -222,7 +241,9 @@ class EtlEvent:
     ``"other"``.  ``provider_id`` is the record's provider GUID (the EventTrace GUID for the
     session's own records; None for other kernel records and GUID-less messages).
     ``level``, ``keyword``, ``opcode``, ``event_id`` come from the record's descriptor (kernel
-    records: ``opcode`` is the hook's type, ``event_id`` its group).  ``timestamp`` is the raw
+    records: ``opcode`` is the hook's type, ``event_id`` its group).  ``pointer_size`` is the
+    width of the pointers in the record's payload (4 for the events of a 32-bit process, also in
+    a 64-bit session; TraceLogging POINTER fields are decoded at it).  ``timestamp`` is the raw
     clock value, ``realtime_ns`` the same moment in nanoseconds since the Unix epoch (UTC),
     ``time_ns`` nanoseconds since the session started; ``offset`` is the record's place in the
     file.
@@ -244,6 +265,7 @@ class EtlEvent:
     keyword: int = 0
     opcode: int = 0
     event_id: int = 0
+    pointer_size: int = 8
 
     @property
     def time(self) -> _dt.datetime | None:
@@ -262,12 +284,52 @@ class EtlEvent:
         return str(self.provider_id) if self.provider_id is not None else "no provider id"
 
 
+_MAX_GUIDS: Final = 4096  # provider ids kept parsed (16-byte keys: bounded)
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _event(fields: dict[str, object]) -> EtlEvent:
+    """An :class:`EtlEvent` from a dict of every one of its fields (the reader's constructor).
+
+    The frozen dataclass's ``__init__`` sets its 17 fields one ``object.__setattr__`` at a time,
+    the largest cost of framing a record; this sets them as one dict, the same instance
+    (tests/etw/test_etl_compressed.py holds the two equal).
+    """
+    event = _new(EtlEvent)
+    _set(event, "__dict__", fields)
+    return event
+
+
+class _Reading:
+    """What framing records needs besides their bytes: the session, its clock, where problems
+    go, and the provider ids already parsed (a bounded map of their 16 bytes)."""
+
+    __slots__ = ("clock", "guids", "header", "problem")
+
+    def __init__(self, header: EtlHeader, problem: Callable[[str], None]) -> None:
+        self.header = header
+        self.clock = _Clock(header)
+        self.problem = problem
+        self.guids: dict[bytes, uuid.UUID] = {}
+
+    def guid(self, raw: bytes) -> uuid.UUID:
+        """The GUID of 16 bytes as a file holds them (``bytes_le``)."""
+        known = self.guids.get(raw)
+        if known is None:
+            if len(self.guids) >= _MAX_GUIDS:
+                self.guids.clear()
+            known = self.guids[raw] = uuid.UUID(bytes_le=raw)
+        return known
+
+
 @dataclass(frozen=True)
 class _Buffer:
     offset: int
-    size: int
-    filled: int  # 0: nothing to read (compressed, or a filled size that cannot be)
+    size: int  # bytes in the file (compressed: the header and the compressed data)
+    filled: int  # bytes of records with the header (compressed: once decompressed); 0: nothing to read
     cpu: int
+    compressed: bool = False
 
 
 class EtlFile:
@@ -305,6 +367,7 @@ class EtlFile:
             if owns:
                 file.close()
             raise
+        self._reading = _Reading(self.header, self._problem)
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> EtlFile:
@@ -372,8 +435,15 @@ class EtlFile:
         flags = _U16.unpack_from(head, 0x34)[0]
         cpu = _U16.unpack_from(head, 0x28)[0] if flags & _BUFFER_FLAG_PROC_INDEX else head[0x28]
         if flags & _BUFFER_FLAG_COMPRESSED:
-            self._problem(f"buffer at offset {offset} is compressed: its events are not read (not supported)")
-            return _Buffer(offset, size, 0, cpu)
+            # BufferSize is what the file holds (this header, then LZXpress data); the filled
+            # size is the buffer's once decompressed, at most a buffer.
+            if not _BUFFER_HEADER <= saved <= MAX_BUFFER_SIZE:
+                self._problem(
+                    f"compressed buffer at offset {offset}: filled size {saved} outside"
+                    f" {_BUFFER_HEADER}..{MAX_BUFFER_SIZE}"
+                )
+                return _Buffer(offset, size, 0, cpu, True)
+            return _Buffer(offset, size, saved, cpu, True)
         if not _BUFFER_HEADER <= saved <= size:
             self._problem(f"buffer at offset {offset}: filled size {saved} outside {_BUFFER_HEADER}..{size}")
             return _Buffer(offset, size, 0, cpu)
@@ -401,8 +471,30 @@ class EtlFile:
     def _records(self, buf: _Buffer) -> Iterator[EtlEvent]:
         if not buf.filled:
             return
-        data = self._read(buf.offset, buf.filled)
-        yield from _records(data, buf, self.header, self._problem)
+        if buf.compressed:
+            data = self._decompressed(buf)
+            if data is None:
+                return
+        else:
+            data = self._read(buf.offset, buf.filled)
+        yield from _records(data, buf, self._reading)
+
+    def _decompressed(self, buf: _Buffer) -> bytes | None:
+        """A compressed buffer as ETW filled it: its header, then its records decompressed."""
+        stored = self._read(buf.offset, buf.size)
+        want = buf.filled - _BUFFER_HEADER
+        try:
+            body = decompress(stored[_BUFFER_HEADER:], want)
+        except LzxpressError as exc:
+            self._problem(f"compressed buffer at offset {buf.offset}: {exc}; its events not read")
+            return None
+        if len(body) != want:
+            self._problem(
+                f"compressed buffer at offset {buf.offset}: decompressed to {len(body)} bytes,"
+                f" its header says {want}; its events not read"
+            )
+            return None
+        return stored[:_BUFFER_HEADER] + body
 
     def events(self) -> Iterator[EtlEvent]:
         """Every record, as stored: buffer after buffer, each buffer's records in order."""
@@ -506,98 +598,119 @@ def _logfile_header(payload: bytes, stamp: int, name: str) -> EtlHeader:
     )
 
 
-def _records(
-    data: bytes, buf: _Buffer, header: EtlHeader, problem: Callable[[str], None]
-) -> Iterator[EtlEvent]:
+def _records(data: bytes, buf: _Buffer, reading: _Reading) -> Iterator[EtlEvent]:
     """The records of one buffer's bytes (``data``: from the buffer header to its filled size)."""
     pos = _BUFFER_HEADER
     end = len(data)
+    base = buf.offset
+    cpu = buf.cpu
+    problem = reading.problem
     while pos + 4 <= end:
-        if data[pos : pos + 4] == b"\xff\xff\xff\xff":  # the rest of the buffer is padding
-            return
         htype = data[pos + 2]
         flags = data[pos + 3]
-        where = buf.offset + pos
+        if flags == 0xFF and data[pos : pos + 4] == b"\xff\xff\xff\xff":  # the rest is padding
+            return
         if flags & 0xC0 == 0xC0:
             kind_type = htype
         elif flags & 0xF0 == 0x90:
             kind_type = _MESSAGE
         else:
             problem(
-                f"record at offset {where}: unknown marker 0x{flags:02x}{htype:02x} (damaged?);"
+                f"record at offset {base + pos}: unknown marker 0x{flags:02x}{htype:02x} (damaged?);"
                 " rest of buffer skipped"
             )
             return
         minimum = _MIN_SIZE.get(kind_type)
         if minimum is None:
             problem(
-                f"record at offset {where}: unknown header type {kind_type} (damaged?);"
+                f"record at offset {base + pos}: unknown header type {kind_type} (damaged?);"
                 " rest of buffer skipped"
             )
             return
         if pos + 8 > end:
             break
-        size_at = 4 if kind_type in _KERNEL_TYPES else 0
-        size = _U16.unpack_from(data, pos + size_at)[0]
         if kind_type in _KERNEL_TYPES:
-            minimum += _kernel_extra(_U16.unpack_from(data, pos)[0])
+            version, _type, size = _KERNEL_HEAD.unpack_from(data, pos)
+            if version & 0x8700:
+                minimum += _kernel_extra(version)
+        else:
+            size = data[pos] | data[pos + 1] << 8
         if size < minimum or pos + size > end:
             problem(
-                f"record at offset {where}: size {size} outside {minimum}..{end - pos}"
+                f"record at offset {base + pos}: size {size} outside {minimum}..{end - pos}"
                 " (damaged?); rest of buffer skipped"
             )
             return
-        yield _record(data, pos, size, kind_type, where, buf.cpu, header)
+        if kind_type in _EVENT_HEADER:
+            yield _event_record(data, pos, size, kind_type, base + pos, cpu, reading)
+        else:
+            yield _record(data, pos, size, kind_type, base + pos, cpu, reading)
         pos += (size + 7) & ~7
     if pos < end:
-        problem(f"record at offset {buf.offset + pos}: {end - pos} bytes, too few for a record header")
+        problem(f"record at offset {base + pos}: {end - pos} bytes, too few for a record header")
+
+
+def _pointer_size(htype: int, header: EtlHeader) -> int:
+    """The pointer width of a record of type ``htype`` (its *32/*64 type, else the session's)."""
+    if htype in _POINTER_4:
+        return 4
+    if htype in _POINTER_8:
+        return 8
+    return header.pointer_size
 
 
 def _record(
-    data: bytes, pos: int, size: int, htype: int, where: int, cpu: int, header: EtlHeader
+    data: bytes, pos: int, size: int, htype: int, where: int, cpu: int, reading: _Reading
 ) -> EtlEvent:
-    if htype in _EVENT_HEADER:
-        return _event_record(data, pos, size, where, cpu, header)
+    """Any record but an ``EVENT_HEADER`` one: what its header says of it."""
     pid: int | None
     tid: int | None
     stamp: int | None
     provider: uuid.UUID | None = None
     level = opcode = event_id = 0
     if htype in _KERNEL_TYPES:
-        hook = _U16.unpack_from(data, pos + 6)[0]
+        hook = data[pos + 6] | data[pos + 7] << 8
         opcode, event_id = hook & 0xFF, hook >> 8
         if htype in _PERFINFO:
             pid = tid = None
-            stamp = struct.unpack_from("<Q", data, pos + 8)[0]
+            stamp = _U64.unpack_from(data, pos + 8)[0]
         else:
-            tid, pid, stamp = struct.unpack_from("<IIQ", data, pos + 8)
+            tid, pid, stamp = _IDS_TIME.unpack_from(data, pos + 8)
         kind = "system"
         if event_id == 0:
             provider = _EVENT_TRACE_GUID
     elif htype in _FULL_HEADER or htype in _INSTANCE:
         _size, _t, _f, opcode, level, _version, tid, pid, stamp, guid = _FULL.unpack_from(data, pos)
-        provider = uuid.UUID(bytes_le=guid)
+        provider = reading.guid(guid)
         kind = "classic"
     elif htype == _MESSAGE:
         kind = "wpp"
         provider, tid, pid, stamp = _message(data, pos, size)
-        event_id = _U16.unpack_from(data, pos + 4)[0]
+        event_id = data[pos + 4] | data[pos + 5] << 8
     else:
         kind = "other"
         pid = tid = stamp = None
-    return EtlEvent(
-        offset=where,
-        kind=kind,
-        provider_id=provider,
-        timestamp=stamp,
-        realtime_ns=header.realtime_ns(stamp) if stamp is not None else None,
-        time_ns=header.since_start_ns(stamp) if stamp is not None else None,
-        cpu=cpu,
-        pid=pid,
-        tid=tid,
-        level=level,
-        opcode=opcode,
-        event_id=event_id,
+    realtime, since = reading.clock.times(stamp) if stamp is not None else (None, None)
+    return _event(
+        {
+            "offset": where,
+            "kind": kind,
+            "provider_id": provider,
+            "timestamp": stamp,
+            "realtime_ns": realtime,
+            "time_ns": since,
+            "cpu": cpu,
+            "pid": pid,
+            "tid": tid,
+            "decoded": None,
+            "error": None,
+            "raw": b"",
+            "level": level,
+            "keyword": 0,
+            "opcode": opcode,
+            "event_id": event_id,
+            "pointer_size": _pointer_size(htype, reading.header),
+        }
     )
 
 
@@ -621,12 +734,20 @@ def _message(data: bytes, pos: int, size: int) -> tuple[uuid.UUID | None, int | 
     return provider, tid, pid, stamp
 
 
-def _event_record(data: bytes, pos: int, size: int, where: int, cpu: int, header: EtlHeader) -> EtlEvent:
+def _event_record(
+    data: bytes, pos: int, size: int, htype: int, where: int, cpu: int, reading: _Reading
+) -> EtlEvent:
     """An ``EVENT_HEADER`` record: TraceLogging when it carries the schema item, else not decoded."""
     (_size, _t, _f, flags, _prop, tid, pid, stamp, guid, desc, _cpu_time, activity) = _EH.unpack_from(
         data, pos
     )
-    provider = uuid.UUID(bytes_le=guid)
+    if flags & _EVENT_HEADER_FLAG_32_BIT_HEADER:
+        pointer_size = 4
+    elif flags & _EVENT_HEADER_FLAG_64_BIT_HEADER:
+        pointer_size = 8
+    else:
+        pointer_size = _pointer_size(htype, reading.header)
+    provider = reading.guid(guid)
     event_id, _version, channel, level, opcode, _task, keyword = EVENT_DESCRIPTOR.unpack_from(desc)
     end = pos + size
     at = pos + _EH.size
@@ -669,7 +790,7 @@ def _event_record(data: bytes, pos: int, size: int, where: int, cpu: int, header
         if error is None:
             try:
                 decoded = _decode_tracelogging(
-                    metadata, user_data, traits, related, desc, channel, activity, provider
+                    metadata, user_data, traits, related, desc, channel, activity, provider, pointer_size
                 )
             except ValueError as exc:
                 error = str(exc)
@@ -677,23 +798,27 @@ def _event_record(data: bytes, pos: int, size: int, where: int, cpu: int, header
                 error = f"cannot decode: {exc!r}"
         if decoded is None:
             raw = metadata + user_data
-    return EtlEvent(
-        offset=where,
-        kind=kind,
-        provider_id=provider,
-        timestamp=stamp,
-        realtime_ns=header.realtime_ns(stamp),
-        time_ns=header.since_start_ns(stamp),
-        cpu=cpu,
-        pid=pid,
-        tid=tid,
-        decoded=decoded,
-        error=error if kind == "tracelogging" else None,
-        raw=raw,
-        level=level,
-        keyword=keyword,
-        opcode=opcode,
-        event_id=event_id,
+    realtime, since = reading.clock.times(stamp)
+    return _event(
+        {
+            "offset": where,
+            "kind": kind,
+            "provider_id": provider,
+            "timestamp": stamp,
+            "realtime_ns": realtime,
+            "time_ns": since,
+            "cpu": cpu,
+            "pid": pid,
+            "tid": tid,
+            "decoded": decoded,
+            "error": error if kind == "tracelogging" else None,
+            "raw": raw,
+            "level": level,
+            "keyword": keyword,
+            "opcode": opcode,
+            "event_id": event_id,
+            "pointer_size": pointer_size,
+        }
     )
 
 
@@ -706,6 +831,7 @@ def _decode_tracelogging(
     channel: int,
     activity: bytes,
     provider_id: uuid.UUID,
+    pointer_size: int,
 ) -> DecodedEvent:
     if len(metadata) >= 2 and _U16.unpack_from(metadata, 0)[0] < len(metadata):
         metadata = metadata[: _U16.unpack_from(metadata, 0)[0]]  # the item may be padded
@@ -722,6 +848,7 @@ def _decode_tracelogging(
             descriptor=desc,
             activity_id=activity_id,
             related_id=related_id,
+            pointer_size=pointer_size,
         )
     # TraceLogging events may name another channel: the schema item, not the channel, makes them.
     event_id, version, _channel, level, opcode, _task, keyword = EVENT_DESCRIPTOR.unpack(desc)
@@ -734,5 +861,6 @@ def _decode_tracelogging(
         opcode=opcode,
         activity_id=activity_id,
         related_id=related_id,
+        pointer_size=pointer_size,
     )
     return dataclasses.replace(event, id=event_id, version=version)

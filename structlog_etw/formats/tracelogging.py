@@ -8,6 +8,7 @@ OutType) and the event data (the packed values), written with an EVENT_DESCRIPTO
 
 from __future__ import annotations
 
+import datetime as _dt
 import enum
 import hashlib
 import re
@@ -21,6 +22,8 @@ __all__ = [
     "CHANNEL_TRACELOGGING",
     "DEFAULT_MAX_SIZE",
     "EVENT_DESCRIPTOR",
+    "FILETIME_EPOCH",
+    "FILETIME_UNIX_EPOCH",
     "GROUP_TRAIT_SIZE",
     "MAX_FIELDS",
     "MAX_METADATA",
@@ -133,6 +136,12 @@ def error_name(code: int) -> str:
     except ValueError:
         return f"WIN32_{code}"
 
+
+#: A FILETIME's zero: 1601-01-01 UTC; a FILETIME counts 100 ns ticks from it (TraceLogging
+#: FILETIME fields, ETW timestamps of sessions and .etl files).
+FILETIME_EPOCH: Final = _dt.datetime(1601, 1, 1, tzinfo=_dt.timezone.utc)
+#: 1970-01-01 UTC as a FILETIME (100 ns ticks since :data:`FILETIME_EPOCH`).
+FILETIME_UNIX_EPOCH: Final = 116_444_736_000_000_000
 
 #: Largest event tags value (28 bits, in the event metadata).
 TAG_MAX: Final = 0x0FFFFFFF

@@ -67,13 +67,12 @@ __all__ = [
 ]
 
 CSVER: Final = 0x0401
-_UTC: Final = _dt.timezone.utc
 
 
 def rfc3339(time_ns: int) -> str:
     """``time_ns`` (ns since the Unix epoch) as RFC 3339 UTC text with microseconds and ``Z``."""
     secs, ns = divmod(time_ns, 1_000_000_000)
-    stamp = _dt.datetime.fromtimestamp(secs, _UTC)
+    stamp = _dt.datetime.fromtimestamp(secs, _dt.timezone.utc)
     return f"{stamp:%Y-%m-%dT%H:%M:%S}.{ns // 1000:06d}Z"
 
 
@@ -203,7 +202,7 @@ def rfc3339_autosi(time_ns: int) -> str:
     of 0, 3, 6 or 9 fraction digits that keep it exact (chrono's ``SecondsFormat::AutoSi``, what
     the exporters write)."""
     secs, ns = divmod(time_ns, 1_000_000_000)
-    stamp = _dt.datetime.fromtimestamp(secs, _UTC)
+    stamp = _dt.datetime.fromtimestamp(secs, _dt.timezone.utc)
     if ns == 0:
         frac = ""
     elif ns % 1_000_000 == 0:

@@ -9,7 +9,7 @@
 * :mod:`~structlog_etw.perf.listener` - :class:`Listener`: a provider's user_events read live
   through ``perf_event_open`` (Linux, root), no perf binary.
 * Below them: :mod:`~structlog_etw.perf.abi` (the perf ABI's numbers),
-  :mod:`~structlog_etw.perf.records` (the one parser of sample and lost records),
+  :mod:`~structlog_etw.perf.records` (the one layout and parser of sample records, and lost records),
   :mod:`~structlog_etw.perf.ring` (records out of a kernel ring buffer) and
   :mod:`~structlog_etw.perf.perf_event_open` (the system call; Linux only, imported by name).
 

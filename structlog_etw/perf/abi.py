@@ -24,13 +24,19 @@ __all__ = [
     "DATA_HEAD_OFFSET",
     "DATA_TAIL_OFFSET",
     "FEATURE_NAMES",
+    "FILE_HEADER_SIZE",
+    "FILE_MAGIC",
     "FLAG_FD_CLOEXEC",
     "IOC_DISABLE",
     "IOC_ENABLE",
     "IOC_ID",
     "IOC_SET_OUTPUT",
+    "PIPE_HEADER_SIZE",
     "RECORD_HEADER_SIZE",
     "RECORD_NAMES",
+    "STRING_ALIGN",
+    "TRACING_DATA_MAGIC",
+    "TRACING_DATA_VERSION",
     "AttrFlag",
     "EventType",
     "Feature",
@@ -184,3 +190,18 @@ Feature = enum.IntEnum(
 
 #: perf.data feature bit -> name (for messages).
 FEATURE_NAMES: Final[dict[int, str]] = {f.value: f.name for f in Feature}
+
+
+#: perf.data's first 8 bytes as a little-endian file holds them (``2ELIFREP``: a big-endian file).
+FILE_MAGIC: Final = b"PERFILE2"
+#: ``sizeof(struct perf_file_header)``: magic, size, attr_size, the attrs/data/event_types
+#: sections (offset, size) and the 256 feature bits.
+FILE_HEADER_SIZE: Final = 104
+#: The header of perf's pipe format: the magic and a size of 16; everything else is records.
+PIPE_HEADER_SIZE: Final = 16
+#: A ``perf_header_string`` (OSRELEASE, HOSTNAME, ...) is padded, NUL included, to this many bytes.
+STRING_ALIGN: Final = 64
+#: HEADER_TRACING_DATA begins with this signature, then the version as a NUL-terminated string.
+TRACING_DATA_MAGIC: Final = b"\x17\x08\x44tracing"
+#: The tracing data version perf writes now (0.6: a saved_cmdlines section at the end).
+TRACING_DATA_VERSION: Final = b"0.6"

@@ -37,6 +37,7 @@ __all__ = [
     "PerfEventAttr",
     "enable",
     "event_id",
+    "make_attr",
     "online_cpus",
     "open_event",
     "set_output",
@@ -109,22 +110,24 @@ def _open(attr: PerfEventAttr, pid: int, cpu: int, group_fd: int = -1, flags: in
     return fd
 
 
-def open_event(
+def make_attr(
     type_: int,
     config: int,
-    cpu: int,
     *,
     sample_type: int,
     clockid: int | None = CLOCK_MONOTONIC,
     disabled: bool = False,
     read_format: int = 0,
-) -> int:
-    """Open one sampling event on ``cpu`` for every process (pid -1); return its fd.
+    sample_id_all: bool = False,
+) -> PerfEventAttr:
+    """The ``perf_event_attr`` of one sampling event (what :func:`open_event` opens, and what a
+    perf.data writer records for it).
 
     Every sample is taken (period 1) with the fields of ``sample_type``
     (:class:`~structlog_etw.perf.abi.SampleFormat` bits), and every sample wakes
     a poller (wakeup_events 1).  ``clockid`` selects the timestamp clock (None: perf's
     own clock; tracepoints refuse the non-NMI-safe CLOCK_REALTIME with EINVAL).
+    ``sample_id_all``: the kernel's other records (LOST) end with the sample's id fields.
     """
     attr = PerfEventAttr()
     attr.type = int(type_)
@@ -135,10 +138,36 @@ def open_event(
     attr.wakeup_events = 1
     attr.read_format = read_format
     flags = AttrFlag.DISABLED if disabled else AttrFlag(0)
+    if sample_id_all:
+        flags |= AttrFlag.SAMPLE_ID_ALL
     if clockid is not None:
         flags |= AttrFlag.USE_CLOCKID
         attr.clockid = clockid
     attr.flags = int(flags)
+    return attr
+
+
+def open_event(
+    type_: int,
+    config: int,
+    cpu: int,
+    *,
+    sample_type: int,
+    clockid: int | None = CLOCK_MONOTONIC,
+    disabled: bool = False,
+    read_format: int = 0,
+    sample_id_all: bool = False,
+) -> int:
+    """Open one sampling event (:func:`make_attr`'s) on ``cpu`` for every process (pid -1); return its fd."""
+    attr = make_attr(
+        type_,
+        config,
+        sample_type=sample_type,
+        clockid=clockid,
+        disabled=disabled,
+        read_format=read_format,
+        sample_id_all=sample_id_all,
+    )
     return _open(attr, -1, cpu, -1, FLAG_FD_CLOEXEC)
 
 
@@ -184,20 +213,29 @@ def parse_cpu_list(text: str) -> list[int]:
 class CpuRing:
     """One CPU's ring buffer: a dummy leader event, its mmap, and the tracepoint fds feeding it.
 
-    Every event of the ring samples ``sample_type`` (the records' layout for whoever parses them).
+    Every event of the ring samples ``sample_type`` (the records' layout for whoever parses them);
+    ``sample_id_all``: the kernel's other records (LOST) carry the id fields too (perf.data needs them).
     """
 
-    __slots__ = ("clockid", "cpu", "fd", "fds", "mm", "ring", "sample_type")
+    __slots__ = ("clockid", "cpu", "fd", "fds", "mm", "ring", "sample_id_all", "sample_type")
 
-    def __init__(self, cpu: int, pages: int, clockid: int | None, sample_type: int) -> None:
+    def __init__(
+        self, cpu: int, pages: int, clockid: int | None, sample_type: int, sample_id_all: bool = False
+    ) -> None:
         if pages < 1 or pages & (pages - 1):
             raise ValueError("pages must be a power of two")
         self.cpu = cpu
         self.clockid = clockid
         self.sample_type = sample_type
+        self.sample_id_all = sample_id_all
         self.fds: list[int] = []
         self.fd = open_event(
-            EventType.SOFTWARE, COUNT_SW_DUMMY, cpu, sample_type=sample_type, clockid=clockid
+            EventType.SOFTWARE,
+            COUNT_SW_DUMMY,
+            cpu,
+            sample_type=sample_type,
+            clockid=clockid,
+            sample_id_all=sample_id_all,
         )
         try:
             page = mmap.PAGESIZE
@@ -209,17 +247,21 @@ class CpuRing:
             raise
         self.ring = RingBuffer(self.mm, mmap.PAGESIZE)
 
-    def add_tracepoint(self, tracepoint_id: int) -> int:
-        """Open tracepoint ``tracepoint_id`` on this CPU into this ring; return its sample identifier."""
-        fd = open_event(
+    def tracepoint_attr(self, tracepoint_id: int) -> PerfEventAttr:
+        """The ``perf_event_attr`` :meth:`add_tracepoint` opens ``tracepoint_id`` with."""
+        return make_attr(
             EventType.TRACEPOINT,
             tracepoint_id,
-            self.cpu,
             sample_type=self.sample_type,
             clockid=self.clockid,
             disabled=True,
             read_format=ReadFormat.LOST,
+            sample_id_all=self.sample_id_all,
         )
+
+    def add_tracepoint(self, tracepoint_id: int) -> int:
+        """Open tracepoint ``tracepoint_id`` on this CPU into this ring; return its sample identifier."""
+        fd = _open(self.tracepoint_attr(tracepoint_id), -1, self.cpu, -1, FLAG_FD_CLOEXEC)
         try:
             set_output(fd, self.fd)
             ident = event_id(fd)

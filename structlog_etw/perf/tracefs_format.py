@@ -19,28 +19,30 @@ event: its EventHeader starts at that field's offset.
 from __future__ import annotations
 
 import functools
-import json
 import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NamedTuple
 
+from ..formats._tracefs import (
+    ARRAY_DYNAMIC,
+    ARRAY_FIXED,
+    ARRAY_NONE,
+    ARRAY_REL,
+    FMT_HEX,
+    FMT_NONE,
+    FMT_SIGNED,
+    FMT_STRING,
+    FMT_UNSIGNED,
+    UNPACKED_BYTES,
+    UNPACKED_INT,
+    UNPACKED_TEXT,
+)
 from ..read.decoded import DecodedField
 
 __all__ = ["FieldsUnpack", "FormatField", "TracepointFormat", "eventheader_offset", "parse_format"]
 
-# Field value formats (how perf-decode prints a plain field).
-FMT_NONE: Final = 0
-FMT_HEX: Final = 1
-FMT_UNSIGNED: Final = 2
-FMT_SIGNED: Final = 3
-FMT_STRING: Final = 4
-
-ARRAY_NONE: Final = 0
-ARRAY_FIXED: Final = 1
-ARRAY_DYNAMIC: Final = 2  # __data_loc
-ARRAY_REL: Final = 3  # __rel_loc
 
 _TOKEN = re.compile(r"\s*(?:([A-Za-z_][A-Za-z0-9_]*)|(\[[^\]]*\]?)|(\([^)]*\)?)|(\"(?:\\.|[^\"])*\"?)|(\S))")
 
@@ -70,13 +72,6 @@ _SIZED_TYPES: Final[dict[str, tuple[int, int]]] = {
     "__s64": (FMT_SIGNED, 8),
     "int64_t": (FMT_SIGNED, 8),
 }
-
-
-def _json_text(text: str) -> str:
-    """``json.dumps(text, ensure_ascii=False)``, without its machinery for the plain case."""
-    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
-        return '"' + text + '"'
-    return json.dumps(text, ensure_ascii=False)
 
 
 def _byteorder(order: str) -> Literal["little", "big"]:
@@ -174,32 +169,6 @@ class FormatField:
         if self.array == ARRAY_NONE:
             return DecodedField(self.name, value, self.array, style, raw=elements[0] if elements else b"")
         return DecodedField(self.name, value, self.array, style, raw_elements=tuple(elements))
-
-    def json_reader(self, order: str) -> Callable[[bytes], str] | None:
-        """The JSON text of :meth:`value` (bytes as spaced hex, ints, Latin-1 text, null), decided
-        once: ``raw -> text``; None for layouts it does not cover (arrays of numbers, dynamic data)."""
-        if self.array in (ARRAY_DYNAMIC, ARRAY_REL) or self.size == 0:
-            return None
-        start, end = self.offset, self.offset + self.size
-        if self.format == FMT_STRING:
-
-            def string(raw: bytes) -> str:
-                if end > len(raw):
-                    return "null"
-                return _json_text(raw[start:end].split(b"\0", 1)[0].decode("latin-1"))
-
-            return string
-        es = self.element_size
-        if self.format == FMT_NONE and (self.array == ARRAY_NONE or es == 1):
-            return lambda raw: '"' + raw[start:end].hex(" ") + '"' if end <= len(raw) else "null"
-        if self.array != ARRAY_NONE or es > self.size or es == 0:
-            return None
-        byteorder = _byteorder(order)
-        signed = self.format == FMT_SIGNED
-        stop = start + es
-        return lambda raw: (
-            str(int.from_bytes(raw[start:stop], byteorder, signed=signed)) if end <= len(raw) else "null"
-        )
 
 
 #: Words of a C declaration that qualify its type; of the other words (but those ignored),
@@ -356,28 +325,16 @@ class TracepointFormat:
         """The event's fields after the common ones."""
         return self.fields[self.common_count :]
 
-    @functools.cached_property
-    def values_reader(self) -> Callable[[bytes], tuple[Any, ...] | None] | None:
-        """``raw -> (value of each own field, ...)`` as :meth:`FormatField.value` reads them, in
-        one unpack (None when ``raw`` is too short); None for formats with fields of other
-        layouts (arrays of numbers, ``__data_loc``, sizes a struct code cannot say)."""
-        return _values_reader(self.own_fields)
-
     def fields_unpack(self, small_unsigned: bool = False) -> FieldsUnpack | None:
         """How the own fields are read in one unpack (:class:`FieldsUnpack`), or None for formats
-        with fields of other layouts (as :attr:`values_reader`).  ``small_unsigned``: 1- and 2-byte
-        signed fields read unsigned (as perf-decode prints them)."""
+        with fields of other layouts (arrays of numbers, ``__data_loc``, sizes a struct code
+        cannot say).  ``small_unsigned``: 1- and 2-byte signed fields read unsigned (as
+        perf-decode prints them)."""
         return _fields_unpack(self.own_fields, small_unsigned)
 
 
 #: struct codes of an integer field of each size (signed: lower case).
 _INT_CODES: Final = {1: "B", 2: "H", 4: "I", 8: "Q"}
-
-#: What :class:`FieldsUnpack` gives for each field: its text's bytes (a ``char[]`` field, up to its
-#: end: the text ends at the first NUL), its bytes (structs, byte arrays), an int.
-UNPACKED_TEXT: Final = 0
-UNPACKED_BYTES: Final = 1
-UNPACKED_INT: Final = 2
 
 
 class FieldsUnpack(NamedTuple):
@@ -415,28 +372,6 @@ def _fields_unpack(fields: tuple[FormatField, ...], small_unsigned: bool) -> Fie
             return None
         at = f.offset + f.size
     return FieldsUnpack(struct.Struct(codes).unpack_from, start, at, tuple(kinds))
-
-
-def _values_reader(fields: tuple[FormatField, ...]) -> Callable[[bytes], tuple[Any, ...] | None] | None:
-    if not fields:
-        return lambda raw: ()
-    layout = _fields_unpack(fields, False)
-    if layout is None:
-        return None
-    unpack, start, need, kinds = layout
-    strings = [i for i, kind in enumerate(kinds) if kind == UNPACKED_TEXT]
-    if not strings:
-        return lambda raw: unpack(raw, start) if len(raw) >= need else None
-
-    def read(raw: bytes) -> tuple[Any, ...] | None:
-        if len(raw) < need:
-            return None
-        values: list[Any] = list(unpack(raw, start))
-        for i in strings:
-            values[i] = values[i].split(b"\0", 1)[0].decode("latin-1")
-        return tuple(values)
-
-    return read
 
 
 def parse_format(system: str, text: str, long64: bool = True) -> TracepointFormat | None:

@@ -20,11 +20,12 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ..backends.base import Backend, BackendUnavailable
+from ..backends.base import TRANSIENT_ERRNOS, Backend, BackendUnavailable
 from ..formats.eventheader import validate_provider_name as validate_eventheader_name
 from ..formats.tracelogging import validate_provider_name as validate_tracelogging_name
 
 __all__ = [
+    "DOCTOR_HINT",
     "ETW_LIBRARY",
     "PLATFORM",
     "EtwUnavailableWarning",
@@ -76,6 +77,17 @@ class StatusReason(str, enum.Enum):
     PERMISSION_DENIED = "permission_denied"
     #: ``user_events_data`` could not be opened for another reason.
     OPEN_FAILED = "open_failed"
+    #: The process was out of descriptors or memory (``EMFILE``, ``ENFILE``, ``ENOMEM``) when
+    #: the backend was made, its module imported included: tried again when a later event
+    #: registers a new (level, keyword) pair, a bounded number of times.
+    RESOURCES_EXHAUSTED = "resources_exhausted"
+    #: Linux: the ``user_events_data`` descriptor was closed behind the library's back (a
+    #: daemonizer's close-all) and could not be opened again yet: nothing is written to the
+    #: number (it may be the application's file now); events are ``dropped["descriptor_lost"]``.
+    DESCRIPTOR_LOST = "descriptor_lost"
+    #: Linux: writing to the OS backend through a new ``user_events_data`` descriptor, opened
+    #: after the first was closed behind the library's back (the detail says how often).
+    DESCRIPTOR_REOPENED = "descriptor_reopened"
     #: Windows: the ETW library does not load, or EventRegister failed.
     ETW_UNAVAILABLE = "etw_unavailable"
     #: The provider name (or group) is not valid in the format of this OS's backend.
@@ -108,6 +120,10 @@ def status_reason(code: str) -> StatusReason:
     except ValueError:
         return StatusReason.UNAVAILABLE
 
+
+#: What the one-time warning and a disabled provider's status add: the command that checks the
+#: machine and names the fix.
+DOCTOR_HINT: Final = " (run `structlog-etw doctor` to see what is missing and how to fix it)"
 
 #: The reasons warned about so far (one warning per reason and process).
 warned: set[str] = set()
@@ -145,7 +161,7 @@ def warn_once(provider: str, reason: str) -> None:
         return
     warned.add(reason)
     warnings.warn(
-        f"structlog-etw: provider {provider!r} runs disabled (events are dropped): {reason}",
+        f"structlog-etw: provider {provider!r} runs disabled (events are dropped): {reason}{DOCTOR_HINT}",
         EtwUnavailableWarning,
         stacklevel=_user_stacklevel(),
     )
@@ -166,7 +182,13 @@ def default_backend(name: str, group: str | None, guid: uuid.UUID | None = None)
             from ..backends.user_events import UserEventsBackend  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
         except ImportError as exc:
             raise BackendUnavailable(f"user_events backend not importable: {exc}", "unavailable") from exc
-        return UserEventsBackend(name, group)
+        except OSError as exc:  # e.g. EMFILE: the import could not open the module's file
+            reason = _os_error_code(exc)
+            raise BackendUnavailable(f"user_events backend not importable: {exc}", reason) from exc
+        try:
+            return UserEventsBackend(name, group)
+        except OSError as exc:  # anything the constructor did not sort out itself
+            raise BackendUnavailable(f"user_events backend failed: {exc}", _os_error_code(exc)) from exc
     if PLATFORM == "win32":
         try:
             from ..backends.etw import EtwBackend  # noqa: PLC0415
@@ -174,6 +196,8 @@ def default_backend(name: str, group: str | None, guid: uuid.UUID | None = None)
         except ImportError as exc:
             reason = StatusReason.ETW_UNAVAILABLE.value
             raise BackendUnavailable(f"ETW backend not importable: {exc}", reason) from exc
+        except OSError as exc:
+            raise BackendUnavailable(f"ETW backend not importable: {exc}", _os_error_code(exc)) from exc
         # The traits must equal TraceLoggingEncoder(name, group).traits (group: GUID or name hash).
         return EtwBackend(
             name,
@@ -182,6 +206,13 @@ def default_backend(name: str, group: str | None, guid: uuid.UUID | None = None)
             library=ETW_LIBRARY,
         )
     raise BackendUnavailable(f"no trace facility on platform {PLATFORM!r}", "unsupported_platform")
+
+
+def _os_error_code(exc: OSError) -> str:
+    """The status code of an :class:`OSError` met while making a backend."""
+    if exc.errno in TRANSIENT_ERRNOS:
+        return StatusReason.RESOURCES_EXHAUSTED.value
+    return StatusReason.OPEN_FAILED.value
 
 
 def unavailable_code(exc: BackendUnavailable) -> str:

@@ -25,7 +25,15 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
 
 from .._util.counters import Count, Guard, Tally
-from ..backends.base import UNKNOWN_WORD, UNWRITABLE_WORD, Backend, BackendUnavailable, Slot
+from ..backends.base import (
+    DESCRIPTOR_LOST,
+    TRANSIENT_ERRNOS,
+    UNKNOWN_WORD,
+    UNWRITABLE_WORD,
+    Backend,
+    BackendUnavailable,
+    Slot,
+)
 from ..backends.null import DISABLED_WORD, NullBackend
 from ..formats._levels import LEVEL_NAMES, Opcode, check_keyword
 from ..formats.eventheader import error_name as eventheader_error_name
@@ -35,6 +43,7 @@ from ..formats.tracelogging import error_name as tracelogging_error_name
 from ..write.fields import Field
 from . import _platform
 from ._platform import (
+    DOCTOR_HINT,
     EtwUnavailableWarning,
     ProviderStatus,
     StatusReason,
@@ -59,6 +68,7 @@ __all__ = [
     "StatusReason",
     "close_all",
     "get_provider",
+    "open_descriptors",
     "providers",
     "set_backend_factory",
 ]
@@ -90,23 +100,37 @@ class _Encoder(Protocol[E_co]):
 #: The opcode of the only event that carries a related activity id (a plain int: the hot path's).
 _START: Final = int(Opcode.ACTIVITY_START)
 
-#: Results of :meth:`_WritePath.write` that are not backend codes (those are >= 0).
+#: Results of a write that are not backend codes (those are >= 0, or ``DESCRIPTOR_LOST``).
 _TOO_LARGE: Final = -1
 _ENCODE_ERROR: Final = -2
 _INTERNAL_ERROR: Final = -3
+#: ``skip`` of :meth:`Provider.write_dict_with` when the event comes as a list of fields
+#: (:meth:`Provider.write`): the one write sequence encodes it with ``encode_fields``.
+_FIELDS: Final[Any] = object()
+#: How often a provider that could not make its OS backend for a transient reason (out of
+#: descriptors or memory) tries again, at the registration of a new (level, keyword) pair.
+MAX_BACKEND_RETRIES: Final = 8
 #: The handle of a slot asked for by a signal handler or ``__del__`` while this thread was
 #: registering a slot of the same provider: never cached, its events counted as ``reentrant``.
 _REENTERED: Final[Any] = object()
 
 
 class _WritePath(Generic[E]):
-    """An encoder and a backend of one format: the provider's only way to write an event.
+    """An encoder and a backend of one format, installed together.
 
-    ``encode_dict`` and ``backend_write`` are the bound methods :meth:`Provider.write_dict` calls
-    (read once per event from the path, the encoder and the backend installed together).
+    ``encode_dict``, ``encode_fields`` and ``backend_write`` are the bound methods the provider's
+    one write sequence (:meth:`Provider.write_dict_with`) calls, read once per event from the path.
     """
 
-    __slots__ = ("backend", "backend_write", "encode_dict", "encoder", "error_name", "format")
+    __slots__ = (
+        "backend",
+        "backend_write",
+        "encode_dict",
+        "encode_fields",
+        "encoder",
+        "error_name",
+        "format",
+    )
 
     def __init__(
         self, fmt: str, encoder: _Encoder[E], backend: Backend[E], error_name: Callable[[int], str]
@@ -115,23 +139,24 @@ class _WritePath(Generic[E]):
         self.encoder = encoder
         self.backend = backend
         self.encode_dict = encoder.encode_dict
+        self.encode_fields = encoder.encode_fields
         self.backend_write = backend.write
         #: The name a backend error code is counted under (errno names, Win32 names).
         self.error_name = error_name
 
-    def write(self, slot: Slot, name: str, fields: list[Field], header: HeaderValue) -> int:
-        """0 written; else the backend's error code, :data:`_TOO_LARGE`, :data:`_ENCODE_ERROR` or
-        :data:`_INTERNAL_ERROR` (a backend that raised).  Never raises."""
-        try:
-            event = self.encoder.encode_fields(name, fields, header)
-        except Exception:
-            return _ENCODE_ERROR
-        if event is None:
-            return _TOO_LARGE
-        try:
-            return self.backend.write(slot, event, header[1], header[3], header[4])
-        except Exception:
-            return _INTERNAL_ERROR
+
+class _NoEncoder:
+    """The encoder of a provider whose encoder module cannot even be imported (out of
+    descriptors): its backend is a :class:`NullBackend`, whose slots are never enabled, so
+    nothing is ever encoded; were it asked, the event is counted as ``dropped["too_large"]``."""
+
+    truncated = 0
+
+    def encode_fields(self, name: str, fields: list[Field], header: HeaderValue) -> None:
+        return None
+
+    def encode_dict(self, name: str, event: Mapping[Any, Any], skip: str | None, header: HeaderValue) -> None:
+        return None
 
 
 #: Levels registered up front for the default keyword (critical .. verbose).
@@ -247,6 +272,8 @@ class Provider:
         self.format = "eventheader"
         factory = REGISTRY.factory
         routed = backend is None
+        self._routed = routed  # writes where the OS (or a capture) says: may retry the OS backend
+        self._retries = 0
         if backend is None and factory is None:
             _validate_name(name, group, os_format())  # before anything is registered with the OS
             backend = self._os_backend()
@@ -296,6 +323,11 @@ class Provider:
                 if warn:
                     warn_once(self.name, reason)
                 self._base_backend = NullBackend(reason, fmt, unavailable_code(exc))
+            except Exception as exc:  # never an exception from a constructor (MemoryError, ...)
+                reason = f"the OS backend failed: {type(exc).__name__}: {exc}"
+                if warn:
+                    warn_once(self.name, reason)
+                self._base_backend = NullBackend(reason, fmt, _failure_code(exc))
         return self._base_backend
 
     def _backend_from(
@@ -334,11 +366,17 @@ class Provider:
         fmt = backend.format
         try:
             path = _write_path(fmt, backend, self.name, self.group)
-        except ImportError as exc:
+        except (ImportError, OSError) as exc:  # OSError: e.g. EMFILE opening the module's file
             reason = f"{fmt} encoder not importable: {exc}"
             warn_once(self.name, reason)
-            backend = NullBackend(reason, "eventheader", StatusReason.ENCODER_UNAVAILABLE.value)
-            path = _write_path("eventheader", backend, self.name, self.group)
+            code = StatusReason.ENCODER_UNAVAILABLE.value
+            if isinstance(exc, OSError):
+                code = _failure_code(exc)
+            backend = NullBackend(reason, "eventheader", code)
+            try:
+                path = _write_path("eventheader", backend, self.name, self.group)
+            except (ImportError, OSError):  # no encoder loads: a null backend never encodes
+                path = _WritePath[bytes]("eventheader", _NoEncoder(), backend, eventheader_error_name)
         owned = self._guard.enter()
         try:
             previous = getattr(self, "_path", None)
@@ -418,8 +456,20 @@ class Provider:
         if closed:
             return ProviderStatus(False, StatusReason.CLOSED, "the provider was closed", text)
         if isinstance(backend, NullBackend):
-            return ProviderStatus(False, status_reason(backend.code), backend.reason, text)
+            return ProviderStatus(False, status_reason(backend.code), backend.reason + DOCTOR_HINT, text)
         if backend is self._base_backend:
+            lost = getattr(backend, "lost", None)
+            if lost is not None:
+                return ProviderStatus(False, StatusReason.DESCRIPTOR_LOST, str(lost), text)
+            reopened = getattr(backend, "reopened", 0)
+            if reopened:
+                return ProviderStatus(
+                    True,
+                    StatusReason.DESCRIPTOR_REOPENED,
+                    f"writing to the OS backend through a new descriptor: the previous one was closed "
+                    f"by other code ({reopened} time(s)); see dropped['descriptor_lost']",
+                    text,
+                )
             return ProviderStatus(True, StatusReason.OS, "writing to the OS backend", text)
         return ProviderStatus(True, StatusReason.CUSTOM_BACKEND, "writing to a backend of the program", text)
 
@@ -461,6 +511,7 @@ class Provider:
                 return slot
             if self._closed or len(self._slots) >= self.max_slots:
                 return Slot(level, keyword, UNWRITABLE_WORD, None)
+            self._retry_backend()
             try:
                 fresh = self._path.backend.open_slot(level, keyword)
             except Exception as exc:  # registration failed: this pair stays disabled
@@ -475,6 +526,22 @@ class Provider:
             return slot
         finally:
             self._leave()
+
+    def _retry_backend(self) -> None:
+        """Try the OS backend again if it failed for a transient reason (out of descriptors or
+        memory), at most :data:`MAX_BACKEND_RETRIES` times (the guard is held)."""
+        backend = self._path.backend
+        if (
+            not self._routed
+            or self._retries >= MAX_BACKEND_RETRIES
+            or not isinstance(backend, NullBackend)
+            or backend.code != StatusReason.RESOURCES_EXHAUSTED.value
+        ):
+            return
+        self._retries += 1
+        if self._base_backend is backend or isinstance(self._base_backend, NullBackend):
+            self._base_backend = None
+        self._install(self._backend_from(REGISTRY.factory, warn=False))
 
     def _leave(self) -> None:
         """Release the guard; finish a :meth:`close` that re-entered while it was held."""
@@ -522,12 +589,7 @@ class Provider:
         except Exception:
             self._count_failure(_ENCODE_ERROR)
             return False
-        rc = self._path.write(slot, name, fields, header)
-        if rc == 0:  # the common case: one C call
-            self._count_written()
-            return True
-        self._count_failure(rc)
-        return False
+        return self.write_dict_with(slot, name, fields, _FIELDS, header)  # type: ignore[arg-type]
 
     def write_dict(
         self,
@@ -568,14 +630,21 @@ class Provider:
     ) -> bool:
         """:meth:`write_dict` with the event's header given: ``slot.header`` for a plain event (the
         log call's hot path: no header to build), else one :func:`_header` built.  The backend is
-        handed the header's opcode and activity ids.  True if written; never raises."""
+        handed the header's opcode and activity ids.  True if written; never raises.
+
+        The provider's one encode -> backend -> count sequence: :meth:`write` ends here too, its
+        list of fields passed as ``event`` with the private ``skip`` marker that says so.
+        """
         word = slot.word
         if not word[0] or word is UNWRITABLE_WORD:
             self._count_unwritten(slot)
             return False
         path: _WritePath[Any] = self._path
         try:
-            out = path.encode_dict(name, event, skip, header)
+            if skip is not _FIELDS:
+                out = path.encode_dict(name, event, skip, header)
+            else:
+                out = path.encode_fields(name, event, header)  # type: ignore[arg-type]
         except Exception:
             self._count_failure(_ENCODE_ERROR)
             return False
@@ -601,6 +670,8 @@ class Provider:
             self._dropped.add("encode_error")
         elif rc == _INTERNAL_ERROR:
             self._dropped.add("internal_error")
+        elif rc == DESCRIPTOR_LOST:  # the backend's descriptor is not its own any more
+            self._dropped.add("descriptor_lost")
         elif self._closed:  # a write that raced close(): the backend refused it as closed
             self._dropped.add("closed")
         else:
@@ -687,6 +758,15 @@ class Provider:
 
     def __repr__(self) -> str:
         return f"Provider({self.name!r}, group={self.group!r}, format={self.format!r})"
+
+
+def _failure_code(exc: BaseException) -> str:
+    """The status code of an unexpected failure to make a backend or load an encoder."""
+    if isinstance(exc, OSError) and exc.errno in TRANSIENT_ERRNOS:
+        return StatusReason.RESOURCES_EXHAUSTED.value
+    if isinstance(exc, MemoryError):
+        return StatusReason.RESOURCES_EXHAUSTED.value
+    return StatusReason.UNAVAILABLE.value
 
 
 def _header(
@@ -827,6 +907,24 @@ def set_backend_factory(factory: BackendFactory | None) -> BackendFactory | None
     Used by ``structlog_etw.testing`` to capture events.
     """
     return REGISTRY.set_factory(factory)
+
+
+def open_descriptors() -> list[int]:
+    """The descriptors structlog-etw holds open (Linux: each OS provider's ``user_events_data``
+    and its private duplicate), sorted; ``[]`` where it holds none (Windows, no user_events).
+
+    For daemonizers that close every descriptor they are not told to keep::
+
+        daemon.DaemonContext(files_preserve=structlog_etw.open_descriptors())
+
+    Call it right before daemonizing (after the providers are made).  A descriptor closed
+    anyway is never written again: the provider opens a new one (docs/linux.md).
+    """
+    try:
+        from ..backends.user_events import open_descriptors as user_events_descriptors  # noqa: PLC0415
+    except (ImportError, OSError):
+        return []
+    return user_events_descriptors()
 
 
 def close_all() -> None:

@@ -1,9 +1,8 @@
 """The text of values that every writer shares: errno names, C++ ``std::to_chars`` floats,
 UTC times and perf's wall-clock sample times, as Microsoft's perf-decode writes them.
 
-The read side's text helpers, in one home: the perf-decode JSON writer
-(:mod:`structlog_etw.read.writers.perf_json`) and the console and JSON writers of the CLI
-(``cli/render.py``) use them; nothing here reads event bytes.
+The read side's text helpers, in one home: the writers of :mod:`structlog_etw.read.writers` use
+them; nothing here reads event bytes.
 """
 
 from __future__ import annotations
@@ -11,9 +10,10 @@ from __future__ import annotations
 import functools
 import math
 import struct
-from typing import Final
+from collections.abc import Callable, Hashable
+from typing import Final, Generic, TypeVar
 
-__all__ = ["errno_text", "float_text", "time_text", "wallclock_text"]
+__all__ = ["KeptTexts", "errno_text", "float_text", "template_literal", "time_text", "wallclock_text"]
 
 _ERRNO_NAMES: Final = (
     "EPERM",
@@ -241,3 +241,32 @@ def float_text(value: float, single: bool = False) -> str:
     else:
         fixed = digits[:point] + "." + digits[point:]
     return sign + (fixed if len(fixed) <= len(sci) else sci)
+
+
+def template_literal(text: bytes) -> bytes:
+    """``text`` as a constant part of a ``%`` template (``%`` doubled): how every compiled plan
+    of the writers puts a fixed text beside the values it fills in."""
+    return text.replace(b"%", b"%%")
+
+
+_K = TypeVar("_K", bound=Hashable)
+
+
+class KeptTexts(dict[_K, bytes], Generic[_K]):
+    """The texts ``write`` gave for the last ``limit`` distinct values, by value: a value seen
+    is one look-up in C (``kept[value]``), a new one is written by ``__missing__`` (a writer's
+    memo of repeated values: errno names, times, a thread's name)."""
+
+    __slots__ = ("limit", "write")
+
+    def __init__(self, write: Callable[[_K], bytes], limit: int) -> None:
+        super().__init__()
+        self.write = write
+        self.limit = limit
+
+    def __missing__(self, value: _K) -> bytes:
+        found = self.write(value)
+        if len(self) >= self.limit:
+            self.clear()
+        self[value] = found
+        return found

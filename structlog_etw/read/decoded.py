@@ -21,7 +21,7 @@ from typing import Any, Final, Literal
 
 from ..formats._errors import DecodeError
 
-__all__ = ["MAX_DECODE_NESTING", "DecodeError", "DecodedEvent", "DecodedField", "plain_fields"]
+__all__ = ["MAX_DECODE_NESTING", "DecodeError", "DecodedEvent", "DecodedField", "EventMeta", "plain_fields"]
 
 #: How deep the decoders follow structs inside structs (both formats): a struct at this depth
 #: (top-level fields are at depth 0) is refused with :class:`DecodeError`.  Our encoders write at
@@ -106,3 +106,16 @@ class DecodedEvent:
     format: str = ""
     byte_order: Literal["little", "big"] = "little"
     raw_name: bytes = b""
+
+
+@dataclass(frozen=True)
+class EventMeta:
+    """Where and when an event was captured (all optional): what a writer shows beside a
+    :class:`DecodedEvent` (perf's sample time, wall-clock time, cpu, pid, tid, tracepoint name)."""
+
+    time_ns: int | None = None
+    realtime_ns: int | None = None
+    cpu: int | None = None
+    pid: int | None = None
+    tid: int | None = None
+    tracepoint: str | None = None

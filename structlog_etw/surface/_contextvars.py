@@ -6,13 +6,14 @@ a key's variable is made the first time the key is bound and kept for the life o
 (unbinding or clearing sets it to ``Ellipsis``).  This module **reads** that registry and
 never writes, wraps or replaces it:
 
-* ``len(REGISTRY) == WATCH.clean_size`` - the hot-path test, true while no ``etw_*`` key was
-  ever bound through contextvars (a ``len()`` and an attribute read).  A registry of that size
-  was seen holding no ``etw_*`` variable; because it only grows, one of that size still holds
-  none.
-* :meth:`ContextvarsWatch.etw_bound` - whether an ``etw_*`` key holds a value in the current
-  context (it re-reads the registry after it grew, then ``ContextVar.get()`` per ``etw_*`` key
-  found there); :meth:`ContextvarsWatch.value` - one key's value.
+* :func:`etw_bound` - **the** predicate "an ``etw_*`` key is bound through contextvars in the
+  current context", which every path of the surface (renderer, wrapper, ``EtwEarlyDrop``) asks
+  (it is :meth:`ContextvarsWatch.etw_bound` of :data:`WATCH`).  While no ``etw_*`` key was ever
+  bound through contextvars it costs a tuple read and a ``len()``: the registry was last seen at
+  that size holding no ``etw_*`` variable, and because it only grows, one of that size still
+  holds none (``WATCH.clean_size`` is that size).  Otherwise it re-reads the registry after it
+  grew, then ``ContextVar.get()`` per ``etw_*`` key found there.
+* :meth:`ContextvarsWatch.value` - one key's value.
 
 At import a probe checks the assumption: ``bind_contextvars`` (structlog's public API), called in a
 throw-away ``contextvars.Context``, must put its variable into that registry.  That leaves one
@@ -37,7 +38,7 @@ from typing import Any, Final, TypeAlias
 
 import structlog.contextvars as _slcv
 
-from ..context._resolve import CONTROL_KEYS
+from ..context._resolve import CONTROL_KEYS, CONTROL_SET
 
 __all__ = [
     "PREFIX",
@@ -45,6 +46,7 @@ __all__ = [
     "WATCH",
     "AsyncCaller",
     "ContextvarsWatch",
+    "etw_bound",
     "mark_async_caller",
     "unmark_async_caller",
 ]
@@ -133,13 +135,17 @@ class ContextvarsWatch:
     def etw_bound(self) -> bool:
         """Whether an ``etw_*`` key holds a value through contextvars in the current context.
 
-        A variable holding structlog's "unset" marker (``Ellipsis``, what ``clear_contextvars``/
-        ``unbind_contextvars`` leave) does not count.
+        While the registry has the size it was last scanned at, that scan's variables are read
+        (none at all while no ``etw_*`` key was ever bound: the hot path).  A variable holding
+        structlog's "unset" marker (``Ellipsis``, what ``clear_contextvars``/``unbind_contextvars``
+        leave) does not count.
         """
+        if len(self.registry) == self.clean_size:  # no etw_* variable was ever made: the hot path
+            return False
         size, found = self._scan
         if size != len(self.registry):  # the registry grew, or the public API is in use (size -1)
             if self._public:
-                return not _slcv.get_contextvars().keys().isdisjoint(CONTROL_KEYS)
+                return not _slcv.get_contextvars().keys().isdisjoint(CONTROL_SET)
             found = self._rescan()
         for var in found:  # noqa: SIM110 - a plain loop is cheaper than any()
             if var.get(Ellipsis) is not Ellipsis:
@@ -162,6 +168,9 @@ WATCH: Final = ContextvarsWatch(_structlog_registry())
 #: structlog's registry, read only (an empty dict without one: ``len(REGISTRY)`` is then never
 #: ``WATCH.clean_size``, which stays -1).
 REGISTRY: Final = WATCH.registry
+#: The one predicate: whether an ``etw_*`` key holds a value through contextvars in the current
+#: context (:meth:`ContextvarsWatch.etw_bound` of :data:`WATCH`, bound once: one call, no look-up).
+etw_bound: Final = WATCH.etw_bound
 
 # --- async calls: structlog's markers of the calling thread and frame --------------------------
 

@@ -16,17 +16,21 @@ from __future__ import annotations
 import sys
 import traceback
 import uuid
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import Any, Final
 
 import structlog
 from structlog.stdlib import ProcessorFormatter
 
+from ..backends.base import Slot
 from ..context._activity import CURRENT_ACTIVITY
 from ..context._resolve import (
     CONTROL_KEYS,
+    CONTROL_SET,
     EVENT_NAMES,
     MAX_EVENT_NAME,
+    POSITIONAL_ARGS,
+    RENDERER_NOT_PLAIN,
     KeywordsByLogger,
     Resolver,
     as_keywords_by_logger,
@@ -37,7 +41,7 @@ from ..formats._levels import METHOD_LEVELS, STDLIB_NUMBERS, check_keyword, leve
 from ..otel._common_schema import write_common
 from ..provider._provider import Provider, check_provider_id, get_provider
 from ..write.fields import STR, dict_fields, safe_str
-from ._contextvars import REGISTRY, WATCH
+from ._contextvars import WATCH, etw_bound
 
 __all__ = [
     "FORMATTER_KEYS",
@@ -48,7 +52,7 @@ __all__ = [
     "event_name",
     "exc_info_text",
     "in_processor_formatter",
-    "plain_resolution",
+    "plain_writer",
     "positional_message",
     "resolver_for",
     "restore_renderer",
@@ -57,9 +61,6 @@ __all__ = [
 
 #: structlog method name -> trace level (1 critical .. 5 verbose); unknown names -> 5.
 LEVELS: Final = METHOD_LEVELS
-_CONTROL_SET: Final = frozenset(CONTROL_KEYS)
-#: Keys that send an event off the hot path: the control keys and ``positional_args``.
-_SPECIAL_SET: Final = frozenset((*CONTROL_KEYS, "positional_args"))
 #: The keys ``ProcessorFormatter`` adds to an event dict for its processors (never fields).
 FORMATTER_KEYS: Final = ("_record", "_from_structlog")
 _FORMATTER_CODE: Final = ProcessorFormatter.format.__code__
@@ -83,8 +84,6 @@ def in_processor_formatter(event_dict: Mapping[str, Any], depth: int = 1) -> boo
 #: The values of ``EtwRenderer(schema=...)``.
 SCHEMAS: Final = ("etw", "common", "tracing-etw")
 _STR_ONLY: Final = frozenset((str,))
-#: The key ``structlog.stdlib.BoundLogger`` puts a call's ``%`` arguments under.
-POSITIONAL_ARGS: Final = "positional_args"
 
 
 class WrittenEventDict(dict[str, Any]):
@@ -235,7 +234,7 @@ def _str_keyed(event_dict: MutableMapping[str, Any]) -> dict[str, Any]:
     for k, v in items:
         if type(k) is not str:
             name = safe_str(k)
-            while name in out or name in _CONTROL_SET:
+            while name in out or name in CONTROL_SET:
                 name += "_"
             out[name] = v
     return out
@@ -254,6 +253,14 @@ class EtwRenderer:
     (:func:`event_name`; with ``etw_name`` the ``event`` value stays a field called
     ``event``).  Every other key becomes a typed field; ``exc_info`` becomes an ``exception``
     field holding the formatted traceback unless ``exception`` is already there.
+
+    Configure it with a logger factory that needs no stream,
+    ``structlog.configure(processors=[..., EtwRenderer(name)],
+    logger_factory=structlog.ReturnLoggerFactory())`` (or ``structlog.wrap_logger(structlog.ReturnLogger(),
+    ...)``): the chain ends here, so the logger is never called, but structlog makes it all the
+    same, and its default ``PrintLogger`` fails on every call where ``sys.stdout`` is None
+    (``pythonw.exe``, Windows services, a service started with fd 1 closed; newer structlog raises
+    ``TypeError``).  Only a chain that prints (``passthrough``) needs a stream.
 
     After writing it raises :class:`structlog.DropEvent` (nothing else renders the event), or
     with ``passthrough=True`` returns the event dict (control keys removed) for later
@@ -443,9 +450,10 @@ class EtwRenderer:
     def write_event(self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> None:
         """Write ``event_dict`` as calling the renderer does, without ``DropEvent`` or pass-through.
 
-        The one entry ``make_etw_bound_logger``'s direct-write path uses (it builds the event dict
-        structlog would build and calls this instead of running the chain).  Never raises: what
-        cannot be written is counted (``dropped["render_error"]`` for a failure here).
+        ``make_etw_bound_logger``'s direct write calls this for an event dict that is not plain
+        (it builds the dict structlog would build instead of running the chain); a plain one it
+        hands to the renderer's one plain write (:func:`plain_writer`).  Never raises: what cannot
+        be written is counted (``dropped["render_error"]`` for a failure here).
         """
         try:
             self._render(logger, method_name, event_dict)
@@ -494,15 +502,28 @@ class EtwRenderer:
                 out.setdefault("message_error", error)
         return out
 
+    def _write_plain(self, slot: Slot, text: object, event_dict: Mapping[str, Any]) -> None:
+        """The one plain-event write: an event without control keys, ``positional_args`` or
+        ``exc_info`` whose slot someone listens to, named by its event text *text*, its items
+        (but ``event_key``) the fields, with the slot's own header (inside an activity: the
+        activity's ids).  The renderer's plain events and ``make_etw_bound_logger``'s direct
+        write (:func:`plain_writer`, bound once per class) both end here."""
+        name = EVENT_NAMES[text] if type(text) is str else event_name(text)
+        current = CURRENT_ACTIVITY.get()
+        if current is None:
+            self.provider.write_dict_with(slot, name, event_dict, self.event_key, slot.header)
+        else:
+            self.provider.write_dict(slot, name, event_dict, self.event_key, 0, 0, current[0], current[1])
+
     def _render(self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> None:
         resolver = self._resolver
         # A dict's keys view looks the few control keys up in the dict (it iterates the smaller
         # side when the other is a set): a cost per control key, not per field.
         if (
-            event_dict.keys().isdisjoint(_SPECIAL_SET)
+            event_dict.keys().isdisjoint(RENDERER_NOT_PLAIN)
             if type(event_dict) is dict
-            else _SPECIAL_SET.isdisjoint(event_dict)
-        ) and (len(REGISTRY) == WATCH.clean_size or not WATCH.etw_bound()):
+            else RENDERER_NOT_PLAIN.isdisjoint(event_dict)
+        ) and not etw_bound():
             # the common case: no control key anywhere, nothing to look up
             if resolver.by_name:
                 slot = resolver.method_slot(method_name, logger, event_dict)
@@ -529,26 +550,26 @@ class EtwRenderer:
             if provider.closed:  # logged after close (e.g. at interpreter exit): counted
                 provider.count_dropped("closed")
             return  # nobody listens: not counted (the normal state of a provider)
-        if header is not None and POSITIONAL_ARGS in event_dict:  # a stdlib BoundLogger's % arguments
-            event_dict = self._with_message(event_dict)
-
+        exc_info = event_dict.get("exc_info")
+        plain_fields = not self._common and (exc_info is None or exc_info is False)  # never asks its truth
         if header is None:
+            if plain_fields:  # a plain event: the one plain write
+                self._write_plain(slot, event_dict.get(self.event_key, ""), event_dict)
+                return
             opcode = tags = 0
             name = None
         else:
+            if POSITIONAL_ARGS in event_dict:  # a stdlib BoundLogger's % arguments
+                event_dict = self._with_message(event_dict)
             opcode, tags, name = event_header(*header, provider.format, self._count_invalid)
         named = name is not None  # by etw_name: the event text then stays a field (event_key)
         event_key = self.event_key
         if name is None:
             event = event_dict.get(event_key, "")
             name = EVENT_NAMES[event] if type(event) is str else event_name(event)
-        exc_info = event_dict.get("exc_info")
-        if not self._common and (exc_info is None or exc_info is False):  # never asks exc_info's truth
-            # the hot path: the event dict's items are the fields (Provider.write_dict)
+        if plain_fields:  # the event dict's items are the fields (Provider.write_dict)
             current = CURRENT_ACTIVITY.get()
-            if current is None and header is None:  # a plain event: the slot's own header
-                provider.write_dict_with(slot, name, event_dict, event_key, slot.header)
-            elif current is None:
+            if current is None:
                 provider.write_dict(slot, name, event_dict, None if named else event_key, opcode, tags)
             else:
                 provider.write_dict(
@@ -587,13 +608,14 @@ class EtwRenderer:
             provider.write(slot, name, fields, opcode, tags, current[0], current[1])
 
 
-def plain_resolution(renderer: EtwRenderer) -> Resolver | None:
-    """The resolution *renderer* writes its plain events by (an event without control keys,
-    ``positional_args`` or ``exc_info``: the slot ``resolution.by_method[method_name]`` while
-    ``resolution.by_name`` is false, the event named by its ``event_key`` text, the items written
-    with :meth:`~structlog_etw.Provider.write_dict`), for ``make_etw_bound_logger``'s direct write;
-    ``None`` when it writes none that way (a Common Schema renderer)."""
-    return None if renderer._common else renderer._resolver
+def plain_writer(renderer: EtwRenderer) -> tuple[Resolver, Callable[[Slot, object, Any], None]] | None:
+    """What *renderer* writes its plain events by (an event without control keys,
+    ``positional_args`` or ``exc_info``), for ``make_etw_bound_logger``'s direct write: its
+    resolution (the slot is ``resolution.by_method[method_name]`` while ``resolution.by_name`` is
+    false) and its one plain write (``write(slot, event_text, event_dict)``, the renderer's bound
+    method: the wrapper binds it when it builds a class); ``None`` when it writes no event that way
+    (a Common Schema renderer)."""
+    return None if renderer._common else (renderer._resolver, renderer._write_plain)
 
 
 def restore_renderer(

@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 
 from structlog_etw.cli import COMMANDS, main
-from structlog_etw.cli.render import EventMeta, event_json, event_pretty
 from structlog_etw.perf.datafile import PerfDataFile
 from structlog_etw.perf.samples import decode_sample, sample_perf_json
 from structlog_etw.read.decode.tracelogging import decode as tracelogging_decode
+from structlog_etw.read.decoded import EventMeta
+from structlog_etw.read.writers.console import event_pretty
+from structlog_etw.read.writers.json_lines import event_json
 from structlog_etw.read.writers.perf_json import perf_json_fields
 from structlog_etw.write.fields import to_fields
 from structlog_etw.write.tracelogging import TraceLoggingEncoder

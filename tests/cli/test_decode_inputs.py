@@ -197,9 +197,9 @@ class TestFormatsOncePerAttr:
 _SHRINK = """
 import os, sys
 from structlog_etw.cli import main
-import structlog_etw.perf.datafile as datafile
+import structlog_etw.perf._source as _source
 path = sys.argv[1]
-original = datafile._FileSource.read  # every pread of the file
+original = _source.FileSource.read  # every pread of the file
 done = [False]
 def read(self, pos, least, most):
     data = original(self, pos, least, most)
@@ -207,7 +207,7 @@ def read(self, pos, least, most):
         done[0] = True  # perf record -o - > file rerun / copytruncate: the file shrinks
         os.truncate(path, os.path.getsize(path) // 2)
     return data
-datafile._FileSource.read = read
+_source.FileSource.read = read
 sys.exit(main(["decode", "--order", "file", "--json", path]))
 """
 

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from structlog_etw.cli.decode import decode_file
 from structlog_etw.cli.listen import format_event
-from structlog_etw.cli.render import printable
 from structlog_etw.perf.datafile import PerfDataFile
 from structlog_etw.perf.listener import ListenedEvent
 from structlog_etw.read.decode.eventheader import decode_event
+from structlog_etw.read.writers.console import printable
 from structlog_etw.write.eventheader import EventHeaderEncoder
 from structlog_etw.write.fields import to_fields
 from tests.helpers.hostile import EVENTHEADER_BOMB, run_bounded

@@ -12,11 +12,12 @@ import uuid
 import pytest
 
 from structlog_etw.cli.listen import add_arguments, format_event
-from structlog_etw.cli.render import EventMeta, event_json
 from structlog_etw.perf.listener import (
     ListenedEvent,
 )
 from structlog_etw.read.decode.eventheader import decode_event
+from structlog_etw.read.decoded import EventMeta
+from structlog_etw.read.writers.json_lines import event_json
 from structlog_etw.write.eventheader import EventHeaderEncoder
 from structlog_etw.write.fields import to_fields
 

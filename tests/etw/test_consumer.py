@@ -297,6 +297,21 @@ class TestProcessorIndex:
         assert ev.cpu == 300 and ev.decoded is not None and ev.decoded.name == "on_cpu_300"
 
 
+class TestPointerWidth:
+    """A live event of a 32-bit process (EVENT_HEADER_FLAG_32_BIT_HEADER): POINTER fields are 4 bytes."""
+
+    def test_the_flag_makes_pointers_4_bytes(self) -> None:
+        """The header's 32-bit flag is copied, and the POINTER field decodes from 4 bytes."""
+        record = abi.EVENT_RECORD()
+        record.EventHeader.Flags = abi.EVENT_HEADER_FLAG_32_BIT_HEADER
+        assert consumer._copy_record(record).pointer_size == 4
+        assert consumer._copy_record(abi.EVENT_RECORD()).pointer_size == 8
+        meta = b"\x09\x00\x00ev\x00p\x00\x10"  # event "ev", one field "p" of InType POINTER
+        ev = decode_raw(_raw(metadata=meta, data=(7).to_bytes(4, "little"), pointer_size=4), "P")
+        assert ev.error is None and ev.decoded is not None and ev.decoded.fields == {"p": 7}
+        assert decode_raw(_raw(metadata=meta, data=(7).to_bytes(4, "little")), "P").error is not None
+
+
 class TestFallbackToTheNextLibrary:
     """The consumer loads through the provider's loader: functions missing from the first library
     of the chain come from the next one."""

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from structlog_etw.cli.demo import PROVIDER
-from structlog_etw.cli.render import EventMeta, event_json
+from structlog_etw.read.decoded import EventMeta
+from structlog_etw.read.writers.json_lines import event_json
 from structlog_etw.testing import capture_etw_events
 from tests.helpers import windows_etl_demo as check
 from tests.helpers.shared_data import REPO
@@ -106,7 +107,8 @@ class TestTheWindowsJob:
     """The Windows job runs the .etl proof after the ETW tests; nothing in it may fail quietly."""
 
     def test_record_decode_and_check_run_in_order_after_the_etw_tests(self) -> None:
-        """record, ``structlog-etw decode --json``, check: in order, after the no-skip ETW test step."""
+        """record, ``structlog-etw decode --json``, check, by logman then by WPR with the ``wprp``
+        profile: in order, after the no-skip ETW test step."""
         workflow = (REPO / ".github" / "workflows" / "ci.yml").read_text(encoding="utf-8")
         windows = workflow[workflow.index("\n  windows:") : workflow.index("\n  macos:")]
         steps = [
@@ -114,6 +116,9 @@ class TestTheWindowsJob:
             "run: python -m tests.helpers.windows_etl_demo record demo.etl",
             "run: structlog-etw decode --json demo.etl > demo.jsonl",
             "run: python -m tests.helpers.windows_etl_demo check demo.etl demo.jsonl",
+            "run: python -m tests.helpers.windows_etl_demo record-wpr demo-wpr.etl",
+            "run: structlog-etw decode --json demo-wpr.etl > demo-wpr.jsonl",
+            "run: python -m tests.helpers.windows_etl_demo check demo-wpr.etl demo-wpr.jsonl",
             "listen smoke test",
         ]
         where = [windows.find(step) for step in steps]
@@ -147,3 +152,8 @@ class TestTheRecordingRefusesToPretend:
         """The record step without logman exits 1 and says so."""
         run = self._run("record", str(tmp_path / "demo.etl"))
         assert run.returncode == 1 and "logman is not on PATH" in run.stderr, run.stderr
+
+    def test_recording_without_wpr_fails(self, tmp_path: Any) -> None:
+        """The WPR record step without wpr exits 1 and says so."""
+        run = self._run("record-wpr", str(tmp_path / "demo-wpr.etl"))
+        assert run.returncode == 1 and "wpr is not on PATH" in run.stderr, run.stderr

@@ -208,3 +208,68 @@ class TestTheFirstBuffer:
         struct.pack_into("<I", data, 4, 0)
         with pytest.raises(EtlError, match="the first buffer holds no session header event"):
             EtlFile(io.BytesIO(bytes(data)), "mem")
+
+
+_PACKED = "b.compressed_buffer([b.tl_event(name='packed')])"
+
+
+class TestCompressedBuffers:
+    """A compressed buffer that lies is a problem for that buffer (exit 1), never a hang or an OOM."""
+
+    def _patched_buffer(self, offset: int, fmt: str, value: int) -> str:
+        patch = f"struct.pack_into({fmt!r}, x, {offset}, {value})"
+        return f"(lambda x: ({patch}, bytes(x))[1])(bytearray({_PACKED}))"
+
+    def test_a_good_one_is_read(self) -> None:
+        """The crafted compressed buffer itself: its event decoded, exit 0."""
+        code, lines, err = _decode(f"b.etl_file({_PACKED}, {_GOOD})")
+        assert code == 0, err
+        assert len(lines) == 2
+
+    def test_a_filled_size_past_16_mib(self) -> None:
+        """A decompressed size of 4 GB: nothing allocated for it, reported, the next buffer read."""
+        code, lines, err = _decode(f"b.etl_file({self._patched_buffer(4, '<I', 0xFFFFFFF0)}, {_GOOD})")
+        assert code == 1 and len(lines) == 1
+        assert "compressed buffer at offset 8192: filled size 4294967280 outside 72..16777216" in err
+
+    def test_a_filled_size_larger_than_the_data_gives(self) -> None:
+        """The header says more than the data decompresses to: reported, its events not read."""
+        code, lines, err = _decode(f"b.etl_file({self._patched_buffer(4, '<I', 0x4000)}, {_GOOD})")
+        assert code == 1 and len(lines) == 1
+        assert "compressed buffer at offset 8192: decompressed to " in err
+        assert "its header says 16312; its events not read" in err
+
+    def test_a_filled_size_smaller_than_the_data_gives(self) -> None:
+        """The data decompresses past the header's size: stopped there, reported."""
+        code, lines, err = _decode(f"b.etl_file({self._patched_buffer(4, '<I', 100)}, {_GOOD})")
+        assert code == 1 and len(lines) == 1
+        assert "compressed buffer at offset 8192: output longer than 28 bytes; its events not read" in err
+
+    def test_a_back_reference_before_the_start(self) -> None:
+        """The first item a match reaching before the output: reported with the buffer's offset."""
+        bad = "b.compressed_buffer([b.tl_event()])[:72] + struct.pack('<IH', 0x80000000, 5 << 3)"
+        fixed = f"(lambda x: x[:0] + struct.pack('<I', 78) + x[4:])({bad})"
+        code, lines, err = _decode(f"b.etl_file({fixed}, {_GOOD})")
+        assert code == 1 and len(lines) == 1
+        assert "compressed buffer at offset 8192: match at input byte 6 refers 6 bytes back, 0 written" in err
+
+    def test_a_2_gb_match_length(self) -> None:
+        """A match length of 2 GB in a 64 KB buffer: an error at once, memory bounded."""
+        stream = (
+            "struct.pack('<I', 0x40000000) + b'a' + struct.pack('<H', 7)"
+            " + b'\\x0f\\xff\\x00\\x00\\xff\\xff\\xff\\x7f'"
+        )
+        head = "b.compressed_buffer([b.tl_event()])[:72]"
+        liar = f"(lambda h, s: struct.pack('<I', 72 + len(s)) + h[4:] + s)({head}, {stream})"
+        code, lines, err = _decode(f"b.etl_file({liar}, {_GOOD})")
+        assert code == 1 and len(lines) == 1
+        assert "compressed buffer at offset 8192: output longer than" in err
+
+    def test_garbage_in_every_compressed_buffer(self) -> None:
+        """200 compressed buffers of random bytes: each one a problem or records, never a traceback."""
+        one = "struct.pack('<I', 72 + 600) + h[4:] + random.Random(i).randbytes(600)"
+        garbage = f"(lambda h: [{one} for i in range(200)])(b.compressed_buffer([b.tl_event()])[:72])"
+        code, _lines, err = _decode(f"(lambda random: b.etl_file(*{garbage}, {_GOOD}))(__import__('random'))")
+        assert code == 1
+        assert "Traceback" not in err
+        assert "problems (file damaged or truncated?)" in err

@@ -10,6 +10,7 @@ import struct
 import uuid
 from pathlib import Path
 
+from tests.helpers.lzxpress import compress
 from tests.helpers.shared_data import shared_dir, skip_or_fail
 
 BUFFER_HEADER = 72
@@ -69,14 +70,20 @@ def event_record(
     provider_id: uuid.UUID = PROVIDER_ID,
     activity: bytes = bytes(16),
     size: int | None = None,
+    header_type: int = 0x13,
+    header_flags: int = 0,
 ) -> bytes:
-    """An EVENT_HEADER record (80 bytes, then ``items``, then ``user_data``); ``size`` overrides its Size."""
-    flags = 0x0001 if items else 0
+    """An EVENT_HEADER record (80 bytes, then ``items``, then ``user_data``); ``size`` overrides its Size.
+
+    ``header_type``: 0x13 (EVENT_HEADER64) or 0x12 (EVENT_HEADER32, a 32-bit process's event);
+    ``header_flags`` are added to the header's Flags.
+    """
+    flags = (0x0001 if items else 0) | header_flags
     body_size = 80 + len(items) + len(user_data)
     head = struct.pack(
         "<HBBHHIIQ16sHBBBBHQQ16s",
         body_size if size is None else size,
-        0x13,
+        header_type,
         0xC0,
         flags,
         0,
@@ -124,6 +131,19 @@ def buffer(records: list[bytes], *, cpu: int = 0, size: int = 0x2000, filled: in
         "<IIIIqqQHHIIHH", size, used if filled is None else filled, used, 0, 0, 0, 0, cpu, 0, 2, used, 0x21, 0
     )
     return (head.ljust(BUFFER_HEADER, b"\0") + body).ljust(size, b"\xff")
+
+
+def compressed_buffer(records: list[bytes], *, cpu: int = 0, size: int = 0x2000) -> bytes:
+    """:func:`buffer` as ETW compresses it: its header with the compressed flag, BufferSize the
+    bytes in the file, the filled size the buffer's once decompressed; then the LZXpress data."""
+    plain = buffer(records, cpu=cpu, size=size)
+    filled = struct.unpack_from("<I", plain, 4)[0]
+    stream = compress(plain[BUFFER_HEADER:filled])
+    head = bytearray(plain[:BUFFER_HEADER])
+    struct.pack_into("<I", head, 0, BUFFER_HEADER + len(stream))
+    struct.pack_into("<H", head, 0x34, struct.unpack_from("<H", head, 0x34)[0] | 0x40)
+    struct.pack_into("<I", head, 0x30, filled)
+    return bytes(head) + stream
 
 
 def etl_file(*buffers: bytes) -> bytes:

@@ -20,12 +20,13 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 
 from structlog_etw.cli.decode import decode_file
-from structlog_etw.cli.render import EventMeta, event_json, event_pretty
 from structlog_etw.formats.eventheader import EventHeaderDecodeError
 from structlog_etw.perf.datafile import PerfDataFile
 from structlog_etw.read.decode.eventheader import decode_event
 from structlog_etw.read.decode.tracelogging import decode as tracelogging_decode
-from structlog_etw.read.decoded import DecodedEvent, DecodedField
+from structlog_etw.read.decoded import DecodedEvent, DecodedField, EventMeta
+from structlog_etw.read.writers.console import event_pretty
+from structlog_etw.read.writers.json_lines import event_json
 from structlog_etw.read.writers.perf_json import perf_json
 from tests.helpers.decoded_spans import assert_read_from
 from tests.helpers.perfdata import ROUND, Event, Tracepoint, eventheader_format, perf_data

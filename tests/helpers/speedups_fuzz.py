@@ -14,9 +14,9 @@ import random
 import sys
 
 from structlog_etw.write import shapes as _shapes
-from structlog_etw.write.eventheader import _encoder as eh
+from structlog_etw.write.eventheader._codec import CODEC as EH_CODEC
 from structlog_etw.write.fields import BOOL, BYTES, F64, I64, STR
-from structlog_etw.write.tracelogging import _encoder as tl
+from structlog_etw.write.tracelogging._codec import CODEC as TL_CODEC
 
 #: Edge values of each kind the compiled packer writes: int64's ends and past them, non-finite
 #: floats and -0.0, non-ASCII, astral and NUL characters, lone surrogates, counted lengths at and
@@ -54,7 +54,7 @@ def main(seed: int, count: int) -> str:
         raise SystemExit("the compiled packer is not loaded")
     rng = random.Random(seed)
     packed = none = raised = 0
-    for ops in (eh._SHAPE_OPS, tl._SHAPE_OPS):
+    for ops in (EH_CODEC.ops, TL_CODEC.ops):
         kinds = [*ops, _shapes.SKIP]
         for _ in range(count):
             n = rng.choice([0, 1, 2, 5, 127, 128, 129, 300])

@@ -5,6 +5,7 @@ Run from the repository root on Windows, elevated (the ``windows`` job of .githu
     python -m tests.helpers.windows_etl_demo record demo.etl      # logman session around a logging process
     structlog-etw decode --json demo.etl > demo.jsonl
     python -m tests.helpers.windows_etl_demo check demo.etl demo.jsonl
+    python -m tests.helpers.windows_etl_demo record-wpr demo-wpr.etl  # the same, recorded by WPR
 
 ``record`` starts a real ETW session with ``logman`` (the demo provider's GUID, every level and
 keyword, 64 KB buffers, into ``FILE.etl``), runs a second process that logs the demo's sequence
@@ -16,6 +17,9 @@ the same events in the same order, each with the same name, level, keyword, opco
 version and fields (after the JSON conventions of ``decode --json``; the activity's
 ``duration_ns`` only has to fit the logging window), the activity and related ids in the same
 pattern, the logging process' pid and thread id, and a time inside its window.
+``record-wpr`` records the same way with Windows Performance Recorder instead: the profile is
+the one ``structlog-etw wprp`` prints for the demo provider (``wpr -start FILE.wprp -filemode``,
+``wpr -stop FILE.etl``), so the job shows a user's WPR recording decoded exactly.
 Any difference, an undecodable line, a missing tool, a provider that is not on ETW or that
 counted an error exits non-zero: the job fails, nothing is skipped.
 """
@@ -129,10 +133,34 @@ def record(etl: Path) -> None:
     print(f"recorded {etl} ({etl.stat().st_size} bytes)")
 
 
+def record_wpr(etl: Path) -> None:
+    """``wpr`` with the profile ``structlog-etw wprp`` writes, around a process that logs the demo."""
+    from structlog_etw.cli.demo import PROVIDER  # noqa: PLC0415
+
+    wpr = shutil.which("wpr")
+    if wpr is None:
+        raise CheckFailed("wpr is not on PATH")
+    profile = etl.with_suffix(".wprp")
+    made = _run(sys.executable, "-m", "structlog_etw", "wprp", PROVIDER)
+    profile.write_text(made.stdout, encoding="utf-8")
+    _run(wpr, "-cancel", check=False)  # a recording left by an earlier run
+    etl.unlink(missing_ok=True)
+    _run(wpr, "-start", str(profile), "-filemode")
+    try:
+        sidecar = Path(str(etl) + ".json")
+        sidecar.unlink(missing_ok=True)
+        _run(sys.executable, "-m", "tests.helpers.windows_etl_demo", "log", str(sidecar))
+    finally:
+        _run(wpr, "-stop", str(etl))
+    if not etl.is_file() or etl.stat().st_size == 0:
+        raise CheckFailed(f"wpr wrote no {etl}")
+    print(f"recorded {etl} ({etl.stat().st_size} bytes) with {profile}")
+
+
 def expected_events() -> list[dict[str, Any]]:
     """What the demo sequence becomes, as ``decode --json`` lines without the capture metadata."""
     from structlog_etw.cli.demo import log_sequence  # noqa: PLC0415
-    from structlog_etw.cli.render import event_json  # noqa: PLC0415
+    from structlog_etw.read.writers.json_lines import event_json  # noqa: PLC0415
     from structlog_etw.testing import capture_etw_events  # noqa: PLC0415
 
     with capture_etw_events("tracelogging") as capture:
@@ -228,10 +256,12 @@ def check(etl: Path, decoded: Path) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
-    """``record FILE.etl`` | ``log SIDECAR.json`` | ``check FILE.etl DECODED.jsonl``; 0 or 1."""
+    """``record``/``record-wpr FILE.etl`` | ``log SIDECAR.json`` | ``check FILE.etl DECODED.jsonl``"""
     try:
         if len(argv) == 2 and argv[0] == "record":
             record(Path(argv[1]))
+        elif len(argv) == 2 and argv[0] == "record-wpr":
+            record_wpr(Path(argv[1]))
         elif len(argv) == 2 and argv[0] == "log":
             log_demo(Path(argv[1]))
         elif len(argv) == 3 and argv[0] == "check":

@@ -82,6 +82,26 @@ def _run_relayed(cmd: list[str], env: dict[str, str], timeout: float) -> int | N
     return None if expired and rc < 0 else rc
 
 
+def _build_perf_decode(where: Path) -> None:
+    """Build Microsoft's perf-decode into ``where`` here, before the guest boots (the guest emulates
+    its CPU: building there takes many minutes); the kernel tests that read files with it find it
+    there (tests/helpers/perf_tools.py).  A failed build is reported; the tests that need it then
+    fail under CI=true and are skipped elsewhere."""
+    script = REPO.parent / "shared" / "ref" / "build-perf-decode.sh"
+    if not script.is_file():
+        print(f"run_in_guest: no {script}: perf-decode not built", flush=True)
+        return
+    try:
+        done = subprocess.run(
+            ["bash", str(script), str(where)], capture_output=True, text=True, timeout=1200, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        print(f"run_in_guest: perf-decode build failed: {e}", flush=True)
+        return
+    if done.returncode != 0:
+        print(f"run_in_guest: perf-decode build failed (exit {done.returncode}); logs in {where}", flush=True)
+
+
 def main(argv: list[str]) -> int:
     """Run the kernel tests here or in one virtme-ng guest; return pytest's exit code."""
     python = Path(sys.executable)
@@ -90,6 +110,7 @@ def main(argv: list[str]) -> int:
         shutil.rmtree(out)
     out.mkdir(parents=True)
     env = dict(os.environ, STRUCTLOG_ETW_KERNEL_OUT=str(out), STRUCTLOG_ETW_KERNEL_REQUIRED="1")
+    _build_perf_decode(out / "perf-decode")
 
     reason = user_events_unavailable_reason()
     if reason is None:

@@ -13,8 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from structlog_etw.perf.abi import RecordType, SampleFormat
 from structlog_etw.perf.datafile import PerfDataError, PerfDataFile, Sample, read_samples
 from structlog_etw.perf.samples import SampleDecodeError, decode_sample
+from tests.helpers import perfdata as pd
 from tests.helpers.decoded_spans import assert_read_from
 from tests.helpers.shared_data import REPO, pipe_mode_copy, vector
 
@@ -230,3 +232,50 @@ def test_samples_read_in_the_buffer_have_every_field_of_their_dataclass(perf_byt
             values = {name: getattr(s, name) for name in names}  # AttributeError: a field left unset
             assert Sample(**values) == s
             assert dataclasses.replace(s) == s
+
+
+def test_samples_of_different_layouts_interleaved_are_each_read_with_their_own() -> None:
+    """Attrs of three sample layouts, their samples interleaved: the one read in the buffer (pid,
+    time and cpu sampled), one with PERIOD in between (read the same way, but another layout) and
+    one without pid and cpu (read field by field) each give their own fields, in file order and
+    in time order, equal to what Sample's __init__ builds."""
+    sf = SampleFormat
+    layouts = {
+        1000: sf.IDENTIFIER | sf.TID | sf.TIME | sf.CPU | sf.RAW,
+        1001: sf.IDENTIFIER | sf.TID | sf.TIME | sf.CPU | sf.PERIOD | sf.RAW,
+        1002: sf.IDENTIFIER | sf.TIME | sf.RAW,
+    }
+    tps = [pd.Tracepoint("test", pd.plain_format(f"tp{i}", 50 + i), 50 + i) for i in range(3)]
+    out = bytearray(pd.header_pipe())
+    for (ident, sample_type), tp in zip(layouts.items(), tps, strict=True):
+        attr = struct.pack("<IIQQQQQ", 2, 128, tp.id, 1, int(sample_type), 0, 1 << 18)
+        out += pd.record(int(RecordType.HEADER_ATTR), attr.ljust(128, b"\0") + struct.pack("<Q", ident))
+    out += pd.tracing_data_record(tps)
+    order = [1000, 1000, 1002, 1000, 1001, 1001, 1000, 1002, 1002, 1001]
+    for n, ident in enumerate(order):
+        sample_type = layouts[ident]
+        raw = pd.tracepoint_raw(tps[ident - 1000], struct.pack("<i", n))
+        raw += b"\0" * (-(len(raw) + 4) % 8)
+        body = struct.pack("<Q", ident)
+        if sf.TID in sample_type:
+            body += struct.pack("<II", 200 + n, 300 + n)
+        body += struct.pack("<Q", 10_000 - n)  # TIME: newest first
+        if sf.CPU in sample_type:
+            body += struct.pack("<II", n % 4, 0)
+        if sf.PERIOD in sample_type:
+            body += struct.pack("<Q", 1)
+        out += pd.record(int(RecordType.SAMPLE), body + struct.pack("<I", len(raw)) + raw)
+    f = PerfDataFile.from_bytes(bytes(out))
+    samples = list(f.samples())
+    assert f.problems == []
+    assert [s.id for s in samples] == order
+    for n, s in enumerate(samples):
+        full = sf.CPU in layouts[order[n]]
+        assert s.name == f"test:tp{order[n] - 1000}"
+        assert (s.pid, s.tid, s.cpu) == ((200 + n, 300 + n, n % 4) if full else (None, None, None))
+        assert s.time == 10_000 - n
+        assert decode_sample(s).fields == {"value": n}
+        values = {field.name: getattr(s, field.name) for field in dataclasses.fields(Sample)}
+        assert Sample(**values) == s
+    by_time = list(PerfDataFile.from_bytes(bytes(out)).samples_by_time())
+    assert [s.time for s in by_time] == sorted(s.time for s in samples)

@@ -36,6 +36,11 @@ for name in perf.__all__:  # the package loads each name's module on first use: 
 sys.platform = "win32"
 loaded = sorted(m for m in sys.modules if m.startswith("structlog_etw.perf."))
 assert loaded == [
+    "structlog_etw.perf._framing",
+    "structlog_etw.perf._header",
+    "structlog_etw.perf._sample_reader",
+    "structlog_etw.perf._source",
+    "structlog_etw.perf._time_order",
     "structlog_etw.perf.abi",
     "structlog_etw.perf.datafile",
     "structlog_etw.perf.listener",
@@ -75,6 +80,11 @@ assert not [m for m in sys.modules if m.startswith("structlog_etw.perf.")], sort
 import structlog_etw.perf.datafile
 loaded = sorted(m for m in sys.modules if m.startswith("structlog_etw.perf."))
 assert loaded == [
+    "structlog_etw.perf._framing",
+    "structlog_etw.perf._header",
+    "structlog_etw.perf._sample_reader",
+    "structlog_etw.perf._source",
+    "structlog_etw.perf._time_order",
     "structlog_etw.perf.abi",
     "structlog_etw.perf.datafile",
     "structlog_etw.perf.records",

@@ -17,11 +17,13 @@ from structlog_etw.perf.abi import (
     record_name,
 )
 from structlog_etw.perf.records import (
+    SampleFields,
     parse_lost,
     parse_lost_samples,
     parse_sample,
     record_header,
     sample_id_offset,
+    sample_layout,
 )
 
 S = SampleFormat
@@ -94,3 +96,61 @@ def test_record_header_and_names() -> None:
     assert record_name(999) == "TYPE_999"
     assert FEATURE_NAMES[Feature.CLOCK_DATA] == "CLOCK_DATA"
     assert len(RECORD_NAMES) == 41 and len(FEATURE_NAMES) == 31
+
+
+#: A value per fixed field, in the kernel's order (TID: pid and tid; CPU: cpu and its reserved word).
+FIXED_VALUES = (
+    (S.IDENTIFIER, (7,), "Q"),
+    (S.IP, (0x1111,), "Q"),
+    (S.TID, (100, 101), "II"),
+    (S.TIME, (5000,), "Q"),
+    (S.ADDR, (0x2222,), "Q"),
+    (S.ID, (42,), "Q"),
+    (S.STREAM_ID, (8,), "Q"),
+    (S.CPU, (3, 0), "II"),
+    (S.PERIOD, (1,), "Q"),
+)
+
+
+def _sample_body(sample_type: int, raw: bytes, order: str) -> bytes:
+    """A sample body of ``sample_type`` (fixed fields, one READ value when sampled, then RAW)."""
+    body = b"".join(struct.pack(order + code, *v) for bit, v, code in FIXED_VALUES if sample_type & bit)
+    if sample_type & S.READ:
+        body += struct.pack(order + "Q", 77)
+    return body + struct.pack(order + "I", len(raw)) + raw
+
+
+@pytest.mark.parametrize("order", ["<", ">"])
+@pytest.mark.parametrize("read", [False, True], ids=["one-unpack", "field-by-field"])
+def test_every_set_of_fixed_fields_is_read_from_the_one_layout(order: str, read: bool) -> None:
+    """All 512 sets of fixed fields (with RAW): the layout reads each field where the kernel puts it,
+    in one unpack (no READ) and field by field (READ sampled); the id is IDENTIFIER's, else ID's."""
+    raw = b"common!!payload"
+    for n in range(1 << len(FIXED_VALUES)):
+        sample_type = int(S.RAW) | (int(S.READ) if read else 0)
+        for k, (bit, _v, _c) in enumerate(FIXED_VALUES):
+            if n >> k & 1:
+                sample_type |= bit
+        layout = sample_layout(sample_type, 0, order)
+        assert (layout.unpack is None) == read
+        st = S(sample_type)
+        expected = SampleFields(
+            7 if S.IDENTIFIER in st else 42 if S.ID in st else None,
+            100 if S.TID in st else None,
+            101 if S.TID in st else None,
+            5000 if S.TIME in st else None,
+            3 if S.CPU in st else None,
+            raw,
+        )
+        body = _sample_body(sample_type, raw, order)
+        assert parse_sample(body, sample_type, order=order) == expected, hex(sample_type)
+        assert layout.id_at == sample_id_offset(sample_type)
+        if layout.unpack is not None and layout.unpack.record is not None:  # the whole record
+            whole = record_header(order).pack(9, 0, 8 + len(body)) + body
+            values = layout.unpack.record(whole, 0)
+            one = layout.unpack
+            assert values[:2] == (9, 8 + len(body))
+            assert (values[one.rec_pid], values[one.rec_pid + 1]) == (100, 101)
+            assert (values[one.rec_time], values[one.rec_cpu]) == (5000, 3)
+            assert (values[one.rec_id] if one.rec_id >= 0 else None) == expected.id
+            assert whole[one.need : one.need + values[-1]] == raw

@@ -318,9 +318,7 @@ READ_SIDE: list[str] = [
     "cli.decode",
     "cli.decode_etl",
     "cli.listen",
-    "cli.render",
     "cli.output",
-    "cli.chrome_trace",
 ]
 WRITE_SIDE = {m for m in MODULES if _folder(m) == "write"}
 

@@ -34,6 +34,7 @@ from structlog_etw import (
     etw_activity,
     get_provider,
     make_etw_bound_logger,
+    open_descriptors,
     use_otel_activity_ids,
 )
 from structlog_etw.backends.capture import CaptureRecord
@@ -99,6 +100,7 @@ queue_handler: logging.handlers.QueueHandler = EtwQueueHandler(log_queue)
 listener = logging.handlers.QueueListener(log_queue, EtwHandler("MyCompany_MyService", event_key="msg"))
 renamed = EtwRenderer("MyCompany_MyService", event_key="msg", keywords_by_logger=by_name)
 provider: Provider = get_provider("MyCompany_MyService")
+keep: list[int] = open_descriptors()  # for DaemonContext(files_preserve=...)
 written: int = provider.stats()["written"]
 status: ProviderStatus = provider.status
 if not status.available and status.reason is StatusReason.NO_USER_EVENTS:

@@ -110,8 +110,8 @@ def test_metadata_cache_is_bounded_with_high_cardinality_names_and_field_sets(fm
     for _ in range(6):  # 3-4 times the cache size in new shapes, checked along the way
         new_shapes(limit * 2 // 3)
         assert len(encoder._cache) <= limit
-        assert len(encoder._by_keys) <= limit  # the renderer's shapes (encode_dict)
-        assert len(encoder._by_classes) <= limit
+        assert len(encoder._shapes.first) <= limit  # the renderer's shapes (encode_dict)
+        assert len(encoder._shapes.by_class) <= limit
         samples.append(_retained(before))
     assert prov.stats()["written"] == 1 + limit - 2 + 6 * (limit * 2 // 3)
     assert max(samples) < full * 1.25 + 64 * 1024, (full, samples)

@@ -140,7 +140,8 @@ def test_too_large_and_encode_errors_are_counted_not_raised(
     def broken(*args: Any) -> bytes:
         raise RuntimeError("an encoder bug")
 
-    monkeypatch.setattr(type(p.encoder), "encode_fields", broken)
+    # the write path binds the encoder's methods when it is installed: patch the one in use
+    monkeypatch.setattr(p._path, "encode_fields", broken)
     assert p.write(p.slot(4, 1), "bug", FIELDS) is False
     assert p.stats()["dropped"] == {"too_large": 1, "encode_error": 1}
     assert captures["Co_Svc"].records == []

@@ -218,7 +218,7 @@ class TestRendererWritesThroughWriteDict:
                 to_fields({"user": "ann", "attempts": 3, "latency_ms": 12.5, "ok": True}.items()),
             )
         assert _wire(backend) == _wire(ref_backend)
-        assert p.encoder._by_keys  # written by a shape function
+        assert p.encoder._shapes.first  # written by a shape function
 
     @pytest.mark.parametrize("fmt", FORMATS)
     @pytest.mark.parametrize("tz", [_Offset30h(), _RaisingOffset()], ids=["offset-30h", "raising-utcoffset"])

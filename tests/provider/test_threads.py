@@ -22,7 +22,7 @@ from structlog_etw.provider._provider import set_backend_factory
 from structlog_etw.testing import isolated_providers
 from structlog_etw.write import shapes as _shapes
 from structlog_etw.write.eventheader import EventHeaderEncoder
-from structlog_etw.write.eventheader import _encoder as eh
+from structlog_etw.write.eventheader._codec import CODEC
 
 THREADS = 8
 
@@ -158,7 +158,7 @@ def test_shared_encoder_caches_stay_bounded_under_threads() -> None:
     for cache in (encoder._shapes, encoder._plans):
         assert cache.bytes <= cache.max_bytes
         assert len(cache.first) <= cache.max_entries and len(cache.by_class) <= cache.max_entries
-    functions: _shapes.LayoutFunctions = eh._FUNCTIONS
+    functions: _shapes.LayoutFunctions = CODEC.functions
     assert functions.compiled() <= functions.max_entries
     assert functions._bytes <= functions.max_bytes
     assert 0 <= functions._credit <= _shapes.CREDIT_CAP

@@ -174,7 +174,21 @@ def _renderer_controls(cap: EtwCapture) -> Seen:
     return [(e.name, e.opcode, e.keyword) for e in cap.events]
 
 
+def _direct_write_keyword(cap: EtwCapture, *processors: Any) -> Seen:
+    cap.set_enabled(True)  # the plain slot listened: the direct write must see the bound key
+    log = _wrapper(*processors)
+    log.info("plain")
+    with structlog.contextvars.bound_contextvars(etw_keyword=0x2):
+        log.info("keyed")
+    return [(e.name, e.level, e.keyword) for e in cap.events]
+
+
 SCENARIOS: dict[str, tuple[Callable[[EtwCapture], Seen], Seen]] = {
+    "direct_write_keyword": (_direct_write_keyword, [("plain", 4, 1), ("keyed", 4, 2)]),
+    "direct_write_keyword_merged": (
+        lambda cap: _direct_write_keyword(cap, structlog.contextvars.merge_contextvars),
+        [("plain", 4, 1), ("keyed", 4, 2)],
+    ),
     "wrapper_keyword": (_wrapper_keyword, [("honoured", 4, 0x10)]),
     "wrapper_level": (
         lambda cap: _dropped_then_honoured(cap, _wrapper(), "debug", {"level": 1}, etw_level=1),
@@ -200,3 +214,19 @@ def test_contextvar_control_keys_in_both_modes(etw_capture: EtwCapture, mode: st
     run, expected = SCENARIOS[scenario]
     assert WATCH.uses_public_api == (mode == "public_api")
     assert run(etw_capture) == expected
+
+
+def test_the_predicate_has_one_home() -> None:
+    """ "An ``etw_*`` key bound through contextvars" is asked through ``etw_bound`` only: no other
+    module of the surface reads the watch's registry size or calls its method itself."""
+    from structlog_etw.surface import _contextvars  # noqa: PLC0415
+
+    assert _contextvars.etw_bound == WATCH.etw_bound
+    surface = os.path.join(ROOT, "structlog_etw", "surface")
+    inlined = []
+    for name in sorted(os.listdir(surface)):
+        if name.endswith(".py") and name != "_contextvars.py":
+            with open(os.path.join(surface, name), encoding="utf-8") as f:
+                text = f.read()
+            inlined += [name for needle in ("clean_size", "WATCH.etw_bound", "REGISTRY") if needle in text]
+    assert inlined == []

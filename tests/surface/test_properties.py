@@ -31,7 +31,7 @@ from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.read.decode.eventheader import decode_event as eh_decode_event
 from structlog_etw.read.decode.tracelogging import decode as tl_decode
 from structlog_etw.read.decoded import DecodedEvent
-from structlog_etw.surface._renderer import event_name
+from structlog_etw.surface._renderer import FORMATTER_KEYS, event_name
 from structlog_etw.write import fields as _fields
 from structlog_etw.write.fields import ARRAY, STRUCT, Field, to_field
 from structlog_etw.write.fields import TRUNCATED_FIELD as EH_TRUNCATED_FIELD
@@ -93,7 +93,18 @@ weird_objects = st.sampled_from([Unprintable, BadStrGoodRepr, StrReturnsNonStr, 
     lambda cls: cls()
 )
 # Control keys (etw_level, ...) and "event" steer the renderer and are tested with it; not fields.
-_RESERVED = {"event", "exc_info", "etw_keyword", "etw_level", "etw_opcode", "etw_tags", "etw_name"}
+# ProcessorFormatter's own keys (``_record``, ``_from_structlog``) send an event down the formatter's
+# route (no DropEvent, docs/stdlib.md), tested in tests/surface/test_stdlib_formatter.py.
+_RESERVED = {
+    "event",
+    "exc_info",
+    "etw_keyword",
+    "etw_level",
+    "etw_opcode",
+    "etw_tags",
+    "etw_name",
+    *FORMATTER_KEYS,
+}
 keys = st.one_of(
     texts.filter(lambda k: k not in _RESERVED),
     ints,

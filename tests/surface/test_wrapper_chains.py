@@ -508,6 +508,25 @@ class TestPlainDirectWrite:
             ("by_keyword", 1, {"user": "ann"}),
         ]
 
+    def test_the_renderer_and_the_direct_write_share_the_one_plain_write(
+        self, etw_capture: EtwCapture
+    ) -> None:
+        """A plain event is written by the renderer's ``_write_plain`` whether the renderer runs
+        (structlog's own logger, an activity's event) or the wrapper writes it directly."""
+        renderer = EtwRenderer(unique_provider())
+        direct = bound(make_etw_bound_logger(renderer), [renderer])
+        chain = bound(structlog.make_filtering_bound_logger(logging.NOTSET), [renderer])
+        assert _calls_of("_write_plain", lambda: direct.info("plain", n=1)) == 1
+        assert _calls_of("_write_plain", lambda: chain.info("plain", n=1)) == 1
+        with etw_activity(direct, "Job"):
+            assert _calls_of("_write_plain", lambda: direct.info("inside", n=2)) == 1
+            assert _calls_of("_write_plain", lambda: chain.info("inside", n=2)) == 1
+        assert _calls_of("_write_plain", lambda: direct.info("keyed", etw_keyword=0x2)) == 0
+        names = [e.name for e in etw_capture.events if e.opcode not in (1, 2)]
+        assert names == ["plain", "plain", "inside", "inside", "keyed"]
+        activity = [e.activity_id for e in etw_capture.events if e.name == "inside"]
+        assert activity[0] is not None and activity[0] == activity[1]
+
     def test_merge_contextvars_runs_only_when_the_context_holds_a_variable(
         self, etw_capture: EtwCapture
     ) -> None:
@@ -587,6 +606,87 @@ class TestPlainDirectWrite:
                 assert renderer.provider.stats()["dropped"] == {}
         assert len(captured["direct"]) == 2 * (13 * 6 + 12)
         assert captured["direct"] == captured["chain"]
+
+
+#: Every key the two paths kept off their plain write before they shared one definition (the
+#: renderer's control keys and ``positional_args``; the direct write's, plus ``exc_info`` and
+#: ``event``), spelled out here so that a key dropped from the shared set fails below; each with a
+#: call that passes it and what is written for that call: (name, level, keyword, opcode, tags, fields).
+_NOT_PLAIN_CALLS: dict[str, tuple[dict[str, Any], tuple[Any, ...]]] = {
+    "etw_keyword": ({"etw_keyword": 0x2}, ("k", 4, 0x2, 0, 0, {"n": 1})),
+    "etw_level": ({"etw_level": 2}, ("k", 2, 0x1, 0, 0, {"n": 1})),
+    "etw_opcode": ({"etw_opcode": 7}, ("k", 4, 0x1, 7, 0, {"n": 1})),
+    "etw_tags": ({"etw_tags": 3}, ("k", 4, 0x1, 0, 3, {"n": 1})),
+    "etw_name": ({"etw_name": "Renamed"}, ("Renamed", 4, 0x1, 0, 0, {"event": "k", "n": 1})),
+    "positional_args": ({"positional_args": ("x",)}, ("k %s", 4, 0x1, 0, 0, {"message": "k x", "n": 1})),
+    "exc_info": ({"exc_info": True}, ("k", 4, 0x1, 0, 0, {"n": 1, "exception": "ValueError"})),
+    "event": ({"event": "by_keyword"}, ("by_keyword", 4, 0x1, 0, 0, {"n": 1})),
+}
+
+
+class TestTheKeysThatAreNotPlain:
+    """The renderer and the wrapper's direct write keep the same keys off their plain write, from
+    one definition in ``context/_resolve.py``: each key of the two former sets is still a control,
+    a message, a traceback or the event name in both paths (a path that forgot one writes it as a
+    field, or with the plain header)."""
+
+    @staticmethod
+    def _call(log: Any, key: str, placed: str) -> None:
+        keys, _ = _NOT_PLAIN_CALLS[key]
+        event: Any = None if key == "event" else ("k %s" if key == "positional_args" else "k")
+        if placed == "bound":
+            log = log.bind(**keys)
+            keys = {}
+        try:
+            raise ValueError("bad input")
+        except ValueError:
+            if "event" in keys:  # event= as a keyword only (structlog's signature binds it twice)
+                log.info(n=1, **keys)
+            else:
+                log.info(event, n=1, **keys)
+
+    @staticmethod
+    def _written(event: Any) -> tuple[Any, ...]:
+        fields = dict(event.fields)
+        if "exception" in fields:
+            fields["exception"] = "ValueError" if "ValueError: bad input" in fields["exception"] else "?"
+        return (event.name, event.level, event.keyword, event.opcode, event.tags, fields)
+
+    def test_the_list_covers_the_shared_sets(self) -> None:
+        """The keys spelled out here are exactly the direct write's set, and the renderer's set is
+        the control keys and ``positional_args`` (what each path kept off its plain write before)."""
+        from structlog_etw.context import _resolve  # noqa: PLC0415
+
+        assert set(_NOT_PLAIN_CALLS) == _resolve.DIRECT_NOT_PLAIN
+        assert {*_resolve.CONTROL_KEYS, "positional_args"} == _resolve.RENDERER_NOT_PLAIN
+        assert _resolve.DIRECT_NOT_PLAIN - {"event"} == _resolve.DIRECT_NOT_PLAIN_MERGED
+
+    @pytest.mark.parametrize("placed", ["call", "bound"])
+    @pytest.mark.parametrize("key", sorted(_NOT_PLAIN_CALLS))
+    def test_each_key_is_written_as_before_by_the_renderer_and_the_direct_write(
+        self, etw_capture: EtwCapture, key: str, placed: str
+    ) -> None:
+        """Passed by the call or bound, the key gives the same event through the renderer (run by
+        structlog's own filtering logger) and through the direct write, which leaves it to the
+        renderer's rule instead of its plain write."""
+        expected = _NOT_PLAIN_CALLS[key][1]
+        written = []
+        for kind in ("chain", "direct"):
+            renderer = EtwRenderer(unique_provider("NotPlain"))
+            wrapper = (
+                make_etw_bound_logger(renderer)
+                if kind == "direct"
+                else structlog.make_filtering_bound_logger(logging.NOTSET)
+            )
+            log = bound(wrapper, [renderer])
+            long_way = _calls_of("_listening_call", lambda log=log: self._call(log, key, placed))
+            if kind == "direct":
+                assert long_way == 1, f"{key} {placed}: the direct write took its plain write"
+            assert renderer.provider.stats()["dropped"] == {}
+            written.append(
+                [self._written(e) for e in etw_capture.events if e.provider == renderer.provider.name]
+            )
+        assert written[0] == written[1] == [expected]
 
 
 class TestPlanCache:

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, TypeVar
 
 from ...formats.eventheader import (
     ENC_BINARY_LENGTH16_CHAR8,
@@ -47,6 +48,8 @@ __all__ = [
     "EventHeaderDecodeError",
     "FieldMetadata",
     "decode_event",
+    "header_numbers",
+    "kind_finder",
     "parse_metadata",
     "parse_tracepoint_name",
     "read_extensions",
@@ -313,10 +316,68 @@ def read_extensions(data: bytes) -> tuple[str, bytes, int, bytes | None, bytes |
     return order, meta_buf, pos, activity, related
 
 
+#: The extension header (size, kind) of a little-endian event; the kind of a metadata extension.
+_EXT_LE: Final = _EXT_HEADER["<"]
+_METADATA_KIND: Final = int(EXT_METADATA)
+
+
+_T = TypeVar("_T")
+#: ``(what is kept for the event's kind, payload position, activity id, related id)`` or None.
+Found = tuple[_T, int, "bytes | None", "bytes | None"] | None
+
+
+def kind_finder(
+    kept: dict[object, _T | None], add: Callable[[object, bytes, bytes, str], _T | None]
+) -> Callable[[bytes], Found[_T]]:
+    """A finder of what a caller keeps per kind of event (a compiled plan): ``find(data)`` reads
+    the event's extensions (:func:`read_extensions`, and beside it its fast case: a
+    little-endian event whose one extension is its metadata, nearly every event, read in
+    place) and returns ``(kept[key], payload position, activity id, related id)``, None for an
+    event that is not well-formed or whose kind was kept as None.  The key tells the event's
+    header and metadata apart from every other's (the event's bytes up to its payload, or
+    ``(header, metadata)``); a new one is kept as ``add(key, header, metadata, byte order)``
+    gives it (``add`` stores it in ``kept``, bounded)."""
+
+    def find(data: bytes) -> Found[_T]:
+        if len(data) >= 12 and data[0] | 1 == 7:  # little-endian, extensions (pointer size either)
+            size, kind = _EXT_LE(data, 8)
+            if kind == _METADATA_KIND:  # the metadata extension alone: no chain, no activity ids
+                pos = 12 + size
+                if pos > len(data):
+                    return None
+                key: object = data[:pos]
+                found = kept.get(key, kept)
+                if found is kept:
+                    found = add(key, data[:8], data[12:pos], "<")
+                return None if found is None else (found, pos, None, None)  # type: ignore[return-value]
+        try:
+            order, metadata, pos, activity, related = read_extensions(data)
+        except DecodeError:
+            return None
+        key = (data[:8], metadata)
+        found = kept.get(key, kept)
+        if found is kept:
+            found = add(key, data[:8], metadata, order)
+        return None if found is None else (found, pos, activity, related)  # type: ignore[return-value]
+
+    return find
+
+
+#: The header's numbers after its flags: (version, id, tag, opcode, level) in each byte order.
+_NUMBERS: Final = {o: struct.Struct(o + "xBHHBB").unpack_from for o in "<>"}
+
+
+def header_numbers(data: bytes, order: str) -> tuple[int, int, int, int, int]:
+    """``(version, id, tag, opcode, level)`` of the header at the start of ``data`` (8 bytes or
+    more) in byte order ``order``."""
+    numbers: tuple[int, int, int, int, int] = _NUMBERS[order](data)
+    return numbers
+
+
 def _header(data: bytes) -> _Header:
     order, meta_buf, pos, activity, related = read_extensions(data)
-    eid, tag, opcode, level = struct.unpack_from(order + "HHBB", data, 2)
-    return _Header(data[1], eid, tag, opcode, level, order, meta_buf, pos, activity, related)
+    version, eid, tag, opcode, level = header_numbers(data, order)
+    return _Header(version, eid, tag, opcode, level, order, meta_buf, pos, activity, related)
 
 
 def split_event_name(raw: bytes) -> tuple[str, dict[str, str]]:

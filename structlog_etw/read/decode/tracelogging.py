@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Final
 
-from ...formats.tracelogging import CHANNEL_TRACELOGGING, EVENT_DESCRIPTOR, InType, OutType
+from ...formats.tracelogging import CHANNEL_TRACELOGGING, EVENT_DESCRIPTOR, FILETIME_EPOCH, InType, OutType
 from ..decoded import MAX_DECODE_NESTING, DecodedEvent, DecodedField, DecodeError, plain_fields
 
 __all__ = [
@@ -49,13 +49,10 @@ _FIXED: Final[dict[int, str]] = {
     InType.FLOAT: "<f",
     InType.DOUBLE: "<d",
     InType.BOOL32: "<i",
-    InType.POINTER: "<Q",
     InType.HEXINT32: "<I",
     InType.HEXINT64: "<Q",
     InType.FILETIME: "<Q",
 }
-_UTC: Final = _dt.timezone.utc
-_FILETIME_EPOCH: Final = _dt.datetime(1601, 1, 1, tzinfo=_UTC)
 
 
 @dataclass(frozen=True)
@@ -90,6 +87,7 @@ class FieldMeta:
 #: InType -> fewest bytes of one value (a count, a terminator, a fixed size); NULL takes none.
 _MIN_VALUE_SIZE: Final[dict[int, int]] = {
     **{t: struct.calcsize(f) for t, f in _FIXED.items()},
+    InType.POINTER: 4,  # 8 in a 64-bit event (the reader's pointer size)
     InType.GUID: 16,
     InType.SYSTEMTIME: 16,
     InType.SID: 8,
@@ -112,12 +110,13 @@ class _Reader:
     whatever counts the metadata and the data declare.
     """
 
-    __slots__ = ("buf", "ghosts", "pos")
+    __slots__ = ("buf", "ghosts", "pointer", "pos")
 
-    def __init__(self, buf: bytes, pos: int = 0) -> None:
+    def __init__(self, buf: bytes, pos: int = 0, pointer: int = 8) -> None:
         self.buf = buf
         self.pos = pos
         self.ghosts = 0
+        self.pointer = pointer  # bytes of a POINTER value: the event's pointer size
 
     def claim(self, n: int, each: int, name: str) -> None:
         """Room for ``n`` elements of at least ``each`` bytes (``0``: elements that take none)."""
@@ -245,7 +244,7 @@ def parse_metadata(metadata: bytes) -> tuple[str, int, list[FieldMeta]]:
 
 def _filetime(ticks: int) -> Any:
     try:
-        return _FILETIME_EPOCH + _dt.timedelta(microseconds=ticks // 10)
+        return FILETIME_EPOCH + _dt.timedelta(microseconds=ticks // 10)
     except OverflowError:
         return ticks
 
@@ -256,6 +255,8 @@ def _value_bytes(r: _Reader, f: FieldMeta) -> bytes:
     fmt = _FIXED.get(t)
     if fmt is not None:
         return r.take(struct.calcsize(fmt))
+    if t == InType.POINTER:
+        return r.take(r.pointer)
     if t in (InType.GUID, InType.SYSTEMTIME):
         return r.take(16)
     if t in (InType.COUNTEDANSISTRING, InType.COUNTEDSTRING, InType.BINARY, InType.COUNTEDBINARY):
@@ -290,6 +291,8 @@ def _scalar(raw: bytes, f: FieldMeta) -> Any:
         if t == InType.UINT8 and f.out_type == OutType.BOOLEAN:
             return bool(v) if v in (0, 1) else v
         return v
+    if t == InType.POINTER:
+        return int.from_bytes(raw, "little")
     if t == InType.GUID:
         return uuid.UUID(bytes_le=raw)
     if t in (InType.COUNTEDANSISTRING, InType.ANSISTRING):
@@ -303,7 +306,7 @@ def _scalar(raw: bytes, f: FieldMeta) -> Any:
     if t == InType.SYSTEMTIME:
         year, month, _dow, day, hour, minute, second, ms = struct.unpack("<8H", raw)
         try:
-            return _dt.datetime(year, month, day, hour, minute, second, ms * 1000, tzinfo=_UTC)
+            return _dt.datetime(year, month, day, hour, minute, second, ms * 1000, tzinfo=_dt.timezone.utc)
         except ValueError:
             return (year, month, day, hour, minute, second, ms)
     if t == InType.SID:
@@ -345,12 +348,16 @@ def decode(
     activity_id: uuid.UUID | None = None,
     related_id: uuid.UUID | None = None,
     descriptor: bytes | None = None,
+    pointer_size: int = 8,
 ) -> DecodedEvent:
     """Decode one event's metadata and data.
 
     ``descriptor`` (EVENT_DESCRIPTOR bytes), when given, supplies level, keyword, opcode, id and
-    version and must carry the TraceLogging channel (11).
+    version and must carry the TraceLogging channel (11).  ``pointer_size``: the bytes of a
+    POINTER value (4 in an event of a 32-bit process; an .etl record says which).
     """
+    if pointer_size not in (4, 8):
+        raise DecodeError(f"pointer size {pointer_size} (not 4 or 8)")
     event_id = version = 0
     if descriptor is not None:
         d = decode_event_descriptor(descriptor)
@@ -359,7 +366,7 @@ def decode(
         level, keyword, opcode = d["level"], d["keyword"], d["opcode"]
         event_id, version = d["id"], d["version"]
     raw_name, tags, metas = _metadata(metadata)
-    r = _Reader(data)
+    r = _Reader(data, pointer=pointer_size)
     decoded = tuple(_field(r, f) for f in metas)
     if not r.at_end():
         raise DecodeError(f"{len(data) - r.pos} bytes of data left over after the last field")

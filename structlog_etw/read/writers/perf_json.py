@@ -10,9 +10,9 @@ event bytes.  perf-decode's conventions: hex ints as ``"0xFF"``, errno values as
 ports, booleans, strings with its lenient treatment of invalid UTF-8, arrays, structs and field
 tags as ``"name;tag=0x12"``::
 
-    from structlog_etw.write.eventheader import EventHeaderEncoder
     from structlog_etw.read.decode.eventheader import decode_event
     from structlog_etw.read.writers.perf_json import perf_json
+    from structlog_etw.write.eventheader import EventHeaderEncoder
     from structlog_etw.write.fields import to_fields
 
     data = EventHeaderEncoder().encode("cache", to_fields({"hits": [3, 4]}.items()), 5)
@@ -34,48 +34,42 @@ import re
 import struct
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any, Final, Generic, TypeVar
+from typing import TYPE_CHECKING, Final, Literal
 
-from ...formats.eventheader import (
-    ENC_STRUCT,
-    ENCODING_CARRAY,
-    EXT_METADATA,
-    FIXED_SIZE,
-    FMT_STRING_JSON,
-    FMT_STRING_UTF_BOM,
-    FMT_STRING_XML,
-    LENGTH16_UNIT,
-    ZSTRING_UNIT,
-    parse_tracepoint_name,
-)
+from ...formats._tracefs import ARRAY_NONE, FMT_HEX, FMT_NONE, FMT_SIGNED, FMT_STRING
 from .._text import errno_text, float_text, time_text, wallclock_text
+from .._text import template_literal as esc
+from ..decode._eventheader_plans import EventPlan, FieldStyle, integer_code
 from ..decode._eventheader_values import (
-    BOMS,
     Kind,
     bool_value,
-    bytes_decide_kind,
     int_of,
     struct_order,
     ucs4_code_points,
     utf16_text,
     value_kind,
 )
-from ..decode.eventheader import FieldMetadata, parse_metadata, read_extensions, split_event_name
-from ..decoded import DecodedEvent, DecodedField, DecodeError
+from ..decode.eventheader import FieldMetadata
+from ..decoded import DecodedEvent, DecodedField
+from ._lines import NS, Accepts, Lines, PlainLayout, PlanLine, Render, plain_layout, utf8
+
+if TYPE_CHECKING:
+    from ...perf.datafile import Sample
+    from ...perf.tracefs_format import FormatField, TracepointFormat
 
 __all__ = [
-    "EventPlan",
-    "FieldStyle",
-    "PlanCache",
-    "Plans",
+    "PerfJsonLines",
+    "PerfJsonStyle",
     "activity_text",
     "errno_text",
     "float_text",
     "json_string",
     "perf_json",
     "perf_json_fields",
+    "sample_line",
+    "sample_time_text",
     "time_text",
+    "tracefs_perf_json_head",
     "wallclock_text",
 ]
 
@@ -321,6 +315,29 @@ def _order_of(event: DecodedEvent) -> str:
     return struct_order(event.byte_order)
 
 
+def _n_text(provider: str, raw_name: bytes) -> bytes:
+    """perf-decode's ``"n"`` value of an event (``"Provider:Event"``, quoted; attributes cut)."""
+    name = (
+        _json_utf8(provider.encode("utf-8", "surrogateescape"))
+        + b":"
+        + _json_utf8(raw_name.split(b";", 1)[0])
+    )
+    return _q(name)
+
+
+def _header_meta(eid: int, version: int, level: int, keyword: int, opcode: int, tag: int) -> bytes:
+    """perf-decode's ``meta`` members of the header's numbers (``"id":..,"level":..``; 0 left out)."""
+    numbers = (
+        (b"id", eid, b"%d"),
+        (b"version", version, b"%d"),
+        (b"level", level, b"%d"),
+        (b"keyword", keyword, b'"0x%X"'),
+        (b"opcode", opcode, b"%d"),
+        (b"tag", tag, b'"0x%X"'),
+    )
+    return b",".join(_q(key) + b":" + text % value for key, value, text in numbers if value)
+
+
 def perf_json_fields(event: DecodedEvent, *, field_tags: bool = True) -> str:
     """The event's fields as perf-decode writes them: ``"name":value,...`` (no braces).
 
@@ -347,61 +364,27 @@ def perf_json(
     (``{"cpu": "3", "time": '"2024-...Z"'}``).
     """
     order = _order_of(event)
-    name = event.raw_name.split(b";", 1)[0]
-    n = _json_utf8(event.provider.encode("utf-8", "surrogateescape")) + b":" + _json_utf8(name)
-    parts = [b'"n":' + _q(n)]
+    parts = [b'"n":' + _n_text(event.provider, event.raw_name)]
     if event.field_list:
         parts.append(_json_fields(event.field_list, order, field_tags))
     meta: list[bytes] = []
     for key, value in (extra_meta or {}).items():
         meta.append(json.dumps(key).encode() + b":" + value.encode())
-    numbers = (
-        (b"id", event.id, b"%d"),
-        (b"version", event.version, b"%d"),
-        (b"level", event.level, b"%d"),
-        (b"keyword", event.keyword, b'"0x%X"'),
-        (b"opcode", event.opcode, b"%d"),
-        (b"tag", event.tag, b'"0x%X"'),
-    )
-    meta.extend(_q(key) + b":" + text % value for key, value, text in numbers if value)
+    header = _header_meta(event.id, event.version, event.level, event.keyword, event.opcode, event.tag)
+    if header:
+        meta.append(header)
     ids = ((b"activity", event.activity_id), (b"relatedActivity", event.related_id))
     meta.extend(_q(key) + b":" + _q(str(value).encode()) for key, value in ids if value is not None)
     parts.append(b'"meta":{' + b",".join(meta) + b"}")
     return (b"{" + b",".join(parts) + b"}").decode("utf-8", "surrogateescape")
 
 
-# --- compiled plans -----------------------------------------------------------------------------
+# --- the fast plan ----------------------------------------------------------------------------
 #
-# decode_event parses the metadata of every event and builds a DecodedEvent; a capture repeats the
-# same few metadata blocks thousands of times.  Plans parses each distinct (tracepoint, header,
-# metadata) once into an EventPlan: provider, name, attributes, the header's numbers, perf-decode's
-# text of the constant parts, and the fields as one %-template with a list of readers.  Each reader
-# takes the payload bytes and a position, appends the values its part of the template takes to a
-# list and returns where its part ended: a run of fixed-size fields is one unpack (integers go into
-# the template as numbers, other fixed-size values through their writer, the same functions as
-# perf_json's), a struct's members are its own readers (flattened into the event's template), a
-# string or an array is one text.  So an event is a few unpacks and one % of its template.  A plan
-# reads only well-formed events: anything else raises (or gives None in Plans.fields) and the
-# caller decodes the event the ordinary way, which reports the error.  The cache is bounded by the
-# bytes of its keys.
-
-_T = TypeVar("_T")
-
-#: Bytes of cache keys (tracepoint names and metadata) the plans may hold.
-_CACHE_BYTES: Final = 16 << 20
-
-#: A value reader: (event bytes, position) -> (perf-decode's JSON text of the value, next position).
-Reader = Callable[[bytes, int], tuple[bytes, int]]
-#: A field reader: (event bytes, position, the template's values so far) -> next position; it
-#: appends the values its part of the template takes (numbers for ``%d``/``%X``, texts for ``%s``).
-FieldReader = Callable[[bytes, int, list[object]], int]
-
-#: Texts of fixed-size values each writer keeps (values repeat: errno, times, addresses, floats).
-_VALUES_KEPT: Final = 512
-
-
-class _Bad(Exception):
-    """The event is not what its plan reads (truncated payload): decode it the ordinary way."""
+# The same text for a tracepoint's samples without a DecodedEvent: EventHeader events through the
+# decoder's compiled plans (read/decode/_eventheader_plans.py) in PerfJsonStyle, plain tracepoints
+# by one unpack per format (PerfJsonLines._plain_lines); what a plan does not read is written the
+# ordinary way (PerfJsonLines.event_line).
 
 
 def _bind(text: Callable[[bytes, str], bytes], order: str) -> Callable[[bytes], bytes]:
@@ -454,575 +437,197 @@ def _writer(kind: Kind, order: str) -> Callable[[bytes], bytes]:
     return _ORDERLESS.get(kind) or _WIDE.get((kind, order)) or _bind(_JSON[kind], order)
 
 
-#: The formats whose text a byte-order mark decides.
-_BOM_FORMATS: Final = frozenset({FMT_STRING_UTF_BOM, FMT_STRING_XML, FMT_STRING_JSON})
-#: The first bytes of the byte-order marks (:data:`~structlog_etw.read.decode._eventheader_values.BOMS`).
-_BOM_STARTS: Final = frozenset(mark[:1] for mark, _kind, _order in BOMS)
-#: Value lengths whose writer a counted value's writer keeps.
-_LENGTHS_KEPT: Final = 64
-
-
-def _esc(text: bytes) -> bytes:
-    """``text`` as a constant part of a ``%`` template."""
-    return text.replace(b"%", b"%%")
-
-
-class FieldStyle:
-    """How a plan writes values, names and containers (default: perf-decode's JSON).
-
-    A subclass writes another text from the same readers (the CLI's console text): every
-    method returns UTF-8 bytes and is called once per field when a plan is compiled, never
-    per event.
-    """
-
-    #: Between fields (top level, inside structs), array elements; struct and array brackets.
-    top_sep = b","
-    struct_sep = b","
-    array_sep = b","
-    struct_open, struct_close = b"{", b"}"
-    array_open, array_close = b"[", b"]"
+class PerfJsonStyle(FieldStyle):
+    """perf-decode's JSON of EventHeader fields, for the compiled plans: :data:`_JSON`'s value
+    texts, hex and other integers as template numbers, ``"name;tag=0x.."`` member names
+    (without the tag unless ``field_tags``)."""
 
     def __init__(self, *, field_tags: bool = True) -> None:
+        super().__init__()
         self.field_tags = field_tags
-        self._fixed: dict[tuple[int, int, str], Callable[[bytes], bytes]] = {}
 
-    def fixed(self, encoding: int, fmt: int, order: str) -> Callable[[bytes], bytes]:
-        """The writer of a fixed-size value's bytes (its kind follows from the types alone)."""
-        return _writer(value_kind(encoding, fmt, b"", order)[0], order)
-
-    def kept_fixed(self, encoding: int, fmt: int, order: str) -> Callable[[bytes], bytes]:
-        """:meth:`fixed`, keeping the texts of the last values it wrote (a bounded memo per
-        encoding, format and byte order, shared by every plan of this style)."""
-        key = (encoding, fmt, order)
-        found = self._fixed.get(key)
-        if found is None:
-            found = self._fixed[key] = _kept(self.fixed(encoding, fmt, order))
-        return found
-
-    def varying(self, encoding: int, fmt: int, order: str) -> Callable[[bytes], bytes]:
-        """The writer of a string or binary value's bytes (its kind may depend on them)."""
-        if not bytes_decide_kind(encoding, fmt):
-            return _writer(value_kind(encoding, fmt, b"", order)[0], order)
-        if fmt in _BOM_FORMATS:  # the text after a mark in the mark's kind, else the encoding's
-            plain = _writer(value_kind(encoding, fmt, b"", order)[0], order)
-            marks = [(mark, len(mark), _writer(kind, bom_order)) for mark, kind, bom_order in BOMS]
-
-            def marked(raw: bytes) -> bytes:
-                if raw[:1] in _BOM_STARTS:
-                    for mark, size, write in marks:
-                        if raw.startswith(mark):
-                            return write(raw[size:])
-                return plain(raw)
-
-            return marked
-        # A counted value read as a number by its length: the kind depends on the length alone.
-        by_length: dict[int, Callable[[bytes], bytes]] = {}
-
-        def counted(raw: bytes) -> bytes:
-            write = by_length.get(len(raw))
-            if write is None:
-                write = _writer(value_kind(encoding, fmt, raw, order)[0], order)
-                if len(by_length) >= _LENGTHS_KEPT:
-                    by_length.clear()
-                by_length[len(raw)] = write
-            return write(raw)
-
-        return counted
+    def kind_writer(self, kind: Kind, order: str) -> Callable[[bytes], bytes]:
+        """``raw -> _JSON[kind](raw, order)``."""
+        return _writer(kind, order)
 
     def number(self, encoding: int, fmt: int, order: str) -> tuple[str, bytes] | None:
-        """A fixed-size integer's :mod:`struct` code and ``%``-template of its text, when its text
-        is one (``b"%d"``); a plan reads a run of such fields with one unpack.  None: use
-        :meth:`fixed`."""
-        code = _NUMBER_CODES.get(FIXED_SIZE.get(encoding, 0))
-        if code is None:
+        """Unsigned and signed integers as ``%d``, hex ones as ``"0x%X"``."""
+        found = integer_code(encoding, fmt, order)
+        if found is None:
             return None
-        kind = value_kind(encoding, fmt, b"", order)[0]
-        if kind is Kind.UNSIGNED:
-            return code, b"%d"
-        if kind is Kind.SIGNED:
-            return code.lower(), b"%d"
-        if kind is Kind.HEX:
-            return code, b'"0x%X"'
-        return None
+        code, kind = found
+        return code, b'"0x%X"' if kind is Kind.HEX else b"%d"
 
     def member(self, meta: FieldMetadata, top: bool) -> tuple[bytes, bytes]:
-        """What comes before and after a field's value (``"name":``)."""
+        """``"name":`` (``"name;tag=0x12":`` with ``field_tags``)."""
         name = _json_utf8(meta.name)
         if self.field_tags and meta.tag:
             name += b";tag=0x%X" % meta.tag
         return _q(name) + b":", b""
 
 
-class _Kept(dict[bytes, bytes]):
-    """The texts ``write`` gave for the last :data:`_VALUES_KEPT` distinct values, by value: a
-    value seen is one look-up in C (``kept[raw]``), a new one is written by ``__missing__``."""
+class PerfJsonLines(Lines):
+    """``decode --perf-json``: perf-decode's object per sample, from plans (``read.writers._lines``)."""
 
-    __slots__ = ("write",)
+    def __init__(self, accepts: Accepts, colors: bool = False) -> None:
+        super().__init__(PerfJsonStyle(field_tags=True), accepts)
 
-    def __init__(self, write: Callable[[bytes], bytes]) -> None:
-        super().__init__()
-        self.write = write
+    def event_line(self, sample: Sample, event: DecodedEvent) -> str:
+        """:func:`sample_line`."""
+        return sample_line(sample, event)
 
-    def __missing__(self, raw: bytes) -> bytes:
-        found = self.write(raw)
-        if len(self) >= _VALUES_KEPT:
-            self.clear()
-        self[raw] = found
-        return found
+    def _plan_line(self, fmt: TracepointFormat, plan: EventPlan) -> PlanLine:
+        """The fields by the plan's readers into the line's template; ``other``: the template
+        with the sample's meta as one text (some of time, cpu, pid, tid missing, or activity ids)."""
+        start = b'{"n":' + esc(_n_text(plan.provider, plan.raw_name))
+        start += b"," + plan.template if plan.has_fields else b""
+        header_meta = _header_meta(plan.id, plan.version, plan.level, plan.keyword, plan.opcode, plan.tag)
+        with_header = b"," + esc(header_meta) if header_meta else b""
+        whole = start + b',"meta":{"time":"%s.%09dZ","cpu":%d,"pid":%d,"tid":%d' + with_header + b"}}"
+        other = start + b',"meta":{%s}}'
+        readers = plan.readers
+        seconds = self.seconds
 
+        def perf_json_line(s: Sample, pos: int, activity: bytes | None, related: bytes | None) -> bytes:
+            data = s.data
+            out: list[object] = []
+            for read in readers:
+                pos = read(data, pos, out)
+            real, cpu, pid, tid = s.realtime_ns, s.cpu, s.pid, s.tid
+            if real is None or cpu is None or pid is None or tid is None or activity is not None:
+                out.append(_perf_meta(s, header_meta, activity, related))
+                return other % tuple(out)
+            second, ns = divmod(real, NS)
+            out += (seconds[second], ns, cpu, pid, tid)
+            return whole % tuple(out)
 
-def _kept(write: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
-    """``write`` with the texts of the last :data:`_VALUES_KEPT` distinct values kept."""
-    return _Kept(write).__getitem__
+        return perf_json_line
 
+    def _plain_layout(self, fmt: TracepointFormat) -> PlainLayout | None:
+        # perf-decode prints 1- and 2-byte signed fields unsigned (tracefs_perf_json_head)
+        def member(f: FormatField, piece: bytes) -> bytes:
+            if piece == b"%d" and f.format == FMT_HEX:
+                piece = b'"0x%X"'
+            return esc(utf8(json_string(f.name))) + b":" + piece
 
-def _scalar(meta: FieldMetadata, order: str, style: FieldStyle) -> Reader:
-    """The reader of one value (not an array) of ``meta``'s encoding."""
-    enc, fmt = meta.encoding, meta.format
-    size = FIXED_SIZE.get(enc)
-    if size is not None:
-        text = style.kept_fixed(enc, fmt, order)
+        return plain_layout(
+            fmt,
+            small_unsigned=True,
+            text=lambda text: utf8(json.dumps(text, ensure_ascii=False)),
+            binary=lambda raw: b'"' + raw.hex(" ").encode() + b'"',
+            member=member,
+            sep=b",",
+        )
 
-        def fixed(buf: bytes, pos: int) -> tuple[bytes, int]:
-            end = pos + size
-            if end > len(buf):
-                raise _Bad
-            return text(buf[pos:end]), end
+    def _plain_lines(self, fmt: TracepointFormat, layout: PlainLayout) -> Render:
+        body = esc(b'{"n":' + utf8(json_string(f"{fmt.system}:{fmt.name}")))
+        body += b"," + layout.template if fmt.own_fields else b""
+        whole = body + b',"meta":{"time":"%s.%09dZ","cpu":%d,"pid":%d,"tid":%d}}'
+        body_meta = body + b',"meta":{%s}}'
+        seconds = self.seconds
+        values_of = layout.values_of
 
-        return fixed
-    write = style.varying(enc, fmt, order)
-    unit = ZSTRING_UNIT.get(enc)
-    if unit == 1:
+        def perf_json_line(s: Sample) -> bytes | None:
+            values = values_of(s.raw)
+            real, cpu, pid, tid = s.realtime_ns, s.cpu, s.pid, s.tid
+            if real is not None and cpu is not None and pid is not None and tid is not None:
+                second, ns = divmod(real, NS)
+                return whole % (*values, seconds[second], ns, cpu, pid, tid)
+            if pid is not None and tid is None:
+                return None
+            return body_meta % (*values, _perf_meta(s, b"", None, None))
 
-        def zstring8(buf: bytes, pos: int) -> tuple[bytes, int]:
-            end = buf.find(b"\0", pos)
-            if end < 0:
-                raise _Bad
-            return write(buf[pos:end]), end + 1
-
-        return zstring8
-    if unit is not None:
-        zero = b"\0" * unit
-
-        def zstring(buf: bytes, pos: int) -> tuple[bytes, int]:
-            end = buf.find(zero, pos)  # the first aligned run of `unit` zero bytes
-            while end >= 0 and (end - pos) % unit:
-                end = buf.find(zero, end + 1)
-            if end < 0:
-                raise _Bad
-            return write(buf[pos:end]), end + unit
-
-        return zstring
-    length_unit = LENGTH16_UNIT[enc]
-    u16 = struct.Struct(order + "H").unpack_from
-
-    def counted(buf: bytes, pos: int) -> tuple[bytes, int]:
-        if pos + 2 > len(buf):
-            raise _Bad
-        end = pos + 2 + u16(buf, pos)[0] * length_unit
-        if end > len(buf):
-            raise _Bad
-        return write(buf[pos + 2 : end]), end
-
-    return counted
-
-
-def _appending(meta: FieldMetadata, order: str, style: FieldStyle) -> FieldReader:
-    """The field reader of one string or binary value (its text: one ``%s``)."""
-    enc, fmt = meta.encoding, meta.format
-    write = style.varying(enc, fmt, order)
-    unit = ZSTRING_UNIT.get(enc)
-    if unit == 1:
-
-        def zstring8(buf: bytes, pos: int, out: list[object]) -> int:
-            end = buf.find(b"\0", pos)
-            if end < 0:
-                raise _Bad
-            out.append(write(buf[pos:end]))
-            return end + 1
-
-        return zstring8
-    if unit is None:
-        length_unit = LENGTH16_UNIT[enc]
-        u16 = struct.Struct(order + "H").unpack_from
-
-        def counted(buf: bytes, pos: int, out: list[object]) -> int:
-            start = pos + 2
-            end: int = start + u16(buf, pos)[0] * length_unit  # struct.error past the end
-            if end > len(buf):
-                raise _Bad
-            out.append(write(buf[start:end]))
-            return end
-
-        return counted
-    zero = b"\0" * unit
-
-    def zstring(buf: bytes, pos: int, out: list[object]) -> int:
-        end = buf.find(zero, pos)  # the first aligned run of `unit` zero bytes
-        while end >= 0 and (end - pos) % unit:
-            end = buf.find(zero, end + 1)
-        if end < 0:
-            raise _Bad
-        out.append(write(buf[pos:end]))
-        return end + unit
-
-    return zstring
+        return perf_json_line
 
 
-#: struct codes of the unsigned integers of each size (the signed ones: lower case).
-_NUMBER_CODES: Final = {1: "B", 2: "H", 4: "I", 8: "Q"}
-#: Array lengths whose unpack and template an array reader keeps.
-_ARRAYS_KEPT: Final = 64
+def _perf_meta(sample: Sample, header_meta: bytes, activity: bytes | None, related: bytes | None) -> bytes:
+    """perf-decode's ``meta`` members of a sample (the general case: some of time, cpu, pid
+    missing, or activity ids)."""
+    meta = []
+    t = sample.time
+    if t is not None:
+        if sample.realtime_ns is not None:
+            meta.append(b'"time":"' + wallclock_text(sample.realtime_ns).encode() + b'"')
+        else:
+            sec, nsec = divmod(t, NS)
+            meta.append(b'"time":%d.%09d' % (sec, nsec))
+    if sample.cpu is not None:
+        meta.append(b'"cpu":%d' % sample.cpu)
+    if sample.pid is not None:
+        meta.append(b'"pid":%d,"tid":%d' % (sample.pid, sample.tid or 0))
+    if header_meta:
+        meta.append(header_meta)
+    if activity is not None:
+        meta.append(b'"activity":' + activity_text(activity))
+    if related is not None:
+        meta.append(b'"relatedActivity":' + activity_text(related))
+    return b",".join(meta)
 
 
-def _run(codes: list[str], writers: list[tuple[int, Callable[[bytes], bytes]]], order: str) -> FieldReader:
-    """The reader of a run of fixed-size fields: one unpack; the values that are not numbers of
-    the template (``writers``: their index in the run and writer) replaced by their text."""
-    unpack = struct.Struct(order + "".join(codes))
-    size = unpack.size
-    read = unpack.unpack_from
-    if not writers:
-
-        def numbers(buf: bytes, pos: int, out: list[object]) -> int:
-            out += read(buf, pos)  # struct.error when the payload is too short
-            return pos + size
-
-        return numbers
-    if len(writers) == 1:
-        at, write = writers[0]
-
-        def one(buf: bytes, pos: int, out: list[object]) -> int:
-            values = read(buf, pos)
-            out += values
-            out[at - len(values)] = write(values[at])
-            return pos + size
-
-        return one
-
-    def run(buf: bytes, pos: int, out: list[object]) -> int:
-        values = read(buf, pos)
-        base = len(out)
-        out += values
-        for i, write in writers:
-            out[base + i] = write(values[i])
-        return pos + size
-
-    return run
+def sample_time_text(sample: Sample) -> str | None:
+    """perf-decode's ``meta.time`` as JSON text: ``"2024-...T..:..:...nnnnnnnnnZ"`` or ``sec.nsec``."""
+    if sample.time is None:
+        return None
+    if sample.realtime_ns is not None:
+        return f'"{wallclock_text(sample.realtime_ns)}"'
+    sec, nsec = divmod(sample.time, NS)
+    return f"{sec}.{nsec:09d}"
 
 
-def _fields(
-    metas: list[FieldMetadata], order: str, style: FieldStyle, top: bool
-) -> tuple[bytes, list[FieldReader]]:
-    """The template and readers of a list of fields (``"name":value,...``, no braces).
-    Consecutive fixed-size fields are read with one unpack; a struct's members are read by
-    their own readers into the same template."""
-    sep = style.top_sep if top else style.struct_sep
-    pieces: list[bytes] = []
-    readers: list[FieldReader] = []
-    codes: list[str] = []
-    writers: list[tuple[int, Callable[[bytes], bytes]]] = []
-
-    def end_run() -> None:
-        if codes:
-            readers.append(_run(codes[:], writers[:], order))
-            codes.clear()
-            writers.clear()
-
-    for m in metas:
-        before, after = style.member(m, top)
-        before, after = _esc(before), _esc(after)
-        enc = m.encoding
-        if enc == ENC_STRUCT and not m.array:
-            template, members = _fields(m.children, order, style, False)
-            end_run()
-            readers += members
-            pieces.append(before + _esc(style.struct_open) + template + _esc(style.struct_close) + after)
-            continue
-        size = FIXED_SIZE.get(enc)
-        if size is not None and not m.array:
-            number = style.number(enc, m.format, order)
-            if number is not None:
-                codes.append(number[0])
-                pieces.append(before + number[1] + after)
-            else:
-                writers.append((len(codes), style.kept_fixed(enc, m.format, order)))
-                codes.append(f"{size}s")
-                pieces.append(before + b"%s" + after)
-            continue
-        end_run()
-        readers.append(_field(m, order, style))
-        pieces.append(before + b"%s" + after)
-    end_run()
-    return _esc(sep).join(pieces), readers
+def _sample_meta(sample: Sample) -> dict[str, str]:
+    meta: dict[str, str] = {}
+    t = sample_time_text(sample)
+    if t is not None:
+        meta["time"] = t
+    if sample.cpu is not None:
+        meta["cpu"] = str(sample.cpu)
+    if sample.pid is not None:
+        meta["pid"] = str(sample.pid)
+        meta["tid"] = str(sample.tid)
+    return meta
 
 
-def _texts(template: bytes, readers: list[FieldReader]) -> Reader:
-    """``(buf, pos) -> (template filled by the readers, next position)``."""
-
-    def texts(buf: bytes, pos: int) -> tuple[bytes, int]:
-        out: list[object] = []
-        for read in readers:
-            pos = read(buf, pos, out)
-        return template % tuple(out), pos
-
-    return texts
-
-
-def _field(meta: FieldMetadata, order: str, style: FieldStyle) -> FieldReader:
-    """The field reader of a string, binary value or array: one text."""
-    if not meta.array:
-        return _appending(meta, order, style)
-    if meta.encoding == ENC_STRUCT:
-        template, members = _fields(meta.children, order, style, False)
-        element = _texts(_esc(style.struct_open) + template + _esc(style.struct_close), members)
-    else:
-        element = _scalar(meta, order, style)
-    count = meta.count if meta.array == ENCODING_CARRAY else None
-    element_min = meta.element_min
-    u16 = struct.Struct(order + "H").unpack_from
-    aopen, asep, aclose = style.array_open, style.array_sep, style.array_close
-
-    def length(buf: bytes, pos: int) -> tuple[int, int]:
-        """The array's element count (its own, or the u16 before the elements) and where they start."""
-        if count is not None:
-            return count, pos
-        if pos + 2 > len(buf):
-            raise _Bad
-        return u16(buf, pos)[0], pos + 2
-
-    number = None if meta.encoding == ENC_STRUCT else style.number(meta.encoding, meta.format, order)
-    if number is not None:  # n integers: one unpack, one template (kept per length)
-        code, piece = number
-        size = FIXED_SIZE[meta.encoding]
-        kept: dict[int, tuple[Callable[[bytes, int], tuple[int, ...]], bytes]] = {}
-        sep = _esc(asep)
-        aopen_t, aclose_t = _esc(aopen), _esc(aclose)
-
-        def numbers(buf: bytes, pos: int, out: list[object]) -> int:
-            n, pos = length(buf, pos)
-            end = pos + n * size
-            if end > len(buf):
-                raise _Bad
-            found = kept.get(n)
-            if found is None:
-                if len(kept) >= _ARRAYS_KEPT:
-                    kept.clear()
-                found = kept[n] = (
-                    struct.Struct(f"{order}{n}{code}").unpack_from,
-                    aopen_t + sep.join([piece] * n) + aclose_t,
-                )
-            out.append(found[1] % found[0](buf, pos))
-            return end
-
-        return numbers
-    fixed_size = FIXED_SIZE.get(meta.encoding) if meta.encoding != ENC_STRUCT else None
-    if fixed_size is not None:  # n fixed-size values: each one's bytes through its writer
-        write = style.kept_fixed(meta.encoding, meta.format, order)
-
-        def values(buf: bytes, pos: int, out: list[object]) -> int:
-            n, pos = length(buf, pos)
-            end = pos + n * fixed_size
-            if end > len(buf):
-                raise _Bad
-            texts = [write(buf[p : p + fixed_size]) for p in range(pos, end, fixed_size)]
-            out.append(aopen + asep.join(texts) + aclose)
-            return end
-
-        return values
-
-    def array(buf: bytes, pos: int, out: list[object]) -> int:
-        n, pos = length(buf, pos)
-        if len(buf) - pos < n * element_min:
-            raise _Bad
-        parts = []
-        for _ in range(n):
-            text, pos = element(buf, pos)
-            parts.append(text)
-        out.append(aopen + asep.join(parts) + aclose)
-        return pos
-
-    return array
+def sample_line(sample: Sample, event: DecodedEvent, *, field_tags: bool = True) -> str:
+    """perf-decode's object of a perf.data sample decoded as ``event`` (an EventHeader event
+    or a plain tracepoint's, ``format`` ``"tracefs"``): ``{"n":...,fields...,"meta":{...}}``
+    with the sample's time, cpu, pid and tid first in ``meta``."""
+    meta = _sample_meta(sample)
+    if event.format == "eventheader":
+        return perf_json(event, field_tags=field_tags, extra_meta=meta)
+    meta_text = '"meta":{' + ",".join(f'"{k}":{v}' for k, v in meta.items()) + "}"
+    return "{" + tracefs_perf_json_head(event) + "," + meta_text + "}"
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class EventPlan:
-    """How to write one kind of event (a tracepoint, a header, a metadata block).
+def tracefs_perf_json_head(event: DecodedEvent) -> str:
+    """perf-decode's text of a plain tracepoint's :class:`~structlog_etw.read.decoded.DecodedEvent`
+    (``format`` ``"tracefs"``), up to its ``meta``: ``'"n":"system:name","field":value,...'``.
 
-    ``provider``, ``name``, ``level``, ``keyword``, ``attributes`` as
-    :class:`~structlog_etw.read.decoded.DecodedEvent` has them; ``n`` perf-decode's ``"n"`` value text
-    (``"Provider:Event"``, quoted); ``header_meta`` its ``meta`` members of the header's numbers
-    (``"id":..,"level":..``, without activities).  The fields' text (``"name":value,...``) is
-    ``template % tuple(values)`` where each of ``readers`` in turn takes ``(data, pos, values)``,
-    appends its values and returns the next position (``read_fields(data, pos)`` does that: the
-    text and where the payload ended).  ``run``: when the fields are one run of fixed-size
-    values, that run's unpack and the writers of its values that are not numbers (index in the
-    run, writer), so that a caller can fill a larger template with them; else None.
+    Rendered from the decoded fields only (never the event's bytes): names are escaped as
+    perf-decode escapes them, so each line is one JSON object whatever the file's tracing data
+    holds.
     """
-
-    provider: str
-    name: str
-    level: int
-    keyword: int
-    opcode: int
-    tag: int
-    id: int
-    version: int
-    attributes: dict[str, str]
-    n: bytes
-    header_meta: bytes
-    read_fields: Callable[[bytes, int], tuple[bytes, int]]
-    has_fields: bool
-    template: bytes = b""
-    readers: tuple[FieldReader, ...] = ()
+    order = event.byte_order
+    parts = ['"n":' + json_string(f"{event.provider}:{event.name}")]
+    parts += [json_string(f.name) + ":" + _tracefs_value_text(f, order) for f in event.field_list]
+    return ",".join(parts)
 
 
-class Plans:
-    """The :class:`EventPlan` of every (tracepoint name, header, metadata) seen, compiled once.
+def _tracefs_value_text(f: DecodedField, order: Literal["little", "big"]) -> str:
+    """perf-decode's JSON text of one plain tracepoint field: text as a string, bytes as spaced
+    hex, numbers in the field's style (1- and 2-byte signed numbers print unsigned), arrays as lists."""
+    if f.format == FMT_STRING:
+        return json.dumps(f.value if f.value is not None else "", ensure_ascii=False)
+    if f.format == FMT_NONE:
+        return '"' + f.raw.hex(" ") + '"'
 
-    ``style`` writes the fields (default :class:`FieldStyle`: perf-decode's JSON, field names
-    with their ``;tag=0x..`` suffix unless ``field_tags`` is false).  :meth:`fields` reads one
-    event.
-    """
+    def number(chunk: bytes) -> str:
+        if f.format == FMT_HEX:
+            return f'"0x{int.from_bytes(chunk, order):X}"'
+        return str(int.from_bytes(chunk, order, signed=f.format == FMT_SIGNED and len(chunk) >= 4))
 
-    def __init__(self, *, field_tags: bool = True, style: FieldStyle | None = None) -> None:
-        self.style = style if style is not None else FieldStyle(field_tags=field_tags)
-        self._plans: dict[tuple[str, bytes, bytes], EventPlan | None] = {}
-        self._bytes = 0
-        #: Every cache that counts its keys' bytes in ``_bytes``: this one's and its PlanCaches'.
-        self._caches: list[dict[Any, Any]] = [self._plans]
-
-    def _spend(self, cost: int) -> None:
-        """Count ``cost`` bytes of a new key; past :data:`_CACHE_BYTES` every cache is emptied."""
-        if self._bytes + cost > _CACHE_BYTES:
-            for kept in self._caches:
-                kept.clear()
-            self._bytes = 0
-        self._bytes += cost
-
-    def compile(self, tracepoint_name: str, head: bytes, metadata: bytes, order: str) -> EventPlan | None:
-        """The plan of events of this tracepoint, header (the first 8 bytes) and metadata in
-        byte order ``order`` (None: such events are not well-formed; the ordinary decoder says why)."""
-        try:
-            provider, level, keyword, _options = parse_tracepoint_name(tracepoint_name)
-            raw_name, metas = parse_metadata(metadata, order)
-        except DecodeError:
-            return None
-        version = head[1]
-        eid, tag, opcode, hlevel = struct.unpack_from(order + "HHBB", head, 2)
-        if hlevel != level:
-            return None
-        name, attrs = split_event_name(raw_name)
-        n = _q(
-            _json_utf8(provider.encode("utf-8", "surrogateescape"))
-            + b":"
-            + _json_utf8(raw_name.split(b";", 1)[0])
-        )
-        numbers = (
-            (b"id", eid, b"%d"),
-            (b"version", version, b"%d"),
-            (b"level", level, b"%d"),
-            (b"keyword", keyword, b'"0x%X"'),
-            (b"opcode", opcode, b"%d"),
-            (b"tag", tag, b'"0x%X"'),
-        )
-        header_meta = b",".join(_q(key) + b":" + text % value for key, value, text in numbers if value)
-        template, readers = _fields(metas, order, self.style, True)
-        return EventPlan(
-            provider,
-            name,
-            level,
-            keyword,
-            opcode,
-            tag,
-            eid,
-            version,
-            attrs,
-            n,
-            header_meta,
-            _texts(template, readers),
-            bool(metas),
-            template,
-            tuple(readers),
-        )
-
-    def plan(
-        self, tracepoint_name: str, data: bytes
-    ) -> tuple[EventPlan, int, bytes | None, bytes | None] | None:
-        """``(plan, payload position, activity id, related id)`` of the event ``data``, or None
-        when the event is not well-formed (decode it the ordinary way to learn why)."""
-        try:
-            order, metadata, pos, activity, related = read_extensions(data)
-        except DecodeError:
-            return None
-        key = (tracepoint_name, data[:8], metadata)
-        plan = self._plans.get(key, self)
-        if plan is self:
-            plan = self.compile(tracepoint_name, data[:8], metadata, order)
-            self._spend(len(tracepoint_name) + len(metadata) + 200)
-            self._plans[key] = plan
-        if plan is None:
-            return None
-        assert isinstance(plan, EventPlan)
-        return plan, pos, activity, related
-
-    @staticmethod
-    def fields(plan: EventPlan, data: bytes, pos: int) -> bytes | None:
-        """The event's fields as perf-decode's text (``"name":value,...``), or None when the payload
-        is not what the metadata says (decode it the ordinary way to learn why)."""
-        try:
-            return plan.read_fields(data, pos)[0]
-        except (_Bad, struct.error, ValueError, OverflowError, IndexError):
-            return None
-
-
-#: The extension header (size, kind) of a little-endian event; the kind of a metadata extension.
-_EXT_LE: Final = struct.Struct("<HH").unpack_from
-_METADATA_KIND: Final = int(EXT_METADATA)
-
-
-class PlanCache(Generic[_T]):
-    """What a caller keeps per plan (``decide(plan)``; None: such events take the ordinary path)
-    for the events of one EventHeader tracepoint, found by the bytes of an event's header and
-    metadata - the plan's key - and compiled once per distinct key (bounded with its
-    :class:`Plans`' other caches by the bytes of their keys)."""
-
-    def __init__(self, plans: Plans, tracepoint_name: str, decide: Callable[[EventPlan], _T | None]) -> None:
-        self._plans = plans
-        self._name = tracepoint_name
-        self._decide = decide
-        self._kept: dict[object, _T | None] = {}
-        plans._caches.append(self._kept)
-
-    def _add(self, key: object, head: bytes, metadata: bytes, order: str) -> _T | None:
-        plan = self._plans.compile(self._name, head, metadata, order)
-        kept = None if plan is None else self._decide(plan)
-        self._plans._spend(len(metadata) + 200)
-        self._kept[key] = kept
-        return kept
-
-    def find(self, data: bytes) -> tuple[_T, int, bytes | None, bytes | None] | None:
-        """``(what is kept for the plan, payload position, activity id, related id)`` of the
-        event ``data``, or None when it is not well-formed or its plan decided None."""
-        if len(data) >= 12 and data[0] | 1 == 7:  # little-endian, extensions (pointer size either)
-            size, kind = _EXT_LE(data, 8)
-            if kind == _METADATA_KIND:  # the metadata extension alone (no activity ids): the key is
-                pos = 12 + size  # the event's bytes up to the payload
-                if pos > len(data):
-                    return None
-                key: object = data[:pos]
-                kept = self._kept.get(key, self)
-                if kept is self:
-                    kept = self._add(key, data[:8], data[12:pos], "<")
-                return None if kept is None else (kept, pos, None, None)  # type: ignore[return-value]
-        try:
-            order, metadata, pos, activity, related = read_extensions(data)
-        except DecodeError:
-            return None
-        key = (data[:8], metadata)
-        kept = self._kept.get(key, self)
-        if kept is self:
-            kept = self._add(key, data[:8], metadata, order)
-        return None if kept is None else (kept, pos, activity, related)  # type: ignore[return-value]
+    if f.encoding != ARRAY_NONE:
+        return "[" + ",".join(number(chunk) for chunk in f.raw_elements) + "]"
+    return "null" if f.value is None else number(f.raw)
 
 
 def activity_text(raw: bytes) -> bytes:

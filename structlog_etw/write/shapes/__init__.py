@@ -1,4 +1,4 @@
-"""Per-shape encode functions: what both encoders share to go from an event dict to bytes directly.
+"""What both encoders share to go from an event dict to bytes: codec tables, tiers, shape functions.
 
 The general route of an event is ``dict_fields(event.items(), skip)`` (one typed field per key)
 and then the encoder.  For the keys and value classes nearly every log call has, an encoder can
@@ -7,6 +7,13 @@ checks each value's class, and packs the values with straight-line code (a ``str
 of fixed-size values, the UTF-8 bytes of each string), writing the same bytes the general route
 writes.  This module holds the parts both formats share:
 
+* :class:`Row` and :class:`Codec`: a format's **codec table**, a row per value kind (its
+  metadata, packer, general-path body, shape-function :class:`Step` and compiled op), and every
+  table derived from the rows (array metadata and packers, the steps and ops per layout kind,
+  the interpreted route's table, the layouts' functions, the field-metadata cache);
+* :func:`encode_dict`: the **tier dispatcher**, both encoders' ``encode_dict`` (through
+  :class:`BaseEncoder`), speaking to a format through the small :class:`TieredEncoder`
+  protocol; :class:`ShapeEntry`: the one kind of shape-cache entry;
 * :data:`SHAPE_KINDS`: the value classes a shape function takes, with the kind the type table
   gives them (``None`` is :data:`NONE`, a null); any other class, a key that is not a ``str``
   and a dict that is not flat sends the event down the general route;
@@ -14,23 +21,25 @@ writes.  This module holds the parts both formats share:
   skipped key), or ``None`` when the shape has no shape function;
 * :func:`compile_shape_function`: the generated function for a layout, given how a format writes each
   kind (:class:`Step`).  Its source is built only from the format's step table and positions,
-  never from keys or values.  The one code generator of the package;
+  never from keys or values.  The write side's one code generator;
 * :func:`compiled_packer`: where the optional compiled module is built (:data:`SPEEDUPS`,
   ``structlog_etw/write/shapes/_speedups.c``), a layout's packer in C instead of its generated function: the
   same bytes, ``None`` and errors, for layouts of ``str``/``int``/``float``/``bool``/``None``/
-  ``bytes`` values (nothing compiled: a program is the layout's op string);
+  ``bytes`` values (nothing compiled: a program is the layout's op string; the ops are
+  :data:`OPS`, the C module's enum, held equal to it by tests/write/shapes/test_speedups.py);
 * :class:`LayoutFunctions`: a format's generated functions, one per layout, compiled only once
   the layout is hot and a compile budget allows it, bounded by count and by bytes;
-* :class:`ShapeCache`: an encoder's shape entries (shape key -> what its shape function needs),
-  made only for shapes written :data:`SHAPE_HOT` times, bounded by count and by bytes, never
-  for a key longer than :data:`MAX_KEY_CHARS`;
+* :class:`ShapeCache`: an encoder's shape entries (shape key -> :class:`ShapeEntry`), made only
+  for shapes written :data:`SHAPE_HOT` times, bounded by count and by bytes, never for a key
+  longer than :data:`MAX_KEY_CHARS`;
 * :func:`walk`: the interpreted shape function (a loop, no code compiled) both formats run for
   a layout that has no generated function yet.
 
-**Tiers.**  An event dict whose shape has no entry is written by :func:`walk` when its values
-are of the classes above, else by the general route (typed fields, the encoder's non-generated
-packers): neither compiles anything.  When that route wrote the event, the
-shape is *seen*; at its :data:`SHAPE_HOT`-th written event it gets an entry, if its layout has a
+**Tiers** (:func:`encode_dict`).  An event dict whose shape has an entry is written by the entry's
+function (compiled packer or generated function).  One whose shape has no entry is written by
+:func:`walk` when its values are of the classes above, else by the general route (typed fields,
+the encoder's non-generated packers): neither compiles anything.  When that route wrote the event,
+the shape is *seen*; at its :data:`SHAPE_HOT`-th written event it gets an entry, if its layout has a
 function.  A layout gets its function after :data:`LAYOUT_HOT` such promotions were asked for
 it, and only if the compile budget has the credit: every general-route event earns one credit
 (up to :data:`CREDIT_CAP`), a compile spends :data:`COMPILE_COST`.  A stream of new layouts thus
@@ -55,42 +64,61 @@ whoever finds it taken skips the bookkeeping (a count, a credit, a store: a late
 never the event.  Lookups are single dict reads, safe on every build.  docs/reliability.md
 lists every such place.
 
-Stdlib only (layer 1, next to :mod:`structlog_etw.write.fields`).
+Stdlib only (next to :mod:`structlog_etw.write.fields`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import struct
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, Protocol, TypeVar
 
 from ..._util.counters import TryLock
-from ..fields import BOOL, BYTES, F64, I64, NULL, STR, TIME, UUID
+from ...formats.header import INFO_HEADER, Header, HeaderValue
+from .._size_policy import NO_LIMIT, Cuttable, Piece, leading_pieces
+from ..fields import ARRAY, BOOL, BYTES, F64, I64, NULL, STR, TIME, TRUNCATION_MARKER, UUID, dict_fields
 
 __all__ = [
+    "BINARY",
     "COMPILE_COST",
     "CREDIT_CAP",
+    "FIELD_NAME_MAX",
+    "GENERAL",
     "LAYOUT_HOT",
     "MAX_KEY_CHARS",
     "NONE",
     "NULLABLE",
+    "OPS",
     "SHAPE_HOT",
     "SHAPE_KINDS",
     "SKIP",
     "SPEEDUPS",
+    "TEXT",
     "U16_BYTES",
+    "WHOLE",
+    "BaseEncoder",
+    "Codec",
     "HotShape",
     "LayoutFunctions",
+    "Op",
+    "Packer",
+    "Row",
     "ShapeCache",
+    "ShapeEntry",
     "Step",
+    "TieredEncoder",
     "compile_shape_function",
     "compiled_packer",
+    "encode_dict",
     "key_chars",
     "layout",
     "layout_function",
+    "shape_entry",
+    "shape_kind",
     "walk",
 ]
 
@@ -284,11 +312,47 @@ def _load_speedups() -> Any:
         module = __import__(f"{__package__}._speedups", fromlist=["ABI_VERSION"])
     except ImportError:
         return None
-    return module if getattr(module, "ABI_VERSION", None) == _SPEEDUPS_ABI else None
+    if getattr(module, "ABI_VERSION", None) != _SPEEDUPS_ABI:
+        return None
+    return module if getattr(module, "OPS", None) == {name: op.code for name, op in OPS.items()} else None
 
 
 #: The op version of ``_speedups.c`` this module speaks.
 _SPEEDUPS_ABI: Final = 1
+
+
+class Op(NamedTuple):
+    """One op of the compiled packer (the ``OP_*`` enum of ``_speedups.c``, held equal to this table
+    by tests/write/shapes/test_speedups.py; a module whose ``OPS`` differ is not loaded)."""
+
+    #: The op's code (its place in the enum).
+    code: int
+    #: The exact class of the value it writes (``None``: it writes nothing).
+    cls: type | None
+    #: The bytes it writes whatever the value: a fixed-size value's, or a counted value's u16 length.
+    size: int
+
+
+#: The compiled packer's ops by name, in the order of their codes.  A format's codec rows name the
+#: op that writes their kind as the row's :class:`Step` does (:attr:`Codec.ops`).
+OPS: Final[dict[str, Op]] = {
+    name: Op(code, cls, size)
+    for code, (name, cls, size) in enumerate(
+        [
+            ("skip", None, 0),  # a position not written (exc_info, the skipped key)
+            ("str", str, 2),  # u16 length + UTF-8 (strict)
+            ("bytes", bytes, 2),  # u16 length + the bytes
+            ("i64", int, 8),  # int64
+            ("f64", float, 8),  # IEEE 754 double
+            ("bool8", bool, 1),  # 1 byte, 0 or 1
+            ("bool32", bool, 4),  # int32 0 or 1
+            ("null_empty", type(None), 2),  # u16 length 0
+            ("null_text", type(None), 6),  # u16 length 4 + "None"
+            ("i64_counted", int, 10),  # u16 length 8 + int64
+            ("f64_counted", float, 10),  # u16 length 8 + double
+        ]
+    )
+}
 #: The compiled packer (``structlog_etw/write/shapes/_speedups.c``) when it is built and not turned off, else
 #: ``None``: every layout then runs its generated Python function (the same bytes).
 SPEEDUPS: Final[Any] = _load_speedups()
@@ -306,9 +370,8 @@ def compiled_packer(kinds: tuple[int, ...], ops: Mapping[int, str]) -> Callable[
     """
     if SPEEDUPS is None:
         return None
-    codes = SPEEDUPS.OPS
     try:
-        program = SPEEDUPS.Program(bytes(codes["skip" if kind == SKIP else ops[kind]] for kind in kinds))
+        program = SPEEDUPS.Program(bytes(OPS["skip" if kind == SKIP else ops[kind]].code for kind in kinds))
     except KeyError:  # a kind the compiled packer does not write
         return None
     fn: Callable[..., bytes | None] = program.pack
@@ -486,22 +549,23 @@ class ShapeCache:
         self.first: dict[tuple[Any, ...], Any] = {}
         self.by_class: dict[tuple[Any, ...], Any] = {}
         self.seen_counts: dict[tuple[Any, ...], int] = {}
-        #: Event name -> the last entry of :attr:`first` found for it: ``(options, keys, key,
-        #: entry)`` (see :meth:`remember`).
-        self.recent: dict[object, tuple[Any, list[Any], tuple[Any, ...], Any]] = {}
+        #: Event name -> the last entry of :attr:`first` found for it (see :meth:`remember`).
+        self.recent: dict[object, tuple[Any, ...]] = {}
         self._recent_keys = 0
         self._bytes = 0
         self._lock = TryLock()
         self.max_entries = max_entries
         self.max_bytes = max_bytes
 
-    def remember(self, name: object, options: Any, key: tuple[Any, ...], entry: Any, keys: list[Any]) -> None:
-        """Keep ``entry`` (just found in :attr:`first` under ``key``) as ``name``'s recent one.
+    def remember(self, name: object, key: tuple[Any, ...], entry: Any, keys: list[Any]) -> None:
+        """Keep ``entry`` (just found in :attr:`first` under ``key``, a shape key of
+        :func:`encode_dict`: ``(name, None, skip, *keys)``, a header of no part) as ``name``'s
+        recent one: ``(skip, keys, key, entry)``.
 
-        An encoder looks an event up in :attr:`recent` first: same ``options`` (compared with
-        ``==``: the format's skip key, tag...) and the same keys in the same order (``list(event)
-        == keys``: each compared with ``==``, as a dict compares keys of equal hashes) give the
-        entry without building and hashing the shape key.  At most ``max_entries`` names and
+        :func:`encode_dict` looks an event of a header of no part up in :attr:`recent` first: the
+        same skip key and the same keys in the same order (``list(event) == keys``: each compared
+        with ``==``, as a dict compares keys of equal hashes) give the entry without building and
+        hashing the shape key.  At most ``max_entries`` names and
         :data:`_RECENT_KEYS` keys are held (then it starts over); :meth:`clear` forgets them with
         the entries.
         """
@@ -511,7 +575,7 @@ class ShapeCache:
             if len(self.recent) >= self.max_entries or self._recent_keys + len(keys) > _RECENT_KEYS:
                 self.recent.clear()
                 self._recent_keys = 0
-            self.recent[name] = (options, keys, key, entry)
+            self.recent[name] = (key[2], keys, key, entry)
             self._recent_keys += len(keys)
         finally:
             self._lock.release()
@@ -682,3 +746,392 @@ def walk(
             fresh.append(((key, kind), meta))
         add_meta(meta)
     return metas, values, count
+
+
+# --- codec tables: a row per value kind, the rest derived -----------------------------------------
+
+#: How the general path's size policy treats a row's :attr:`Row.body`: whole (a fixed-size value),
+#: cut as text (it ends with the truncation marker) or cut as a binary.
+WHOLE: Final = 0
+#: See :data:`WHOLE`: a text (u16 length and UTF-8) that ends with the truncation marker when cut.
+TEXT: Final = 1
+#: See :data:`WHOLE`: a binary (u16 length and bytes), cut to its first bytes.
+BINARY: Final = 2
+_MARKER: Final = TRUNCATION_MARKER.encode()
+
+#: A function writing one value (raises for a value it does not write).
+Packer = Callable[[Any], bytes]
+
+
+class Row(NamedTuple):
+    """How a format writes one value kind: the one place a kind becomes bytes.
+
+    Everything else the format's encoder uses for the kind (field metadata, the typed-field
+    packers, the general path's pieces, the shape functions' steps, the interpreted route's
+    packers, the compiled packer's op) is derived from its rows by :class:`Codec`.
+    """
+
+    #: The kind (:mod:`structlog_etw.write.fields`'s, or a format's own such as a nullable one).
+    kind: int
+    #: The field metadata after the field's name (encoding and format bytes).
+    meta: bytes
+    #: The value, whole (a counted value with its u16 length): the typed-field fast path and the
+    #: interpreted route; raises for a value it does not write (the general path decides).
+    pack: Packer
+    #: The value as the general path writes it: whole, or a counted value's body (no length)
+    #: that the size policy may cut (:attr:`cut`); raises when the value cannot be written as
+    #: the kind (it is then written as its text, :func:`~structlog_etw.write.fields.normalize`).
+    body: Packer
+    #: :data:`WHOLE`, :data:`TEXT` or :data:`BINARY`.
+    cut: int = WHOLE
+    #: How a generated shape function writes it, or ``None`` (no shape function takes the kind).
+    step: Step | None = None
+    #: The compiled packer's op (a name of :data:`OPS`) writing it as :attr:`step` does, or ``None``.
+    op: str | None = None
+    #: Logical fields a value takes (TraceLogging's 128-field limit counts binaries twice).
+    fields: int = 1
+    #: The struct format of a fixed-size value packed by ``struct`` (``""`` for any other): an
+    #: array of the kind is packed in one call.
+    fixed: str = ""
+
+
+def shape_kind(kind: int) -> int:
+    """A row's kind in a layout: NULL is :data:`NONE` (the class of ``None``), any other itself."""
+    return NONE if kind == NULL else kind
+
+
+class Codec:
+    """A format's codec table (its :class:`Row` s) and the tables derived from it.
+
+    ``array_meta(row)``: the metadata of an array of the row's kind; ``array_pack(codec, kind)``:
+    the packer of such an array (whole, u16 count included).  ``env``: the names the steps use.
+    ``walk_none``: whether the interpreted route writes ``None`` (else such an event takes the
+    general route).  ``null_of``: a kind's form at a key that has been ``None`` (a format with
+    nullable forms), see :meth:`ShapeCache.written`.  A layout's function is
+    ``f(event, *LEAD)``: :func:`encode_dict` passes the scope's lead and the entry's.
+    """
+
+    __slots__ = (
+        "env",
+        "fields",
+        "functions",
+        "lead",
+        "meta",
+        "null_of",
+        "ops",
+        "packers",
+        "rows",
+        "steps",
+        "walker",
+    )
+
+    def __init__(
+        self,
+        rows: Iterable[Row],
+        array_meta: Callable[[Row], bytes],
+        array_pack: Callable[[Codec, int], Packer],
+        env: Mapping[str, Any] | None = None,
+        walk_none: bool = True,
+        null_of: Callable[[int], int] | None = None,
+    ) -> None:
+        self.rows: dict[int, Row] = {row.kind: row for row in rows}
+        arrays = [row for row in self.rows.values() if row.kind & NULLABLE == 0]
+        #: kind -> field metadata after the name, scalar and array kinds.
+        self.meta: dict[int, bytes] = {row.kind: row.meta for row in self.rows.values()}
+        self.meta.update({row.kind | ARRAY: array_meta(row) for row in arrays})
+        #: kind -> the typed-field fast path's packer, scalar and array kinds.
+        self.packers: dict[int, Packer] = {row.kind: row.pack for row in self.rows.values()}
+        self.packers.update({row.kind | ARRAY: array_pack(self, row.kind) for row in arrays})
+        #: layout kind -> the generated shape functions' :class:`Step`.
+        self.steps: dict[int, Step] = {
+            shape_kind(row.kind): row.step for row in self.rows.values() if row.step is not None
+        }
+        #: layout kind -> the compiled packer's op name.
+        self.ops: dict[int, str] = {shape_kind(row.kind): row.op for row in self.rows.values() if row.op}
+        #: The interpreted route's table (:func:`walk`): the row of each class of :data:`SHAPE_KINDS`.
+        self.walker: dict[type, tuple[int, Packer, int]] = {}
+        for cls, kind in SHAPE_KINDS.items():
+            row = self.rows.get(NULL if kind == NONE else kind)
+            if cls is not str and row is not None and (walk_none or kind != NONE):
+                self.walker[cls] = (row.kind, row.pack, row.fields)
+        self.lead = LEAD
+        self.env: dict[str, Any] = dict(env or {})
+        self.null_of = null_of
+        #: The layouts' shape functions (compiled packer or generated function).
+        self.functions = LayoutFunctions(self.layout_function)
+        #: (field name, kind) -> a field's whole metadata, shared by every encoder of the format,
+        #: filled only from written events (:meth:`remember`).
+        self.fields = ShapeCache(8192, 2 << 20)
+
+    def layout_function(self, kinds: tuple[int, ...]) -> Callable[..., bytes | None]:
+        """The function of a layout: :func:`layout_function` with this codec's ops and steps."""
+        return layout_function(kinds, self.ops, self.steps, self.lead, self.env)
+
+    def piece(self, kind: int, value: Any, limit: int = NO_LIMIT) -> Piece:
+        """One value as the general path writes it: fixed bytes, or a cuttable text, binary or array.
+
+        ``limit`` is the event's budget: an array's elements past it are not built, a text or
+        binary longer is taken up to ``limit + 1`` characters or bytes (more than can ever be
+        kept: the value is cut all the same, only the work follows what is written).  Raises when
+        ``value`` cannot be written as ``kind`` (:func:`~structlog_etw.write.fields.normalize` then
+        writes its text instead).
+        """
+        if kind & ARRAY:
+            base = kind & ~ARRAY
+            if base not in self.rows:
+                raise ValueError(f"not an array kind: {kind!r}")
+            return Cuttable.array(leading_pieces(value, lambda item: self.piece(base, item, limit), limit))
+        row = self.rows[kind]
+        if row.cut == TEXT:
+            if type(value) is str and len(value) > limit:
+                value = value[: limit + 1]
+            return Cuttable(row.body(value), marker=_MARKER)
+        if row.cut == BINARY:
+            body = row.body(value)
+            return Cuttable(body if len(body) <= limit else body[: limit + 1])
+        return row.body(value)
+
+    def remember(self, fresh: list[tuple[tuple[str, int], bytes]]) -> None:
+        """Keep the field metadata of a written event (names up to :data:`FIELD_NAME_MAX`)."""
+        for key, meta in fresh:
+            if len(key[0]) <= FIELD_NAME_MAX:
+                self.fields.put(key, meta, True, len(key[0]), len(meta))
+
+
+#: The longest field name whose metadata :attr:`Codec.fields` keeps.
+FIELD_NAME_MAX: Final = 256
+
+
+# --- the tier dispatcher: encode_dict of both encoders --------------------------------------------
+
+
+#: The names of the parts a shape function writes before the values (:class:`Codec`): the
+#: scope's lead and the entry's (:class:`ShapeEntry`).
+LEAD: Final = ("h", "m")
+
+
+class ShapeEntry:
+    """A shape's entry in an encoder's :class:`ShapeCache`, the one kind of entry of both formats.
+
+    ``fn(event, scope lead, lead)`` is the layout's function; ``lead`` the bytes it writes after
+    the scope's (EventHeader: the metadata after the head, the result is the whole event;
+    TraceLogging: none, the result is the data); ``metadata`` the event's metadata (TraceLogging:
+    the blob beside the data); ``room`` the most bytes the result may take (past it: the general
+    route).
+    """
+
+    __slots__ = ("fn", "lead", "metadata", "room")
+
+    def __init__(self, fn: Callable[..., bytes | None], lead: bytes, metadata: bytes, room: int) -> None:
+        self.fn = fn
+        self.lead = lead
+        self.metadata = metadata
+        self.room = room
+
+
+#: The entry of a shape that has no shape function (its events take the general route).
+GENERAL: Final = ShapeEntry(lambda *args: None, b"", b"", -1)
+
+R_co = TypeVar("R_co", covariant=True)
+
+
+class TieredEncoder(Protocol[R_co]):
+    """What :func:`encode_dict` needs of an encoder: its caches, its codec and five format rules.
+
+    ``_scopes`` maps a header to its *scope*, a pair: the bytes a shape function writes first and
+    the part of the shape the header is (EventHeader: the head bytes, ``None``; TraceLogging:
+    ``b""``, the tag, which the metadata holds, ``None`` for tag 0).  ``_traits``: ``None`` for a
+    format whose event is one blob, else the traits blob that starts the format's three (traits,
+    metadata, data).
+    """
+
+    _shapes: ShapeCache
+    _recent: dict[object, tuple[Any, ...]]
+    _by_keys: dict[tuple[Any, ...], ShapeEntry]
+    _by_classes: dict[tuple[Any, ...], ShapeEntry]
+
+    @property
+    def _codec(self) -> Codec: ...
+
+    @property
+    def _scopes(self) -> Mapping[HeaderValue, tuple[bytes, Any]]: ...
+
+    @property
+    def _traits(self) -> bytes | None: ...
+
+    def _new_scope(self, header: HeaderValue, /) -> tuple[bytes, Any]:
+        """The scope of a header not in ``_scopes`` (kept there when worth it); ``ValueError``
+        when it is out of its ranges."""
+
+    def _interpreted(
+        self, name: str, event: Mapping[Any, Any], skip: str | None, scope: tuple[bytes, Any], /
+    ) -> tuple[R_co | None, list[tuple[tuple[str, int], bytes]] | None]:
+        """:func:`walk` and the format's limits: the event (``None``: the general route) and the
+        field metadata it built."""
+
+    def _entry_parts(
+        self, name: str, template: list[tuple[str, int, None]], scope: tuple[bytes, Any], /
+    ) -> tuple[bytes, bytes, int] | None:
+        """A hot shape's entry but its function (:class:`ShapeEntry`'s lead, metadata and room)
+        for these typed fields, ``None`` when they break the format's limits (:data:`GENERAL`)."""
+
+    def _none_kinds(self, name: str, /) -> Mapping[str, int] | None:
+        """The keys of ``name`` written in a nullable form, with the kind of their ``None``
+        (:meth:`ShapeCache.written`); ``None``: no such key."""
+
+    def encode_fields(self, name: str, fields: list[Any], header: HeaderValue = ..., /) -> R_co | None:
+        """The general route."""
+
+
+def encode_dict(
+    self: TieredEncoder[R_co],
+    name: str,
+    event: Mapping[Any, Any],
+    skip: str | None,
+    header: HeaderValue = INFO_HEADER,
+) -> R_co | None:
+    """``encode_fields(name, dict_fields(event.items(), skip), header)``, byte for byte, faster.
+
+    ``event``'s items are the fields, except ``exc_info`` and the key ``skip`` (``None``: none
+    skipped).  A hot shape (``str`` keys, values of the classes of
+    :data:`structlog_etw.write.shapes.SHAPE_KINDS`, written :data:`~structlog_etw.write.shapes.SHAPE_HOT`
+    times) is written by its layout's function straight from the dict's values, with the
+    metadata cached with it; a shape without an entry yet by the interpreted route
+    (:func:`~structlog_etw.write.shapes.walk`).  Anything else (another value class, a value the
+    function cannot write, an event past its budget) takes the route of ``encode_fields``,
+    which compiles nothing.  Same error contract as ``encode_fields``.
+    """
+    try:
+        scope = self._scopes.get(header)  # a known header's (plain ones and recent others)
+    except TypeError:  # an id of an unhashable type
+        scope = None
+    if scope is None:
+        scope = self._new_scope(header)  # ValueError outside its ranges
+    lead, part = scope  # the bytes a function writes first; the header's part of the shape
+    key: tuple[Any, ...] | None = None
+    entry: ShapeEntry | None = None
+    try:
+        # the name's last shape: no key to build and hash (kept for headers of no part only)
+        recent = self._recent.get(name) if part is None else None
+        if recent is not None and recent[0] == skip and list(event) == recent[1]:
+            key, entry = recent[2], recent[3]
+        else:
+            key = (name, part, skip, *event)
+            entry = self._by_keys.get(key)
+            if entry is not None and entry is not GENERAL and part is None:
+                self._shapes.remember(name, key, entry, list(event))
+        if entry is not None:
+            fn = entry.fn  # (a call of a local: an attribute called directly is not specialised)
+            out = fn(event, lead, entry.lead)
+            if out is None:  # the values' classes are not the ones of the first entry
+                entry = self._by_classes.get((*key, *map(type, event.values())))
+                if entry is not None:
+                    fn = entry.fn
+                    out = fn(event, lead, entry.lead)
+            if out is not None and len(out) <= entry.room:  # type: ignore[union-attr]
+                if self._traits is None:  # one blob per event
+                    return out  # type: ignore[return-value]
+                return (self._traits, entry.metadata, out)  # type: ignore[union-attr,return-value]
+    except Exception:  # a value the shape function does not write: the general route decides
+        pass
+    return _general_routes(self, name, event, skip, header, scope, key, entry)
+
+
+class BaseEncoder:
+    """What both encoders share: :func:`encode_dict` (the tier dispatcher) with the tables it
+    reads, and :meth:`encode`, the five-argument form of ``encode_fields``.
+
+    The tables are slots (read on every event; a class attribute read through an instance costs
+    more on 3.11): the shape entries (``_shapes`` and its dicts), the format's header -> scope
+    table and its traits blob (``None``: one blob per event), see :class:`TieredEncoder`.
+    """
+
+    __slots__ = ("_by_classes", "_by_keys", "_recent", "_scopes", "_shapes", "_traits")
+
+    def __init__(
+        self, shapes: ShapeCache, scopes: Mapping[HeaderValue, tuple[bytes, Any]], traits: bytes | None
+    ) -> None:
+        # (name, scope part, skip, *keys) -> the entry built for the value classes seen first;
+        # (name, scope part, skip, *keys, *classes) -> the entries of other classes
+        self._shapes = shapes
+        self._by_keys: dict[tuple[Any, ...], ShapeEntry] = self._shapes.first
+        self._by_classes: dict[tuple[Any, ...], ShapeEntry] = self._shapes.by_class
+        self._recent = self._shapes.recent  # event name -> its last shape entry (ShapeCache.remember)
+        self._scopes = scopes
+        self._traits = traits
+
+    encode_dict = encode_dict
+
+    def encode(
+        self: TieredEncoder[R_co],
+        name: str,
+        fields: list[Any],
+        level: int = 4,
+        opcode: int = 0,
+        tag: int = 0,
+        activity_id: bytes | None = None,
+        related_id: bytes | None = None,
+    ) -> R_co | None:
+        """``encode_fields(name, fields, Header(level, opcode, tag, activity_id, related_id))``."""
+        return self.encode_fields(name, fields, Header(level, opcode, tag, activity_id, related_id))
+
+
+def _general_routes(
+    self: TieredEncoder[R_co],
+    name: str,
+    event: Mapping[Any, Any],
+    skip: str | None,
+    header: HeaderValue,
+    scope: tuple[bytes, Any],
+    key: tuple[Any, ...] | None,
+    entry: ShapeEntry | None,
+) -> R_co | None:
+    """:func:`encode_dict` of an event no entry wrote: the interpreted route, else the general
+    one; a written event counts its shape towards an entry (:meth:`ShapeCache.written`)."""
+    out: R_co | None = None
+    fresh: list[tuple[tuple[str, int], bytes]] | None = None
+    if entry is not GENERAL and type(name) is str:  # no function for this shape yet
+        try:
+            out, fresh = self._interpreted(name, event, skip, scope)
+        except Exception:  # a value it does not write: the general route decides
+            out = None
+    if out is None:
+        out = self.encode_fields(name, dict_fields(event.items(), skip), header)
+    if out is not None and key is not None:  # written: count the shape towards an entry
+        codec = self._codec
+        codec.functions.earn()
+        with contextlib.suppress(Exception):
+            hot = self._shapes.written(
+                key, name, event, skip, fresh, codec.remember, GENERAL, codec.functions,
+                self._none_kinds(name), codec.null_of,
+            )  # fmt: skip
+            if hot is not None:
+                made = GENERAL
+                parts = None if hot.fn is None else self._entry_parts(name, hot.template, scope)
+                if parts is not None and hot.fn is not None:
+                    made = ShapeEntry(hot.fn, *parts)
+                self._shapes.put(hot.key, made, hot.first, hot.chars, len(made.metadata))
+    return out
+
+
+def shape_entry(
+    encoder: TieredEncoder[object],
+    name: str,
+    event: Mapping[Any, Any],
+    skip: str | None = None,
+    *,
+    header: HeaderValue = INFO_HEADER,
+) -> ShapeEntry | None:
+    """The entry :func:`encode_dict` writes this event with: its shape's entry for the values'
+    classes, :data:`GENERAL` for a shape it writes by the general route, ``None`` when the shape
+    has no entry (yet).  For tests and diagnostics: it reads the caches and changes nothing."""
+    scope = encoder._scopes.get(header)
+    if scope is None:
+        scope = encoder._new_scope(header)
+    key = (name, scope[1], skip, *event)
+    entry = encoder._by_keys.get(key)
+    if entry is not None and entry.fn(event, scope[0], entry.lead) is None:
+        other = encoder._by_classes.get((*key, *map(type, event.values())))
+        if other is not None or entry is not GENERAL:  # GENERAL: the general route, no other entry
+            return other
+    return entry

@@ -28,7 +28,10 @@
 #include <stddef.h>
 #include <string.h>
 
-/* Bump when an op's meaning changes: write/shapes/__init__.py uses the module only at the version it knows. */
+/* Bump when an op's meaning changes: write/shapes/__init__.py uses the module only at the version it
+ * knows.  The ops (code, name, op_bytes, expected_type) are write.shapes.OPS in Python:
+ * tests/write/shapes/test_speedups.py parses this table and holds the two equal, and the package
+ * loads no module whose OPS differ. */
 #define ABI_VERSION 1
 
 enum {

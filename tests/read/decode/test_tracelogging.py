@@ -69,6 +69,20 @@ def test_strings_binaries_guid_sid_decode(in_type: int, data: bytes, value: obje
     assert _one(field_metadata("x", in_type), data) == value
 
 
+@pytest.mark.parametrize("pointer_size", [4, 8])
+def test_pointer_fields_take_the_events_pointer_size(pointer_size: int) -> None:
+    """POINTER values are as wide as the event says (4 bytes in a 32-bit process's event), arrays too."""
+    fmt = "<I" if pointer_size == 4 else "<Q"
+    meta = event_metadata(
+        "e", [field_metadata("p", InType.POINTER), field_metadata("ps", InType.POINTER, vcount=True)]
+    )
+    data = struct.pack(fmt, 0x1234) + struct.pack("<H", 2) + struct.pack(fmt, 1) + struct.pack(fmt, 2)
+    ev = decode(meta, data, pointer_size=pointer_size)
+    assert ev.fields == {"p": 0x1234, "ps": [1, 2]}
+    with pytest.raises(ValueError, match="pointer size 3"):
+        decode(meta, data, pointer_size=3)
+
+
 def test_filetime_and_systemtime_decode_to_utc_datetimes() -> None:
     """FILETIME and SYSTEMTIME values decode to aware UTC datetimes."""
     ft = struct.pack("<Q", 0x019DB1DED53E8000 + 10**7)

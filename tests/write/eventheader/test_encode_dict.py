@@ -14,6 +14,7 @@ from structlog_etw.formats import eventheader as spec
 from structlog_etw.formats.header import Header
 from structlog_etw.write import shapes as _shapes
 from structlog_etw.write.eventheader import _encoder as eh
+from structlog_etw.write.eventheader._codec import CODEC
 from structlog_etw.write.fields import dict_fields
 from tests.helpers.eventheader_reader import parse
 from tests.helpers.strategies import event_dicts, shape_edge_values, typed_values
@@ -87,8 +88,9 @@ class TestShapeFunctionIsUsed:
         enc._cache.clear()
         got = enc.encode_dict("hello", FIVE, "event", Header(4))
         assert got is not None
-        meta, fn = enc._by_keys[("hello", "event", *FIVE)]  # type: ignore[misc]
-        assert fn is not None and fn(FIVE, eh._HEADS[Header(4)], meta) == got
+        entry = _shapes.shape_entry(enc, "hello", FIVE, "event")
+        assert entry is not None and entry is not _shapes.GENERAL
+        assert entry.lead == entry.metadata and entry.fn(FIVE, got[:8], entry.lead) == got  # 8-byte head
         assert enc._cache == {}  # the typed-field plans were not needed
         assert parse(got).values() == {k: v for k, v in FIVE.items() if k != "event"}
 
@@ -105,7 +107,7 @@ class TestShapeFunctionIsUsed:
         enc.encode_dict("E", d, None, Header(4))
         enc._cache.clear()
         got = enc.encode_dict("E", d, None, Header(4))
-        assert enc._by_keys[("E", None, *d)] is not eh._GENERAL
+        assert _shapes.shape_entry(enc, "E", d, None) not in (None, _shapes.GENERAL)
         assert enc._cache == {}
         assert got == _general(eh.EventHeaderEncoder(), "E", d, None, level=4)
 
@@ -113,29 +115,34 @@ class TestShapeFunctionIsUsed:
         """A new event name with a known layout compiles nothing and reuses the same shape function."""
         enc = eh.EventHeaderEncoder()
         enc.encode_dict("first", FIVE, "event", Header(4))
-        compiled = dict(eh._FUNCTIONS._fns)
+        compiled = CODEC.functions.compiled()
         enc.encode_dict("second", FIVE, "event", Header(4))
-        assert compiled == eh._FUNCTIONS._fns
-        assert enc._by_keys[("first", "event", *FIVE)][1] is enc._by_keys[("second", "event", *FIVE)][1]  # type: ignore[index]
+        assert CODEC.functions.compiled() == compiled
+        first, second = (_shapes.shape_entry(enc, name, FIVE, "event") for name in ("first", "second"))
+        assert first is not None and second is not None and first.fn is second.fn
 
     def test_a_shape_first_seen_with_a_container_gets_a_shape_function_for_scalars(self) -> None:
         """Keys first seen with a dict value stay general, yet get a shape function for int values."""
         enc = eh.EventHeaderEncoder()
         for v in ({"nested": 1}, 5):
             enc.encode_dict("E", {"a": v}, None, Header(4))
-        assert enc._by_keys[("E", None, "a")] is eh._GENERAL
-        assert enc._by_classes[("E", None, "a", int)] is not None
+        assert _shapes.shape_entry(enc, "E", {"a": {"nested": 1}}, None) is _shapes.GENERAL
+        assert _shapes.shape_entry(enc, "E", {"a": 5}, None) not in (None, _shapes.GENERAL)
 
     def test_values_of_other_classes_get_their_own_entry_and_keep_the_first(self) -> None:
         """A value of another class gets its own class-keyed entry, keeps the first, and needs no plan."""
         enc = eh.EventHeaderEncoder()
         enc.encode_dict("E", {"a": 1}, None, Header(4))
-        first = enc._by_keys[("E", None, "a")]
+        first = _shapes.shape_entry(enc, "E", {"a": 1}, None)
         assert enc.encode_dict("E", {"a": "x"}, None, Header(4)) == _general(
             eh.EventHeaderEncoder(), "E", {"a": "x"}, None, level=4
         )
-        assert enc._by_keys[("E", None, "a")] is first
-        assert enc._by_classes[("E", None, "a", str)] is not None
+        assert first is not None and _shapes.shape_entry(enc, "E", {"a": 1}, None) is first
+        assert _shapes.shape_entry(enc, "E", {"a": "x"}, None) not in (
+            None,
+            _shapes.GENERAL,
+            first,
+        )
         enc._cache.clear()
         enc.encode_dict("E", {"a": "y"}, None, Header(4))
         assert enc._cache == {}
@@ -147,7 +154,7 @@ class TestShapeFunctionIsUsed:
         assert enc.encode_dict("E", d, None, Header(4)) == _general(
             eh.EventHeaderEncoder(), "E", d, None, level=4
         )
-        assert enc._by_keys[("E", None, *d)] is eh._GENERAL
+        assert _shapes.shape_entry(enc, "E", d, None) is _shapes.GENERAL
 
 
 class TestShapeCachesAreBounded:
@@ -159,8 +166,8 @@ class TestShapeCachesAreBounded:
         for i in range(100):
             enc.encode_dict(f"e{i}", {"a": 1}, None, Header(4))
             enc.encode_dict(f"e{i}", {"a": "x"}, None, Header(4))  # another class: the second cache
-            assert len(enc._by_keys) <= 16
-            assert len(enc._by_classes) <= 16
+            assert len(enc._shapes.first) <= 16
+            assert len(enc._shapes.by_class) <= 16
 
 
 class TestValuesTheShapeFunctionCannotWrite:

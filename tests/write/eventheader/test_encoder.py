@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from structlog_etw import EtwRenderer, Provider
 from structlog_etw.backends.capture import CaptureBackend
 from structlog_etw.formats import eventheader as spec
+from structlog_etw.formats.header import Header
 from structlog_etw.write.eventheader import _encoder as eh
 from structlog_etw.write.fields import (
     ARRAY,
@@ -30,6 +31,7 @@ from structlog_etw.write.fields import (
     STR,
     STRUCT,
     TIME,
+    TRUNCATION_MARKER,
     U64,
     UUID,
     Field,
@@ -309,8 +311,8 @@ def test_oversized_string_is_cut_with_marker_and_event_flagged() -> None:
     assert got is not None
     assert len(got) <= spec.PERF_MAX_EVENT_SIZE
     vals = parse(got).values()
-    assert vals["s"].endswith(eh.TRUNCATION_MARKER)
-    assert set(vals["s"][: -len(eh.TRUNCATION_MARKER)]) == {"é"}  # cut on a character boundary
+    assert vals["s"].endswith(TRUNCATION_MARKER)
+    assert set(vals["s"][: -len(TRUNCATION_MARKER)]) == {"é"}  # cut on a character boundary
     assert vals["n"] == 7
     assert vals[eh.TRUNCATED_FIELD] is True
     assert enc.truncated == 1
@@ -330,7 +332,7 @@ def test_the_longest_values_are_cut_first_and_short_ones_kept() -> None:
     assert len(got) <= spec.PERF_MAX_EVENT_SIZE
     vals = parse(got).values()
     assert vals["short"] == "keep me"
-    assert vals["big1"].endswith(eh.TRUNCATION_MARKER)
+    assert vals["big1"].endswith(TRUNCATION_MARKER)
     assert vals["big2"] == b"b" * len(vals["big2"])
     assert 0 < len(vals["big2"]) < 6000
     assert vals["arr"] == list(range(len(vals["arr"])))
@@ -461,7 +463,7 @@ def test_json_fields_of_a_truncated_event_become_plain_strings() -> None:
     kinds = {name: (encoding, fmt) for name, encoding, fmt, _v in p.fields}
     assert kinds["j"] == (spec.ENC_STRING_LENGTH16_CHAR8, 0)
     assert kinds["small"] == (spec.ENC_STRING_LENGTH16_CHAR8, 0)
-    assert p.values()["j"].endswith(eh.TRUNCATION_MARKER)
+    assert p.values()["j"].endswith(TRUNCATION_MARKER)
 
 
 def test_an_array_whose_elements_cannot_fit_leaves_its_room_to_the_other_values() -> None:
@@ -510,9 +512,9 @@ def test_json_value_of_a_field_with_a_huge_name_is_cut_with_its_marker() -> None
     (fname, encoding, fmt, value), flag = p.fields
     assert fname == name
     assert (encoding, fmt) == (spec.ENC_STRING_LENGTH16_CHAR8, 0)  # JSON written as a plain string
-    assert value.endswith(eh.TRUNCATION_MARKER)
-    assert str(_big_dict()).replace("'", '"').startswith(value[: -len(eh.TRUNCATION_MARKER)])
-    assert len(value) > len(eh.TRUNCATION_MARKER)  # the name did not eat the value's room
+    assert value.endswith(TRUNCATION_MARKER)
+    assert str(_big_dict()).replace("'", '"').startswith(value[: -len(TRUNCATION_MARKER)])
+    assert len(value) > len(TRUNCATION_MARKER)  # the name did not eat the value's room
     assert flag[0] == eh.TRUNCATED_FIELD and flag[3] is True
 
 
@@ -520,19 +522,19 @@ def test_a_cut_string_with_no_more_room_than_the_marker_is_the_marker_alone() ->
     """A cut string with room for exactly the marker is written as the marker, never as ""."""
     # Names of this length leave exactly the marker's bytes for the value: it is the marker,
     # never an empty string.
-    marker = len(eh.TRUNCATION_MARKER.encode())
+    marker = len(TRUNCATION_MARKER.encode())
     name_len = 8000
     name_len += _room_for_values(name_len) - marker
     assert _room_for_values(name_len) == marker
     enc = eh.EventHeaderEncoder()
     got = enc.encode("E", [("n" * name_len, STR, "v" * 500)], 4)
     assert got is not None and len(got) == spec.PERF_MAX_EVENT_SIZE
-    assert parse(got).values() == {"n" * name_len: eh.TRUNCATION_MARKER, eh.TRUNCATED_FIELD: True}
+    assert parse(got).values() == {"n" * name_len: TRUNCATION_MARKER, eh.TRUNCATED_FIELD: True}
 
 
 def test_event_without_room_for_the_marker_of_a_cut_string_is_dropped_not_emptied() -> None:
     """With one byte less than the marker a cut string drops the event; a value that fits is kept."""
-    marker = len(eh.TRUNCATION_MARKER.encode())
+    marker = len(TRUNCATION_MARKER.encode())
     name_len = 8000
     name_len += _room_for_values(name_len) - (marker - 1)
     assert _room_for_values(name_len) == marker - 1
@@ -548,7 +550,7 @@ def test_event_without_room_for_the_marker_of_a_cut_string_is_dropped_not_emptie
 def test_short_strings_stay_whole_when_long_ones_are_cut_to_their_marker() -> None:
     """With room only for two markers and a short value, the long strings become markers, the short stays."""
     # Room for the three markers and the short value, not more: the short one is never cut.
-    marker = len(eh.TRUNCATION_MARKER.encode())
+    marker = len(TRUNCATION_MARKER.encode())
     enc = eh.EventHeaderEncoder()
     fields: list[Field] = [("a", STR, "a" * 3000), ("s", STR, "short"), ("b", STR, "b" * 3000)]
     empty = [(f, STR, "") for f, _k, _v in fields] + [(eh.TRUNCATED_FIELD, BOOL, True)]
@@ -565,9 +567,9 @@ def test_short_strings_stay_whole_when_long_ones_are_cut_to_their_marker() -> No
     got = enc.encode(name, fields, 4)
     assert got is not None
     assert parse(got).values() == {
-        "a": eh.TRUNCATION_MARKER,
+        "a": TRUNCATION_MARKER,
         "s": "short",
-        "b": eh.TRUNCATION_MARKER,
+        "b": TRUNCATION_MARKER,
         eh.TRUNCATED_FIELD: True,
     }
 
@@ -765,3 +767,11 @@ def test_any_values_of_the_table_kinds_encode_to_a_well_formed_event_or_none(
     if enc.truncated:
         assert names.pop() == eh.TRUNCATED_FIELD
     assert names == [eh.sanitize_name(f[0]).encode("utf-8", "replace").decode() for f in fields]
+
+
+def test_encode_takes_the_informational_level_by_default() -> None:
+    """``encode`` without a level writes what ``encode_fields`` writes for a level-4 header, as
+    TraceLoggingEncoder.encode does."""
+    fields: list[Field] = [("msg", STR, "hi"), ("n", I64, 3)]
+    enc = eh.EventHeaderEncoder()
+    assert enc.encode("E", fields) == enc.encode_fields("E", fields, Header(4)) == enc.encode("E", fields, 4)

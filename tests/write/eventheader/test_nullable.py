@@ -12,7 +12,6 @@ import structlog
 
 from structlog_etw import EtwRenderer
 from structlog_etw.backends.capture import CaptureBackend
-from structlog_etw.cli.render import event_json, event_pretty
 from structlog_etw.formats.eventheader import (
     ENC_BINARY_LENGTH16_CHAR8,
     ENC_STRING_LENGTH16_CHAR8,
@@ -26,6 +25,8 @@ from structlog_etw.formats.header import Header
 from structlog_etw.formats.tracelogging import InType, OutType
 from structlog_etw.provider._provider import Provider
 from structlog_etw.read.decode.eventheader import decode_event
+from structlog_etw.read.writers.console import event_pretty
+from structlog_etw.read.writers.json_lines import event_json
 from structlog_etw.read.writers.perf_json import perf_json_fields
 from structlog_etw.write import shapes as _shapes
 from structlog_etw.write.eventheader import _encoder as eh
@@ -162,8 +163,8 @@ class TestOneTypePerKey:
             assert out == typed.encode(name, dict_fields(event.items(), None), 4), event
             got = decode_event(TP, out or b"").fields
             assert got == event
-        entries = [*fast._by_keys.values(), *fast._by_classes.values()]
-        assert any(entry is not eh._GENERAL for entry in entries)  # the generated functions ran
+        entries = [*fast._shapes.first.values(), *fast._shapes.by_class.values()]
+        assert any(entry is not _shapes.GENERAL for entry in entries)  # the generated functions ran
 
     def test_the_interpreted_route_writes_nullable_keys_as_the_typed_route(
         self, monkeypatch: pytest.MonkeyPatch

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from structlog_etw.write import shapes as _shapes
-from structlog_etw.write.eventheader import _encoder as eh
+from structlog_etw.write.eventheader._codec import CODEC
 from structlog_etw.write.fields import dict_fields
 from tests.helpers.encoders import FORMATS, fast_and_general
 
@@ -60,11 +60,11 @@ class TestRecentShape:
         """Past ``max_entries`` names, or past the key budget, ``recent`` starts over."""
         cache = _shapes.ShapeCache(max_entries=4)
         for i in range(10):
-            cache.remember(f"n{i}", None, (f"n{i}",), object(), ["k"])
+            cache.remember(f"n{i}", (f"n{i}", None, None), object(), ["k"])
             assert len(cache.recent) <= 4
         many = ["k"] * (_shapes._RECENT_KEYS // 2 + 1)
-        cache.remember("big1", None, ("big1",), object(), many)
-        cache.remember("big2", None, ("big2",), object(), many)
+        cache.remember("big1", ("big1", None, None), object(), many)
+        cache.remember("big2", ("big2", None, None), object(), many)
         assert list(cache.recent) == ["big2"]
 
     def test_an_unhashable_name_takes_the_general_route(self) -> None:
@@ -100,7 +100,7 @@ class TestLengthLookup:
         bytes itself, also for a length past the prebuilt list (no exception left to its caller)."""
         kinds = _shapes.layout(["a", "b"], [str, str], None)
         assert kinds is not None
-        fn = _shapes.compile_shape_function(kinds, eh._SHAPE_STEPS, ("h", "m"), eh._SHAPE_ENV)
+        fn = _shapes.compile_shape_function(kinds, CODEC.steps, CODEC.lead, CODEC.env)
         a, b = "x" * first, "é" * second
         want = b"".join(
             (b"H", b"M", struct.pack("<H", first), a.encode(), struct.pack("<H", 2 * second), b.encode())
@@ -113,8 +113,8 @@ class TestLengthLookup:
         same layout keeps the list."""
         kinds = _shapes.layout(["a", "b"], [str, str], None)
         assert kinds is not None
-        fn = _shapes.compile_shape_function(kinds, eh._SHAPE_STEPS, ("h", "m"), eh._SHAPE_ENV)
-        other = _shapes.compile_shape_function(kinds, eh._SHAPE_STEPS, ("h", "m"), eh._SHAPE_ENV)
+        fn = _shapes.compile_shape_function(kinds, CODEC.steps, CODEC.lead, CODEC.env)
+        other = _shapes.compile_shape_function(kinds, CODEC.steps, CODEC.lead, CODEC.env)
         assert fn.__globals__["_u16"] is _shapes._U16_LIST
         for a in ["x", "y" * 5000, "z", "w" * 1024, ""]:
             want = b"".join((b"H", b"M", struct.pack("<H", len(a)), a.encode(), b"\x01\x00b"))
@@ -128,7 +128,7 @@ class TestLengthLookup:
         caller then takes the general route, which cuts the value)."""
         kinds = _shapes.layout(["a", "b"], [str, str], None)
         assert kinds is not None
-        fn = _shapes.compile_shape_function(kinds, eh._SHAPE_STEPS, ("h", "m"), eh._SHAPE_ENV)
+        fn = _shapes.compile_shape_function(kinds, CODEC.steps, CODEC.lead, CODEC.env)
         with pytest.raises(struct.error):
             fn({"a": "x", "b": "y" * 65536}, b"H", b"M")
 

@@ -5,6 +5,7 @@ is built (required under ``CI=true``), and turned off by ``STRUCTLOG_ETW_PURE_PY
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,9 +20,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from structlog_etw.write import shapes as _shapes
-from structlog_etw.write.eventheader import _encoder as eh
+from structlog_etw.write.eventheader._codec import CODEC as EH_CODEC
 from structlog_etw.write.fields import BOOL, BYTES, F64, I64, STR, dict_fields
-from structlog_etw.write.tracelogging import _encoder as tl
+from structlog_etw.write.tracelogging._codec import CODEC as TL_CODEC
 from tests.helpers.encoders import fast_and_general
 from tests.helpers.shared_data import in_ci, skip_or_fail
 from tests.helpers.speedups_fuzz import EDGES, OTHER
@@ -37,11 +38,8 @@ needs_speedups = pytest.mark.skipif(
     "under CI=true its absence fails TestLoaded, unless the install is the pure-Python one",
 )
 
-#: (ops table, steps, lead names, env) of each format, as its encoder builds its functions.
-FORMATS: dict[str, tuple[dict[int, str], Any, tuple[str, ...], dict[str, Any]]] = {
-    "eventheader": (eh._SHAPE_OPS, eh._SHAPE_STEPS, ("h", "m"), eh._SHAPE_ENV),
-    "tracelogging": (tl._SHAPE_OPS, tl._SHAPE_STEPS, (), {"_filetime": tl.filetime}),
-}
+#: Each format's codec table (its ops, steps, lead names and env build its layouts' functions).
+FORMATS: dict[str, _shapes.Codec] = {"eventheader": EH_CODEC, "tracelogging": TL_CODEC}
 
 
 def _outcome(fn: Callable[..., bytes | None], event: Any, lead: tuple[bytes, ...]) -> tuple[str, object]:
@@ -74,8 +72,7 @@ _OTHER = st.sampled_from([1, 1.0, True, "s", b"b", None, *OTHER])
 def layouts_and_events(draw: st.DrawFn, fmt: str) -> tuple[tuple[int, ...], dict[str, Any]]:
     """A layout of the format's compiled kinds (and SKIP) and an event for it, its values mostly
     of their kinds' classes."""
-    ops = FORMATS[fmt][0]
-    kinds = tuple(draw(st.lists(st.sampled_from([*ops, _shapes.SKIP]), max_size=12)))
+    kinds = tuple(draw(st.lists(st.sampled_from([*FORMATS[fmt].ops, _shapes.SKIP]), max_size=12)))
     event: dict[str, Any] = {}
     for i, kind in enumerate(kinds):
         if kind == _shapes.SKIP:
@@ -91,14 +88,16 @@ def _both(
     fmt: str, kinds: tuple[int, ...]
 ) -> tuple[Callable[..., bytes | None], Callable[..., bytes | None]]:
     """The compiled packer and the generated function of a layout of *fmt*."""
-    ops, steps, lead, env = FORMATS[fmt]
-    compiled = _shapes.compiled_packer(kinds, ops)
+    codec = FORMATS[fmt]
+    compiled = _shapes.compiled_packer(kinds, codec.ops)
     assert compiled is not None
-    return compiled, _shapes.compile_shape_function(kinds, steps, lead, env)
+    return compiled, _shapes.compile_shape_function(kinds, codec.steps, codec.lead, codec.env)
 
 
 def _lead(fmt: str) -> tuple[bytes, ...]:
-    return (b"HEAD", b"META") if fmt == "eventheader" else ()
+    """Lead parts a layout's function writes first (EventHeader: head and metadata; TraceLogging:
+    empty ones, tested here with bytes all the same)."""
+    return (b"HEAD", b"META")
 
 
 @needs_speedups
@@ -220,26 +219,28 @@ class TestLoaded:
     def test_every_op_the_formats_name_exists(self, fmt: str) -> None:
         """Each format's kind -> op table names ops of the module, and every kind it lists has a
         generated-function step too (the one the packer stands in for)."""
-        ops, steps, _, _ = FORMATS[fmt]
+        codec = FORMATS[fmt]
         assert SPEEDUPS is not None
-        assert set(ops.values()) <= set(SPEEDUPS.OPS)
-        assert set(ops) <= set(steps)
+        assert set(codec.ops.values()) <= set(SPEEDUPS.OPS)
+        assert set(codec.ops) <= set(codec.steps)
 
     @needs_speedups
     def test_a_hot_layout_of_primitive_values_gets_the_compiled_packer(self) -> None:
         """The encoder's function for a layout of str/int/float/bool/None/bytes is the compiled
         packer; a layout with a UUID keeps its generated function."""
-        fn = eh._FUNCTIONS._build((STR, I64, F64, BOOL, _shapes.NONE, BYTES))
+        fn = EH_CODEC.layout_function((STR, I64, F64, BOOL, _shapes.NONE, BYTES))
         assert type(fn).__name__ == "builtin_function_or_method"
-        assert _shapes.compiled_packer((STR, _shapes.SHAPE_KINDS[uuid.UUID]), eh._SHAPE_OPS) is None
+        assert (
+            EH_CODEC.layout_function((STR, _shapes.SHAPE_KINDS[uuid.UUID])).__class__.__name__ == "function"
+        )
 
     def test_the_switch_turns_it_off(self) -> None:
         """With STRUCTLOG_ETW_PURE_PYTHON=1 the module is not loaded, and a hot layout gets its
         generated function (same bytes: TestSameAsTheGeneratedFunction)."""
         code = (
             "from structlog_etw.write import shapes as _shapes\n"
-            "from structlog_etw.write.eventheader import _encoder as eh\n"
-            f"fn = eh._FUNCTIONS._build(({STR},))\n"
+            "from structlog_etw.write.eventheader._codec import CODEC\n"
+            f"fn = CODEC.layout_function(({STR},))\n"
             "print(_shapes.SPEEDUPS is None, type(fn).__name__)\n"
         )
         env = {**os.environ, "STRUCTLOG_ETW_PURE_PYTHON": "1"}
@@ -247,6 +248,70 @@ class TestLoaded:
             [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=True
         )
         assert out.stdout.split() == ["True", "function"]
+
+
+#: The C type each op checks (``expected_type`` in _speedups.c), by the class of :data:`_shapes.OPS`.
+_C_TYPES: dict[type | None, str] = {
+    None: "",
+    str: "&PyUnicode_Type",
+    bytes: "&PyBytes_Type",
+    int: "&PyLong_Type",
+    float: "&PyFloat_Type",
+    bool: "&PyBool_Type",
+    type(None): "Py_TYPE(Py_None)",
+}
+
+
+def _c_ops() -> dict[str, tuple[int, str, int]]:
+    """The op table of _speedups.c as written there: name -> (enum code, checked type, op_bytes)."""
+    source = (ROOT / "structlog_etw" / "write" / "shapes" / "_speedups.c").read_text()
+    enum = dict(re.findall(r"\bOP_([A-Z0-9_]+) = (\d+)", source))
+    names_block = re.search(r"op_names\[OP_COUNT\] = \{(.*?)\};", source, re.S)
+    sizes_block = re.search(r"op_bytes\[OP_COUNT\] = \{(.*?)\};", source, re.S)
+    types_block = re.search(r"expected_type\(unsigned char op\)\s*\{(.*?)\n\}", source, re.S)
+    assert names_block and sizes_block and types_block, "the op table of _speedups.c moved"
+    names = re.findall(r'"([a-z0-9_]+)"', names_block.group(1))
+    sizes = {k: int(v) for k, v in re.findall(r"\[OP_([A-Z0-9_]+)\] = (\d+)", sizes_block.group(1))}
+    types: dict[str, str] = {}
+    for cases, c_type in re.findall(r"((?:case OP_[A-Z0-9_]+: )+)return ([^;]+);", types_block.group(1)):
+        for op in re.findall(r"OP_([A-Z0-9_]+)", cases):
+            types[op] = c_type
+    assert int(enum.pop("COUNT")) == len(names)
+    return {
+        name: (int(enum[name.upper()]), types.get(name.upper(), ""), sizes[name.upper()]) for name in names
+    }
+
+
+class TestOpTable:
+    """The compiled packer's ops are numbered, named, sized and typed in _speedups.c as in
+    ``_shapes.OPS`` (a module whose ``OPS`` differ is not loaded), and each codec row names an op
+    that writes its kind's class."""
+
+    def test_the_c_enum_is_the_python_table(self) -> None:
+        """Enum codes, op_names order, op_bytes and expected_type of _speedups.c equal OPS's codes,
+        names, sizes and classes."""
+        want = {name: (op.code, _C_TYPES[op.cls], op.size) for name, op in _shapes.OPS.items()}
+        assert _c_ops() == want
+        assert [op.code for op in _shapes.OPS.values()] == list(range(len(_shapes.OPS)))
+
+    @pytest.mark.parametrize("fmt", list(FORMATS))
+    def test_each_row_names_an_op_of_its_class(self, fmt: str) -> None:
+        """A row's op takes the class its layout kind stands for (``SHAPE_KINDS``) and the row
+        has a step (what the op stands in for)."""
+        classes = {kind: cls for cls, kind in _shapes.SHAPE_KINDS.items()}
+        rows = [row for row in FORMATS[fmt].rows.values() if row.op is not None]
+        assert rows
+        for row in rows:
+            kind = _shapes.shape_kind(row.kind)
+            cls = classes.get(kind) or classes[kind & ~_shapes.NULLABLE]
+            assert _shapes.OPS[row.op].cls is cls, row
+            assert row.step is not None, row
+
+    @needs_speedups
+    def test_the_loaded_module_has_the_tables_ops(self) -> None:
+        """The module's OPS is the table's name -> code."""
+        assert SPEEDUPS is not None
+        assert {name: op.code for name, op in _shapes.OPS.items()} == SPEEDUPS.OPS
 
 
 class TestPurePythonSuite:

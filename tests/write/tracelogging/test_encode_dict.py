@@ -81,7 +81,7 @@ class TestSameBlobsAsTheGeneralRoute:
         d = {f"f{i}": i for i in range(200)}
         enc = tl.TraceLoggingEncoder("P")
         assert enc.encode_dict("E", d, None) == _general(tl.TraceLoggingEncoder("P"), "E", d, None)
-        assert enc._by_keys[("E", 0, None, *d)] is tl._GENERAL
+        assert _shapes.shape_entry(enc, "E", d, None) is _shapes.GENERAL
         assert enc.truncated == 1
 
 
@@ -94,8 +94,9 @@ class TestShapeFunctionIsUsed:
         enc.encode_dict("hello", FIVE, "event")  # the first: general route; the shape is hot
         enc._cache.clear()
         got = enc.encode_dict("hello", FIVE, "event")
-        entry = enc._by_keys[("hello", 0, "event", *FIVE)]
-        assert entry is not tl._GENERAL and got == (enc.traits, entry.metadata, entry.fn(FIVE))
+        entry = _shapes.shape_entry(enc, "hello", FIVE, "event")
+        assert entry is not None and entry is not _shapes.GENERAL
+        assert entry.lead == b"" and got == (enc.traits, entry.metadata, entry.fn(FIVE, b"", b""))
         assert enc._cache == {}
 
     def test_scalar_classes_none_bytes_uuid_and_datetime_are_written_by_the_shape_function(self) -> None:
@@ -110,7 +111,7 @@ class TestShapeFunctionIsUsed:
         enc.encode_dict("E", d, None)
         enc._cache.clear()
         got = enc.encode_dict("E", d, None)
-        assert enc._by_keys[("E", 0, None, *d)] is not tl._GENERAL
+        assert _shapes.shape_entry(enc, "E", d, None) not in (None, _shapes.GENERAL)
         assert enc._cache == {}
         assert got == _general(tl.TraceLoggingEncoder("P"), "E", d, None)
 
@@ -119,19 +120,19 @@ class TestShapeFunctionIsUsed:
         enc = tl.TraceLoggingEncoder("P")
         for v in ({"nested": 1}, 5):
             enc.encode_dict("E", {"a": v}, None)
-        assert enc._by_keys[("E", 0, None, "a")] is tl._GENERAL
-        assert enc._by_classes[("E", 0, None, "a", int)] is not None
+        assert _shapes.shape_entry(enc, "E", {"a": {"nested": 1}}, None) is _shapes.GENERAL
+        assert _shapes.shape_entry(enc, "E", {"a": 5}, None) not in (None, _shapes.GENERAL)
 
     def test_values_of_other_classes_get_their_own_entry_and_keep_the_first(self) -> None:
         """A value of another class gets its own class-keyed entry, keeps the first, and needs no plan."""
         enc = tl.TraceLoggingEncoder("P")
         enc.encode_dict("E", {"a": 1}, None)
-        first = enc._by_keys[("E", 0, None, "a")]
+        first = _shapes.shape_entry(enc, "E", {"a": 1}, None)
         assert enc.encode_dict("E", {"a": "x"}, None) == _general(
             tl.TraceLoggingEncoder("P"), "E", {"a": "x"}, None
         )
-        assert enc._by_keys[("E", 0, None, "a")] is first
-        assert enc._by_classes[("E", 0, None, "a", str)] is not None
+        assert first is not None and _shapes.shape_entry(enc, "E", {"a": 1}, None) is first
+        assert _shapes.shape_entry(enc, "E", {"a": "x"}, None) not in (None, _shapes.GENERAL, first)
         enc._cache.clear()
         enc.encode_dict("E", {"a": "y"}, None)
         assert enc._cache == {}
@@ -153,5 +154,5 @@ class TestShapeCachesAreBounded:
         for i in range(100):
             enc.encode_dict(f"e{i}", {"a": 1}, None)
             enc.encode_dict(f"e{i}", {"a": "x"}, None)
-            assert len(enc._by_keys) <= 16
-            assert len(enc._by_classes) <= 16
+            assert len(enc._shapes.first) <= 16
+            assert len(enc._shapes.by_class) <= 16

@@ -1,28 +1,35 @@
-"""``decode``'s compiled plans (per tracepoint and metadata) write exactly what the ordinary path
-writes: the line of :func:`decode_sample` rendered by ``sample_perf_json``, ``event_json`` or
-``event_pretty`` (with and without colour)."""
+"""The writers' fast plans (per tracepoint format and EventHeader metadata) write exactly what the
+ordinary path writes: the line of :func:`decode_sample` rendered by ``sample_perf_json``,
+``event_json`` or ``event_pretty`` (with and without colour)."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import io
 import struct
 import uuid
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import structlog_etw
 from structlog_etw.cli import decode as decode_module
 from structlog_etw.cli.decode import decode_file
 from structlog_etw.cli.output import EventFilter
-from structlog_etw.cli.render import EventMeta, TextFieldStyle, _value_text, event_json, event_pretty
 from structlog_etw.formats.eventheader import ENC_VALUE64, FIXED_SIZE, FMT_FLOAT, Encoding, Format
 from structlog_etw.perf.datafile import PerfDataFile, Sample
 from structlog_etw.perf.samples import SampleDecodeError, decode_sample, sample_perf_json
 from structlog_etw.perf.tracefs_format import TracepointFormat, parse_format
+from structlog_etw.read.decode import _eventheader_plans as plans_module
 from structlog_etw.read.decode._eventheader_values import python_value
-from structlog_etw.read.writers import perf_json as perf_decode
+from structlog_etw.read.decoded import EventMeta
+from structlog_etw.read.writers._lines import Lines
+from structlog_etw.read.writers.console import ConsoleLines, TextFieldStyle, _value_text, event_pretty
+from structlog_etw.read.writers.json_lines import JsonLines, event_json
+from structlog_etw.read.writers.perf_json import PerfJsonLines, PerfJsonStyle
 from structlog_etw.write.eventheader import EventHeaderEncoder
 from structlog_etw.write.fields import to_fields
 from tests.helpers.perfdata import ROUND, Event, Tracepoint, eventheader_format, perf_data, plain_format
@@ -122,15 +129,15 @@ class TestPlanCachesStayBounded:
     ) -> None:
         """Events with a metadata each: the plan caches never hold more key bytes than their budget
         (and so at most budget/200 plans), and every line is still the ordinary path's."""
-        monkeypatch.setattr(perf_decode, "_CACHE_BYTES", 4096)
+        monkeypatch.setattr(plans_module, "_CACHE_BYTES", 4096)
         seen: list[tuple[int, int]] = []
-        spend = perf_decode.Plans._spend
+        spend = plans_module.Plans._spend
 
-        def counting(self: perf_decode.Plans, cost: int) -> None:
+        def counting(self: plans_module.Plans, cost: int) -> None:
             spend(self, cost)
             seen.append((self._bytes, sum(len(kept) for kept in self._caches)))
 
-        monkeypatch.setattr(perf_decode.Plans, "_spend", counting)
+        monkeypatch.setattr(plans_module.Plans, "_spend", counting)
         encoder = EventHeaderEncoder()
         events = [
             encoder.encode(f"event{i}", to_fields({"n": i, "s": "x" * i}.items()), 4) for i in range(120)
@@ -144,16 +151,16 @@ class TestPlanCachesStayBounded:
 
     def test_value_texts_kept_are_bounded(self) -> None:
         """A fixed-size value's writer keeps at most _VALUES_KEPT texts, and each text is the writer's."""
-        style = perf_decode.FieldStyle()
+        style = PerfJsonStyle()
         write = style.kept_fixed(ENC_VALUE64, FMT_FLOAT, "<")
         plain = style.fixed(ENC_VALUE64, FMT_FLOAT, "<")
-        for i in range(3 * perf_decode._VALUES_KEPT):
+        for i in range(3 * plans_module._VALUES_KEPT):
             raw = struct.pack("<d", i / 7)
             assert write(raw) == plain(raw)
             assert write(raw) == plain(raw)  # kept: the same text again
         kept = write.__self__  # type: ignore[attr-defined]
         assert isinstance(kept, dict)
-        assert 0 < len(kept) <= perf_decode._VALUES_KEPT
+        assert 0 < len(kept) <= plans_module._VALUES_KEPT
 
 
 class TestJsonLinesWithTheNameInTheTemplate:
@@ -165,7 +172,7 @@ class TestJsonLinesWithTheNameInTheTemplate:
         data = vector("perf.data").read_bytes()
         with PerfDataFile.from_bytes(data) as f:
             samples = list(f.samples_by_time())
-        lines = decode_module._Lines("json", EventFilter())
+        lines = JsonLines(EventFilter().accepts_values)
         for s in samples:
             assert s.format is not None
             render = lines.renderer(s.format)
@@ -179,7 +186,7 @@ class TestJsonLinesWithTheNameInTheTemplate:
         with PerfDataFile.from_bytes(vector("perf.data").read_bytes()) as f:
             s = next(s for s in f.samples_by_time() if s.name == "user_events:TestProviderC_L5K0Gmsft")
         assert s.format is not None and s.realtime_ns is not None
-        lines = decode_module._Lines("json", EventFilter())
+        lines = JsonLines(EventFilter().accepts_values)
         render = lines.renderer(s.format)
         encoder = EventHeaderEncoder()
         ids = uuid.UUID(int=1).bytes, uuid.UUID(int=2).bytes
@@ -226,8 +233,18 @@ _PLAIN_FORMATS = {
 _MAYBE = st.none() | st.integers(0, 2**32 - 1)
 
 
-class TestGeneratedPlainRenderers:
-    """A plain tracepoint's generated renderer writes the bytes of the closure it stands for."""
+def _lines(mode: str) -> Lines:
+    """The fast lines of ``mode`` (``color``: text with colours), passing every event."""
+    accepts = EventFilter().accepts_values
+    if mode == "perf-json":
+        return PerfJsonLines(accepts)
+    if mode == "json":
+        return JsonLines(accepts)
+    return ConsoleLines(accepts, colors=mode == "color")
+
+
+class TestPlainRenderers:
+    """A plain tracepoint's renderer (one unpack, one template) writes the ordinary path's line."""
 
     @settings(max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(
@@ -241,7 +258,7 @@ class TestGeneratedPlainRenderers:
         st.none() | st.integers(0, 2**62),
         st.sampled_from(["sys:tick", "", "n\u00e9e\x7f"]),
     )
-    def test_same_line_as_the_closure(
+    def test_same_line_as_the_ordinary_path(
         self,
         which: str,
         mode: str,
@@ -253,40 +270,51 @@ class TestGeneratedPlainRenderers:
         time: int | None,
         name: str,
     ) -> None:
-        """Any field bytes (short too), time, cpu, pid, tid there or not, pid == tid or not: same line."""
+        """Any field bytes (short too), time, cpu, pid, tid there or not, pid == tid or not: the
+        line of the decoded sample, and a line whenever the payload holds the fields."""
         fmt = _PLAIN_FORMATS[which]
-        kind, colors = ("text" if mode == "color" else mode), mode == "color"
-        fast = decode_module._Lines(kind, EventFilter(), colors)
-        slow = decode_module._Lines(kind, EventFilter(), colors)
-        slow.generated = decode_module._GENERATED_KEPT  # no generated renderer: the closures
-        generated, closure = fast.renderer(fmt), slow.renderer(fmt)
-        assert generated.__code__.co_filename.startswith("<structlog_etw decode")
-        assert not closure.__code__.co_filename.startswith("<")
+        lines = _lines(mode)
+        render = lines.renderer(fmt)
         raw = b"\x4d\0\0\0\x10\0\0\0" + payload
-        every = (  # the same sample with every number there (the generated code's own case)
+        every = (  # the same sample with every number there (the common case)
             1_700_000_000_123_456_789 if real is None else real,
             3 if cpu is None else cpu,
             7 if pid is None else pid,
             tid,
             5 if time is None else time,
         )
+        layout = fmt.fields_unpack(small_unsigned=mode == "perf-json")
+        assert layout is not None
         for r, c, p, t, when in ((real, cpu, pid, tid, time), every):
             for thread in (t, p, 8):
-                sample = Sample(name, when, c, p, thread, raw, raw[8:], fmt, 64, r, None, 0, True)
-                assert generated(sample) == closure(sample)
-                assert generated(sample) == closure(sample)  # the texts kept: the same again
+                wall = None if when is None else r  # (a sample's wall-clock time is its time's)
+                sample = Sample(name, when, c, p, thread, raw, raw[8:], fmt, 64, wall, None, 0, True)
+                line = render(sample)
+                assert render(sample) == line  # the texts kept: the same again
+                if line is None:  # the ordinary path writes it (or reports why it cannot)
+                    assert len(raw) < layout.need or (p is not None and thread is None)
+                    continue
+                expected = lines.line_of(sample, decode_sample(sample))
+                assert expected is not None
+                assert line == expected.encode("utf-8", "surrogateescape")
 
-    def test_generated_renderers_are_bounded(self) -> None:
-        """At most _GENERATED_KEPT formats get generated code; the others keep their closures."""
-        lines = decode_module._Lines("json", EventFilter())
-        fmts = [
-            _plain_tracepoint("\tfield:u32 value;\toffset:8;\tsize:4;\tsigned:0;\n")
-            for _ in range(decode_module._GENERATED_KEPT + 3)
-        ]
-        renders = [lines.renderer(f) for f in fmts]
-        names = [r.__code__.co_filename for r in renders]
-        assert sum(n.startswith("<") for n in names) == decode_module._GENERATED_KEPT
-        assert lines.generated == decode_module._GENERATED_KEPT
+
+class TestOneCodeGenerator:
+    """The read side and the CLI write no code at run time: the plans are closures."""
+
+    def test_no_exec_or_compile_below_read_and_cli(self) -> None:
+        """No module of read/, the writers or the CLI calls exec() or compile()."""
+        root = Path(structlog_etw.__file__).parent
+        calls = []
+        for path in [*(root / "read").rglob("*.py"), *(root / "cli").rglob("*.py")]:
+            for node in ast.walk(ast.parse(path.read_text())):
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Name)
+                    and node.func.id in {"exec", "compile"}
+                ):
+                    calls.append(f"{path.name}:{node.lineno}")
+        assert calls == []
 
 
 class TestTextStyleValues:

@@ -16,7 +16,7 @@ ui.perfetto.dev and chrome://tracing open the file (docs/cli/timeline.md).  What
   with nanosecond digits; ``displayTimeUnit`` ``"ns"``; the events sorted by time.
 
 The writer renders from :class:`~structlog_etw.read.decoded.DecodedEvent` and
-:class:`~structlog_etw.cli.render.EventMeta` alone, so any event source (perf.data, live rings,
+:class:`~structlog_etw.read.decoded.EventMeta` alone, so any event source (perf.data, live rings,
 ETW) can feed it; it keeps the events until :meth:`ChromeTraceWriter.close` (memory grows with
 the capture, as the output does).
 """
@@ -27,9 +27,9 @@ import json
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from ..formats._levels import Opcode
-from ..read.decoded import DecodedEvent
-from .render import EventMeta, json_fields
+from ...formats._levels import Opcode
+from ..decoded import DecodedEvent, EventMeta
+from .json_lines import json_fields
 
 __all__ = ["ChromeTraceWriter", "trace_events"]
 

@@ -1,63 +1,70 @@
-"""Rendering decoded events for people and programs: one JSON object per line, or a coloured
-console line in the style of structlog's ``ConsoleRenderer``.  Used by ``structlog-etw decode``,
-``listen`` and ``demo``.
+"""Console text: a decoded event as one line in the style of structlog's ``ConsoleRenderer``
+(``decode``, ``listen`` and ``demo``'s default output), and its fast plan.
 
-Everything here renders from a :class:`~structlog_etw.read.decoded.DecodedEvent` (and the capture
-metadata in :class:`EventMeta`); no event bytes are parsed.  EventHeader field values are
-written with perf-decode's conventions (:mod:`structlog_etw.read.writers.perf_json`; the value
-texts both share - errno, float, time - are in ``structlog_etw.read._text``).
+:func:`event_pretty` renders from a :class:`~structlog_etw.read.decoded.DecodedEvent` and its
+:class:`~structlog_etw.read.decoded.EventMeta`; no event bytes are parsed.  EventHeader values are
+written from their Python values with the wire's hints (hex ints, errno names, single floats).
+Beside it, :class:`ConsoleLines` writes the same lines for perf.data samples from compiled plans
+(``read.writers._lines``) in :class:`TextFieldStyle`; the tests hold the two equal.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import ipaddress
-import json
-import math
 import re
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from ..formats._levels import LEVEL_NAMES
-from ..formats.eventheader import (
+from ...formats._levels import LEVEL_NAMES
+from ...formats.eventheader import (
     ENC_BINARY_LENGTH16_CHAR8,
     ENC_STRING_LENGTH16_CHAR8,
     ENC_VALUE32,
     FIXED_SIZE,
     FMT_ERRNO,
     FMT_HEX_INT,
-    FMT_STRING_JSON,
-    FMT_STRING_UTF_BOM,
-    FMT_STRING_XML,
 )
-from ..read._text import errno_text, float_text, wallclock_text
-from ..read.decode._eventheader_values import BOMS, Kind, bytes_decide_kind, python_reader, value_kind
-from ..read.decode.eventheader import FieldMetadata
-from ..read.decoded import DecodedEvent, DecodedField
-from ..read.writers.perf_json import FieldStyle, perf_json_fields
+from .._text import errno_text, float_text, wallclock_text
+from .._text import template_literal as esc
+from ..decode._eventheader_plans import (
+    BOM_FORMATS,
+    EventPlan,
+    FieldStyle,
+    integer_code,
+)
+from ..decode._eventheader_values import BOMS, Kind, bytes_decide_kind, python_reader, value_kind
+from ..decode.eventheader import FieldMetadata
+from ..decoded import DecodedEvent, DecodedField, EventMeta
+from ._lines import NS, Accepts, Lines, PlainLayout, PlanLine, Render, plain_layout, sample_meta, utf8
+
+if TYPE_CHECKING:
+    from ...perf.datafile import Sample
+    from ...perf.tracefs_format import FormatField, TracepointFormat
 
 __all__ = [
-    "EventMeta",
+    "BLUE",
+    "BRIGHT",
+    "CYAN",
+    "DIM",
+    "GREEN",
+    "MAGENTA",
+    "RED",
+    "RESET",
+    "YELLOW",
+    "ConsoleLines",
     "TextFieldStyle",
-    "event_json",
     "event_pretty",
-    "json_fields",
-    "json_line",
-    "json_line_bytes",
     "level_name",
-    "plain_json_value",
-    "pretty_fields",
     "pretty_head",
     "pretty_line",
     "pretty_line_templates",
     "pretty_value",
     "printable",
-    "undecodable_json",
     "undecodable_pretty",
-    "wallclock_text",
 ]
+
 
 RESET: Final = "\x1b[0m"
 BRIGHT: Final = "\x1b[1m"
@@ -70,18 +77,6 @@ MAGENTA: Final = "\x1b[35m"
 CYAN: Final = "\x1b[36m"
 
 _LEVEL_COLORS: Final = {1: RED + BRIGHT, 2: RED, 3: YELLOW, 4: GREEN, 5: BLUE}
-
-
-@dataclass(frozen=True)
-class EventMeta:
-    """Where and when an event was captured (all optional)."""
-
-    time_ns: int | None = None
-    realtime_ns: int | None = None
-    cpu: int | None = None
-    pid: int | None = None
-    tid: int | None = None
-    tracepoint: str | None = None
 
 
 def _escape_char(ch: str) -> str:
@@ -108,105 +103,9 @@ def printable(text: str) -> str:
     return "".join(ch if ch.isprintable() else _escape_char(ch) for ch in text)
 
 
-#: Characters valid in a JSON string that a terminal would act on (DEL, C1 controls) or that
-#: hide or reorder text (bidirectional controls), and JavaScript's line separators.
-_JSON_UNSAFE: Final = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
-
-
-def json_line(text: str) -> str:
-    """A JSON text made safe for a terminal and for any JSON reader, keeping its meaning.
-
-    Bytes that were not UTF-8 (``surrogateescape`` characters) become U+FFFD, so the line is
-    valid UTF-8; DEL, C1 controls, bidirectional controls and U+2028/U+2029 (which occur only
-    inside strings) become ``\\uXXXX`` escapes.  C0 controls are escaped by every JSON writer.
-    """
-    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-
-
-def json_line_bytes(text: bytes) -> str:
-    """:func:`json_line` of a JSON text held as UTF-8(-ish) bytes (invalid sequences: U+FFFD)."""
-    line = text.decode("utf-8", "replace")
-    if line.isascii() and "\x7f" not in line:
-        return line
-    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", line)
-
-
 def level_name(level: int) -> str:
     """``critical``/``error``/``warning``/``info``/``debug`` for 1..5, else ``level<N>``."""
     return LEVEL_NAMES.get(level, f"level{level}")
-
-
-def _plain(value: Any) -> Any:
-    """A decoded Python value as JSON-able data (bytes: hex; UUID, IPs, datetimes: text)."""
-    if isinstance(value, bool | int | str) or value is None:
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else repr(value)
-    if isinstance(value, bytes):
-        return value.hex(" ")
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if isinstance(value, _dt.datetime):
-        return value.isoformat()
-    return str(value)
-
-
-def plain_json_value(value: Any) -> Any:
-    """A decoded Python value as JSON-able data, as :func:`event_json` writes field values of
-    events that are not EventHeader events (bytes: hex; UUID, IPs, datetimes: text)."""
-    return _plain(value)
-
-
-_COMPACT: Final = (",", ":")
-
-
-def event_json(event: DecodedEvent, meta: EventMeta | None = None) -> str:
-    """One JSON object (one line), the same for ``decode --json`` and ``listen --json``.
-
-    Keys in order: ``timestamp``, ``time_ns``, ``cpu``, ``pid``, ``tid``, ``tracepoint``
-    (``system:name``, as perf names it), ``provider``, ``name``, ``level``, ``keyword`` and
-    ``tag`` (numbers, so ``jq`` can mask them), ``opcode``, ``id``, ``version``,
-    ``activity_id``, ``related_id``, ``attributes``, ``fields``.  Compact separators.
-    EventHeader fields are written with perf-decode's value conventions (hex ints as
-    ``"0x.."``, errno names, ...); other events' fields from their Python values.  The line is
-    valid UTF-8 JSON and safe on a terminal (:func:`json_line`).
-    """
-    head = _where(meta or EventMeta())
-    head["provider"] = event.provider
-    head["name"] = event.name
-    head["level"] = event.level
-    head["keyword"] = event.keyword
-    head["tag"] = event.tag
-    head["opcode"] = event.opcode
-    head["id"] = event.id
-    head["version"] = event.version
-    head["activity_id"] = str(event.activity_id) if event.activity_id else None
-    head["related_id"] = str(event.related_id) if event.related_id else None
-    head["attributes"] = event.attributes
-    text = json.dumps(head, ensure_ascii=False, separators=_COMPACT)
-    if event.format == "eventheader":
-        fields = "{" + perf_json_fields(event, field_tags=False) + "}"
-    else:
-        fields = json.dumps(
-            {f.name: _plain(f.plain_value()) for f in event.field_list},
-            ensure_ascii=False,
-            separators=_COMPACT,
-        )
-    return json_line(text[:-1] + ',"fields":' + fields + "}")
-
-
-def json_fields(event: DecodedEvent) -> dict[str, Any]:
-    """The event's fields as JSON-able data, with :func:`event_json`'s value conventions.
-
-    (A name that occurs twice keeps its last value, as in ``DecodedEvent.fields``.)
-    """
-    if event.format == "eventheader":
-        loaded: dict[str, Any] = json.loads(json_line("{" + perf_json_fields(event, field_tags=False) + "}"))
-        return loaded
-    return {f.name: _plain(f.plain_value()) for f in event.field_list}
 
 
 #: Characters that make a string value be written quoted (as ``repr``): whitespace (as
@@ -357,18 +256,8 @@ def pretty_line_templates(head: tuple[str, str], colors: bool, stamp: str = "%s"
     return same, other
 
 
-def pretty_fields(names: list[str], values: list[Any], colors: bool) -> str:
-    """:func:`event_pretty`'s text of fields that are Python values (events not in EventHeader)."""
-    return " ".join(
-        _c(colors, CYAN, printable(n)) + "=" + _c(colors, MAGENTA, _value_text(v))
-        for n, v in zip(names, values, strict=True)
-    )
-
-
 #: The kinds whose Python value is a str.
 _TEXT_KINDS: Final = frozenset({Kind.CHAR, Kind.LATIN1, Kind.UTF8, Kind.UTF16, Kind.UCS4})
-#: The formats of text whose byte-order mark, if any, decides its kind.
-_BOM_FORMATS: Final = frozenset({FMT_STRING_UTF_BOM, FMT_STRING_XML, FMT_STRING_JSON})
 
 
 def _always_text(encoding: int, fmt: int, order: str) -> bool:
@@ -376,7 +265,7 @@ def _always_text(encoding: int, fmt: int, order: str) -> bool:
     whatever its bytes (none of a fixed size; a byte-order mark, if any, only says which text)."""
     if not bytes_decide_kind(encoding, fmt):
         return value_kind(encoding, fmt, b"", order)[0] in _TEXT_KINDS
-    if fmt not in _BOM_FORMATS or encoding in FIXED_SIZE:
+    if fmt not in BOM_FORMATS or encoding in FIXED_SIZE:
         return False
     starts = (b"", b"x", *(mark for mark, _kind, _order in BOMS))
     return all(value_kind(encoding, fmt, raw, order)[0] in _TEXT_KINDS for raw in starts)
@@ -384,7 +273,7 @@ def _always_text(encoding: int, fmt: int, order: str) -> bool:
 
 class TextFieldStyle(FieldStyle):
     """:func:`event_pretty`'s text of EventHeader fields, for compiled plans
-    (:class:`~structlog_etw.read.writers.perf_json.Plans`): ``name=value`` with the same value
+    (:class:`~structlog_etw.read.decode._eventheader_plans.Plans`): ``name=value`` with the same value
     text, colours and escapes."""
 
     top_sep = b" "
@@ -392,7 +281,7 @@ class TextFieldStyle(FieldStyle):
     array_sep = b", "
 
     def __init__(self, *, colors: bool) -> None:
-        super().__init__(field_tags=False)
+        super().__init__()
         self.colors = colors
 
     def fixed(self, encoding: int, fmt: int, order: str) -> Callable[[bytes], bytes]:
@@ -413,13 +302,13 @@ class TextFieldStyle(FieldStyle):
 
     def number(self, encoding: int, fmt: int, order: str) -> tuple[str, bytes] | None:
         """A fixed-size integer's struct code and template, when its text is ``%d`` or ``0x%X``."""
-        found = super().number(encoding, fmt, order)
+        found = integer_code(encoding, fmt, order)
         if found is None or fmt == FMT_ERRNO:
             return None
-        code, piece = found
-        if piece == b"%d":
-            return None if fmt == FMT_HEX_INT else found
-        return (code, b"0x%X") if fmt == FMT_HEX_INT else None
+        code, kind = found
+        if kind is Kind.HEX:
+            return (code, b"0x%X") if fmt == FMT_HEX_INT else None
+        return None if fmt == FMT_HEX_INT else (code, b"%d")
 
     def member(self, meta: FieldMetadata, top: bool) -> tuple[bytes, bytes]:
         """``name=`` (at the top level coloured as :func:`event_pretty` colours it)."""
@@ -429,26 +318,102 @@ class TextFieldStyle(FieldStyle):
         return (name + "=").encode("utf-8", "surrogateescape"), b""
 
 
-def _where(m: EventMeta) -> dict[str, Any]:
-    """The capture metadata that starts every JSON line."""
-    head: dict[str, Any] = {
-        "timestamp": wallclock_text(m.realtime_ns) if m.realtime_ns is not None else None,
-        "time_ns": m.time_ns,
-        "cpu": m.cpu,
-        "pid": m.pid,
-        "tid": m.tid,
-        "tracepoint": m.tracepoint,
-    }
-    return head
-
-
-def undecodable_json(meta: EventMeta, error: str | None, raw: bytes) -> str:
-    """The JSON line of an event that could not be decoded: where it came from, why, its bytes in hex."""
-    head = {**_where(meta), "error": error, "raw": raw.hex(" ")}
-    return json_line(json.dumps(head, ensure_ascii=False, separators=_COMPACT))
-
-
 def undecodable_pretty(meta: EventMeta, error: str | None) -> str:
     """The console line of an event that could not be decoded (names and message escaped)."""
     stamp = wallclock_text(meta.realtime_ns) if meta.realtime_ns is not None else "-"
     return printable(f"{stamp} [undecodable] {meta.tracepoint}: {error} [pid={meta.pid} cpu={meta.cpu}]")
+
+
+class ConsoleLines(Lines):
+    """``decode``'s console text of perf.data samples, from plans (``read.writers._lines``): the lines
+    of :func:`event_pretty`."""
+
+    def __init__(self, accepts: Accepts, colors: bool = False) -> None:
+        super().__init__(TextFieldStyle(colors=colors), accepts, colors)
+
+    def event_line(self, sample: Sample, event: DecodedEvent) -> str:
+        """:func:`event_pretty`."""
+        return event_pretty(event, sample_meta(sample), colors=self.colors)
+
+    def _plan_line(self, fmt: TracepointFormat, plan: EventPlan) -> PlanLine:
+        """The fields by the plan's readers into the line's template (``same``: pid == tid,
+        ``other``: pid != tid); without wall-clock time, cpu, pid or tid, or with activity ids,
+        :func:`pretty_line`'s start and the fields' template."""
+        colors = self.colors
+        head = pretty_head(plan.level, plan.name, plan.provider, plan.keyword, plan.opcode, True, colors)
+        same, other = pretty_line_templates(head, colors, "%s.%09dZ")
+        has_fields, fields, readers = plan.has_fields, plan.template, plan.readers
+        tail = b" " + fields if has_fields else b""
+        same_t, other_t = utf8(same) + tail, utf8(other) + tail
+        seconds = self.seconds
+
+        def text_line(s: Sample, pos: int, activity: bytes | None, related: bytes | None) -> bytes:
+            data = s.data
+            real, cpu, pid, tid = s.realtime_ns, s.cpu, s.pid, s.tid
+            out: list[object]
+            if (
+                real is not None
+                and cpu is not None
+                and pid is not None
+                and tid is not None
+                and activity is None
+            ):
+                second, ns = divmod(real, NS)
+                if pid == tid:
+                    out = [seconds[second], ns, pid, cpu]
+                    template = same_t
+                else:
+                    out = [seconds[second], ns, pid, tid, cpu]
+                    template = other_t
+                for read in readers:
+                    pos = read(data, pos, out)
+                return template % tuple(out)
+            out = []
+            for read in readers:
+                pos = read(data, pos, out)
+            act = uuid.UUID(bytes=activity) if activity is not None else None
+            rel = uuid.UUID(bytes=related) if related is not None else None
+            start = utf8(pretty_line(head, real, s.time, act, rel, pid, tid, cpu, colors))
+            return start + b" " + fields % tuple(out) if has_fields else start
+
+        return text_line
+
+    def _plain_layout(self, fmt: TracepointFormat) -> PlainLayout | None:
+        colors = self.colors
+
+        def member(f: FormatField, piece: bytes) -> bytes:
+            name = utf8(_c(colors, CYAN, printable(f.name)))
+            return esc(name) + b"=" + (utf8(MAGENTA) + piece + utf8(RESET) if colors else piece)
+
+        return plain_layout(
+            fmt,
+            small_unsigned=False,
+            text=lambda text: utf8(pretty_value(text)),
+            binary=lambda raw: utf8(pretty_value(raw)),
+            member=member,
+            sep=b" ",
+        )
+
+    def _plain_lines(self, fmt: TracepointFormat, layout: PlainLayout) -> Render:
+        colors = self.colors
+        head = pretty_head(0, fmt.name, fmt.system, 0, 0, False, colors)
+        same, other = pretty_line_templates(head, colors, "%s.%09dZ")
+        fields = layout.template
+        has_fields = bool(fmt.own_fields)
+        tail = b" " + fields if has_fields else b""
+        same_t, other_t = utf8(same) + tail, utf8(other) + tail
+        seconds = self.seconds
+        values_of = layout.values_of
+
+        def text_line(s: Sample) -> bytes | None:
+            values = values_of(s.raw)
+            real, cpu, pid, tid = s.realtime_ns, s.cpu, s.pid, s.tid
+            if real is not None and cpu is not None and pid is not None and tid is not None:
+                second, ns = divmod(real, NS)
+                if pid == tid:
+                    return same_t % (seconds[second], ns, pid, cpu, *values)
+                return other_t % (seconds[second], ns, pid, tid, cpu, *values)
+            line = utf8(pretty_line(head, real, s.time, None, None, pid, tid, cpu, colors))
+            return line + b" " + fields % tuple(values) if has_fields else line
+
+        return text_line
