@@ -66,12 +66,13 @@ _SUBINTERPRETER = r"""
 import json, sys
 CODE = '''
 import json, structlog_etw.write.shapes as s
-from structlog_etw.write.eventheader import _encoder as eh
+from structlog_etw.write.eventheader import EventHeaderEncoder
+from structlog_etw.write.eventheader._codec import CODEC
 from structlog_etw.write.fields import BOOL, BYTES, F64, I64, STR
 assert s.SPEEDUPS is not None
 events = [{"a": "é" * i, "b": i - 2**40, "c": i / 3, "d": bool(i % 2), "e": b"x" * i} for i in range(40)]
-packer = s.compiled_packer((STR, I64, F64, BOOL, BYTES), eh._SHAPE_OPS)
-encoder = eh.EventHeaderEncoder()
+packer = s.compiled_packer((STR, I64, F64, BOOL, BYTES), CODEC.ops)
+encoder = EventHeaderEncoder()
 out = [packer(e, b"H", b"M").hex() for e in events]
 out += [encoder.encode_dict("E", e, None).hex() for e in events]
 with open(PATH, "w") as f:
