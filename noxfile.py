@@ -1,4 +1,5 @@
-"""Development sessions; plain ``nox`` runs lint, docs, build, kernel, queue_handler and tests (README.md).
+"""Development sessions; plain ``nox`` runs lint, docs, build, kernel, wheels, queue_handler and tests
+(README.md).
 
 Install nox with ``python3 -m pip install nox`` (or ``pipx install nox``); every session makes its
 own venv.
@@ -12,10 +13,17 @@ own venv.
   one fails the run.
 * ``kernel`` - every ``kernel``-marked test in one virtme-ng guest with a user_events kernel
   (``tests/kernel/run_in_guest.py``), or directly on a host whose kernel has user_events.
-* ``lint``   - ruff check, ruff format --check, mypy --strict, the CI workflow against its schema.
+* ``lint``   - ruff check, ruff format --check, mypy --strict, the workflows against their schema, and
+  ``cibuildwheel --print-build-identifiers`` for Linux, macOS and Windows (the release wheels).
 * ``docs``   - runs every ```python block of README.md and docs/*.md, builds the site (Sphinx, nitpicky,
   warnings as errors) into docs/_build/html and checks it (tests/site/: the API reference covers
   every public name; the pages render in headless chromium with no missing image or broken link).
+* ``wheels`` - builds the wheel with each of CPython 3.10-3.13 (pyenv's or on PATH; under CI=true a
+  missing one fails), installs it into a fresh venv, checks the compiled packer loads from there
+  and runs the host suite against the installed package (whole on 3.10 and 3.13, the subset of
+  ``.ci/test_installed.py`` on 3.11 and 3.12); the same for the pure-Python wheel (built with no C
+  compiler on PATH) on 3.10 and 3.13; ``auditwheel show`` on each Linux wheel.
+  ``nox -s wheels -- 3.12-compiled 3.10-pure`` runs those alone.
 * ``build``  - builds the sdist and wheel into dist/, checks their metadata with twine, and installs
   the wheel into a fresh venv to run the demo from outside the source tree (tests/packaging/).
 * ``bench``  - the benchmark suite (``benchmarks/run.py``): ratios against structlog (JSON chain, the
@@ -30,8 +38,11 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import subprocess
+import sys
+import time
 
 import nox
 
@@ -55,7 +66,7 @@ QUEUE_INTERPRETER = _python(QUEUE_PYTHON)
 nox.options.default_venv_backend = "venv"
 # The host suite runs last: its pytest summary line closes the CI log.  ``queue_handler`` runs by
 # default where a Python 3.12 is found, and always under CI=true (a missing one then fails).
-nox.options.sessions = ["lint", "docs", "build", "kernel", "tests"]
+nox.options.sessions = ["lint", "docs", "build", "kernel", "wheels", "tests"]
 if QUEUE_INTERPRETER or os.environ.get("CI") == "true":
     nox.options.sessions.insert(-1, "queue_handler")
 nox.options.error_on_missing_interpreters = True
@@ -83,7 +94,18 @@ TEST_DEPS = [
 # check-jsonschema validates .github/workflows/*.yml against the GitHub workflow schema it ships
 # (pure Python: actionlint's PyPI wrapper downloads its binary at install time, which CI cannot).
 LINT_DEPS = ["ruff==0.17.6", "mypy==2.4.1", "check-jsonschema==0.39.0"]
-WORKFLOWS = [".github/workflows/ci.yml"]
+WORKFLOWS = [".github/workflows/ci.yml", ".github/workflows/release.yml"]
+#: The cibuildwheel the release workflow runs (its CIBUILDWHEEL pin is the same:
+#: tests/project/test_release_workflow.py); ``lint`` prints its build identifiers for each platform.
+CIBUILDWHEEL = "cibuildwheel==4.3.5"
+#: What pyproject.toml's [tool.cibuildwheel] must build on each platform: these CPythons on these
+#: platform tags (every pair), nothing else.
+WHEEL_TAGS = ["cp310", "cp311", "cp312", "cp313", "cp314", "cp314t"]
+WHEEL_PLATFORMS = {
+    "linux": ["manylinux_x86_64", "manylinux_aarch64", "musllinux_x86_64", "musllinux_aarch64"],
+    "macos": ["macosx_x86_64", "macosx_arm64"],
+    "windows": ["win_amd64", "win_arm64"],
+}
 # The site's stack, pinned for the same reason: the build treats every warning as an error.
 # selenium drives Debian's chromium (and chromedriver) for the rendering test.
 DOCS_DEPS = ["sphinx==9.0.4", "myst-parser==5.2.0", "furo==2025.12.19", "selenium==4.51.0"]
@@ -133,12 +155,25 @@ def kernel(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff check, ruff format --check, mypy --strict and the GitHub workflow's schema check."""
+    """ruff check, ruff format --check, mypy --strict, the GitHub workflows' schema check and the
+    release wheels' build identifiers on each platform."""
     session.install("-e", ".", *LINT_DEPS, *TEST_DEPS)
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy", "--strict")
     session.run("check-jsonschema", "--builtin-schema", "vendor.github-workflows", *WORKFLOWS)
+    # The release configuration: what cibuildwheel would build on each platform is what we ship.
+    session.install(CIBUILDWHEEL)
+    for platform, tags in WHEEL_PLATFORMS.items():
+        out = session.run(
+            "cibuildwheel", "--print-build-identifiers", "--platform", platform, silent=True,
+            env={"CIBW_ARCHS": None, "CIBW_BUILD": None, "CIBW_SKIP": None},
+        )  # fmt: skip
+        got = sorted(str(out).split())
+        want = sorted(f"{py}-{tag}" for py in WHEEL_TAGS for tag in tags)
+        session.log(f"cibuildwheel {platform}: {' '.join(got)}")
+        if got != want:
+            session.error(f"cibuildwheel would build {got} on {platform}, not {want}")
 
 
 @nox.session
@@ -161,6 +196,162 @@ def build(session: nox.Session) -> None:
     session.run("python", "-m", "twine", "check", "--strict", *sorted(glob.glob("dist/*")))
     session.install("structlog")  # the wheel's one dependency, for the test's fresh venv
     session.run("python", "-m", "pytest", "-v", "tests/packaging", env={"STRUCTLOG_ETW_DIST": "dist"})
+
+
+#: The CPythons ``wheels`` builds a wheel with and tests it on (pyenv's or on PATH; under CI=true a
+#: missing one fails): every minor from requires-python to the newest this machine image has.
+WHEEL_PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
+#: Where ``wheels`` runs the whole host suite against the installed wheel (oldest and newest), also
+#: for the pure-Python install (built with no C compiler on PATH); the others run the subset of
+#: ``.ci/test_installed.py`` (the whole suite runs on them from the checkout in ``tests``).
+WHEEL_FULL = ("3.10", "3.13")
+#: The shared libraries a Linux wheel's compiled module may link (manylinux's allowed set, of
+#: which the packer needs the C library alone).
+WHEEL_ALLOWED_LIBS = {"libc.so.6", "libpthread.so.0", "libm.so.6", "libdl.so.2", "librt.so.1"}
+WHEEL_DEPS = ["auditwheel==6.8.2", "build==1.6.1"]
+
+
+@nox.session
+def wheels(session: nox.Session) -> None:
+    """Build the wheel (from the sdist) with each of CPython 3.10-3.13, install it into a fresh
+    venv, check the compiled packer loads from that venv, and run the host suite against the
+    installed package (whole on the oldest and newest, ``.ci/test_installed.py --subset`` on the
+    others); the same for the pure-Python install (no C compiler on PATH) on the oldest and
+    newest; ``auditwheel show`` on each Linux wheel names only :data:`WHEEL_ALLOWED_LIBS`."""
+    session.install(*WHEEL_DEPS)
+    tmp = os.path.abspath(session.create_tmp())
+    checkout = os.getcwd()
+    # Every wheel is built from the sdist (unpacked afresh each time, as pip does for a platform
+    # with no wheel on PyPI): a build left in the checkout (build/, an in-place module) cannot
+    # leak into a wheel, the pure-Python one least of all.
+    sdist_dir = os.path.join(tmp, "sdist")
+    shutil.rmtree(sdist_dir, ignore_errors=True)
+    session.run("python", "-m", "build", "--sdist", "--outdir", sdist_dir, checkout)
+    (sdist,) = glob.glob(os.path.join(sdist_dir, "structlog_etw-*.tar.gz"))
+    runs = [(v, "compiled") for v in WHEEL_PYTHONS] + [(v, "pure") for v in WHEEL_FULL]
+    only = set(session.posargs)  # e.g. ``nox -s wheels -- 3.10-pure``: those runs alone
+    suites = _Suites(session, tmp)
+    try:
+        for version, kind in runs:
+            if only and f"{version}-{kind}" not in only:
+                continue
+            interpreter = _python(version)
+            if interpreter is None:
+                if os.environ.get("CI") == "true":
+                    session.error(f"no Python {version} (on PATH or in pyenv): required under CI=true")
+                session.warn(f"no Python {version} here: its wheel is not tested")
+                continue
+            work = os.path.join(tmp, f"{version}-{kind}")
+            shutil.rmtree(work, ignore_errors=True)
+            venv_dir = os.path.join(work, "venv")
+            session.run(interpreter, "-m", "venv", venv_dir, external=True)
+            py = os.path.join(venv_dir, "bin", "python")
+            env: dict[str, str | None] = {"PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+            if kind == "pure":  # no compiler: PATH holds the venv alone, and no CC names one
+                env = {**env, "PATH": os.path.dirname(py), "CC": None, "LDSHARED": None}
+            dist = os.path.join(work, "dist")
+            session.run(
+                py, "-m", "pip", "wheel", "-q", "--no-deps", "-w", dist, sdist, env=env, external=True
+            )
+            (wheel,) = glob.glob(os.path.join(dist, "structlog_etw-*.whl"))
+            if kind == "compiled" and sys.platform == "linux":
+                _auditwheel(session, wheel)
+            session.run(py, "-m", "pip", "install", "-q", wheel, *TEST_DEPS, env=env, external=True)
+            command = [py, ".ci/test_installed.py", checkout, "--kind", kind, "-q"]
+            if version not in WHEEL_FULL:
+                command.append("--subset")
+            if not _others_can_run(interpreter):
+                # The non-root demo test runs the interpreter as nobody, which cannot reach this one
+                # (pyenv's under /root); the ``tests`` session runs it with the system Python.
+                session.log(
+                    f"{interpreter}: not runnable by other users; the non-root demo test is deselected"
+                )
+                command.append(f"--deselect={NON_ROOT_DEMO}")
+            suites.start(f"{version}-{kind}", command)  # runs while the next wheel is built
+    except BaseException:  # a failed build: the suites already started are stopped
+        suites.stop()
+        raise
+    suites.finish()
+
+
+#: The test that runs the demo as an unprivileged user (needs an interpreter that user can run).
+NON_ROOT_DEMO = "tests/cli/test_demo.py::test_python_m_structlog_etw_demo_works_for_a_non_root_user"
+#: How many installed-wheel suites run at once (each in its own venv, copy and pytest basetemp):
+#: they wait on subprocesses and I/O much of the time, so two share CI's two cores well.
+WHEEL_JOBS = 2
+
+
+def _others_can_run(path: str) -> bool:
+    """Whether a user other than the owner can reach and run ``path`` (it and every folder above
+    it open to others)."""
+    current = os.path.realpath(path)
+    while True:
+        if not os.stat(current).st_mode & 0o001:
+            return False
+        parent = os.path.dirname(current)
+        if parent == current:
+            return True
+        current = parent
+
+
+class _Suites:
+    """The installed-wheel suites, :data:`WHEEL_JOBS` at a time, each into its own log."""
+
+    def __init__(self, session: nox.Session, tmp: str) -> None:
+        self.session, self.tmp = session, tmp
+        self.running: list[tuple[str, subprocess.Popen[bytes], str, float]] = []
+        self.done: list[tuple[str, int, str, float]] = []
+
+    def start(self, name: str, command: list[str]) -> None:
+        """Start a suite once fewer than :data:`WHEEL_JOBS` run."""
+        while len(self.running) >= WHEEL_JOBS:
+            self._reap()
+        log = os.path.join(self.tmp, f"{name}.log")
+        self.session.log(f"{name}: {' '.join(command)} > {log}")
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.running.append((name, proc, log, time.monotonic()))
+
+    def _reap(self) -> None:
+        time.sleep(1)
+        for item in list(self.running):
+            name, proc, log, started = item
+            if proc.poll() is not None:
+                self.running.remove(item)
+                self.done.append((name, proc.returncode, log, time.monotonic() - started))
+
+    def stop(self) -> None:
+        """Stop the suites still running (the session failed meanwhile)."""
+        for _, proc, _, _ in self.running:
+            proc.kill()
+            proc.wait()
+        self.running.clear()
+
+    def finish(self) -> None:
+        """Wait for every suite; print each log's end (all of a failed one's) with its time; fail
+        if any failed."""
+        while self.running:
+            self._reap()
+        failed = []
+        for name, code, log, seconds in self.done:
+            with open(log, encoding="utf-8", errors="replace") as f:
+                lines = f.read().splitlines()
+            print(f"---- {name}: exit {code} in {seconds:.0f} s ({log})")
+            print("\n".join(lines if code else lines[-3:]))
+            if code:
+                failed.append(name)
+        if failed:
+            self.session.error(f"the installed-wheel suites failed: {', '.join(failed)}")
+
+
+def _auditwheel(session: nox.Session, wheel: str) -> None:
+    """``auditwheel show``: the wheel's compiled module links only allowed system libraries."""
+    out = session.run("auditwheel", "show", wheel, silent=True)
+    text = " ".join(str(out).split())
+    session.log(text)
+    libs = set(re.findall(r"\b(lib[\w+-]+\.so(?:\.\d+)*)", text))
+    if not libs or not libs <= WHEEL_ALLOWED_LIBS:
+        session.error(f"auditwheel: the wheel links {sorted(libs)}; allowed {sorted(WHEEL_ALLOWED_LIBS)}")
 
 
 @nox.session

@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
+from .._util.counters import TryLock
 from ..formats._levels import LEVEL_NAMES, METHOD_LEVELS, check_keyword, valid_keyword, valid_level
 from ..formats.eventheader import TAG_MAX as EVENTHEADER_TAG_MAX
 from ..formats.tracelogging import TAG_MAX as TRACELOGGING_TAG_MAX
@@ -220,7 +221,7 @@ class KeywordsByLogger(Mapping[str, int]):
     cache bounded by the characters of the names it holds (logger names can come from data).
     """
 
-    __slots__ = ("_cache", "_cache_chars", "_exact", "_lengths", "_prefixes")
+    __slots__ = ("_cache", "_cache_chars", "_exact", "_lengths", "_lock", "_prefixes")
 
     #: Names longer than this are never cached (a look-up of one is linear in its length anyway).
     _CACHED_NAME_MAX: Final = 512
@@ -246,6 +247,9 @@ class KeywordsByLogger(Mapping[str, int]):
         self._prefixes = tuple(prefixes)
         self._cache: dict[str, int | None] = {}
         self._cache_chars = 0
+        # The cache's bookkeeping (its character reckoning) without the GIL: only ever tried; a
+        # look-up that finds it taken does not store (the next one resolves the name again).
+        self._lock = TryLock()
 
     def __bool__(self) -> bool:
         return bool(self._exact or self._prefixes)
@@ -268,12 +272,15 @@ class KeywordsByLogger(Mapping[str, int]):
             pass
         result = self._resolve(name)
         size = len(name)
-        if size <= self._CACHED_NAME_MAX:
-            if self._cache_chars + size > self._CACHE_CHARS_MAX:
-                self._cache.clear()
-                self._cache_chars = 0
-            self._cache[name] = result
-            self._cache_chars += size
+        if size <= self._CACHED_NAME_MAX and self._lock.acquire():
+            try:
+                if self._cache_chars + size > self._CACHE_CHARS_MAX:
+                    self._cache.clear()
+                    self._cache_chars = 0
+                self._cache[name] = result
+                self._cache_chars += size
+            finally:
+                self._lock.release()
         return result
 
     def _resolve(self, name: str) -> int | None:

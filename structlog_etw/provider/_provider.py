@@ -20,12 +20,11 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno as _errno
-import itertools
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
 
-from .._util.counters import Guard, Tally, count_value
+from .._util.counters import Count, Guard, Tally
 from ..backends.base import (
     DESCRIPTOR_LOST,
     TRANSIENT_ERRNOS,
@@ -257,9 +256,9 @@ class Provider:
         self._slots: dict[tuple[int, int], Slot] = {}
         # The provider word's holder (level 0, keyword 0): re-pointed, never replaced.
         self._any = Slot(0, 0, UNKNOWN_WORD)
-        # The counts: lock-free (see _counters).  Written: one C call per event.
-        self._written = itertools.count()
-        self._count_written = self._written.__next__
+        # The counts: lock-free (see _util.counters).  Written: one C call per event.
+        self._written = Count()
+        self._count_written = self._written.add
         self._dropped = Tally()
         self._errors = Tally()
         self._invalid = Tally()
@@ -614,10 +613,10 @@ class Provider:
         True if written; never raises; counted like :meth:`write`.  The header is the one
         :func:`_header` builds (:meth:`write_dict_with` writes with a header given).
 
-        No lock is taken, whatever happens: the written counter is an
-        :func:`itertools.count` (``next()`` is one C call, atomic under the GIL and a
-        compare-and-swap on free-threaded builds since CPython 3.13), and so is every failure
-        count (:class:`~structlog_etw._util.counters.Tally`).  One call to the encoder, one to the backend.
+        No lock is taken, whatever happens: the written count and every failure count are
+        :class:`~structlog_etw._util.counters.Count` and :class:`~structlog_etw._util.counters.Tally`
+        (one C call per count with the GIL; per-thread counts summed on read on a free-threaded
+        build).  One call to the encoder, one to the backend.
         """
         try:
             header = _header(slot, opcode, tag, activity_id, related_id)
@@ -708,7 +707,7 @@ class Provider:
         path = self._path
         return {
             "provider": self.name,
-            "written": count_value(self._written),
+            "written": self._written.value(),
             "dropped": self._dropped.snapshot(),
             "errors": self._errors.snapshot(),
             "invalid": self._invalid.snapshot(),

@@ -42,12 +42,11 @@ counts the event dropped (``too_large``).
 
 from __future__ import annotations
 
-import itertools
 import struct
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final
 
-from ..._util.counters import count_value
+from ..._util.counters import Count
 from ...formats.eventheader import (
     DYN_MAX_EVENT_SIZE,
     ENC_STRUCT,
@@ -325,7 +324,7 @@ class EventHeaderEncoder(BaseEncoder):
             raise ValueError(f"max_size must be in 64..{DYN_MAX_EVENT_SIZE}, got {max_size}")
         self.max_size = max_size
         self.cache_limit = cache_limit
-        self._truncated = itertools.count()  # next(): one C call, safe under re-entry
+        self._truncated = Count()  # no lock, no lost count (re-entry, threads: _util.counters)
         # encode's plans per typed-field shape (name and (field name, kind) pairs).
         self._plans = ShapeCache(cache_limit, cache_bytes)
         self._cache: dict[tuple[Any, ...], _FieldPlan] = self._plans.first
@@ -344,7 +343,7 @@ class EventHeaderEncoder(BaseEncoder):
     @property
     def truncated(self) -> int:
         """Events written with values cut by the size policy."""
-        return count_value(self._truncated)
+        return self._truncated.value()
 
     def encode_fields(
         self, name: str, fields: list[Field], header: HeaderValue = INFO_HEADER
@@ -524,5 +523,5 @@ class EventHeaderEncoder(BaseEncoder):
         if cap is None:  # not even the fixed part and the markers of the cut strings fit
             return None
         event = b"".join((head, meta, joined(pieces, cap)))
-        next(self._truncated)
+        self._truncated.add()
         return event

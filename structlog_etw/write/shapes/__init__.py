@@ -56,6 +56,14 @@ right class cannot be written by the straight-line code (an int past int64, a st
 surrogates, a length past u16, a datetime whose ``isoformat`` fails): the caller then takes the
 general route, which decides what is written (:func:`~structlog_etw.write.fields.normalize`).
 
+**Threads.**  Nothing serialises threads on a free-threaded build, so no change to a shared table
+here leans on the GIL: every change (counts, the compile budget, stores and their byte
+reckoning) runs under the object's own :class:`~structlog_etw._util.counters.TryLock`, only ever
+tried.  It is never waited for, so no thread, signal handler or ``__del__`` can hang on it;
+whoever finds it taken skips the bookkeeping (a count, a credit, a store: a later recompute),
+never the event.  Lookups are single dict reads, safe on every build.  docs/reliability.md
+lists every such place.
+
 Stdlib only (next to :mod:`structlog_etw.write.fields`).
 """
 
@@ -69,6 +77,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, NamedTuple, Protocol, TypeVar
 
+from ..._util.counters import TryLock
 from ...formats.header import INFO_HEADER, Header, HeaderValue
 from .._size_policy import NO_LIMIT, Cuttable, Piece, leading_pieces
 from ..fields import ARRAY, BOOL, BYTES, F64, I64, NULL, STR, TIME, TRUNCATION_MARKER, UUID, dict_fields
@@ -398,9 +407,17 @@ class LayoutFunctions:
     asked for :data:`LAYOUT_HOT` times and the budget holds :data:`COMPILE_COST` credits
     (:meth:`earn` adds one per general-route event).  At most ``max_entries`` functions and
     ``max_bytes`` (reckoned per value written) are kept; past either the table starts over.
+
+    Threads (free-threaded builds too): looking a function up is one dict read; what changes the
+    table, the counts and the budget runs under the object's lock, only ever *tried* (the
+    module's *Threads*): a thread or a signal handler that finds it taken goes on without (a
+    credit not earned, a layout not compiled this time), so a race costs a later compile, never a
+    wait, a budget overspent or a bound passed.
     """
 
-    __slots__ = ("_asked", "_build", "_bytes", "_credit", "_fns", "max_bytes", "max_entries")
+    __slots__ = (
+        "_asked", "_build", "_bytes", "_credit", "_fns", "_lock", "max_bytes", "max_entries",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -413,18 +430,34 @@ class LayoutFunctions:
         self._asked: dict[tuple[int, ...], int] = {}
         self._bytes = 0
         self._credit = COMPILE_COST  # the first hot layout compiles at once
+        self._lock = TryLock()
         self.max_entries = max_entries
         self.max_bytes = max_bytes
 
     def earn(self) -> None:
-        """One general-route event: one credit towards a compile."""
-        if self._credit < CREDIT_CAP:
-            self._credit += 1
+        """One general-route event: one credit towards a compile (none while another thread
+        changes the budget)."""
+        if self._credit < CREDIT_CAP and self._lock.acquire():
+            try:
+                self._credit += 1
+            finally:
+                self._lock.release()
 
     def get(self, kinds: tuple[int, ...]) -> Callable[..., bytes | None] | None:
         """The function of ``kinds`` (compiled now if hot and paid for), or None for now."""
         fn = self._fns.get(kinds)
         if fn is not None:
+            return fn
+        if not self._lock.acquire():  # another thread (or this one, re-entered) keeps books
+            return None
+        try:
+            return self._count_or_build(kinds)
+        finally:
+            self._lock.release()
+
+    def _count_or_build(self, kinds: tuple[int, ...]) -> Callable[..., bytes | None] | None:
+        fn = self._fns.get(kinds)
+        if fn is not None:  # built by another thread meanwhile
             return fn
         asked = self._asked
         n = asked.get(kinds, 0) + 1
@@ -491,10 +524,18 @@ class ShapeCache:
     counted nor stored.  The counts and the entries share one byte budget (``max_bytes``,
     reckoned from the names, the metadata and an overhead per item) and ``max_entries`` each;
     past a bound the cache starts over.
+
+    Threads (free-threaded builds too): an encoder reads the dicts directly (one dict read each);
+    what counts and stores runs under the object's lock, only ever tried (the module's
+    *Threads*: a thread that finds it taken does not count, store or remember this time, and the
+    entry is built again later), so the byte reckoning is never lost and no bound is passed.
+    :meth:`clear` takes no lock (it must happen, from a handler too): a store racing it can only
+    make the reckoning too high (an earlier start-over), never too low.
     """
 
     __slots__ = (
         "_bytes",
+        "_lock",
         "_recent_keys",
         "by_class",
         "first",
@@ -512,6 +553,7 @@ class ShapeCache:
         self.recent: dict[object, tuple[Any, ...]] = {}
         self._recent_keys = 0
         self._bytes = 0
+        self._lock = TryLock()
         self.max_entries = max_entries
         self.max_bytes = max_bytes
 
@@ -527,26 +569,34 @@ class ShapeCache:
         :data:`_RECENT_KEYS` keys are held (then it starts over); :meth:`clear` forgets them with
         the entries.
         """
-        if len(self.recent) >= self.max_entries or self._recent_keys + len(keys) > _RECENT_KEYS:
-            self.recent.clear()
-            self._recent_keys = 0
-        self.recent[name] = (key[2], keys, key, entry)
-        self._recent_keys += len(keys)
+        if not self._lock.acquire():
+            return
+        try:
+            if len(self.recent) >= self.max_entries or self._recent_keys + len(keys) > _RECENT_KEYS:
+                self.recent.clear()
+                self._recent_keys = 0
+            self.recent[name] = (key[2], keys, key, entry)
+            self._recent_keys += len(keys)
+        finally:
+            self._lock.release()
 
     def seen(self, key: tuple[Any, ...], chars: int) -> bool:
         """Count one written event of ``key``'s shape; True when it is now hot (build its entry).
         ``chars``: :func:`key_chars` of the key (past :data:`MAX_KEY_CHARS`: never counted)."""
-        if chars > MAX_KEY_CHARS:
+        if chars > MAX_KEY_CHARS or not self._lock.acquire():
             return False
-        counts = self.seen_counts
-        n = counts.get(key, 0) + 1
-        if n >= SHAPE_HOT:
-            counts.pop(key, None)
-            return True
-        if n == 1:
-            self._charge(counts, chars)
-        counts[key] = n
-        return False
+        try:
+            counts = self.seen_counts
+            n = counts.get(key, 0) + 1
+            if n >= SHAPE_HOT:
+                counts.pop(key, None)
+                return True
+            if n == 1:
+                self._charge(counts, chars)
+            counts[key] = n
+            return False
+        finally:
+            self._lock.release()
 
     def written(
         self,
@@ -606,13 +656,17 @@ class ShapeCache:
 
     def put(self, key: tuple[Any, ...], entry: Any, first: bool, chars: int, meta_bytes: int = 0) -> None:
         """Store ``entry`` under ``key`` (in :attr:`first` or :attr:`by_class`)."""
-        if chars > MAX_KEY_CHARS:
+        if chars > MAX_KEY_CHARS or not self._lock.acquire():
             return
-        table = self.first if first else self.by_class
-        self._charge(table, chars + meta_bytes)
-        table[key] = entry
+        try:
+            table = self.first if first else self.by_class
+            self._charge(table, chars + meta_bytes)
+            table[key] = entry
+        finally:
+            self._lock.release()
 
     def _charge(self, table: dict[tuple[Any, ...], Any], chars: int) -> None:
+        """Reckon ``chars`` more (starting over past a bound); the caller holds the lock."""
         size = _ENTRY_OVERHEAD + chars
         if len(table) >= self.max_entries or self._bytes + size > self.max_bytes:
             self.clear()

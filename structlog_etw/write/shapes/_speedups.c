@@ -8,15 +8,24 @@
  * a lone surrogate, a counted value past 65535 bytes) raises, as the generated function does; the
  * caller then takes the general route.  tests/write/shapes/test_speedups.py holds the two byte for byte.
  *
- * It calls no Python code (no __index__, no __eq__, no encode method: exact classes only), takes
- * no lock and keeps no state besides each Program's op string, so a signal handler, another
- * thread or a fork child can always run it.  It holds a reference to each value while it packs,
- * and attaches nothing to the caller's objects (a non-ASCII string is encoded into a bytes object
- * of its own, released before it returns).  Stdlib C API only; nothing here is required: without
- * this module the package runs the generated Python functions.
+ * It calls no Python code (no __index__, no __eq__, no encode method: exact classes only), waits
+ * for no lock of ours and keeps no state besides each Program's op string, so a signal handler,
+ * another thread or a fork child can always run it.  It holds a reference to each value while it
+ * packs, and attaches nothing to the caller's objects (a non-ASCII string is encoded into a bytes
+ * object of its own, released before it returns).  Nothing here is required: without this module
+ * the package runs the generated Python functions.
+ *
+ * A current extension: multi-phase initialisation with module state and a heap type (Program), so
+ * every interpreter, isolated subinterpreters with their own GIL included, loads its own copy
+ * (Py_mod_multiple_interpreters); free-threaded builds keep the GIL off when it is imported
+ * (Py_mod_gil, with the reasoning beside it below).  Public C API only (the limited API's
+ * PyFloat_Pack8 from 3.11, a portable packer before), compiled warning-free with -Wall -Wextra
+ * -Werror against the headers of every Python it supports (tests/write/shapes/test_speedups_extension.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <float.h>
+#include <stddef.h>
 #include <string.h>
 
 /* Bump when an op's meaning changes: write/shapes/__init__.py uses the module only at the version it
@@ -56,10 +65,12 @@ static const Py_ssize_t op_bytes[OP_COUNT] = {
 /* Values up to this many are held on the stack while an event is packed. */
 #define STACK_VALUES 128
 
+/* A Program is immutable: its ops are set once, by Program() (tp_new), and stored inline (a
+ * var-sized object, one byte per position).  There is no __init__ to run again on a live object,
+ * so no thread can see its ops change or freed while it packs. */
 typedef struct {
-    PyObject_HEAD
-    Py_ssize_t n;        /* positions in the layout (the event's length) */
-    unsigned char *ops;  /* n op codes */
+    PyObject_VAR_HEAD     /* ob_size: positions in the layout (the event's length) */
+    unsigned char ops[1]; /* ob_size op codes (and one spare byte) */
 } Program;
 
 typedef struct {
@@ -97,21 +108,77 @@ static void put_u64(char *out, unsigned long long v)
     }
 }
 
+/* A double as IEEE 754 binary64, little-endian: PyFloat_Pack8 where the C API has it (3.11+);
+ * before, the double's own bits, which is what the private packer did on every platform CPython
+ * builds on (IEEE 754 doubles, checked below at compile time).  Both copy a NaN's payload as is,
+ * as struct.pack("<d") does (tests/write/shapes/test_speedups.py holds the bytes equal). */
+#if PY_VERSION_HEX >= 0x030B0000
 static int put_f64(char *out, double d)
 {
-#if PY_VERSION_HEX >= 0x030B0000
     return PyFloat_Pack8(d, out, 1);
-#else
-    return _PyFloat_Pack8(d, (unsigned char *)out, 1);
-#endif
 }
+#else
+typedef char double_is_binary64[(sizeof(double) == 8 && DBL_MANT_DIG == 53 && FLT_RADIX == 2) ? 1 : -1];
+
+static int put_f64(char *out, double d)
+{
+    unsigned long long bits;
+    memcpy(&bits, &d, sizeof bits);
+    put_u64(out, bits);
+    return 0;
+}
+#endif
 
 static void too_long(Py_ssize_t len)
 {
     PyErr_Format(PyExc_OverflowError, "a counted value of %zd bytes is longer than 65535", len);
 }
 
-/* Program.pack(event, *lead) -> bytes | None.  Its ops were checked when it was made (Program_init):
+/* Step 1 of pack: every value's class against its op, in the dict's order, each value taken as a
+ * strong reference into pieces[0:*held].  The dict's length is read here too, so that both
+ * happen under the dict's critical section on a free-threaded build (Py_BEGIN_CRITICAL_SECTION:
+ * another thread cannot change the dict between the length and the last value; on a build with
+ * the GIL it is a plain block, and nothing here runs Python code or releases the GIL).  After it
+ * the values are ours: what follows reads only immutable objects we hold.
+ * Returns 1 (all held), 0 (a class is not its op's, or an empty layout and a non-empty event:
+ * None), -1 (another length: raised). */
+static int hold_values(const Program *self, PyObject *event, Piece *pieces, Py_ssize_t *held)
+{
+    int outcome = 1;
+    Py_ssize_t n = Py_SIZE(self);
+    const unsigned char *ops = self->ops;
+    Py_ssize_t size;
+#ifdef Py_BEGIN_CRITICAL_SECTION
+    Py_BEGIN_CRITICAL_SECTION(event);
+#endif
+    size = PyDict_GET_SIZE(event);
+    if (size != n) {
+        outcome = n == 0 ? 0 : -1;
+    }
+    else {
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        while (*held < n && PyDict_Next(event, &pos, &key, &value)) {
+            unsigned char op = ops[*held];
+            if (op != OP_SKIP && Py_TYPE(value) != expected_type(op)) {
+                outcome = 0;
+                break;
+            }
+            Py_INCREF(value);
+            pieces[*held].v = value;
+            pieces[(*held)++].owned = NULL;
+        }
+    }
+#ifdef Py_BEGIN_CRITICAL_SECTION
+    Py_END_CRITICAL_SECTION();
+#endif
+    if (outcome < 0) {
+        PyErr_Format(PyExc_ValueError, "the layout has %zd values, the event %zd", n, size);
+    }
+    return outcome;
+}
+
+/* Program.pack(event, *lead) -> bytes | None.  Its ops were checked when it was made (Program_new):
  * each indexes op_bytes. */
 static PyObject *Program_pack(Program *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -124,17 +191,7 @@ static PyObject *Program_pack(Program *self, PyObject *const *args, Py_ssize_t n
         PyErr_SetString(PyExc_TypeError, "pack() takes an exact dict");
         return NULL;
     }
-    Py_ssize_t n = self->n;
-    Py_ssize_t size = PyDict_GET_SIZE(event);
-    if (n == 0) {
-        if (size != 0) {
-            Py_RETURN_NONE;
-        }
-    }
-    else if (size != n) {
-        PyErr_Format(PyExc_ValueError, "the layout has %zd values, the event %zd", n, size);
-        return NULL;
-    }
+    Py_ssize_t n = Py_SIZE(self);
     Py_ssize_t total = 0;
     for (Py_ssize_t i = 1; i < nargs; i++) {
         if (!PyBytes_Check(args[i])) {
@@ -155,24 +212,17 @@ static PyObject *Program_pack(Program *self, PyObject *const *args, Py_ssize_t n
         }
     }
 
-    /* 1: every value's class first (a mismatch is None, before anything can raise).  The values
-     * are held: nothing below runs Python code, but an allocation must not leave them borrowed
-     * from a dict that something else could change. */
-    {
-        Py_ssize_t pos = 0;
-        PyObject *key, *value;
-        const unsigned char *ops = self->ops;
-        while (held < n && PyDict_Next(event, &pos, &key, &value)) {
-            unsigned char op = ops[held];
-            if (op != OP_SKIP && Py_TYPE(value) != expected_type(op)) {
-                result = Py_None;
-                Py_INCREF(result);
-                goto done;
-            }
-            Py_INCREF(value);
-            pieces[held].v = value;
-            pieces[held++].owned = NULL;
-        }
+    /* 1: every value's class first (a mismatch is None, before anything can raise), each value
+     * held (hold_values). */
+    switch (hold_values(self, event, pieces, &held)) {
+    case 0:
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    case -1:
+        goto done;
+    default:
+        break;
     }
 
     /* 2: sizes.  An ASCII string's bytes are its own; another string is encoded once here (a
@@ -311,107 +361,171 @@ done:
     return result;
 }
 
-static int Program_init(Program *self, PyObject *args, PyObject *kwds)
+/* Program(ops: bytes): checked and copied once, here; the object is immutable afterwards. */
+static PyObject *Program_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"ops", NULL};
     const char *ops;
     Py_ssize_t n;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "y#:Program", kwlist, &ops, &n)) {
-        return -1;
+        return NULL;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         if ((unsigned char)ops[i] >= OP_COUNT) {
             PyErr_Format(PyExc_ValueError, "unknown op %d at %zd", (int)(unsigned char)ops[i], i);
-            return -1;
+            return NULL;
         }
     }
-    unsigned char *copy = PyMem_Malloc(n > 0 ? (size_t)n : 1);
-    if (copy == NULL) {
-        PyErr_NoMemory();
-        return -1;
+    Program *self = (Program *)type->tp_alloc(type, n);
+    if (self == NULL) {
+        return NULL;
     }
-    memcpy(copy, ops, (size_t)n);
-    PyMem_Free(self->ops);
-    self->ops = copy;
-    self->n = n;
-    return 0;
+    memcpy(self->ops, ops, (size_t)n);
+    return (PyObject *)self;
 }
 
+/* A heap type's instance holds a reference to its type (a module of each interpreter has its
+ * own), released with the instance. */
 static void Program_dealloc(Program *self)
 {
-    PyMem_Free(self->ops);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    PyTypeObject *type = Py_TYPE(self);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type);
 }
 
 static PyObject *Program_sizeof(Program *self, PyObject *Py_UNUSED(ignored))
 {
-    return PyLong_FromSsize_t((Py_ssize_t)sizeof(Program) + self->n);
+    return PyLong_FromSsize_t(Py_TYPE(self)->tp_basicsize + Py_SIZE(self));
 }
 
 static PyMethodDef Program_methods[] = {
     {"pack", (PyCFunction)(void (*)(void))Program_pack, METH_FASTCALL,
      "pack(event, *lead) -> bytes | None: the lead parts and the event's values packed by the "
      "program's ops; None when a value's class is not its op's."},
-    {"__sizeof__", (PyCFunction)Program_sizeof, METH_NOARGS, NULL},
+    {"__sizeof__", (PyCFunction)(void (*)(void))Program_sizeof, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 
-static PyTypeObject ProgramType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "structlog_etw.write.shapes._speedups.Program",
-    .tp_doc = "Program(ops: bytes): a layout's op codes, one per position of the event dict.",
-    .tp_basicsize = sizeof(Program),
-    .tp_itemsize = 0,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)Program_init,
-    .tp_dealloc = (destructor)Program_dealloc,
-    .tp_methods = Program_methods,
+static PyType_Slot Program_slots[] = {
+    {Py_tp_doc, "Program(ops: bytes): a layout's op codes, one per position of the event dict "
+                "(immutable: set once, when it is made)."},
+    {Py_tp_new, (void *)Program_new},
+    {Py_tp_dealloc, (void *)Program_dealloc},
+    {Py_tp_methods, Program_methods},
+    {0, NULL},
 };
 
-static struct PyModuleDef speedups_module = {
-    PyModuleDef_HEAD_INIT,
-    .m_name = "structlog_etw.write.shapes._speedups",
-    .m_doc = "The optional compiled shape packer of structlog_etw (see structlog_etw/write/shapes/__init__.py).",
-    .m_size = -1,
+/* A heap type made per module object (PyType_FromModuleAndSpec), so each interpreter has its own;
+ * immutable (no attribute can be set on it: it is shared by nothing, changed by no one) and not
+ * subclassable.  Var-sized: the ops are stored inline, one byte each. */
+static PyType_Spec Program_spec = {
+    .name = "structlog_etw.write.shapes._speedups.Program",
+    .basicsize = (int)offsetof(Program, ops),
+    .itemsize = 1,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = Program_slots,
 };
 
-PyMODINIT_FUNC PyInit__speedups(void)
+/* The module's state: its Program type (a strong reference, visited and cleared with the module). */
+typedef struct {
+    PyTypeObject *program_type;
+} speedups_state;
+
+static speedups_state *get_state(PyObject *module)
 {
-    if (PyType_Ready(&ProgramType) < 0) {
-        return NULL;
+    return (speedups_state *)PyModule_GetState(module);
+}
+
+static int speedups_exec(PyObject *module)
+{
+    speedups_state *state = get_state(module);
+    state->program_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &Program_spec, NULL);
+    if (state->program_type == NULL) {
+        return -1;
     }
-    PyObject *m = PyModule_Create(&speedups_module);
-    if (m == NULL) {
-        return NULL;
+    if (PyModule_AddType(module, state->program_type) < 0) {
+        return -1;
     }
     PyObject *ops = PyDict_New();
     if (ops == NULL) {
-        goto fail;
+        return -1;
     }
     for (int i = 0; i < OP_COUNT; i++) {
         PyObject *code = PyLong_FromLong(i);
         if (code == NULL || PyDict_SetItemString(ops, op_names[i], code) < 0) {
             Py_XDECREF(code);
             Py_DECREF(ops);
-            goto fail;
+            return -1;
         }
         Py_DECREF(code);
     }
-    if (PyModule_AddObject(m, "OPS", ops) < 0) {
-        Py_DECREF(ops);
-        goto fail;
+    int added = PyModule_AddObjectRef(module, "OPS", ops);
+    Py_DECREF(ops);
+    if (added < 0) {
+        return -1;
     }
-    if (PyModule_AddIntConstant(m, "ABI_VERSION", ABI_VERSION) < 0) {
-        goto fail;
-    }
-    Py_INCREF(&ProgramType);
-    if (PyModule_AddObject(m, "Program", (PyObject *)&ProgramType) < 0) {
-        Py_DECREF(&ProgramType);
-        goto fail;
-    }
-    return m;
-fail:
-    Py_DECREF(m);
-    return NULL;
+    return PyModule_AddIntConstant(module, "ABI_VERSION", ABI_VERSION);
+}
+
+static int speedups_traverse(PyObject *module, visitproc visit, void *arg)
+{
+    speedups_state *state = get_state(module);
+    Py_VISIT(state->program_type);
+    return 0;
+}
+
+static int speedups_clear(PyObject *module)
+{
+    speedups_state *state = get_state(module);
+    Py_CLEAR(state->program_type);
+    return 0;
+}
+
+static void speedups_free(void *module)
+{
+    (void)speedups_clear((PyObject *)module);
+}
+
+static PyModuleDef_Slot speedups_slots[] = {
+    {Py_mod_exec, (void *)speedups_exec},
+#ifdef Py_MOD_PER_INTERPRETER_GIL_SUPPORTED
+    /* 3.12+: each interpreter gets its own module object, Program type and OPS dict (module state,
+     * multi-phase initialisation); the C code has no static mutable data (its tables are const),
+     * so interpreters with their own GIL can load it at once. */
+    {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
+#endif
+#ifdef Py_mod_gil
+    /* 3.13+ free-threaded builds: importing this module does not turn the GIL back on.  Why that
+     * is safe without the GIL:
+     * - shared state: none.  The C statics are const tables; a Program's ops are written once,
+     *   in Program() before anyone else can see the object, and never again (no __init__ to
+     *   re-run); the module's state (its type) is set in exec, before the module is published.
+     * - the caller's dict: its length and values are read under the dict's own critical section
+     *   (hold_values), each value taken as a strong reference there; another thread changing
+     *   the dict meanwhile waits for that section, or is seen whole before it.
+     * - the values: after that, pack reads only what it holds, and only immutable objects of
+     *   exact builtin classes (str, bytes, int, float, bool, None: checked with Py_TYPE, no
+     *   Python code called), so no other thread can change a byte it reads.
+     * - what it writes: its own stack or PyMem buffers, its own new bytes objects (the result,
+     *   and a non-ASCII string's UTF-8 copy, released before it returns); nothing is attached
+     *   to a caller's object (PyUnicode_AsUTF8String, not PyUnicode_AsUTF8AndSize). */
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
+#endif
+    {0, NULL},
+};
+
+static struct PyModuleDef speedups_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "structlog_etw.write.shapes._speedups",
+    .m_doc = "The optional compiled shape packer of structlog_etw (see structlog_etw/write/shapes/__init__.py).",
+    .m_size = sizeof(speedups_state),
+    .m_slots = speedups_slots,
+    .m_traverse = speedups_traverse,
+    .m_clear = speedups_clear,
+    .m_free = speedups_free,
+};
+
+PyMODINIT_FUNC PyInit__speedups(void)
+{
+    return PyModuleDef_Init(&speedups_module);
 }

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import itertools
 import json
 import math
 import struct
@@ -47,7 +46,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Final
 
-from ..._util.counters import count_value
+from ..._util.counters import Count
 from ...formats.header import INFO_HEADER, HeaderValue, header_problem, plain_header
 from ...formats.tracelogging import (
     DEFAULT_MAX_SIZE,
@@ -373,7 +372,7 @@ class TraceLoggingEncoder(BaseEncoder):
         self.traits: bytes = provider_traits(provider_name, group)
         self.max_size = max_size
         self.cache_limit = cache_limit
-        self._truncated = itertools.count()  # next(): one C call, safe under re-entry
+        self._truncated = Count()  # no lock, no lost count (re-entry, threads: _util.counters)
         self._budget = max_size - len(self.traits)
         # encode's plans per typed-field shape (name, tags, (field name, kind) pairs).
         self._plans = ShapeCache(cache_limit, cache_bytes)
@@ -386,7 +385,7 @@ class TraceLoggingEncoder(BaseEncoder):
     @property
     def truncated(self) -> int:
         """Events written with values cut or fields left off by the size policy."""
-        return count_value(self._truncated)
+        return self._truncated.value()
 
     def _new_plan(self, name: str, fields: Sequence[Field], tags: int) -> _FieldPlan:
         """The plan of a shape; its metadata is ``b""`` (and it is not ok) past :data:`MAX_METADATA`."""
@@ -501,5 +500,5 @@ class TraceLoggingEncoder(BaseEncoder):
         cut_json = json_as_str(marked, lambda piece: piece.is_cut(cap))
         if cut_json != marked:  # a cut JSON text is no longer JSON: written as a plain string
             plan = self._new_plan(name, cut_json, tags)
-        next(self._truncated)
+        self._truncated.add()
         return self.traits, plan.metadata, joined(pieces, cap)

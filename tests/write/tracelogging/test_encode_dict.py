@@ -101,7 +101,12 @@ class TestShapeFunctionIsUsed:
 
     def test_scalar_classes_none_bytes_uuid_and_datetime_are_written_by_the_shape_function(self) -> None:
         """None, bytes, UUID and datetime values get a shape function writing the general blobs."""
-        d = {"n": None, "b": b"\x00\x01", "u": uuid.UUID(int=5), "t": dt.datetime(2024, 1, 2, tzinfo=dt.UTC)}
+        d = {
+            "n": None,
+            "b": b"\x00\x01",
+            "u": uuid.UUID(int=5),
+            "t": dt.datetime(2024, 1, 2, tzinfo=dt.timezone.utc),
+        }
         enc = tl.TraceLoggingEncoder("P")
         enc.encode_dict("E", d, None)
         enc._cache.clear()
@@ -134,7 +139,7 @@ class TestShapeFunctionIsUsed:
 
     def test_a_datetime_before_1601_is_written_as_text_by_the_general_route(self) -> None:
         """A datetime before 1601 is written as the general route writes it, both times the shape is seen."""
-        d = {"t": dt.datetime(1500, 1, 1, tzinfo=dt.UTC)}
+        d = {"t": dt.datetime(1500, 1, 1, tzinfo=dt.timezone.utc)}
         enc = tl.TraceLoggingEncoder("P")
         for _ in range(2):  # the general route first, then the shape function (which cannot write it)
             assert enc.encode_dict("E", d, None) == _general(tl.TraceLoggingEncoder("P"), "E", d, None)
