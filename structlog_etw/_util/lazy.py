@@ -21,8 +21,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, MutableMapping
     from typing import Any
 
-__all__ = ["lazy_exports"]
-
 
 def lazy_exports(
     namespace: MutableMapping[str, Any], exports: Mapping[str, str]
