@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ._arguments import seconds_arg
 from ._progress import Progress, human_bytes, progress_for
 from .tracepoints import keyword_arg, level_arg
 
@@ -34,16 +35,6 @@ TAKES_COMMAND = True
 #: Ring buffer data pages per CPU (a power of two): 512 KiB with 4 KiB pages, perf record's default.
 DEFAULT_PAGES = 128
 _PROG = "structlog-etw record"
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive (got {text!r})")
-    return value
 
 
 def _pages(text: str) -> int:
@@ -89,7 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="output file (default perf.data; '-': perf's pipe format to stdout)",
     )
-    parser.add_argument("--duration", type=_seconds, metavar="S", help="stop after S seconds")
+    parser.add_argument("--duration", type=seconds_arg, metavar="S", help="stop after S seconds")
     parser.add_argument(
         "--pages",
         type=_pages,
