@@ -15,11 +15,14 @@ structlog-etw is installed) costs other projects' test suites no structlog impor
 
 from __future__ import annotations
 
-import importlib
 import sys
-from typing import TYPE_CHECKING, Any
 
+from ._util.lazy import lazy_exports as _lazy_exports
+
+TYPE_CHECKING = False  # not typing's: importing typing would double `import structlog_etw`'s time
 if TYPE_CHECKING:
+    from typing import Any
+
     from .context._activity import Activity, current_activity_id, etw_activity
     from .context._correlation import add_otel_ids, use_otel_activity_ids
     from .context._resolve import KeywordsByLogger
@@ -83,20 +86,8 @@ __all__ = [
     "use_otel_activity_ids",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    """Load a public name's module on first use (``from structlog_etw import EtwRenderer``)."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """The public names (``dir(structlog_etw)``), loaded or not."""
-    return sorted({*globals(), *__all__})
+#: ``from structlog_etw import EtwRenderer`` loads the name's module on first use.
+__getattr__, __dir__ = _lazy_exports(globals(), _EXPORTS)
 
 
 class _MovedPaths:

@@ -1,1 +1,1 @@
-"""Helpers of no direction (standard library only): counters and guards."""
+"""Helpers of no direction (standard library only): counters and guards, lazy package exports."""

@@ -26,6 +26,7 @@ from ..perf.listener import run as run_listener
 from ..read.decoded import EventMeta
 from ..read.writers.console import event_pretty, undecodable_pretty
 from ..read.writers.json_lines import event_json, undecodable_json
+from ._arguments import seconds_arg
 from .output import EventWriter, add_filter_arguments, add_output_arguments, make_writer, use_color
 
 __all__ = [
@@ -59,16 +60,6 @@ def _positive(text: str) -> int:
     return value
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive (got {text!r})")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``listen`` arguments."""
     parser.description = (
@@ -80,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--group", help="provider group (the G<group> tracepoint option)")
     add_output_arguments(parser, FORMATS)
     parser.add_argument("--count", type=_positive, help="stop after this many events")
-    parser.add_argument("--duration", type=_seconds, help="stop after this many seconds")
+    parser.add_argument("--duration", type=seconds_arg, help="stop after this many seconds")
     parser.add_argument(
         "--pages",
         type=_positive,

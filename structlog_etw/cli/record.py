@@ -18,12 +18,14 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING
 
+from ._arguments import seconds_arg
 from ._progress import Progress, human_bytes, progress_for
 from .tracepoints import keyword_arg, level_arg
 
 if TYPE_CHECKING:
+    from ..perf.datawriter import PerfDataWriter
     from ..perf.recorder import Recorder
 
 __all__ = ["DEFAULT_PAGES", "TAKES_COMMAND", "add_arguments", "run"]
@@ -33,16 +35,6 @@ TAKES_COMMAND = True
 #: Ring buffer data pages per CPU (a power of two): 512 KiB with 4 KiB pages, perf record's default.
 DEFAULT_PAGES = 128
 _PROG = "structlog-etw record"
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive (got {text!r})")
-    return value
 
 
 def _pages(text: str) -> int:
@@ -88,7 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="output file (default perf.data; '-': perf's pipe format to stdout)",
     )
-    parser.add_argument("--duration", type=_seconds, metavar="S", help="stop after S seconds")
+    parser.add_argument("--duration", type=seconds_arg, metavar="S", help="stop after S seconds")
     parser.add_argument(
         "--pages",
         type=_pages,
@@ -125,40 +117,15 @@ def _progress_line(progress: Progress) -> Callable[[Recorder], None]:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``structlog-etw record``; return the exit code."""
-    from ..formats.eventheader import validate_provider_name  # noqa: PLC0415
-
-    try:
-        validate_provider_name(args.provider, args.group)
-    except ValueError as e:
-        return _fail(str(e))
-    if not sys.platform.startswith("linux"):
-        return _fail(
-            f"record needs Linux user_events (this is {sys.platform}); on Windows record ETW with "
-            "wpr, logman or tracelog (see docs/windows.md)"
-        )
-    command = list(getattr(args, "run_command", None) or [])
-    if getattr(args, "run_command", None) is not None and not command:
-        return _fail("'--' needs a COMMAND after it")
-    if command and args.duration is not None:
-        return _fail("give either --duration or '-- COMMAND', not both")
-    from ..perf.datawriter import PerfDataWriter  # noqa: PLC0415
+    problem = _argument_problem(args)
+    if problem is not None:
+        return _fail(problem)
     from ..perf.recorder import Recorder, RecordError  # noqa: PLC0415
-    from .listen import stop_on_signals  # noqa: PLC0415 - the one home of signal handling
 
-    pipe = args.output == "-"
-    out: BinaryIO | None = None
-    if pipe:
-        if sys.stdout.isatty():
-            return _fail("refusing to write perf.data to a terminal: redirect stdout, or give -o FILE")
-        out = sys.stdout.buffer
-        writer = PerfDataWriter.to_stream(out)
-        where = "stdout (pipe format)"
-    else:
-        try:
-            writer = PerfDataWriter.create(args.output)
-        except OSError as e:
-            return _fail(f"cannot write {args.output}: {e.strerror or e}")
-        where = args.output
+    opened = _open_writer(args.output)
+    if isinstance(opened, int):
+        return opened
+    writer, where = opened
     try:
         recorder = Recorder(
             args.provider,
@@ -176,6 +143,51 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         writer.abort()
         return _fail(f"cannot record: {e.strerror or e}", 1)
+    return _record(args, recorder, where)
+
+
+def _argument_problem(args: argparse.Namespace) -> str | None:
+    """What makes recording impossible before anything is opened (exit status 2), or None."""
+    from ..formats.eventheader import validate_provider_name  # noqa: PLC0415
+
+    try:
+        validate_provider_name(args.provider, args.group)
+    except ValueError as e:
+        return str(e)
+    if not sys.platform.startswith("linux"):
+        return (
+            f"record needs Linux user_events (this is {sys.platform}); on Windows record ETW with "
+            "wpr, logman or tracelog (see docs/windows.md)"
+        )
+    command = getattr(args, "run_command", None)
+    if command is not None and not command:
+        return "'--' needs a COMMAND after it"
+    if command and args.duration is not None:
+        return "give either --duration or '-- COMMAND', not both"
+    if args.output == "-" and sys.stdout.isatty():
+        return "refusing to write perf.data to a terminal: redirect stdout, or give -o FILE"
+    return None
+
+
+def _open_writer(output: str) -> tuple[PerfDataWriter, str] | int:
+    """The writer of ``output`` (``-``: stdout in the pipe format) and its place in words, or the exit
+    status when it cannot be created."""
+    from ..perf.datawriter import PerfDataWriter  # noqa: PLC0415
+
+    if output == "-":
+        return PerfDataWriter.to_stream(sys.stdout.buffer), "stdout (pipe format)"
+    try:
+        return PerfDataWriter.create(output), output
+    except OSError as e:
+        return _fail(f"cannot write {output}: {e.strerror or e}")
+
+
+def _record(args: argparse.Namespace, recorder: Recorder, where: str) -> int:
+    """Record until a signal, ``--duration`` or the command's end; the exit status."""
+    from .listen import stop_on_signals  # noqa: PLC0415 - the one home of signal handling
+
+    command = list(getattr(args, "run_command", None) or [])
+    pipe = args.output == "-"
     progress = progress_for(_PROG, args.quiet)
     child: subprocess.Popen[bytes] | None = None
     status = 0
@@ -217,7 +229,13 @@ def run(args: argparse.Namespace) -> int:
                 progress.done()
             if child is not None:
                 status = _finish_child(child, bool(stopping))
-    size = "" if pipe else f" ({human_bytes(_size(args.output))})"
+    _summary(recorder, args.output, args.pages, where)
+    return status
+
+
+def _summary(recorder: Recorder, output: str, pages: int, where: str) -> None:
+    """The closing lines on stderr: events written and lost, and what to do about losses."""
+    size = "" if output == "-" else f" ({human_bytes(_size(output))})"
     print(
         f"{_PROG}: {recorder.events} events written, {recorder.lost} lost, to {where}{size}",
         file=sys.stderr,
@@ -226,11 +244,10 @@ def run(args: argparse.Namespace) -> int:
     if recorder.lost:
         print(
             f"{_PROG}: the kernel dropped {recorder.lost} events (ring buffers full; the file's LOST "
-            f"records say where): give more --pages (now {args.pages}) or record fewer levels/keywords",
+            f"records say where): give more --pages (now {pages}) or record fewer levels/keywords",
             file=sys.stderr,
             flush=True,
         )
-    return status
 
 
 def _finish_child(child: subprocess.Popen[bytes], signalled: bool) -> int:

@@ -23,8 +23,9 @@ Windows and administrator rights::
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from .._util.lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from .consumer import (
@@ -74,9 +75,4 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("EtlError", "EtlEvent", "EtlFile", "EtlHeader", "is_etl"), ".etl"),
 }
 
-
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module, __name__), name)
+__getattr__, __dir__ = _lazy_exports(globals(), _LAZY)

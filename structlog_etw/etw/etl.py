@@ -289,15 +289,55 @@ _new = object.__new__
 _set = object.__setattr__
 
 
-def _event(fields: dict[str, object]) -> EtlEvent:
-    """An :class:`EtlEvent` from a dict of every one of its fields (the reader's constructor).
+def _event(
+    reading: _Reading,
+    where: int,
+    kind: str,
+    provider: uuid.UUID | None,
+    stamp: int | None,
+    cpu: int,
+    pid: int | None,
+    tid: int | None,
+    level: int,
+    keyword: int,
+    opcode: int,
+    event_id: int,
+    pointer_size: int,
+    decoded: DecodedEvent | None = None,
+    error: str | None = None,
+    raw: bytes = b"",
+) -> EtlEvent:
+    """The :class:`EtlEvent` of a record (the reader's one constructor), its times from ``stamp``.
 
     The frozen dataclass's ``__init__`` sets its 17 fields one ``object.__setattr__`` at a time,
     the largest cost of framing a record; this sets them as one dict, the same instance
     (tests/etw/test_etl_compressed.py holds the two equal).
     """
+    realtime, since = reading.clock.times(stamp) if stamp is not None else (None, None)
     event = _new(EtlEvent)
-    _set(event, "__dict__", fields)
+    _set(
+        event,
+        "__dict__",
+        {
+            "offset": where,
+            "kind": kind,
+            "provider_id": provider,
+            "timestamp": stamp,
+            "realtime_ns": realtime,
+            "time_ns": since,
+            "cpu": cpu,
+            "pid": pid,
+            "tid": tid,
+            "decoded": decoded,
+            "error": error,
+            "raw": raw,
+            "level": level,
+            "keyword": keyword,
+            "opcode": opcode,
+            "event_id": event_id,
+            "pointer_size": pointer_size,
+        },
+    )
     return event
 
 
@@ -690,27 +730,9 @@ def _record(
     else:
         kind = "other"
         pid = tid = stamp = None
-    realtime, since = reading.clock.times(stamp) if stamp is not None else (None, None)
+    pointer_size = _pointer_size(htype, reading.header)
     return _event(
-        {
-            "offset": where,
-            "kind": kind,
-            "provider_id": provider,
-            "timestamp": stamp,
-            "realtime_ns": realtime,
-            "time_ns": since,
-            "cpu": cpu,
-            "pid": pid,
-            "tid": tid,
-            "decoded": None,
-            "error": None,
-            "raw": b"",
-            "level": level,
-            "keyword": 0,
-            "opcode": opcode,
-            "event_id": event_id,
-            "pointer_size": _pointer_size(htype, reading.header),
-        }
+        reading, where, kind, provider, stamp, cpu, pid, tid, level, 0, opcode, event_id, pointer_size
     )
 
 
@@ -798,27 +820,25 @@ def _event_record(
                 error = f"cannot decode: {exc!r}"
         if decoded is None:
             raw = metadata + user_data
-    realtime, since = reading.clock.times(stamp)
+    if kind != "tracelogging":
+        error = None
     return _event(
-        {
-            "offset": where,
-            "kind": kind,
-            "provider_id": provider,
-            "timestamp": stamp,
-            "realtime_ns": realtime,
-            "time_ns": since,
-            "cpu": cpu,
-            "pid": pid,
-            "tid": tid,
-            "decoded": decoded,
-            "error": error if kind == "tracelogging" else None,
-            "raw": raw,
-            "level": level,
-            "keyword": keyword,
-            "opcode": opcode,
-            "event_id": event_id,
-            "pointer_size": pointer_size,
-        }
+        reading,
+        where,
+        kind,
+        provider,
+        stamp,
+        cpu,
+        pid,
+        tid,
+        level,
+        keyword,
+        opcode,
+        event_id,
+        pointer_size,
+        decoded,
+        error,
+        raw,
     )
 
 

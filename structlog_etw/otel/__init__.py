@@ -21,18 +21,15 @@ raises: what cannot be written is counted in the provider's ``stats()`` and the 
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from .._util.lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from ._exporters import WELL_KNOWN_SPAN_ATTRIBUTES, EtwLogExporter, EtwSpanExporter, level_of_severity
 
 __all__ = ["WELL_KNOWN_SPAN_ATTRIBUTES", "EtwLogExporter", "EtwSpanExporter", "level_of_severity"]
 
-
-def __getattr__(name: str) -> object:
-    # The exporters (and with them the OpenTelemetry SDK) load on first use of a name: the
-    # package's private modules (correlation, Common Schema layouts) need no SDK.
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module("._exporters", __name__), name)
+# The exporters (and with them the OpenTelemetry SDK) load on first use of a name: the package's
+# private modules (correlation, Common Schema layouts) need no SDK.
+__getattr__, __dir__ = _lazy_exports(globals(), dict.fromkeys(__all__, "._exporters"))

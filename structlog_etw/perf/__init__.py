@@ -28,8 +28,9 @@ loaded only when a :class:`Listener` starts::
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._util.lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from .datafile import PerfDataError, PerfDataFile, Sample, read_samples
@@ -74,15 +75,4 @@ __all__ = [
     "read_samples",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = _lazy_exports(globals(), _EXPORTS)

@@ -19,7 +19,6 @@ Nothing here prints: :func:`run` hands events and loss reports to the caller's f
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import select
@@ -36,6 +35,7 @@ from ..read.live import (  # re-exported here; their home is structlog_etw.read.
     LostEvents,
     pump,
 )
+from ._tracepoints import close_rings, open_on_rings, open_rings, unopened_tracepoints, user_event_names
 from .abi import CLOCK_MONOTONIC, RecordType, SampleFormat
 from .records import parse_lost, parse_sample
 from .tracefs_format import eventheader_offset
@@ -175,15 +175,8 @@ class Listener:
     # -- set-up -------------------------------------------------------------------
 
     def _scan(self) -> dict[str, tuple[int, int]]:
-        directory = os.path.join(self.tracefs, "events", "user_events")
-        try:
-            names = os.listdir(directory)
-        except FileNotFoundError:
-            return {}
-        except PermissionError as e:
-            raise ListenError(f"permission denied reading {directory}: listen needs root") from e
         out = {}
-        for name in names:
+        for name in user_event_names(self.tracefs, _denied):
             lk = match_tracepoint(self.provider, name, self.level, self.keyword, self.group)
             if lk is not None:
                 out[name] = lk
@@ -206,40 +199,21 @@ class Listener:
             self.registered.append(backend.tracepoint_name(level, keyword))
 
     def _open_rings(self) -> None:
-        from .perf_event_open import CpuRing, PerfError, online_cpus  # noqa: PLC0415 - Linux only
-
-        for cpu in online_cpus():
-            try:
-                ring = CpuRing(cpu, self._pages, clockid=CLOCK_MONOTONIC, sample_type=SAMPLE_TYPE)
-            except PerfError as e:
-                raise ListenError(_perf_error_message(e)) from e
-            self._rings.append(ring)
-            self._poll.register(ring.fd, select.POLLIN)
+        open_rings(
+            self._rings, self._poll, self._pages, _fail, clockid=CLOCK_MONOTONIC, sample_type=SAMPLE_TYPE
+        )
 
     def _add(self, names: dict[str, tuple[int, int]]) -> list[str]:
-        from .perf_event_open import PerfError  # noqa: PLC0415 - Linux only
-
         added = []
-        for name in sorted(names):
-            if name in self._names:
-                continue
-            base = os.path.join(self.tracefs, "events", "user_events", name)
+        for name, tp_id, fmt in unopened_tracepoints(self.tracefs, names, self._names):
             try:
-                with open(os.path.join(base, "id")) as f:
-                    tp_id = int(f.read().strip())
-                with open(os.path.join(base, "format")) as f:
-                    offset = eventheader_offset(f.read())
-            except (OSError, ValueError):
-                continue  # deleted between listing and reading: next scan decides
-            for ring in self._rings:
-                try:
-                    ident = ring.add_tracepoint(tp_id)
-                except PerfError as e:
-                    if e.errno == errno.ENOENT:
-                        break  # the tracepoint went away
-                    raise ListenError(_perf_error_message(e)) from e
+                offset = eventheader_offset(fmt)
+            except ValueError:
+                continue
+            ids, everywhere = open_on_rings(self._rings, tp_id, _fail)
+            for ident in ids:
                 self._by_id[ident] = _Tracepoint(name, tp_id, offset)
-            else:
+            if everywhere:
                 self._names.add(name)
                 added.append(name)
         return added
@@ -346,10 +320,7 @@ class Listener:
     def close(self) -> None:
         """Close every perf fd, unmap the rings, drop our registrations (idempotent)."""
         rings, self._rings = self._rings, []
-        for ring in rings:
-            with contextlib.suppress(KeyError, ValueError):
-                self._poll.unregister(ring.fd)
-            ring.close()
+        close_rings(rings, self._poll)
         backend, self._backend = self._backend, None
         if backend is not None:
             backend.close()
@@ -382,6 +353,14 @@ def _require_tracefs() -> str:
         f"no user_events on this kernel ({release}): no tracefs with user_events_data "
         "(needs Linux 6.4+ with CONFIG_USER_EVENTS=y and tracefs mounted at /sys/kernel/tracing)"
     )
+
+
+def _denied(directory: str) -> ListenError:
+    return ListenError(f"permission denied reading {directory}: listen needs root")
+
+
+def _fail(e: OSError) -> ListenError:
+    return ListenError(_perf_error_message(e))
 
 
 def _perf_error_message(e: OSError) -> str:

@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
+from ._tracepoints import close_rings, open_on_rings, open_rings, unopened_tracepoints, user_event_names
 from .abi import CLOCK_MONOTONIC, RecordType
 from .datawriter import EventDescription, MachineInfo, PerfDataWriter, TracingHeaders
 from .listener import DEFAULT_PAGES, SAMPLE_TYPE, match_tracepoint
@@ -130,18 +131,8 @@ class Recorder:
         return lk
 
     def _scan(self) -> dict[str, tuple[int, int]]:
-        directory = os.path.join(self.tracefs, "events", "user_events")
-        try:
-            names = os.listdir(directory)
-        except FileNotFoundError:
-            return {}
-        except PermissionError as e:
-            raise RecordError(
-                f"permission denied reading {directory}: record needs root or access to tracefs "
-                "(structlog-etw doctor says what is missing)"
-            ) from e
         out = {}
-        for name in names:
+        for name in user_event_names(self.tracefs, _denied):
             lk = self._matches(name)
             if lk is not None:
                 out[name] = lk
@@ -174,17 +165,15 @@ class Recorder:
                 self.registered.append(name)
 
     def _open_rings(self) -> None:
-        from .perf_event_open import CpuRing, PerfError, online_cpus  # noqa: PLC0415 - Linux only
-
-        for cpu in online_cpus():
-            try:
-                ring = CpuRing(
-                    cpu, self._pages, clockid=CLOCK_MONOTONIC, sample_type=SAMPLE_TYPE, sample_id_all=True
-                )
-            except PerfError as e:
-                raise RecordError(_perf_error_message(e)) from e
-            self._rings.append(ring)
-            self._poll.register(ring.fd, select.POLLIN)
+        open_rings(
+            self._rings,
+            self._poll,
+            self._pages,
+            _fail,
+            clockid=CLOCK_MONOTONIC,
+            sample_type=SAMPLE_TYPE,
+            sample_id_all=True,
+        )
 
     def _describe_machine(self, cmdline: list[str]) -> None:
         w = self.writer
@@ -213,31 +202,12 @@ class Recorder:
         )
 
     def _add(self, names: dict[str, tuple[int, int]]) -> list[str]:
-        from .perf_event_open import PerfError  # noqa: PLC0415 - Linux only
-
-        added = []
-        for name in sorted(names):
-            if name in self._names:
-                continue
-            base = os.path.join(self.tracefs, "events", "user_events", name)
-            try:
-                with open(os.path.join(base, "id")) as f:
-                    tp_id = int(f.read().strip())
-                with open(os.path.join(base, "format")) as f:
-                    fmt = f.read(1 << 20)
-            except (OSError, ValueError):
-                continue  # deleted between listing and reading: the next scan decides
-            if not self._rings:
-                continue
-            ids = []
-            for ring in self._rings:
-                try:
-                    ids.append(ring.add_tracepoint(tp_id))
-                except PerfError as e:
-                    if e.errno == errno.ENOENT:  # the tracepoint went away
-                        break
-                    raise RecordError(_perf_error_message(e)) from e
-            else:
+        added: list[str] = []
+        if not self._rings:
+            return added
+        for name, tp_id, fmt in unopened_tracepoints(self.tracefs, names, self._names):
+            ids, everywhere = open_on_rings(self._rings, tp_id, _fail)
+            if everywhere:
                 attr = bytes(self._rings[0].tracepoint_attr(tp_id))
                 ev = EventDescription(f"user_events:{name}", attr, ids, fmt)
                 self._names[name] = ev
@@ -327,10 +297,7 @@ class Recorder:
         was not finalized by :meth:`stop` is removed)."""
         self._closed = True
         rings, self._rings = self._rings, []
-        for ring in rings:
-            with contextlib.suppress(KeyError, ValueError):
-                self._poll.unregister(ring.fd)
-            ring.close()
+        close_rings(rings, self._poll)
         backend, self._backend = self._backend, None
         if backend is not None:
             backend.close()
@@ -392,6 +359,17 @@ def _require_tracefs() -> str:
             "no user_events on this kernel (no tracefs with user_events_data): run structlog-etw doctor"
         )
     return found
+
+
+def _denied(directory: str) -> RecordError:
+    return RecordError(
+        f"permission denied reading {directory}: record needs root or access to tracefs "
+        "(structlog-etw doctor says what is missing)"
+    )
+
+
+def _fail(e: OSError) -> RecordError:
+    return RecordError(_perf_error_message(e))
 
 
 def _perf_error_message(e: OSError) -> str:

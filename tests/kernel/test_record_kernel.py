@@ -8,6 +8,7 @@ by Microsoft's perf-decode (built by ``nox -s kernel`` into kernel-out/perf-deco
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -16,7 +17,7 @@ import signal
 import subprocess
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -39,17 +40,37 @@ def record(*args: str) -> Proc:
     return Proc([sys.executable, "-m", "structlog_etw", "record", *args])
 
 
+@contextlib.contextmanager
+def recording(provider_name: str, out: Path, stop: signal.Signals = signal.SIGINT) -> Iterator[Proc]:
+    """``record PROVIDER -o OUT`` running (its "recording ..." line seen) while the block runs; after
+    it, stopped by ``stop`` and its exit status 0 asserted. Killed whatever happens."""
+    rec = record(provider_name, "-o", str(out))
+    try:
+        rec.wait_for("err", "recording ", TIMEOUT)
+        yield rec
+        rec.p.send_signal(stop)
+        assert rec.finish(TIMEOUT) == 0, rec.report()
+    finally:
+        rec.kill()
+
+
+def run_app(provider_name: str, *args: str) -> None:
+    """``listen_writer.py PROVIDER ARGS`` (structlog + EtwRenderer) run to its end: "done", exit 0."""
+    app = writer(provider_name, *args)
+    app.wait_for("out", "done", TIMEOUT)
+    assert app.finish() == 0, app.report()
+
+
+def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """``argv`` run to its end in the repository with the guest's environment, its output captured."""
+    return subprocess.run(
+        argv, capture_output=True, text=True, env=ENV, cwd=REPO, check=False, timeout=TIMEOUT
+    )
+
+
 def decode_json(path: Path) -> list[dict[str, object]]:
     """Our decode's events of ``path``."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "structlog_etw", "decode", "--json", str(path)],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        cwd=REPO,
-        check=False,
-        timeout=TIMEOUT,
-    )
+    proc = run([sys.executable, "-m", "structlog_etw", "decode", "--json", str(path)])
     assert proc.returncode == 0, proc.stderr
     return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
 
@@ -92,17 +113,9 @@ def test_record_before_the_app_writes_a_file_every_reader_reads(
     """record started first registers the tracepoints; the app's 6 events are in the file, which our
     decode, perf script and perf-decode read alike, after Ctrl-C or SIGTERM."""
     out = kernel_out_dir / f"record-{stop.name}.data"
-    rec = record(provider_name, "-o", str(out))
-    try:
-        line = rec.wait_for("err", "recording ", TIMEOUT)
-        assert "registered by record" in line
-        app = writer(provider_name, "log", "5")
-        app.wait_for("out", "done", TIMEOUT)
-        assert app.finish() == 0, app.report()
-        rec.p.send_signal(stop)
-        assert rec.finish(TIMEOUT) == 0, rec.report()
-    finally:
-        rec.kill()
+    with recording(provider_name, out, stop) as rec:
+        assert "registered by record" in rec.wait_for("err", "recording ")
+        run_app(provider_name, "log", "5")
     assert summary(rec) == (6, 0), rec.report()
     assert not [p for p in out.parent.iterdir() if p.name.startswith(f".{out.name}.partial")]
     events = decode_json(out)
@@ -124,22 +137,16 @@ def test_record_after_the_app_records_the_keywords_it_registered(
     """The app registers keyword 0x4 first; record without -k, started afterwards, records that keyword."""
     app = writer(provider_name, "keyword", "0x4", "3")
     out = kernel_out_dir / "after.data"
-    rec = None
     try:
         app.wait_for("out", "ready", TIMEOUT)
         wait_until(
             lambda: f"{provider_name}_L4K4" in tracepoints_of(provider_name), TIMEOUT, "the app's tracepoint"
         )
-        rec = record(provider_name, "-o", str(out))
-        rec.wait_for("err", "recording ", TIMEOUT)
-        app.wait_for("out", "done", TIMEOUT)
-        assert app.finish() == 0, app.report()
-        rec.p.send_signal(signal.SIGINT)
-        assert rec.finish(TIMEOUT) == 0, rec.report()
+        with recording(provider_name, out) as rec:
+            app.wait_for("out", "done", TIMEOUT)
+            assert app.finish() == 0, app.report()
     finally:
         app.kill()
-        if rec is not None:
-            rec.kill()
     line = rec.wait_for("err", "recording ")
     assert f"{provider_name}_L4K4" in line and f"{provider_name}_L4K1" in line
     events = decode_json(out)
@@ -151,16 +158,8 @@ def test_record_picks_up_tracepoints_registered_while_it_records(
 ) -> None:
     """record runs; the app then registers keyword 0x4 (absent at the start): its events are recorded."""
     out = kernel_out_dir / "late.data"
-    rec = record(provider_name, "-o", str(out))
-    try:
-        rec.wait_for("err", "recording ", TIMEOUT)
-        app = writer(provider_name, "keyword", "0x4", "2")  # waits until a session enables (4, 0x4)
-        app.wait_for("out", "done", TIMEOUT)
-        assert app.finish() == 0, app.report()
-        rec.p.send_signal(signal.SIGINT)
-        assert rec.finish(TIMEOUT) == 0, rec.report()
-    finally:
-        rec.kill()
+    with recording(provider_name, out):
+        run_app(provider_name, "keyword", "0x4", "2")  # waits until a session enables (4, 0x4)
     events = decode_json(out)
     assert [(e["name"], e["keyword"]) for e in events] == [("late_keyword", 4)] * 2
 
@@ -173,15 +172,7 @@ def test_record_to_a_pipe_into_decode(provider_name: str) -> None:
         f"{shlex.quote(sys.executable)} {shlex.quote(writer_py)} {provider_name} log 3 "
         f"| {shlex.quote(sys.executable)} -m structlog_etw decode --json -"
     )
-    proc = subprocess.run(
-        ["bash", "-o", "pipefail", "-c", cmd],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        cwd=REPO,
-        check=False,
-        timeout=TIMEOUT,
-    )
+    proc = run(["bash", "-o", "pipefail", "-c", cmd])
     assert proc.returncode == 0, proc.stderr
     events = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
     assert [e["name"] for e in events] == ["tick"] * 3 + ["done_logging"], proc.stderr
@@ -227,15 +218,7 @@ def test_a_flood_into_a_small_buffer_is_reported_lost_and_carried_by_lost_record
 
 def doctor(*args: str) -> subprocess.CompletedProcess[str]:
     """``structlog-etw doctor ARGS`` as root."""
-    return subprocess.run(
-        [sys.executable, "-m", "structlog_etw", "doctor", *args],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        cwd=REPO,
-        check=False,
-        timeout=TIMEOUT,
-    )
+    return run([sys.executable, "-m", "structlog_etw", "doctor", *args])
 
 
 def doctor_as(uid: int, groups: list[int], *args: str) -> tuple[int, str]:

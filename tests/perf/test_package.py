@@ -41,6 +41,7 @@ assert loaded == [
     "structlog_etw.perf._sample_reader",
     "structlog_etw.perf._source",
     "structlog_etw.perf._time_order",
+    "structlog_etw.perf._tracepoints",
     "structlog_etw.perf.abi",
     "structlog_etw.perf.datafile",
     "structlog_etw.perf.listener",

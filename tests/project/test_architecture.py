@@ -24,11 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "structlog_etw"
 PKG = "structlog_etw"
 
-#: The folder rules: each folder of the package (``""`` is the root modules: ``__init__``,
-#: ``testing``, ``pytest_plugin``, ``_moved``; ``cli`` includes ``__main__``) and the other folders
-#: its modules may import.  docs/architecture.md draws this table.  write/ is imported by none of
-#: formats/, read/, perf/, etw/, backends/, _util/; only cli/ imports cli/.
-FOLDER_RULES: dict[str, set[str]] = {
+#: The folder rules below the top: each folder of the package and the other folders its modules may
+#: import.  write/ is imported by none of formats/, read/, perf/, etw/, backends/, _util/.
+_BELOW_THE_TOP: dict[str, set[str]] = {
     "_util": set(),
     "formats": {"_util"},
     "backends": {"formats", "_util"},
@@ -40,33 +38,15 @@ FOLDER_RULES: dict[str, set[str]] = {
     "context": {"provider", "write", "backends", "formats", "_util"},
     "otel": {"context", "provider", "write", "backends", "formats", "_util"},
     "surface": {"context", "otel", "provider", "write", "backends", "formats", "_util"},
-    "": {
-        "surface",
-        "otel",
-        "context",
-        "provider",
-        "write",
-        "read",
-        "perf",
-        "etw",
-        "backends",
-        "formats",
-        "_util",
-    },
-    "cli": {
-        "",
-        "surface",
-        "otel",
-        "context",
-        "provider",
-        "write",
-        "read",
-        "perf",
-        "etw",
-        "backends",
-        "formats",
-        "_util",
-    },
+}
+#: The folder rules: those above, then the two on top.  ``""`` is the root modules (``__init__``,
+#: ``testing``, ``pytest_plugin``, ``_moved``): every folder above.  ``cli`` (with ``__main__``):
+#: every other folder, the root's included; only cli/ imports cli/.  docs/architecture.md draws
+#: this table.
+FOLDER_RULES: dict[str, set[str]] = {
+    **_BELOW_THE_TOP,
+    "": set(_BELOW_THE_TOP),
+    "cli": {"", *_BELOW_THE_TOP},
 }
 #: Folders whose modules import only the standard library (and the folders FOLDER_RULES allows).
 STDLIB_ONLY = {"_util", "formats"}

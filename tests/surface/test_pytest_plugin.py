@@ -28,14 +28,20 @@ class TestLoadsNothing:
     """
 
     def test_plugin_import_imports_no_structlog(self) -> None:
-        """Importing the pytest plugin loads no structlog module, only the package and the plugin."""
+        """Importing the pytest plugin loads no structlog module, only the package (with its stdlib-only
+        lazy-export helper) and the plugin."""
         loaded = json.loads(
             _run(
                 "import json, sys; import structlog_etw.pytest_plugin; "
                 "print(json.dumps(sorted(m for m in sys.modules if m.startswith('structlog'))))"
             )
         )
-        assert loaded == ["structlog_etw", "structlog_etw.pytest_plugin"]
+        assert loaded == [
+            "structlog_etw",
+            "structlog_etw._util",
+            "structlog_etw._util.lazy",
+            "structlog_etw.pytest_plugin",
+        ]
 
     def test_package_names_load_on_first_use(self) -> None:
         """Importing structlog_etw loads no structlog until a public name is first used."""
