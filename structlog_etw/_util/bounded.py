@@ -1,0 +1,119 @@
+"""The one bounded cache: a ``dict`` that starts over when storing would pass its bounds.
+
+Every cache of the package (shape entries, generated functions, event names, logger keywords,
+header scopes, the read side's texts and plans) is bounded the same way: by a number of entries
+and by a *cost*, a reckoning in bytes or characters of what an entry holds.  When storing one
+more entry would pass either bound, the cache forgets everything and starts over: no order to
+keep, no eviction to decide, and a stream of new keys costs one clear per full cache, so memory
+stays bounded whatever the data.  An entry costing more than the whole budget is never stored.
+
+:class:`BoundedCache` is a ``dict``: looking an entry up is a plain C dict read (bind
+``cache.get`` once on a hot path), and only :meth:`BoundedCache.store` keeps the books.  Several
+caches may share one budget (:meth:`BoundedCache.sharing`): a start-over then clears them all.
+
+**Threads.**  A store's bookkeeping (the bound checks, the start-over, the cost) runs under a
+:class:`~structlog_etw._util.counters.TryLock`, only ever *tried*: a thread, a signal handler or a
+``__del__`` that finds it taken skips the store (a later look-up computes the value again), so
+nothing waits, no reckoning is lost on a free-threaded build, and no bound is passed.  A plain
+:meth:`BoundedCache.clear` takes no lock (it must happen, from a handler too): a store racing it
+can only make the reckoning too high (an earlier start-over), never too low.
+
+Stdlib only (layer 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import Any, Generic, TypeVar
+
+from .counters import TryLock
+
+__all__ = ["BoundedCache"]
+
+_K = TypeVar("_K", bound=Hashable)
+_V = TypeVar("_V")
+
+
+class _Books:
+    """The reckoning of one budget: its bound, what is spent, its lock, the caches it bounds and
+    what else a start-over forgets (``on_clear``)."""
+
+    __slots__ = ("acquire", "caches", "cost", "max_cost", "on_clear", "release")
+
+    def __init__(self, max_cost: int, on_clear: Callable[[], object] | None) -> None:
+        lock = TryLock()
+        self.acquire, self.release = lock.acquire, lock.release
+        self.max_cost = max_cost
+        self.cost = 0
+        self.caches: list[dict[Any, Any]] = []
+        self.on_clear = on_clear
+
+    def start_over(self) -> None:
+        """Forget every entry of every cache of this budget."""
+        for cache in self.caches:
+            dict.clear(cache)
+        self.cost = 0
+        if self.on_clear is not None:
+            self.on_clear()
+
+
+class BoundedCache(dict[_K, _V], Generic[_K, _V]):
+    """A ``dict`` of at most ``max_entries`` entries costing at most ``max_cost`` together.
+
+    Read it as any dict (``get``, ``[]``, ``in``; a subclass may define ``__missing__``); write
+    it with :meth:`store`, which reckons the entry's cost and starts over (every entry of the
+    budget forgotten, then ``on_clear`` called) when the entry would pass a bound.  ``cost`` is
+    in the unit the owner chooses (bytes, characters); an entry is reckoned once, when its key is
+    new.
+    """
+
+    __slots__ = ("_books", "max_entries")
+
+    def __init__(self, max_entries: int, max_cost: int, on_clear: Callable[[], object] | None = None) -> None:
+        super().__init__()
+        self.max_entries = max_entries
+        self._books = _Books(max_cost, on_clear)
+        self._books.caches.append(self)
+
+    def sharing(self, max_entries: int) -> BoundedCache[Any, Any]:
+        """A new cache of at most ``max_entries`` entries that spends this cache's budget (its
+        cost, its lock, its start-over: storing in either may clear both)."""
+        other: BoundedCache[Any, Any] = BoundedCache(max_entries, 0)
+        other._books = self._books
+        self._books.caches.append(other)
+        return other
+
+    @property
+    def max_cost(self) -> int:
+        """The most the entries of this cache's budget may cost together."""
+        return self._books.max_cost
+
+    @property
+    def cost(self) -> int:
+        """What the entries of this cache's budget are reckoned to cost."""
+        return self._books.cost
+
+    def store(self, key: _K, value: _V, cost: int = 1) -> bool:
+        """Keep ``value`` under ``key``: True when stored.
+
+        A new key is reckoned at ``cost``; when it would pass ``max_entries`` or the budget, every
+        entry of the budget is forgotten first (start over).  A key already held gets the new
+        value at no new cost.  Not stored (False): an entry costing more than the whole budget,
+        or the books taken by another thread or by the frame a handler interrupted.
+        """
+        books = self._books
+        if cost > books.max_cost or not books.acquire():
+            return False
+        try:
+            if key not in self:
+                if len(self) >= self.max_entries or books.cost + cost > books.max_cost:
+                    books.start_over()
+                books.cost += cost
+            self[key] = value
+        finally:
+            books.release()
+        return True
+
+    def clear(self) -> None:
+        """Forget every entry of this cache's budget (every cache sharing it too), no lock taken."""
+        self._books.start_over()
