@@ -63,8 +63,8 @@ class BoundedCache(dict[_K, _V], Generic[_K, _V]):
     Read it as any dict (``get``, ``[]``, ``in``; a subclass may define ``__missing__``); write
     it with :meth:`store`, which reckons the entry's cost and starts over (every entry of the
     budget forgotten, then ``on_clear`` called) when the entry would pass a bound.  ``cost`` is
-    in the unit the owner chooses (bytes, characters); an entry is reckoned once, when its key is
-    new.
+    in the unit the owner chooses (bytes, characters).  A value that changes in place (a count)
+    is stored once and changed where it is: no bookkeeping per change.
     """
 
     __slots__ = ("_books", "max_entries")
@@ -96,20 +96,21 @@ class BoundedCache(dict[_K, _V], Generic[_K, _V]):
     def store(self, key: _K, value: _V, cost: int = 1) -> bool:
         """Keep ``value`` under ``key``: True when stored.
 
-        A new key is reckoned at ``cost``; when it would pass ``max_entries`` or the budget, every
-        entry of the budget is forgotten first (start over).  A key already held gets the new
-        value at no new cost.  Not stored (False): an entry costing more than the whole budget,
-        or the books taken by another thread or by the frame a handler interrupted.
+        The entry is reckoned at ``cost``; when it would pass the budget, or a new key would pass
+        ``max_entries``, every entry of the budget is forgotten first (start over).  A key already
+        held gets the new value and is reckoned again (too high at worst: an earlier start-over,
+        never a bound passed).  Not stored (False): an entry costing more than the whole budget,
+        or the books taken by another thread or by the frame a handler interrupted.  An
+        unhashable key raises ``TypeError``.
         """
         books = self._books
         if cost > books.max_cost or not books.acquire():
             return False
         try:
-            if key not in self:
-                if len(self) >= self.max_entries or books.cost + cost > books.max_cost:
-                    books.start_over()
-                books.cost += cost
-            self[key] = value
+            if books.cost + cost > books.max_cost or (len(self) >= self.max_entries and key not in self):
+                books.start_over()
+            self[key] = value  # (an unhashable key raises here: nothing reckoned)
+            books.cost += cost
         finally:
             books.release()
         return True

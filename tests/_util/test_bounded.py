@@ -58,13 +58,14 @@ class TestBounds:
         assert "big" not in cache
         assert dict(cache) == {"a": 1} and cache.cost == 2
 
-    def test_known_key_replaced_at_no_cost(self) -> None:
-        """Storing a key already held replaces its value, reckons nothing more, clears nothing."""
-        cache: BoundedCache[str, int] = BoundedCache(2, 10)
+    def test_known_key_replaced_and_reckoned_again(self) -> None:
+        """Storing a key already held replaces its value without a start-over at the count bound,
+        and reckons its cost again (never too low)."""
+        cache: BoundedCache[str, int] = BoundedCache(2, 100)
         cache.store("a", 1, 5)
         cache.store("b", 1, 5)
         assert cache.store("a", 2, 5)
-        assert dict(cache) == {"a": 2, "b": 1} and cache.cost == 10
+        assert dict(cache) == {"a": 2, "b": 1} and cache.cost == 15
 
     def test_clear_resets_the_cost_and_calls_on_clear(self) -> None:
         """``clear`` forgets the entries and the reckoning, and calls ``on_clear``; so does a start-over."""

@@ -46,6 +46,7 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final
 
+from ..._util.bounded import BoundedCache
 from ..._util.counters import Count
 from ...formats.eventheader import (
     DYN_MAX_EVENT_SIZE,
@@ -251,9 +252,10 @@ def _head(header: HeaderValue) -> bytes:
 
 
 #: The scopes of recent headers that are not plain ones (an activity's events share one): at
-#: most :data:`_RECENT_MAX` entries (each under 200 bytes), cleared when full.
-_RECENT: Final[dict[HeaderValue, _Scope]] = {}
+#: most :data:`_RECENT_MAX` entries, each under 200 bytes whatever the header (so the count bounds
+#: the bytes), cleared when full.
 _RECENT_MAX: Final = 256
+_RECENT: Final[BoundedCache[HeaderValue, _Scope]] = BoundedCache(_RECENT_MAX, _RECENT_MAX)
 
 
 def _new_head(header: HeaderValue) -> _Scope:
@@ -265,9 +267,7 @@ def _new_head(header: HeaderValue) -> _Scope:
         return _build_head(header), None
     if scope is None:
         scope = (_build_head(header), None)
-        if len(_RECENT) >= _RECENT_MAX:
-            _RECENT.clear()
-        _RECENT[header] = scope
+        _RECENT.store(header, scope)
     return scope
 
 

@@ -57,12 +57,12 @@ surrogates, a length past u16, a datetime whose ``isoformat`` fails): the caller
 general route, which decides what is written (:func:`~structlog_etw.write.fields.normalize`).
 
 **Threads.**  Nothing serialises threads on a free-threaded build, so no change to a shared table
-here leans on the GIL: every change (counts, the compile budget, stores and their byte
-reckoning) runs under the object's own :class:`~structlog_etw._util.counters.TryLock`, only ever
-tried.  It is never waited for, so no thread, signal handler or ``__del__`` can hang on it;
-whoever finds it taken skips the bookkeeping (a count, a credit, a store: a later recompute),
-never the event.  Lookups are single dict reads, safe on every build.  docs/reliability.md
-lists every such place.
+here leans on the GIL: every store and its byte reckoning is a
+:class:`~structlog_etw._util.bounded.BoundedCache` store, and the compile budget runs under the
+object's own :class:`~structlog_etw._util.counters.TryLock`; both are only ever tried.  Never
+waited for, so no thread, signal handler or ``__del__`` can hang on them; whoever finds one taken
+skips the bookkeeping (a count, a credit, a store: a later recompute), never the event.
+Lookups are single dict reads, safe on every build.  docs/reliability.md lists every such place.
 
 Stdlib only (next to :mod:`structlog_etw.write.fields`).
 """
@@ -77,6 +77,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, NamedTuple, Protocol, TypeVar
 
+from ..._util.bounded import BoundedCache
 from ..._util.counters import TryLock
 from ...formats.header import INFO_HEADER, Header, HeaderValue
 from .._size_policy import NO_LIMIT, Cuttable, Piece, leading_pieces
@@ -406,18 +407,18 @@ class LayoutFunctions:
     gives the function if compiled, else counts the request and compiles it once the layout was
     asked for :data:`LAYOUT_HOT` times and the budget holds :data:`COMPILE_COST` credits
     (:meth:`earn` adds one per general-route event).  At most ``max_entries`` functions and
-    ``max_bytes`` (reckoned per value written) are kept; past either the table starts over.
+    ``max_bytes`` (reckoned per value written) are kept, in a
+    :class:`~structlog_etw._util.bounded.BoundedCache` (past either bound it starts over); the
+    requests are counted in another (by the bytes of their layouts).
 
-    Threads (free-threaded builds too): looking a function up is one dict read; what changes the
-    table, the counts and the budget runs under the object's lock, only ever *tried* (the
-    module's *Threads*): a thread or a signal handler that finds it taken goes on without (a
-    credit not earned, a layout not compiled this time), so a race costs a later compile, never a
-    wait, a budget overspent or a bound passed.
+    Threads (free-threaded builds too): looking a function up is one dict read; the tables keep
+    their books as every bounded cache does, and the budget and the compile decision run under
+    the object's lock, only ever *tried* (the module's *Threads*): a thread or a signal handler
+    that finds it taken goes on without (a credit not earned, a layout not compiled this time),
+    so a race costs a later compile, never a wait, a budget overspent or a bound passed.
     """
 
-    __slots__ = (
-        "_asked", "_build", "_bytes", "_credit", "_fns", "_lock", "max_bytes", "max_entries",
-    )  # fmt: skip
+    __slots__ = ("_asked", "_build", "_credit", "_fns", "_lock", "max_bytes", "max_entries")
 
     def __init__(
         self,
@@ -426,9 +427,10 @@ class LayoutFunctions:
         max_bytes: int = 8 << 20,
     ) -> None:
         self._build = build
-        self._fns: dict[tuple[int, ...], Callable[..., bytes | None]] = {}
-        self._asked: dict[tuple[int, ...], int] = {}
-        self._bytes = 0
+        self._fns: BoundedCache[tuple[int, ...], Callable[..., bytes | None]]
+        self._fns = BoundedCache(max_entries, max_bytes)
+        #: Promotions asked per layout not compiled yet (a one-item list, counted in place).
+        self._asked: BoundedCache[tuple[int, ...], list[int]] = BoundedCache(max_entries, max_bytes // 8)
         self._credit = COMPILE_COST  # the first hot layout compiles at once
         self._lock = TryLock()
         self.max_entries = max_entries
@@ -459,27 +461,27 @@ class LayoutFunctions:
         fn = self._fns.get(kinds)
         if fn is not None:  # built by another thread meanwhile
             return fn
-        asked = self._asked
-        n = asked.get(kinds, 0) + 1
-        if n < LAYOUT_HOT or self._credit < COMPILE_COST:
-            if len(asked) >= self.max_entries:
-                asked.clear()
-            asked[kinds] = n
+        asked = self._asked.get(kinds)
+        if asked is None:
+            asked = [0]
+            self._asked.store(kinds, asked, _ENTRY_OVERHEAD + 8 * len(kinds))
+        asked[0] += 1
+        if asked[0] < LAYOUT_HOT or self._credit < COMPILE_COST:
             return None
-        asked.pop(kinds, None)
+        self._asked.pop(kinds, None)
         self._credit -= COMPILE_COST
         fn = self._build(kinds)
-        size = max(_FUNCTION_BYTES_MIN, _FUNCTION_BYTES_PER_VALUE * len(kinds))
-        if len(self._fns) >= self.max_entries or self._bytes + size > self.max_bytes:
-            self._fns.clear()
-            self._bytes = 0
-        self._fns[kinds] = fn
-        self._bytes += size
+        self._fns.store(kinds, fn, max(_FUNCTION_BYTES_MIN, _FUNCTION_BYTES_PER_VALUE * len(kinds)))
         return fn
 
     def compiled(self) -> int:
         """How many functions are held."""
         return len(self._fns)
+
+    @property
+    def bytes(self) -> int:
+        """The bytes the held functions are reckoned at."""
+        return self._fns.cost
 
 
 _MISSING: Final[Any] = object()
@@ -521,41 +523,40 @@ class ShapeCache:
     :meth:`seen` is called after the general route wrote an event of a shape without an entry: it
     counts the shape, and at the :data:`SHAPE_HOT`-th time it returns True (the encoder then
     builds the entry and :meth:`put` s it).  A key longer than :data:`MAX_KEY_CHARS` is never
-    counted nor stored.  The counts and the entries share one byte budget (``max_bytes``,
-    reckoned from the names, the metadata and an overhead per item) and ``max_entries`` each;
-    past a bound the cache starts over.
+    counted nor stored.  The tables are :class:`~structlog_etw._util.bounded.BoundedCache` s: the
+    counts and the entries share one byte budget (``max_bytes``, reckoned from the names, the
+    metadata and an overhead per item) and hold ``max_entries`` each; past a bound the cache
+    starts over (:attr:`recent` with it).
 
     Threads (free-threaded builds too): an encoder reads the dicts directly (one dict read each);
-    what counts and stores runs under the object's lock, only ever tried (the module's
-    *Threads*: a thread that finds it taken does not count, store or remember this time, and the
-    entry is built again later), so the byte reckoning is never lost and no bound is passed.
-    :meth:`clear` takes no lock (it must happen, from a handler too): a store racing it can only
-    make the reckoning too high (an earlier start-over), never too low.
+    every store keeps its books as every bounded cache does (a try-lock: a thread that finds it
+    taken does not store or remember this time, and the entry is built again later), so the
+    byte reckoning is never lost and no bound is passed.  A count is a one-item list changed in
+    place (a count lost to a race is one more event on the general route).  :meth:`clear` takes
+    no lock (it must happen, from a handler too).
     """
 
-    __slots__ = (
-        "_bytes",
-        "_lock",
-        "_recent_keys",
-        "by_class",
-        "first",
-        "max_bytes",
-        "max_entries",
-        "recent",
-        "seen_counts",
-    )
+    __slots__ = ("by_class", "first", "recent", "seen_counts")
 
     def __init__(self, max_entries: int, max_bytes: int = 4 << 20) -> None:
-        self.first: dict[tuple[Any, ...], Any] = {}
-        self.by_class: dict[tuple[Any, ...], Any] = {}
-        self.seen_counts: dict[tuple[Any, ...], int] = {}
         #: Event name -> the last entry of :attr:`first` found for it (see :meth:`remember`).
-        self.recent: dict[object, tuple[Any, ...]] = {}
-        self._recent_keys = 0
-        self._bytes = 0
-        self._lock = TryLock()
-        self.max_entries = max_entries
-        self.max_bytes = max_bytes
+        self.recent: BoundedCache[object, tuple[Any, ...]] = BoundedCache(max_entries, _RECENT_KEYS)
+        # one byte budget for the entries and the counts; a start-over forgets the recent ones too
+        self.first: BoundedCache[tuple[Any, ...], Any]
+        self.first = BoundedCache(max_entries, max_bytes, self.recent.clear)
+        self.by_class: BoundedCache[tuple[Any, ...], Any] = self.first.sharing(max_entries)
+        #: Shape key -> how many written events it had (a one-item list, counted in place).
+        self.seen_counts: BoundedCache[tuple[Any, ...], list[int]] = self.first.sharing(max_entries)
+
+    @property
+    def max_entries(self) -> int:
+        """The most entries each table holds."""
+        return self.first.max_entries
+
+    @property
+    def max_bytes(self) -> int:
+        """The most bytes the entries and counts are reckoned at together."""
+        return self.first.max_cost
 
     def remember(self, name: object, key: tuple[Any, ...], entry: Any, keys: list[Any]) -> None:
         """Keep ``entry`` (just found in :attr:`first` under ``key``, a shape key of
@@ -569,34 +570,24 @@ class ShapeCache:
         :data:`_RECENT_KEYS` keys are held (then it starts over); :meth:`clear` forgets them with
         the entries.
         """
-        if not self._lock.acquire():
-            return
-        try:
-            if len(self.recent) >= self.max_entries or self._recent_keys + len(keys) > _RECENT_KEYS:
-                self.recent.clear()
-                self._recent_keys = 0
-            self.recent[name] = (key[2], keys, key, entry)
-            self._recent_keys += len(keys)
-        finally:
-            self._lock.release()
+        self.recent.store(name, (key[2], keys, key, entry), len(keys))
 
     def seen(self, key: tuple[Any, ...], chars: int) -> bool:
         """Count one written event of ``key``'s shape; True when it is now hot (build its entry).
         ``chars``: :func:`key_chars` of the key (past :data:`MAX_KEY_CHARS`: never counted)."""
-        if chars > MAX_KEY_CHARS or not self._lock.acquire():
+        if chars > MAX_KEY_CHARS:
             return False
-        try:
-            counts = self.seen_counts
-            n = counts.get(key, 0) + 1
-            if n >= SHAPE_HOT:
-                counts.pop(key, None)
-                return True
-            if n == 1:
-                self._charge(counts, chars)
-            counts[key] = n
-            return False
-        finally:
-            self._lock.release()
+        counts = self.seen_counts
+        count = counts.get(key)
+        if count is None:
+            count = [0]
+        count[0] += 1  # in place: a count lost to a race is one more event on the general route
+        if count[0] >= SHAPE_HOT:
+            counts.pop(key, None)
+            return True
+        if count[0] == 1:  # the first: reckoned (not counted when the books are taken)
+            counts.store(key, count, _ENTRY_OVERHEAD + chars)
+        return False
 
     def written(
         self,
@@ -656,35 +647,17 @@ class ShapeCache:
 
     def put(self, key: tuple[Any, ...], entry: Any, first: bool, chars: int, meta_bytes: int = 0) -> None:
         """Store ``entry`` under ``key`` (in :attr:`first` or :attr:`by_class`)."""
-        if chars > MAX_KEY_CHARS or not self._lock.acquire():
-            return
-        try:
-            table = self.first if first else self.by_class
-            self._charge(table, chars + meta_bytes)
-            table[key] = entry
-        finally:
-            self._lock.release()
-
-    def _charge(self, table: dict[tuple[Any, ...], Any], chars: int) -> None:
-        """Reckon ``chars`` more (starting over past a bound); the caller holds the lock."""
-        size = _ENTRY_OVERHEAD + chars
-        if len(table) >= self.max_entries or self._bytes + size > self.max_bytes:
-            self.clear()
-        self._bytes += size
+        if chars <= MAX_KEY_CHARS:
+            (self.first if first else self.by_class).store(key, entry, _ENTRY_OVERHEAD + chars + meta_bytes)
 
     def clear(self) -> None:
         """Forget every entry and count."""
-        self.recent.clear()
-        self._recent_keys = 0
-        self.first.clear()
-        self.by_class.clear()
-        self.seen_counts.clear()
-        self._bytes = 0
+        self.first.clear()  # its budget's tables, and the recent ones
 
     @property
     def bytes(self) -> int:
         """The bytes the cache reckons it holds."""
-        return self._bytes
+        return self.first.cost
 
 
 #: How the interpreted route writes a value of one class (``str`` aside: written inline): its
