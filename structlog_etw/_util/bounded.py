@@ -1,4 +1,4 @@
-"""The one bounded cache: a ``dict`` that starts over when storing would pass its bounds.
+"""The one bounded cache: a ``dict`` whose stores start over when they would pass its bounds.
 
 Every cache of the package (shape entries, generated functions, event names, logger keywords,
 header scopes, the read side's texts and plans) is bounded the same way: by a number of entries
@@ -7,9 +7,11 @@ more entry would pass either bound, the cache forgets everything and starts over
 keep, no eviction to decide, and a stream of new keys costs one clear per full cache, so memory
 stays bounded whatever the data.  An entry costing more than the whole budget is never stored.
 
-:class:`BoundedCache` is a ``dict``: looking an entry up is a plain C dict read (bind
-``cache.get`` once on a hot path), and only :meth:`BoundedCache.store` keeps the books.  Several
-caches may share one budget (:meth:`BoundedCache.sharing`): a start-over then clears them all.
+:class:`BoundedCache` keeps the books of a plain ``dict``, its :attr:`~BoundedCache.entries`:
+readers look entries up in that dict directly (an exact ``dict``, so CPython's specialised
+look-ups apply: no speed lost against a bare dict), and only :meth:`BoundedCache.store` writes
+it.  Several caches may share one budget (:meth:`BoundedCache.sharing`): a start-over then
+clears them all.
 
 **Threads.**  A store's bookkeeping (the bound checks, the start-over, the cost) runs under a
 :class:`~structlog_etw._util.counters.TryLock`, only ever *tried*: a thread, a signal handler or a
@@ -35,52 +37,61 @@ _V = TypeVar("_V")
 
 
 class _Books:
-    """The reckoning of one budget: its bound, what is spent, its lock, the caches it bounds and
+    """The reckoning of one budget: its bound, what is spent, its lock, the tables it bounds and
     what else a start-over forgets (``on_clear``)."""
 
-    __slots__ = ("acquire", "caches", "cost", "max_cost", "on_clear", "release")
+    __slots__ = ("acquire", "cost", "max_cost", "on_clear", "release", "tables")
 
     def __init__(self, max_cost: int, on_clear: Callable[[], object] | None) -> None:
         lock = TryLock()
         self.acquire, self.release = lock.acquire, lock.release
         self.max_cost = max_cost
         self.cost = 0
-        self.caches: list[dict[Any, Any]] = []
+        self.tables: list[dict[Any, Any]] = []
         self.on_clear = on_clear
 
     def start_over(self) -> None:
-        """Forget every entry of every cache of this budget."""
-        for cache in self.caches:
-            dict.clear(cache)
+        """Forget every entry of every table of this budget."""
+        for table in self.tables:
+            dict.clear(table)
         self.cost = 0
         if self.on_clear is not None:
             self.on_clear()
 
 
-class BoundedCache(dict[_K, _V], Generic[_K, _V]):
-    """A ``dict`` of at most ``max_entries`` entries costing at most ``max_cost`` together.
+class BoundedCache(Generic[_K, _V]):
+    """A table of at most ``max_entries`` entries costing at most ``max_cost`` together.
 
-    Read it as any dict (``get``, ``[]``, ``in``; a subclass may define ``__missing__``); write
-    it with :meth:`store`, which reckons the entry's cost and starts over (every entry of the
-    budget forgotten, then ``on_clear`` called) when the entry would pass a bound.  ``cost`` is
-    in the unit the owner chooses (bytes, characters).  A value that changes in place (a count)
-    is stored once and changed where it is: no bookkeeping per change.
+    :attr:`entries` is the table: read it as the plain ``dict`` it is (``get``, ``[]``, ``in``:
+    one C call, the speed of any dict); write it only with :meth:`store`, which reckons the
+    entry's cost and starts over (every entry of the budget forgotten, then ``on_clear`` called)
+    when the entry would pass a bound.  ``entries`` may be given: a ``dict`` subclass whose
+    ``__missing__`` computes a value and stores it.  ``cost`` is in the unit the owner chooses
+    (bytes, characters).  A value that changes in place (a count) is stored once and changed
+    where it is: no bookkeeping per change.
     """
 
-    __slots__ = ("_books", "max_entries")
+    __slots__ = ("_books", "entries", "max_entries")
 
-    def __init__(self, max_entries: int, max_cost: int, on_clear: Callable[[], object] | None = None) -> None:
-        super().__init__()
+    def __init__(
+        self,
+        max_entries: int,
+        max_cost: int,
+        on_clear: Callable[[], object] | None = None,
+        entries: dict[_K, _V] | None = None,
+    ) -> None:
+        #: The table (a ``dict``; read it directly).
+        self.entries: dict[_K, _V] = {} if entries is None else entries
         self.max_entries = max_entries
         self._books = _Books(max_cost, on_clear)
-        self._books.caches.append(self)
+        self._books.tables.append(self.entries)
 
-    def sharing(self, max_entries: int) -> BoundedCache[Any, Any]:
+    def sharing(self, max_entries: int, entries: dict[Any, Any] | None = None) -> BoundedCache[Any, Any]:
         """A new cache of at most ``max_entries`` entries that spends this cache's budget (its
         cost, its lock, its start-over: storing in either may clear both)."""
-        other: BoundedCache[Any, Any] = BoundedCache(max_entries, 0)
+        other: BoundedCache[Any, Any] = BoundedCache(max_entries, 0, entries=entries)
         other._books = self._books
-        self._books.caches.append(other)
+        self._books.tables.append(other.entries)
         return other
 
     @property
@@ -107,9 +118,12 @@ class BoundedCache(dict[_K, _V], Generic[_K, _V]):
         if cost > books.max_cost or not books.acquire():
             return False
         try:
-            if books.cost + cost > books.max_cost or (len(self) >= self.max_entries and key not in self):
+            entries = self.entries
+            if books.cost + cost > books.max_cost or (
+                len(entries) >= self.max_entries and key not in entries
+            ):
                 books.start_over()
-            self[key] = value  # (an unhashable key raises here: nothing reckoned)
+            entries[key] = value  # (an unhashable key raises here: nothing reckoned)
             books.cost += cost
         finally:
             books.release()

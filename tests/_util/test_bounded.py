@@ -8,21 +8,23 @@ from structlog_etw._util.bounded import BoundedCache
 
 
 class TestBounds:
-    def test_a_dict_read_as_any_dict(self) -> None:
-        """A stored entry is found by plain dict reads (``get``, ``[]``, ``in``)."""
+    def test_entries_are_an_exact_dict(self) -> None:
+        """A stored entry is found by plain dict reads of ``entries``, an exact ``dict`` (CPython's
+        specialised look-ups apply)."""
         cache: BoundedCache[str, int] = BoundedCache(4, 100)
         assert cache.store("a", 1)
-        assert cache.get("a") == 1 and cache["a"] == 1 and "a" in cache
-        assert isinstance(cache, dict)
+        entries = cache.entries
+        assert entries.get("a") == 1 and entries["a"] == 1 and "a" in entries
+        assert type(entries) is dict
 
     def test_count_bound_starts_over(self) -> None:
         """Storing one entry past ``max_entries`` forgets every entry, then stores the new one."""
         cache: BoundedCache[int, int] = BoundedCache(3, 1000)
         for i in range(3):
             cache.store(i, i)
-        assert len(cache) == 3 and cache.cost == 3
+        assert len(cache.entries) == 3 and cache.cost == 3
         assert cache.store(3, 3)
-        assert dict(cache) == {3: 3}
+        assert cache.entries == {3: 3}
         assert cache.cost == 1
 
     def test_cost_bound_starts_over(self) -> None:
@@ -32,7 +34,7 @@ class TestBounds:
         cache.store("b", "y", 4)
         assert cache.cost == 8
         cache.store("c", "z", 3)
-        assert dict(cache) == {"c": "z"}
+        assert cache.entries == {"c": "z"}
         assert cache.cost == 3
 
     def test_exactly_at_the_bound_is_kept(self) -> None:
@@ -40,14 +42,14 @@ class TestBounds:
         cache: BoundedCache[str, int] = BoundedCache(100, 10)
         cache.store("a", 1, 6)
         cache.store("b", 2, 4)
-        assert dict(cache) == {"a": 1, "b": 2} and cache.cost == 10
+        assert cache.entries == {"a": 1, "b": 2} and cache.cost == 10
 
     def test_never_passes_either_bound(self) -> None:
         """Whatever is stored, the entries and their reckoned cost stay within the bounds."""
         cache: BoundedCache[int, int] = BoundedCache(7, 50)
         for i in range(1000):
             cache.store(i, i, i % 13)
-            assert len(cache) <= 7
+            assert len(cache.entries) <= 7
             assert cache.cost <= 50
 
     def test_oversize_entry_not_stored(self) -> None:
@@ -55,8 +57,8 @@ class TestBounds:
         cache: BoundedCache[str, int] = BoundedCache(10, 10)
         cache.store("a", 1, 2)
         assert not cache.store("big", 2, 11)
-        assert "big" not in cache
-        assert dict(cache) == {"a": 1} and cache.cost == 2
+        assert "big" not in cache.entries
+        assert cache.entries == {"a": 1} and cache.cost == 2
 
     def test_known_key_replaced_and_reckoned_again(self) -> None:
         """Storing a key already held replaces its value without a start-over at the count bound,
@@ -65,7 +67,7 @@ class TestBounds:
         cache.store("a", 1, 5)
         cache.store("b", 1, 5)
         assert cache.store("a", 2, 5)
-        assert dict(cache) == {"a": 2, "b": 1} and cache.cost == 15
+        assert cache.entries == {"a": 2, "b": 1} and cache.cost == 15
 
     def test_clear_resets_the_cost_and_calls_on_clear(self) -> None:
         """``clear`` forgets the entries and the reckoning, and calls ``on_clear``; so does a start-over."""
@@ -73,28 +75,33 @@ class TestBounds:
         cache: BoundedCache[int, int] = BoundedCache(2, 100, on_clear=lambda: calls.append(1))
         cache.store(1, 1, 50)
         cache.clear()
-        assert not cache and cache.cost == 0 and calls == [1]
+        assert not cache.entries and cache.cost == 0 and calls == [1]
         cache.store(1, 1)
         cache.store(2, 2)
         cache.store(3, 3)
-        assert calls == [1, 1] and dict(cache) == {3: 3}
+        assert calls == [1, 1] and cache.entries == {3: 3}
 
     def test_missing_subclass(self) -> None:
-        """A subclass with ``__missing__`` computes a value once and stores it."""
+        """Given a dict subclass as ``entries``, its ``__missing__`` computes a value once and stores it."""
         made: list[str] = []
 
-        class Upper(BoundedCache[str, str]):
-            __slots__ = ()
+        class Upper(dict[str, str]):
+            __slots__ = ("books",)
+
+            def __init__(self) -> None:
+                self.books: BoundedCache[str, str] = BoundedCache(10, 100, entries=self)
 
             def __missing__(self, key: str) -> str:
                 made.append(key)
                 value = key.upper()
-                self.store(key, value, len(key))
+                self.books.store(key, value, len(key))
                 return value
 
-        cache = Upper(10, 100)
-        assert cache["ab"] == "AB" and cache["ab"] == "AB"
-        assert made == ["ab"] and cache.cost == 2
+        table = Upper()
+        assert table["ab"] == "AB" and table["ab"] == "AB"
+        assert made == ["ab"] and table.books.cost == 2
+        table.books.clear()
+        assert table == {}
 
 
 class TestSharing:
@@ -106,7 +113,7 @@ class TestSharing:
         second.store("b", 2, 4)
         assert first.cost == second.cost == 8
         second.store("c", 3, 4)
-        assert dict(first) == {} and dict(second) == {"c": 3}
+        assert first.entries == {} and second.entries == {"c": 3}
         assert first.cost == 4
 
     def test_own_count_bound(self) -> None:
@@ -117,9 +124,9 @@ class TestSharing:
             first.store(i, i)
         second.store(0, 0)
         second.store(1, 1)
-        assert len(first) == 5
+        assert len(first.entries) == 5
         second.store(2, 2)
-        assert dict(first) == {} and dict(second) == {2: 2}
+        assert first.entries == {} and second.entries == {2: 2}
 
     def test_clear_clears_the_group(self) -> None:
         """``clear`` on one cache of a budget forgets the entries of all of them."""
@@ -128,7 +135,7 @@ class TestSharing:
         first.store(1, 1)
         second.store(2, 2)
         second.clear()
-        assert not first and not second and first.cost == 0
+        assert not first.entries and not second.entries and first.cost == 0
 
 
 class TestTryLock:
@@ -138,7 +145,7 @@ class TestTryLock:
         assert cache._books.acquire()
         try:
             assert not cache.store("a", 1)
-            assert "a" not in cache and cache.cost == 0
+            assert "a" not in cache.entries and cache.cost == 0
         finally:
             cache._books.release()
         assert cache.store("a", 1)
@@ -150,7 +157,7 @@ class TestTryLock:
         cache._books.on_clear = lambda: results.append(cache.store(99, 99))
         cache.store(1, 1)
         cache.store(2, 2)
-        assert results == [False] and dict(cache) == {2: 2}
+        assert results == [False] and cache.entries == {2: 2}
 
     def test_threads_never_pass_the_bounds(self) -> None:
         """Threads storing at once never pass either bound nor lose the reckoning of what is held."""
@@ -165,8 +172,8 @@ class TestTryLock:
             thread.start()
         for thread in threads:
             thread.join()
-        assert len(cache) <= 50 and cache.cost <= 400
-        assert cache.cost == sum(1 + key[1] % 7 for key in cache)
+        assert len(cache.entries) <= 50 and cache.cost <= 400
+        assert cache.cost == sum(1 + key[1] % 7 for key in cache.entries)
 
     def test_unhashable_key_raises_and_releases(self) -> None:
         """An unhashable key raises ``TypeError`` and leaves the books free for the next store."""
