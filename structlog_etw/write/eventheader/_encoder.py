@@ -256,13 +256,14 @@ def _head(header: HeaderValue) -> bytes:
 #: the bytes), cleared when full.
 _RECENT_MAX: Final = 256
 _RECENT: Final[BoundedCache[HeaderValue, _Scope]] = BoundedCache(_RECENT_MAX, _RECENT_MAX)
+_recent: Final = _RECENT.entries
 
 
 def _new_head(header: HeaderValue) -> _Scope:
     """The scope of a header that is not a plain one (kept among the recent ones); ``ValueError``
     for values outside their ranges."""
     try:
-        scope = _RECENT.get(header)
+        scope = _recent.get(header)
     except TypeError:  # an id of an unhashable type (a bytearray): built, not kept
         return _build_head(header), None
     if scope is None:

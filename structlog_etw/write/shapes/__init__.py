@@ -418,7 +418,7 @@ class LayoutFunctions:
     so a race costs a later compile, never a wait, a budget overspent or a bound passed.
     """
 
-    __slots__ = ("_asked", "_build", "_credit", "_fns", "_lock", "max_bytes", "max_entries")
+    __slots__ = ("_asked", "_build", "_credit", "_find", "_fns", "_lock", "max_bytes", "max_entries")
 
     def __init__(
         self,
@@ -431,6 +431,7 @@ class LayoutFunctions:
         self._fns = BoundedCache(max_entries, max_bytes)
         #: Promotions asked per layout not compiled yet (a one-item list, counted in place).
         self._asked: BoundedCache[tuple[int, ...], list[int]] = BoundedCache(max_entries, max_bytes // 8)
+        self._find = self._fns.entries.get
         self._credit = COMPILE_COST  # the first hot layout compiles at once
         self._lock = TryLock()
         self.max_entries = max_entries
@@ -447,7 +448,7 @@ class LayoutFunctions:
 
     def get(self, kinds: tuple[int, ...]) -> Callable[..., bytes | None] | None:
         """The function of ``kinds`` (compiled now if hot and paid for), or None for now."""
-        fn = self._fns.get(kinds)
+        fn = self._find(kinds)
         if fn is not None:
             return fn
         if not self._lock.acquire():  # another thread (or this one, re-entered) keeps books
@@ -458,17 +459,17 @@ class LayoutFunctions:
             self._lock.release()
 
     def _count_or_build(self, kinds: tuple[int, ...]) -> Callable[..., bytes | None] | None:
-        fn = self._fns.get(kinds)
+        fn = self._find(kinds)
         if fn is not None:  # built by another thread meanwhile
             return fn
-        asked = self._asked.get(kinds)
+        asked = self._asked.entries.get(kinds)
         if asked is None:
             asked = [0]
             self._asked.store(kinds, asked, _ENTRY_OVERHEAD + 8 * len(kinds))
         asked[0] += 1
         if asked[0] < LAYOUT_HOT or self._credit < COMPILE_COST:
             return None
-        self._asked.pop(kinds, None)
+        self._asked.entries.pop(kinds, None)
         self._credit -= COMPILE_COST
         fn = self._build(kinds)
         self._fns.store(kinds, fn, max(_FUNCTION_BYTES_MIN, _FUNCTION_BYTES_PER_VALUE * len(kinds)))
@@ -476,7 +477,7 @@ class LayoutFunctions:
 
     def compiled(self) -> int:
         """How many functions are held."""
-        return len(self._fns)
+        return len(self._fns.entries)
 
     @property
     def bytes(self) -> int:
@@ -523,7 +524,7 @@ class ShapeCache:
     :meth:`seen` is called after the general route wrote an event of a shape without an entry: it
     counts the shape, and at the :data:`SHAPE_HOT`-th time it returns True (the encoder then
     builds the entry and :meth:`put` s it).  A key longer than :data:`MAX_KEY_CHARS` is never
-    counted nor stored.  The tables are :class:`~structlog_etw._util.bounded.BoundedCache` s: the
+    counted nor stored.  The dicts are kept by :class:`~structlog_etw._util.bounded.BoundedCache` s: the
     counts and the entries share one byte budget (``max_bytes``, reckoned from the names, the
     metadata and an overhead per item) and hold ``max_entries`` each; past a bound the cache
     starts over (:attr:`recent` with it).
@@ -536,27 +537,31 @@ class ShapeCache:
     no lock (it must happen, from a handler too).
     """
 
-    __slots__ = ("by_class", "first", "recent", "seen_counts")
+    __slots__ = ("_by_class", "_first", "_recent", "_seen", "by_class", "first", "recent", "seen_counts")
 
     def __init__(self, max_entries: int, max_bytes: int = 4 << 20) -> None:
         #: Event name -> the last entry of :attr:`first` found for it (see :meth:`remember`).
-        self.recent: BoundedCache[object, tuple[Any, ...]] = BoundedCache(max_entries, _RECENT_KEYS)
+        self._recent: BoundedCache[object, tuple[Any, ...]] = BoundedCache(max_entries, _RECENT_KEYS)
+        self.recent = self._recent.entries
         # one byte budget for the entries and the counts; a start-over forgets the recent ones too
-        self.first: BoundedCache[tuple[Any, ...], Any]
-        self.first = BoundedCache(max_entries, max_bytes, self.recent.clear)
-        self.by_class: BoundedCache[tuple[Any, ...], Any] = self.first.sharing(max_entries)
+        self._first: BoundedCache[tuple[Any, ...], Any]
+        self._first = BoundedCache(max_entries, max_bytes, self._recent.clear)
+        self._by_class = self._first.sharing(max_entries)
+        self._seen = self._first.sharing(max_entries)
+        self.first: dict[tuple[Any, ...], Any] = self._first.entries
+        self.by_class: dict[tuple[Any, ...], Any] = self._by_class.entries
         #: Shape key -> how many written events it had (a one-item list, counted in place).
-        self.seen_counts: BoundedCache[tuple[Any, ...], list[int]] = self.first.sharing(max_entries)
+        self.seen_counts: dict[tuple[Any, ...], list[int]] = self._seen.entries
 
     @property
     def max_entries(self) -> int:
         """The most entries each table holds."""
-        return self.first.max_entries
+        return self._first.max_entries
 
     @property
     def max_bytes(self) -> int:
         """The most bytes the entries and counts are reckoned at together."""
-        return self.first.max_cost
+        return self._first.max_cost
 
     def remember(self, name: object, key: tuple[Any, ...], entry: Any, keys: list[Any]) -> None:
         """Keep ``entry`` (just found in :attr:`first` under ``key``, a shape key of
@@ -570,7 +575,7 @@ class ShapeCache:
         :data:`_RECENT_KEYS` keys are held (then it starts over); :meth:`clear` forgets them with
         the entries.
         """
-        self.recent.store(name, (key[2], keys, key, entry), len(keys))
+        self._recent.store(name, (key[2], keys, key, entry), len(keys))
 
     def seen(self, key: tuple[Any, ...], chars: int) -> bool:
         """Count one written event of ``key``'s shape; True when it is now hot (build its entry).
@@ -586,7 +591,7 @@ class ShapeCache:
             counts.pop(key, None)
             return True
         if count[0] == 1:  # the first: reckoned (not counted when the books are taken)
-            counts.store(key, count, _ENTRY_OVERHEAD + chars)
+            self._seen.store(key, count, _ENTRY_OVERHEAD + chars)
         return False
 
     def written(
@@ -648,16 +653,16 @@ class ShapeCache:
     def put(self, key: tuple[Any, ...], entry: Any, first: bool, chars: int, meta_bytes: int = 0) -> None:
         """Store ``entry`` under ``key`` (in :attr:`first` or :attr:`by_class`)."""
         if chars <= MAX_KEY_CHARS:
-            (self.first if first else self.by_class).store(key, entry, _ENTRY_OVERHEAD + chars + meta_bytes)
+            (self._first if first else self._by_class).store(key, entry, _ENTRY_OVERHEAD + chars + meta_bytes)
 
     def clear(self) -> None:
         """Forget every entry and count."""
-        self.first.clear()  # its budget's tables, and the recent ones
+        self._first.clear()  # its budget's tables, and the recent ones
 
     @property
     def bytes(self) -> int:
         """The bytes the cache reckons it holds."""
-        return self.first.cost
+        return self._first.cost
 
 
 #: How the interpreted route writes a value of one class (``str`` aside: written inline): its

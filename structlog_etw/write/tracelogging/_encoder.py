@@ -326,10 +326,11 @@ _PLAIN_CHECKED: Final[dict[HeaderValue, _Scope]] = {plain_header(lv): (b"", None
 #: when full (each under 200 bytes whatever the header: the count bounds the bytes).  A header
 #: found here needs no check.
 _CHECKED_MAX: Final = 512
-_CHECKED: Final[BoundedCache[HeaderValue, _Scope]] = BoundedCache(
-    _CHECKED_MAX, _CHECKED_MAX, lambda: _CHECKED.update(_PLAIN_CHECKED)
+_CHECKED: Final[dict[HeaderValue, _Scope]] = dict(_PLAIN_CHECKED)
+#: :data:`_CHECKED`'s books (a start-over keeps the plain ones).
+_CHECKED_CACHE: Final[BoundedCache[HeaderValue, _Scope]] = BoundedCache(
+    _CHECKED_MAX, _CHECKED_MAX, lambda: _CHECKED.update(_PLAIN_CHECKED), entries=_CHECKED
 )
-_CHECKED.update(_PLAIN_CHECKED)
 
 
 def _checked(header: HeaderValue) -> _Scope:
@@ -340,7 +341,7 @@ def _checked(header: HeaderValue) -> _Scope:
         raise ValueError(problem)
     scope = (b"", header[2] or None)
     with contextlib.suppress(TypeError):  # an id of an unhashable type: not kept
-        _CHECKED.store(header, scope)
+        _CHECKED_CACHE.store(header, scope)
     return scope
 
 
