@@ -313,7 +313,7 @@ class _Reading:
         self.clock = _Clock(header)
         self.problem = problem
         # (16-byte keys and their UUIDs: the count bounds the bytes)
-        self._guids: BoundedCache[bytes, uuid.UUID] = BoundedCache(_MAX_GUIDS, _MAX_GUIDS)
+        self._guids: BoundedCache[bytes, uuid.UUID] = BoundedCache.of_one_reader(_MAX_GUIDS, _MAX_GUIDS)
         self.guids = self._guids.entries
 
     def guid(self, raw: bytes) -> uuid.UUID:

@@ -265,12 +265,13 @@ class KeptTexts(dict[_K, bytes], Generic[_K]):
     ``max_bytes`` of them (the values come from the data) are kept
     (:class:`~structlog_etw._util.bounded.BoundedCache`: then it starts over)."""
 
-    __slots__ = ("_books", "write")
+    __slots__ = ("_books", "_store", "write")
 
     def __init__(self, write: Callable[[_K], bytes], limit: int, max_bytes: int = 1 << 20) -> None:
         super().__init__()
         self.write = write
-        self._books: BoundedCache[_K, bytes] = BoundedCache(limit, max_bytes, entries=self)
+        self._books: BoundedCache[_K, bytes] = BoundedCache.of_one_reader(limit, max_bytes, entries=self)
+        self._store = self._books.store
 
     @property
     def limit(self) -> int:
@@ -279,5 +280,5 @@ class KeptTexts(dict[_K, bytes], Generic[_K]):
 
     def __missing__(self, value: _K) -> bytes:
         found = self.write(value)
-        self._books.store(value, found, len(found) + _TEXT_OVERHEAD)
+        self._store(value, found, len(found) + _TEXT_OVERHEAD)
         return found

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import threading
+import warnings
 
+import pytest
+
+from structlog_etw._util import bounded
 from structlog_etw._util.bounded import BoundedCache
 
 
@@ -142,12 +147,12 @@ class TestTryLock:
     def test_store_skipped_while_books_taken(self) -> None:
         """A store that finds the books taken (another thread, an interrupted holder) is skipped."""
         cache: BoundedCache[str, int] = BoundedCache(10, 10)
-        assert cache._books.acquire()
+        assert cache._books.lock.acquire(False)
         try:
             assert not cache.store("a", 1)
             assert "a" not in cache.entries and cache.cost == 0
         finally:
-            cache._books.release()
+            cache._books.lock.release()
         assert cache.store("a", 1)
 
     def test_store_from_on_clear_is_skipped_not_hung(self) -> None:
@@ -175,6 +180,48 @@ class TestTryLock:
         assert len(cache.entries) <= 50 and cache.cost <= 400
         assert cache.cost == sum(1 + key[1] % 7 for key in cache.entries)
 
+    def test_a_lock_held_before_a_fork_is_renewed_in_the_child(self) -> None:
+        """A lock taken when the process forked (by a thread the child does not have) does not
+        stop the child's stores: found taken in a later generation, it is renewed once."""
+        cache: BoundedCache[str, int] = BoundedCache(10, 10)
+        assert cache._books.lock.acquire(False)  # the parent's other thread, mid-store
+        assert not cache.store("a", 1)  # same process: really taken, skipped
+        bounded._forked()  # what the at-fork hook does in the child
+        try:
+            assert cache.store("a", 1)
+            assert cache.entries == {"a": 1}
+            assert cache._books.lock.acquire(False)  # the new lock is free again after the store
+            cache._books.lock.release()
+        finally:
+            bounded._GENERATION[0] -= 1
+
+    @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+    def test_a_real_fork_child_stores_while_the_parent_holds_the_lock(self) -> None:
+        """A real fork child of a process whose other thread holds the books stores all the same."""
+        cache: BoundedCache[str, int] = BoundedCache(10, 10)
+        held, done = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with cache._books.lock:
+                held.set()
+                done.wait(10)
+
+        thread = threading.Thread(target=hold)
+        thread.start()
+        held.wait(10)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)  # fork with a thread running
+                pid = os.fork()
+            if pid == 0:  # pragma: no cover - the child reports through its exit status
+                os._exit(0 if cache.store("a", 1) and cache.entries == {"a": 1} else 1)
+            _, status = os.waitpid(pid, 0)
+            assert os.waitstatus_to_exitcode(status) == 0
+            assert not cache.store("b", 1)  # the parent's lock is still held by its thread
+        finally:
+            done.set()
+            thread.join()
+
     def test_unhashable_key_raises_and_releases(self) -> None:
         """An unhashable key raises ``TypeError`` and leaves the books free for the next store."""
         cache: BoundedCache[object, int] = BoundedCache(10, 10)
@@ -185,3 +232,39 @@ class TestTryLock:
         else:
             raise AssertionError("no TypeError")
         assert cache.store("a", 1)
+
+
+class TestOneReader:
+    def test_same_bounds_and_start_over(self) -> None:
+        """A one-reader cache keeps the same bounds and starts over as a locked one does."""
+        for make in (BoundedCache, BoundedCache.of_one_reader):
+            cache: BoundedCache[int, int] = make(7, 50)
+            for i in range(1000):
+                cache.store(i, i, i % 13)
+                assert len(cache.entries) <= 7 and cache.cost <= 50
+            assert cache.cost == sum(key % 13 for key in cache.entries)
+
+    def test_oversize_and_known_keys(self) -> None:
+        """An entry past the whole budget is not stored; a known key at the count bound is replaced
+        without a start-over and reckoned again."""
+        cache: BoundedCache[str, int] = BoundedCache.of_one_reader(2, 20)
+        assert not cache.store("big", 1, 21)
+        cache.store("a", 1, 5)
+        cache.store("b", 1, 5)
+        assert cache.store("a", 2, 5)
+        assert cache.entries == {"a": 2, "b": 1} and cache.cost == 15
+        cache.store("c", 3, 1)
+        assert cache.entries == {"c": 3} and cache.cost == 1
+
+    def test_no_lock_taken_and_sharing_keeps_the_kind(self) -> None:
+        """Its stores take no lock (one reader: nothing to wait for), and a cache sharing its budget
+        is of the same kind."""
+        cache: BoundedCache[str, int] = BoundedCache.of_one_reader(10, 100)
+        other = cache.sharing(10)
+        assert type(other) is type(cache)
+        assert cache._books.lock.acquire(False)
+        try:
+            assert cache.store("a", 1) and other.store("b", 2)
+        finally:
+            cache._books.lock.release()
+        assert cache.cost == 2

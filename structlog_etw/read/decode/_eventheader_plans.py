@@ -156,7 +156,9 @@ class FieldStyle:
             return marked
         # A counted value read as a number by its length: the kind depends on the length alone.
         # (an int key and a writer each: the count bounds the bytes)
-        lengths: BoundedCache[int, Callable[[bytes], bytes]] = BoundedCache(_LENGTHS_KEPT, _LENGTHS_KEPT)
+        lengths: BoundedCache[int, Callable[[bytes], bytes]] = BoundedCache.of_one_reader(
+            _LENGTHS_KEPT, _LENGTHS_KEPT
+        )
         by_length = lengths.entries
 
         def counted(raw: bytes) -> bytes:
@@ -402,7 +404,7 @@ def _field(meta: FieldMetadata, order: str, style: FieldStyle) -> FieldReader:
         code, piece = number
         size = FIXED_SIZE[meta.encoding]
         arrays: BoundedCache[int, tuple[Callable[[bytes, int], tuple[int, ...]], bytes]]
-        arrays = BoundedCache(_ARRAYS_KEPT, _ARRAYS_BYTES)
+        arrays = BoundedCache.of_one_reader(_ARRAYS_KEPT, _ARRAYS_BYTES)
         kept = arrays.entries
         sep = esc(asep)
         aopen_t, aclose_t = esc(aopen), esc(aclose)
@@ -485,7 +487,7 @@ class Plans:
         self.style = style
         #: The byte budget its PlanCaches share (it holds no entry itself): past
         #: :data:`_CACHE_BYTES` of keys every one of them starts over.
-        self.budget: BoundedCache[Any, Any] = BoundedCache(0, _CACHE_BYTES)
+        self.budget: BoundedCache[Any, Any] = BoundedCache.of_one_reader(0, _CACHE_BYTES)
 
     def compile(self, tracepoint_name: str, head: bytes, metadata: bytes, order: str) -> EventPlan | None:
         """The plan of events of this tracepoint, header (the first 8 bytes) and metadata in

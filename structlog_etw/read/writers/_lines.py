@@ -117,7 +117,7 @@ class Lines:
         #: id(format) -> its renderer; ``formats`` holds the formats, so that no id is reused
         #: while it is a key.  At most :data:`_KEPT` (then a new start, the plans' caches with
         #: them); a format is the file's own object, held anyway: the count bounds what is added.
-        self._kept: BoundedCache[int, Render] = BoundedCache(_KEPT, _KEPT, self._start_over)
+        self._kept: BoundedCache[int, Render] = BoundedCache.of_one_reader(_KEPT, _KEPT, self._start_over)
         self.renderers: dict[int, Render] = self._kept.entries
         self.formats: list[TracepointFormat] = []
         #: second -> its date and time text (every renderer's).
