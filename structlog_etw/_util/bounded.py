@@ -11,7 +11,8 @@ stays bounded whatever the data.  An entry costing more than the whole budget is
 readers look entries up in that dict directly (an exact ``dict``, so CPython's specialised
 look-ups apply: no speed lost against a bare dict), and only :meth:`BoundedCache.store` writes
 it.  Several caches may share one budget (:meth:`BoundedCache.sharing`): a start-over then
-clears them all.
+clears them all.  A reader's own cache (a decode's texts and plans: one thread, no signal
+handler) is made by :meth:`BoundedCache.of_one_reader`: the same books, no lock.
 
 **Threads.**  A store's bookkeeping (the bound checks, the start-over, the cost) runs under a
 lock only ever *tried* (as :class:`~structlog_etw._util.counters.TryLock`; a fork child renews
