@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, Final
 
+from .._util.bounded import BoundedCache
 from ..formats.tracelogging import (
     TraceLoggingEvent,
     Win32Error,
@@ -76,8 +77,10 @@ def _bytes_offset() -> int | None:
 
 
 _BYTES_OFFSET: Final = _bytes_offset()
-#: Metadata descriptors prepared per event shape, kept per backend: at most this many.
+#: Metadata descriptors prepared per event shape, kept per backend: at most this many, and at most
+#: :data:`_PREFIX_BYTES` of metadata (an event's metadata holds its field names: up to 64 KB).
 _PREFIX_LIMIT: Final = 1024
+_PREFIX_BYTES: Final = 4 << 20
 
 
 def _bind(dlls: _dll.Dlls, name: str, restype: Any, argtypes: list[Any]) -> Any:
@@ -112,6 +115,7 @@ class EtwBackend:
         "_match_all",
         "_match_any",
         "_prefixes",
+        "_prepared",
         "_provider_enabled",
         "_set_information",
         "_slots",
@@ -183,7 +187,8 @@ class EtwBackend:
         self._traits: list[Any] = []  # every traits buffer ever used stays alive (writes may hold one)
         self._traits_ptr = (0, 0)
         # metadata -> (metadata, the traits and metadata EVENT_DATA_DESCRIPTORs): per event shape
-        self._prefixes: dict[bytes, tuple[bytes, bytes]] = {}
+        self._prepared: BoundedCache[bytes, tuple[bytes, bytes]] = BoundedCache(_PREFIX_LIMIT, _PREFIX_BYTES)
+        self._prefixes = self._prepared.entries
         self._set_information = set_information
         self._lock = fork_safe_lock(self)  # a fork child gets a fresh one
         self._slots: dict[tuple[int, int], Slot] = {}
@@ -217,7 +222,7 @@ class EtwBackend:
         buf = ctypes.create_string_buffer(bytes(blob), len(blob))
         self._traits.append(buf)
         self._traits_ptr = (ctypes.addressof(buf), len(blob))
-        self._prefixes = {}  # the prepared descriptors point at the old traits
+        self._prepared.clear()  # the prepared descriptors point at the old traits
         handle = self._handle
         if handle:
             try:
@@ -349,11 +354,8 @@ class EtwBackend:
         prefix = _DESCRIPTOR.pack(traits_ptr, traits_len, _TYPE_PROVIDER_METADATA, 0, 0) + _DESCRIPTOR.pack(
             _address(metadata) or 0, len(metadata), _TYPE_EVENT_METADATA, 0, 0
         )
-        prefixes = self._prefixes
-        if len(prefixes) >= _PREFIX_LIMIT:
-            prefixes.clear()
         prepared = (metadata, prefix)
-        prefixes[metadata] = prepared
+        self._prepared.store(metadata, prepared, len(metadata) + 2 * len(prefix) + 100)
         return prepared
 
     def __del__(self) -> None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-from .._util.counters import TryLock
+from .._util.bounded import BoundedCache
 from ..formats._levels import LEVEL_NAMES, METHOD_LEVELS, check_keyword, valid_keyword, valid_level
 from ..formats.eventheader import TAG_MAX as EVENTHEADER_TAG_MAX
 from ..formats.tracelogging import TAG_MAX as TRACELOGGING_TAG_MAX
@@ -169,16 +169,19 @@ def event_name(event: object) -> str:
 
 class _EventNames(dict[str, str]):
     """Event text -> valid event name (:func:`event_name`), made on first use; texts longer than
-    :data:`MAX_EVENT_NAME` are not kept, and a full cache (1024 names) is cleared."""
+    :data:`MAX_EVENT_NAME` are not kept, and a full cache (1024 names, or 128 K characters of
+    texts and names) starts over."""
 
-    __slots__ = ()
+    __slots__ = ("_books",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._books: BoundedCache[str, str] = BoundedCache(1024, 128 * 1024, entries=self)
 
     def __missing__(self, event: str) -> str:
         name = event_name(event)
         if len(event) <= MAX_EVENT_NAME:
-            if len(self) >= 1024:
-                self.clear()
-            self[event] = name
+            self._books.store(event, name, len(event) + len(name))
         return name
 
 
@@ -221,7 +224,7 @@ class KeywordsByLogger(Mapping[str, int]):
     cache bounded by the characters of the names it holds (logger names can come from data).
     """
 
-    __slots__ = ("_cache", "_cache_chars", "_exact", "_lengths", "_lock", "_prefixes")
+    __slots__ = ("_cache", "_exact", "_kept", "_lengths", "_prefixes")
 
     #: Names longer than this are never cached (a look-up of one is linear in its length anyway).
     _CACHED_NAME_MAX: Final = 512
@@ -245,11 +248,11 @@ class KeywordsByLogger(Mapping[str, int]):
         # (a slice and a look-up each), so a look-up is linear in the name, whatever its dots.
         self._lengths = tuple(sorted({len(k) for k in exact}, reverse=True))
         self._prefixes = tuple(prefixes)
-        self._cache: dict[str, int | None] = {}
-        self._cache_chars = 0
-        # The cache's bookkeeping (its character reckoning) without the GIL: only ever tried; a
-        # look-up that finds it taken does not store (the next one resolves the name again).
-        self._lock = TryLock()
+        # Bounded by the names' characters (a look-up that finds its books taken by another
+        # thread does not store: the next one resolves the name again).
+        chars = self._CACHE_CHARS_MAX
+        self._kept: BoundedCache[str, int | None] = BoundedCache(chars, chars)
+        self._cache = self._kept.entries
 
     def __bool__(self) -> bool:
         return bool(self._exact or self._prefixes)
@@ -271,16 +274,8 @@ class KeywordsByLogger(Mapping[str, int]):
         except KeyError:
             pass
         result = self._resolve(name)
-        size = len(name)
-        if size <= self._CACHED_NAME_MAX and self._lock.acquire():
-            try:
-                if self._cache_chars + size > self._CACHE_CHARS_MAX:
-                    self._cache.clear()
-                    self._cache_chars = 0
-                self._cache[name] = result
-                self._cache_chars += size
-            finally:
-                self._lock.release()
+        if len(name) <= self._CACHED_NAME_MAX:
+            self._kept.store(name, result, len(name) or 1)
         return result
 
     def _resolve(self, name: str) -> int | None:

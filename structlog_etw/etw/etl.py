@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, Final
 
+from .._util.bounded import BoundedCache
 from ..formats.tracelogging import EVENT_DESCRIPTOR, FILETIME_UNIX_EPOCH
 from ..read.decode.tracelogging import decode, decode_traits
 from ..read.decoded import DecodedEvent
@@ -345,21 +346,22 @@ class _Reading:
     """What framing records needs besides their bytes: the session, its clock, where problems
     go, and the provider ids already parsed (a bounded map of their 16 bytes)."""
 
-    __slots__ = ("clock", "guids", "header", "problem")
+    __slots__ = ("_guids", "clock", "guids", "header", "problem")
 
     def __init__(self, header: EtlHeader, problem: Callable[[str], None]) -> None:
         self.header = header
         self.clock = _Clock(header)
         self.problem = problem
-        self.guids: dict[bytes, uuid.UUID] = {}
+        # (16-byte keys and their UUIDs: the count bounds the bytes)
+        self._guids: BoundedCache[bytes, uuid.UUID] = BoundedCache.of_one_reader(_MAX_GUIDS, _MAX_GUIDS)
+        self.guids = self._guids.entries
 
     def guid(self, raw: bytes) -> uuid.UUID:
         """The GUID of 16 bytes as a file holds them (``bytes_le``)."""
         known = self.guids.get(raw)
         if known is None:
-            if len(self.guids) >= _MAX_GUIDS:
-                self.guids.clear()
-            known = self.guids[raw] = uuid.UUID(bytes_le=raw)
+            known = uuid.UUID(bytes_le=raw)
+            self._guids.store(raw, known)
         return known
 
 

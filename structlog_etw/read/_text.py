@@ -13,6 +13,8 @@ import struct
 from collections.abc import Callable, Hashable
 from typing import Final, Generic, TypeVar
 
+from .._util.bounded import BoundedCache
+
 __all__ = ["KeptTexts", "errno_text", "float_text", "template_literal", "time_text", "wallclock_text"]
 
 _ERRNO_NAMES: Final = (
@@ -252,21 +254,31 @@ def template_literal(text: bytes) -> bytes:
 _K = TypeVar("_K", bound=Hashable)
 
 
+#: Bytes a kept text is reckoned at besides its own (the dict slot, the key, the bytes object).
+_TEXT_OVERHEAD: Final = 100
+
+
 class KeptTexts(dict[_K, bytes], Generic[_K]):
     """The texts ``write`` gave for the last ``limit`` distinct values, by value: a value seen
     is one look-up in C (``kept[value]``), a new one is written by ``__missing__`` (a writer's
-    memo of repeated values: errno names, times, a thread's name)."""
+    memo of repeated values: errno names, times, a thread's name).  At most ``limit`` texts and
+    ``max_bytes`` of them (the values come from the data) are kept
+    (:class:`~structlog_etw._util.bounded.BoundedCache`: then it starts over)."""
 
-    __slots__ = ("limit", "write")
+    __slots__ = ("_books", "_store", "write")
 
-    def __init__(self, write: Callable[[_K], bytes], limit: int) -> None:
+    def __init__(self, write: Callable[[_K], bytes], limit: int, max_bytes: int = 1 << 20) -> None:
         super().__init__()
         self.write = write
-        self.limit = limit
+        self._books: BoundedCache[_K, bytes] = BoundedCache.of_one_reader(limit, max_bytes, entries=self)
+        self._store = self._books.store
+
+    @property
+    def limit(self) -> int:
+        """The most texts kept."""
+        return self._books.max_entries
 
     def __missing__(self, value: _K) -> bytes:
         found = self.write(value)
-        if len(self) >= self.limit:
-            self.clear()
-        self[value] = found
+        self._store(value, found, len(found) + _TEXT_OVERHEAD)
         return found

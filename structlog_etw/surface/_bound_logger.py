@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 import structlog
 from structlog.typing import FilteringBoundLogger, WrappedLogger
 
+from .._util.bounded import BoundedCache
 from ..backends.base import Slot
 from ..context._resolve import Resolver
 from ..formats._levels import STDLIB_LEVELS, level_from_method, method_for_stdlib, stdlib_level
@@ -37,13 +38,15 @@ class _Config:
     """One ``make_etw_bound_logger`` configuration: its resolver and minimum level (what it is
     pickled as), and its classes (one per chain plan, built once, at most :data:`_CLASSES_MAX`)."""
 
-    __slots__ = ("classes", "last", "min_level", "name", "resolver", "root")
+    __slots__ = ("_classes", "classes", "last", "min_level", "name", "resolver", "root")
 
     def __init__(self, resolver: Resolver, min_level: int, name: str) -> None:
         self.resolver = resolver
         self.min_level = min_level
         self.name = name
-        self.classes: dict[tuple[Any, ...], type[Any]] = {}
+        # (a plan's key holds the configuration's names, never logged data: the count bounds it)
+        self._classes: BoundedCache[tuple[Any, ...], type[Any]] = BoundedCache(_CLASSES_MAX, _CLASSES_MAX)
+        self.classes = self._classes.entries
         #: The last chain seen and its plan: (the chain's class, its members then, plan).
         self.last: tuple[type[Any], tuple[Any, ...], Plan] | None = None
         self.root: type[Any] = object
@@ -76,12 +79,11 @@ class _Config:
         cls = self.classes.get(plan.key)
         if cls is not None:
             return cls
-        # No lock (nothing may wait on one in a fork child): two threads may build the class,
-        # setdefault keeps the first.
-        if len(self.classes) >= _CLASSES_MAX:
-            self.classes.clear()  # loggers keep their classes; new ones rebuild them
+        # No lock waited for (nothing may wait on one in a fork child): two threads may build the
+        # class; a full cache starts over (loggers keep their classes; new ones rebuild them).
         built = _build(self.name, self.root, method_table(self.min_level, plan))
-        return self.classes.setdefault(plan.key, built)
+        self._classes.store(plan.key, built)
+        return self.classes.get(plan.key, built)
 
 
 #: Classes per configuration (chains with their renderer at another index, other pass-through levels).

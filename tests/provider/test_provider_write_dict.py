@@ -204,9 +204,9 @@ class TestRendererWritesThroughWriteDict:
     ) -> None:
         """The renderer's events, by the general route and then by the shape function, are the
         typed-field route's bytes."""
-        monkeypatch.setattr(_shapes, "SHAPE_HOT", 1)  # hot at once: the second event is the shape's
-        monkeypatch.setattr(_shapes, "LAYOUT_HOT", 1)
-        monkeypatch.setattr(_shapes, "COMPILE_COST", 0)
+        monkeypatch.setattr(_shapes._caches, "SHAPE_HOT", 1)  # hot at once: the second event is the shape's
+        monkeypatch.setattr(_shapes._caches, "LAYOUT_HOT", 1)
+        monkeypatch.setattr(_shapes._caches, "COMPILE_COST", 0)
         p, backend = _provider(fmt, "Co_Rend")
         ref, ref_backend = _provider(fmt, "Co_Rend")
         structlog.configure(processors=[EtwRenderer("Co_Rend", provider=p)])

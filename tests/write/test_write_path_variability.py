@@ -71,7 +71,7 @@ class TestNewLayoutPerEvent:
             calls.append(args[0])
             return real(*args, **kw)
 
-        monkeypatch.setattr(_shapes, "compile_shape_function", counting)
+        monkeypatch.setattr(_shapes._generate, "compile_shape_function", counting)
         encoder: Any = EventHeaderEncoder() if fmt == "eventheader" else TraceLoggingEncoder("P")
         for i in range(300):  # every event a new shape (a new key), layouts of every kind
             event = {f"k{i}": VALUES[i % len(VALUES)], "n": i, "s": "x" * (i % 5)}

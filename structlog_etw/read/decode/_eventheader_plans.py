@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
+from ..._util.bounded import BoundedCache
 from ...formats.eventheader import (
     ENC_STRUCT,
     ENCODING_CARRAY,
@@ -154,15 +155,17 @@ class FieldStyle:
 
             return marked
         # A counted value read as a number by its length: the kind depends on the length alone.
-        by_length: dict[int, Callable[[bytes], bytes]] = {}
+        # (an int key and a writer each: the count bounds the bytes)
+        lengths: BoundedCache[int, Callable[[bytes], bytes]] = BoundedCache.of_one_reader(
+            _LENGTHS_KEPT, _LENGTHS_KEPT
+        )
+        by_length = lengths.entries
 
         def counted(raw: bytes) -> bytes:
             write = by_length.get(len(raw))
             if write is None:
                 write = writer(value_kind(encoding, fmt, raw, order)[0], order)
-                if len(by_length) >= _LENGTHS_KEPT:
-                    by_length.clear()
-                by_length[len(raw)] = write
+                lengths.store(len(raw), write)
             return write(raw)
 
         return counted
@@ -276,8 +279,9 @@ def _appending(meta: FieldMetadata, order: str, style: FieldStyle) -> FieldReade
     return zstring
 
 
-#: Array lengths whose unpack and template an array reader keeps.
+#: Array lengths whose unpack and template an array reader keeps, and their bytes at most.
 _ARRAYS_KEPT: Final = 64
+_ARRAYS_BYTES: Final = 1 << 20
 
 
 def _run(codes: list[str], writers: list[tuple[int, Callable[[bytes], bytes]]], order: str) -> FieldReader:
@@ -399,7 +403,9 @@ def _field(meta: FieldMetadata, order: str, style: FieldStyle) -> FieldReader:
     if number is not None:  # n integers: one unpack, one template (kept per length)
         code, piece = number
         size = FIXED_SIZE[meta.encoding]
-        kept: dict[int, tuple[Callable[[bytes, int], tuple[int, ...]], bytes]] = {}
+        arrays: BoundedCache[int, tuple[Callable[[bytes, int], tuple[int, ...]], bytes]]
+        arrays = BoundedCache.of_one_reader(_ARRAYS_KEPT, _ARRAYS_BYTES)
+        kept = arrays.entries
         sep = esc(asep)
         aopen_t, aclose_t = esc(aopen), esc(aclose)
 
@@ -410,12 +416,9 @@ def _field(meta: FieldMetadata, order: str, style: FieldStyle) -> FieldReader:
                 raise _Bad
             found = kept.get(n)
             if found is None:
-                if len(kept) >= _ARRAYS_KEPT:
-                    kept.clear()
-                found = kept[n] = (
-                    struct.Struct(f"{order}{n}{code}").unpack_from,
-                    aopen_t + sep.join([piece] * n) + aclose_t,
-                )
+                template = aopen_t + sep.join([piece] * n) + aclose_t
+                found = (struct.Struct(f"{order}{n}{code}").unpack_from, template)
+                arrays.store(n, found, 2 * len(template))  # (the template and the struct's codes)
             out.append(found[1] % found[0](buf, pos))
             return end
 
@@ -482,17 +485,9 @@ class Plans:
 
     def __init__(self, style: FieldStyle) -> None:
         self.style = style
-        self._bytes = 0
-        #: Every cache that counts its keys' bytes in ``_bytes``: its PlanCaches'.
-        self._caches: list[dict[Any, Any]] = []
-
-    def _spend(self, cost: int) -> None:
-        """Count ``cost`` bytes of a new key; past :data:`_CACHE_BYTES` every cache is emptied."""
-        if self._bytes + cost > _CACHE_BYTES:
-            for kept in self._caches:
-                kept.clear()
-            self._bytes = 0
-        self._bytes += cost
+        #: The byte budget its PlanCaches share (it holds no entry itself): past
+        #: :data:`_CACHE_BYTES` of keys every one of them starts over.
+        self.budget: BoundedCache[Any, Any] = BoundedCache.of_one_reader(0, _CACHE_BYTES)
 
     def compile(self, tracepoint_name: str, head: bytes, metadata: bytes, order: str) -> EventPlan | None:
         """The plan of events of this tracepoint, header (the first 8 bytes) and metadata in
@@ -534,8 +529,8 @@ class PlanCache(Generic[_T]):
         self._plans = plans
         self._name = tracepoint_name
         self._decide = decide
-        self._kept: dict[object, _T | None] = {}
-        plans._caches.append(self._kept)
+        self._books: BoundedCache[object, _T | None] = plans.budget.sharing(_CACHE_BYTES)
+        self._kept = self._books.entries
         #: ``find(event bytes)``: ``(what is kept for its plan, payload position, activity id,
         #: related id)``, or None when it is not well-formed or its plan decided None.
         self.find = kind_finder(self._kept, self._add)
@@ -543,6 +538,5 @@ class PlanCache(Generic[_T]):
     def _add(self, key: object, head: bytes, metadata: bytes, order: str) -> _T | None:
         plan = self._plans.compile(self._name, head, metadata, order)
         kept = None if plan is None else self._decide(plan)
-        self._plans._spend(len(metadata) + 200)
-        self._kept[key] = kept
+        self._books.store(key, kept, len(metadata) + 200)
         return kept

@@ -19,6 +19,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
+from ..._util.bounded import BoundedCache
 from ...formats._tracefs import UNPACKED_BYTES, UNPACKED_TEXT
 from .._text import KeptTexts, time_text
 from ..decode._eventheader_plans import EventPlan, FieldStyle, PlanCache, Plans
@@ -114,8 +115,10 @@ class Lines:
         self.colors = colors
         self.plans = Plans(style)
         #: id(format) -> its renderer; ``formats`` holds the formats, so that no id is reused
-        #: while it is a key.
-        self.renderers: dict[int, Render] = {}
+        #: while it is a key.  At most :data:`_KEPT` (then a new start, the plans' caches with
+        #: them); a format is the file's own object, held anyway: the count bounds what is added.
+        self._kept: BoundedCache[int, Render] = BoundedCache.of_one_reader(_KEPT, _KEPT, self._start_over)
+        self.renderers: dict[int, Render] = self._kept.entries
         self.formats: list[TracepointFormat] = []
         #: second -> its date and time text (every renderer's).
         self.seconds = Seconds()
@@ -125,14 +128,15 @@ class Lines:
         found = self.renderers.get(id(fmt))
         if found is not None:
             return found
-        if len(self.renderers) >= _KEPT:  # a new start (the plans' caches with the renderers)
-            self.renderers.clear()
-            self.formats.clear()
-            self.plans = Plans(self.style)
         render = self._eventheader(fmt) if fmt.is_eventheader else self._plain(fmt)
-        self.renderers[id(fmt)] = render
-        self.formats.append(fmt)
+        if self._kept.store(id(fmt), render):
+            self.formats.append(fmt)
         return render
+
+    def _start_over(self) -> None:
+        """The renderers were forgotten: the formats they held and the plans' caches too."""
+        self.formats.clear()
+        self.plans = Plans(self.style)
 
     def line_of(self, sample: Sample, event: DecodedEvent) -> str | None:
         """The ordinary path: the line of ``sample`` decoded as ``event`` (None: the filters drop it)."""

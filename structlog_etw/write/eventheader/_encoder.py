@@ -46,7 +46,8 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final
 
-from ..._util.counters import Count
+from ..._util.bounded import BoundedCache
+from ..._util.counters import Count, TryLock
 from ...formats.eventheader import (
     DYN_MAX_EVENT_SIZE,
     ENC_STRUCT,
@@ -251,23 +252,23 @@ def _head(header: HeaderValue) -> bytes:
 
 
 #: The scopes of recent headers that are not plain ones (an activity's events share one): at
-#: most :data:`_RECENT_MAX` entries (each under 200 bytes), cleared when full.
-_RECENT: Final[dict[HeaderValue, _Scope]] = {}
+#: most :data:`_RECENT_MAX` entries, each under 200 bytes whatever the header (so the count bounds
+#: the bytes), cleared when full.
 _RECENT_MAX: Final = 256
+_RECENT: Final[BoundedCache[HeaderValue, _Scope]] = BoundedCache(_RECENT_MAX, _RECENT_MAX)
+_recent: Final = _RECENT.entries
 
 
 def _new_head(header: HeaderValue) -> _Scope:
     """The scope of a header that is not a plain one (kept among the recent ones); ``ValueError``
     for values outside their ranges."""
     try:
-        scope = _RECENT.get(header)
+        scope = _recent.get(header)
     except TypeError:  # an id of an unhashable type (a bytearray): built, not kept
         return _build_head(header), None
     if scope is None:
         scope = (_build_head(header), None)
-        if len(_RECENT) >= _RECENT_MAX:
-            _RECENT.clear()
-        _RECENT[header] = scope
+        _RECENT.store(header, scope)
     return scope
 
 
@@ -288,6 +289,8 @@ def _build_head(header: HeaderValue) -> bytes:
 _TRUE: Final = CODEC.rows[BOOL].body(True)
 #: The field a cut event ends with (its value is already the piece the general path writes).
 _TRUNCATED: Final[Field] = (TRUNCATED_FIELD, BOOL, _TRUE)
+#: Bytes a learned nullable key is reckoned at besides its names (as a shape cache entry).
+_ENTRY_BYTES: Final = 200
 
 
 class EventHeaderEncoder(BaseEncoder):
@@ -307,9 +310,9 @@ class EventHeaderEncoder(BaseEncoder):
     __slots__ = (
         "_cache",
         "_dict_shapes",
+        "_learning",
         "_nullable",
-        "_nullable_chars",
-        "_nullable_keys",
+        "_nullable_books",
         "_nullable_walk",
         "_plans",
         "_truncated",
@@ -335,10 +338,14 @@ class EventHeaderEncoder(BaseEncoder):
         # event name -> {field name: the kind its None is written as (NULL: none known yet)}, for
         # the top-level fields that have been None in a written event (bounded like the caches)
         self._nullable: dict[str, dict[str, int]] = {}
-        self._nullable_chars = 0
-        self._nullable_keys = 0
         # event name -> the interpreted route's table of those keys (``NULLABLE_WALK``)
         self._nullable_walk: dict[str, dict[str, Any]] = {}
+        # the books of both: one entry per (event name, key) learned, reckoned like a shape cache
+        # entry; a start-over forgets both tables (and the plans, which learn their keys again)
+        self._nullable_books: BoundedCache[tuple[str, str], None] = BoundedCache(
+            cache_limit, cache_bytes, self._forget_nullable
+        )
+        self._learning = TryLock()  # one learner at a time (only ever tried: else learned later)
 
     @property
     def truncated(self) -> int:
@@ -477,28 +484,29 @@ class EventHeaderEncoder(BaseEncoder):
 
     def _learn(self, name: str, fields: list[Field]) -> None:
         """A written event of ``name`` had NULL fields: their keys are nullable from now on.  A new
-        key forgets the shape entries (built without it); past the caches' bounds all is forgotten."""
-        known = self._nullable.get(name)
-        for f in fields:
-            if f[1] != NULL or type(f[0]) is not str or (known is not None and f[0] in known):
-                continue
-            chars = 200 + len(name) + len(f[0])  # reckoned like a shape cache entry
-            if (
-                self._nullable_keys >= self.cache_limit
-                or self._nullable_chars + chars > self._dict_shapes.max_bytes
-            ):
-                self._nullable.clear()
-                self._nullable_walk.clear()
-                self._nullable_chars = self._nullable_keys = 0
-                self._plans.clear()  # plans learn their keys again when rebuilt
-                known = None
-            if known is None:
-                known = self._nullable.setdefault(name, {})
-            known[f[0]] = NULL
-            self._nullable_walk.setdefault(name, {})[f[0]] = NULLABLE_WALK[NULL]
-            self._nullable_chars += chars
-            self._nullable_keys += 1
-            self._dict_shapes.clear()
+        key forgets the shape entries (built without it); past the caches' bounds all is forgotten.
+        (Another thread learning meanwhile: nothing learned now; a later written event teaches it.)"""
+        if not self._learning.acquire():
+            return
+        try:
+            for f in fields:
+                key = f[0]
+                if f[1] != NULL or type(key) is not str or key in self._nullable.get(name, ()):
+                    continue
+                # reckoned like a shape cache entry; a start-over empties the tables first
+                if not self._nullable_books.store((name, key), None, _ENTRY_BYTES + len(name) + len(key)):
+                    continue  # longer than the whole budget: never nullable (written as NULL)
+                self._nullable.setdefault(name, {})[key] = NULL
+                self._nullable_walk.setdefault(name, {})[key] = NULLABLE_WALK[NULL]
+                self._dict_shapes.clear()
+        finally:
+            self._learning.release()
+
+    def _forget_nullable(self) -> None:
+        """The nullable keys' books started over: forget every learned key."""
+        self._nullable.clear()
+        self._nullable_walk.clear()
+        self._plans.clear()  # plans learn their keys again when rebuilt
 
     def _encode_general(self, name: str, fields: list[Field], head: bytes) -> bytes | None:
         """The general path: any field list, the pieces built once, then joined whole or cut.

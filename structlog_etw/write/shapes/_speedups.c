@@ -1,6 +1,6 @@
 /* structlog_etw.write.shapes._speedups: the optional compiled shape packer.
  *
- * What it does is what a generated shape function of structlog_etw/write/shapes/__init__.py does, for the
+ * What it does is what a generated shape function of structlog_etw/write/shapes/_generate.py does, for the
  * layouts whose every kind has an op here: take an event dict, check each value's exact class
  * against the layout, and return ``lead + the values' bytes`` (fixed-size values little-endian,
  * counted values as a u16 byte length and the bytes), or ``None`` when a class is not the
@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <string.h>
 
-/* Bump when an op's meaning changes: write/shapes/__init__.py uses the module only at the version it
+/* Bump when an op's meaning changes: write/shapes/_generate.py uses the module only at the version it
  * knows.  The ops (code, name, op_bytes, expected_type) are write.shapes.OPS in Python:
  * tests/write/shapes/test_speedups.py parses this table and holds the two equal, and the package
  * loads no module whose OPS differ. */
@@ -517,7 +517,7 @@ static PyModuleDef_Slot speedups_slots[] = {
 static struct PyModuleDef speedups_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "structlog_etw.write.shapes._speedups",
-    .m_doc = "The optional compiled shape packer of structlog_etw (see structlog_etw/write/shapes/__init__.py).",
+    .m_doc = "The optional compiled shape packer of structlog_etw (see structlog_etw/write/shapes/_generate.py).",
     .m_size = sizeof(speedups_state),
     .m_slots = speedups_slots,
     .m_traverse = speedups_traverse,

@@ -46,6 +46,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Final
 
+from ..._util.bounded import BoundedCache
 from ..._util.counters import Count
 from ...formats.header import INFO_HEADER, HeaderValue, header_problem, plain_header
 from ...formats.tracelogging import (
@@ -322,9 +323,14 @@ _Scope = tuple[bytes, int | None]
 _PLAIN_CHECKED: Final[dict[HeaderValue, _Scope]] = {plain_header(lv): (b"", None) for lv in range(256)}
 #: The scope of every header checked already, by the header: the plain ones and up to
 #: :data:`_CHECKED_MAX` recent others (an activity's events share one); back to the plain ones
-#: when full.  A header found here needs no check.
-_CHECKED: Final[dict[HeaderValue, _Scope]] = dict(_PLAIN_CHECKED)
+#: when full (each under 200 bytes whatever the header: the count bounds the bytes).  A header
+#: found here needs no check.
 _CHECKED_MAX: Final = 512
+_CHECKED: Final[dict[HeaderValue, _Scope]] = dict(_PLAIN_CHECKED)
+#: :data:`_CHECKED`'s books (a start-over keeps the plain ones).
+_CHECKED_CACHE: Final[BoundedCache[HeaderValue, _Scope]] = BoundedCache(
+    _CHECKED_MAX, _CHECKED_MAX, lambda: _CHECKED.update(_PLAIN_CHECKED), entries=_CHECKED
+)
 
 
 def _checked(header: HeaderValue) -> _Scope:
@@ -334,11 +340,8 @@ def _checked(header: HeaderValue) -> _Scope:
     if problem is not None:
         raise ValueError(problem)
     scope = (b"", header[2] or None)
-    if len(_CHECKED) >= _CHECKED_MAX:
-        _CHECKED.clear()
-        _CHECKED.update(_PLAIN_CHECKED)
     with contextlib.suppress(TypeError):  # an id of an unhashable type: not kept
-        _CHECKED[header] = scope
+        _CHECKED_CACHE.store(header, scope)
     return scope
 
 

@@ -10,6 +10,7 @@ import io
 import struct
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -131,13 +132,17 @@ class TestPlanCachesStayBounded:
         (and so at most budget/200 plans), and every line is still the ordinary path's."""
         monkeypatch.setattr(plans_module, "_CACHE_BYTES", 4096)
         seen: list[tuple[int, int]] = []
-        spend = plans_module.Plans._spend
+        add = plans_module.PlanCache._add
+        caches: list[plans_module.PlanCache[Any]] = []
 
-        def counting(self: plans_module.Plans, cost: int) -> None:
-            spend(self, cost)
-            seen.append((self._bytes, sum(len(kept) for kept in self._caches)))
+        def counting(self: plans_module.PlanCache[Any], *args: Any) -> Any:
+            kept = add(self, *args)
+            caches.append(self)
+            held = {id(c._kept): len(c._kept) for c in caches if c._plans is self._plans}
+            seen.append((self._plans.budget.cost, sum(held.values())))
+            return kept
 
-        monkeypatch.setattr(plans_module.Plans, "_spend", counting)
+        monkeypatch.setattr(plans_module.PlanCache, "_add", counting)
         encoder = EventHeaderEncoder()
         events = [
             encoder.encode(f"event{i}", to_fields({"n": i, "s": "x" * i}.items()), 4) for i in range(120)

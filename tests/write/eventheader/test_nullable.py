@@ -43,9 +43,9 @@ PLAIN_INT = bytes((ENC_VALUE64 | ENCODING_CHAIN, FMT_SIGNED_INT))
 @pytest.fixture
 def eager_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
     """Shapes get their entry at their first written event and layouts compile at once."""
-    monkeypatch.setattr(_shapes, "SHAPE_HOT", 1)
-    monkeypatch.setattr(_shapes, "LAYOUT_HOT", 1)
-    monkeypatch.setattr(_shapes, "COMPILE_COST", 0)
+    monkeypatch.setattr(_shapes._caches, "SHAPE_HOT", 1)
+    monkeypatch.setattr(_shapes._caches, "LAYOUT_HOT", 1)
+    monkeypatch.setattr(_shapes._caches, "COMPILE_COST", 0)
 
 
 def _tail(event: bytes, name: str) -> bytes:

@@ -18,9 +18,9 @@ from tests.helpers.encoders import FORMATS, fast_and_general
 @pytest.fixture(autouse=True)
 def eager_shapes(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Shapes get their entry at the first written event and layouts compile at once."""
-    monkeypatch.setattr(_shapes, "SHAPE_HOT", 1)
-    monkeypatch.setattr(_shapes, "LAYOUT_HOT", 1)
-    monkeypatch.setattr(_shapes, "COMPILE_COST", 0)
+    monkeypatch.setattr(_shapes._caches, "SHAPE_HOT", 1)
+    monkeypatch.setattr(_shapes._caches, "LAYOUT_HOT", 1)
+    monkeypatch.setattr(_shapes._caches, "COMPILE_COST", 0)
     yield
 
 
@@ -62,7 +62,7 @@ class TestRecentShape:
         for i in range(10):
             cache.remember(f"n{i}", (f"n{i}", None, None), object(), ["k"])
             assert len(cache.recent) <= 4
-        many = ["k"] * (_shapes._RECENT_KEYS // 2 + 1)
+        many = ["k"] * (_shapes._caches._RECENT_KEYS // 2 + 1)
         cache.remember("big1", ("big1", None, None), object(), many)
         cache.remember("big2", ("big2", None, None), object(), many)
         assert list(cache.recent) == ["big2"]
@@ -115,12 +115,12 @@ class TestLengthLookup:
         assert kinds is not None
         fn = _shapes.compile_shape_function(kinds, CODEC.steps, CODEC.lead, CODEC.env)
         other = _shapes.compile_shape_function(kinds, CODEC.steps, CODEC.lead, CODEC.env)
-        assert fn.__globals__["_u16"] is _shapes._U16_LIST
+        assert fn.__globals__["_u16"] is _shapes._layout.U16_LIST
         for a in ["x", "y" * 5000, "z", "w" * 1024, ""]:
             want = b"".join((b"H", b"M", struct.pack("<H", len(a)), a.encode(), b"\x01\x00b"))
             assert fn({"a": a, "b": "b"}, b"H", b"M") == want
         assert fn.__globals__["_u16"] is _shapes.U16_BYTES
-        assert other.__globals__["_u16"] is _shapes._U16_LIST
+        assert other.__globals__["_u16"] is _shapes._layout.U16_LIST
         assert other({"a": "x", "b": "b"}, b"H", b"M") == b"HM\x01\x00x\x01\x00b"
 
     def test_a_length_past_u16_still_raises_from_the_generated_function(self) -> None:

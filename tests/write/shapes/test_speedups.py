@@ -157,9 +157,9 @@ class TestSameAsTheGeneratedFunction:
         compiled, _ = _both(fmt, (I64,))
         with pytest.raises(TypeError):
             compiled(OrderedDict(a=1), *_lead(fmt))
-        monkeypatch.setattr(_shapes, "SHAPE_HOT", 1)
-        monkeypatch.setattr(_shapes, "LAYOUT_HOT", 1)
-        monkeypatch.setattr(_shapes, "COMPILE_COST", 0)
+        monkeypatch.setattr(_shapes._caches, "SHAPE_HOT", 1)
+        monkeypatch.setattr(_shapes._caches, "LAYOUT_HOT", 1)
+        monkeypatch.setattr(_shapes._caches, "COMPILE_COST", 0)
         fast, general, header = fast_and_general(fmt)
         for i in range(6):
             for event in (OrderedDict(a=i, b="x"), {"a": i, "b": "x"}):
@@ -212,7 +212,7 @@ class TestLoaded:
         if SPEEDUPS is None and (PURE_INSTALL or not in_ci()):
             pytest.skip("not built here (a pure-Python install, or not CI): nothing to check")
         assert SPEEDUPS is not None, "structlog_etw.write.shapes._speedups is not built or not loaded"
-        assert SPEEDUPS.ABI_VERSION == _shapes._SPEEDUPS_ABI
+        assert SPEEDUPS.ABI_VERSION == _shapes._generate._SPEEDUPS_ABI
 
     @needs_speedups
     @pytest.mark.parametrize("fmt", list(FORMATS))

@@ -24,9 +24,9 @@ def eager_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
     """Shapes get their entry at the first written event and layouts compile at once (the tiers'
     thresholds and budget are tested in tests/test_shape_tiers.py): these tests are about what the
     shape functions write."""
-    monkeypatch.setattr(_shapes, "SHAPE_HOT", 1)
-    monkeypatch.setattr(_shapes, "LAYOUT_HOT", 1)
-    monkeypatch.setattr(_shapes, "COMPILE_COST", 0)
+    monkeypatch.setattr(_shapes._caches, "SHAPE_HOT", 1)
+    monkeypatch.setattr(_shapes._caches, "LAYOUT_HOT", 1)
+    monkeypatch.setattr(_shapes._caches, "COMPILE_COST", 0)
 
 
 def _general(enc: tl.TraceLoggingEncoder, name: str, d: dict[Any, Any], skip: str | None, **kw: Any) -> Any:
