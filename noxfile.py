@@ -387,3 +387,8 @@ def bench(session: nox.Session) -> None:
     # Compressed .etl: decode --json against dissect.etl's iteration (pinned, as in TEST_DEPS).
     session.install(*DISSECT)
     session.run("python", "benchmarks/etl_decode.py", "--out", "docs/benchmarks/etl_decode.json")
+    # Same speed as 0.5.0: both versions in venvs of their own, side by side in the same rounds.
+    session.run(
+        "python", "benchmarks/versions.py", "--out", "docs/benchmarks/versions.json",
+        "--update-docs", "docs/performance.md",
+    )  # fmt: skip

@@ -1,0 +1,43 @@
+"""The "Same speed as 0.5.0" table of docs/performance.md is the one benchmarks/versions.py wrote."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+PAGE = ROOT / "docs" / "performance.md"
+
+
+def _bench() -> ModuleType:
+    """benchmarks/versions.py, whose table renderer the page is held to."""
+    path = ROOT / "benchmarks" / "versions.py"
+    spec = importlib.util.spec_from_file_location("_bench_versions", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_page_table_is_the_results_files() -> None:
+    """The generated block between the markers is exactly the table rendered from
+    docs/benchmarks/versions.json (a rerun that changed the figures must update the page)."""
+    bench = _bench()
+    results = json.loads((ROOT / "docs" / "benchmarks" / "versions.json").read_text())
+    page = PAGE.read_text()
+    block = page.split(bench.TABLE_START, 1)[1].split(bench.TABLE_END, 1)[0]
+    assert block.strip() == bench.table(results)
+
+
+def test_every_case_of_the_probe_has_a_figure_against_0_5_0() -> None:
+    """The committed run compared every logging case the probe knows and both decode modes, with
+    the release commit as the old side and at least nine rounds."""
+    bench = _bench()
+    results = json.loads((ROOT / "docs" / "benchmarks" / "versions.json").read_text())
+    assert results["old_ref"] == bench.RELEASE_0_5_0 and results["rounds"] >= 9
+    want = set(bench.CASES) | {f"decode {mode}" for mode in bench.DECODE_MODES}
+    assert set(results["figures"]) == want
