@@ -160,7 +160,7 @@ def test_shared_encoder_caches_stay_bounded_under_threads() -> None:
         assert len(cache.first) <= cache.max_entries and len(cache.by_class) <= cache.max_entries
     functions: _shapes.LayoutFunctions = CODEC.functions
     assert functions.compiled() <= functions.max_entries
-    assert functions.bytes <= functions.max_bytes
+    assert functions.held_bytes <= functions.max_bytes
     assert 0 <= functions._credit <= _shapes.CREDIT_CAP
 
 

@@ -147,7 +147,7 @@ class LayoutFunctions:
         return len(self._fns.entries)
 
     @property
-    def bytes(self) -> int:
+    def held_bytes(self) -> int:
         """The bytes the held functions are reckoned at."""
         return self._fns.cost
 
