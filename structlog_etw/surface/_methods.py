@@ -317,15 +317,53 @@ def _skip_amethod(plan: Plan, level: int, name: str) -> Callable[..., Any]:
 _copy_context: Final = contextvars.copy_context
 
 
+class _Direct:
+    """What a direct method's enabled path reads, in one closure cell: the method's frame copies
+    its cells on every call, the disabled one too, so it holds as many as the skip method's."""
+
+    __slots__ = (
+        "first",
+        "length",
+        "level",
+        "merge",
+        "name",
+        "plan",
+        "provider",
+        "resolution",
+        "slot",
+        "write_plain",
+    )
+
+    def __init__(
+        self,
+        plan: Plan,
+        level: int,
+        name: str,
+        resolution: Resolver,
+        write_plain: Callable[[Slot, object, Any], None],
+    ) -> None:
+        renderer = cast("EtwRenderer", plan.renderer)
+        self.plan = plan
+        self.level = level
+        self.name = name
+        self.merge = plan.merge
+        self.length = plan.length
+        self.first = renderer if plan.merge is None else plan.merge  # the chain's first member
+        self.resolution = resolution
+        self.slot = resolution.by_method[name]
+        self.provider = renderer.provider
+        self.write_plain = write_plain
+
+
 def _direct_method(
     plan: Plan, level: int, name: str, resolution: Resolver, write_plain: Callable[[Slot, object, Any], None]
 ) -> Callable[..., Any]:
     """The sync method of a :data:`DIRECT` level whose renderer writes plain events the plain way
     (:func:`~structlog_etw.surface._renderer.plain_writer`: its resolution and its one plain
-    write, *write_plain*, bound here once): the disabled path of :func:`method_for`, then, for a
-    plain call, the checks below in one more frame (``write``: their state stays out of the
-    method's frame, so the disabled path costs what :func:`method_for`'s does) and the renderer's
-    plain write.
+    write, *write_plain*, bound here once): the disabled path of :func:`method_for`, then, in the
+    same frame, the checks below and the renderer's plain write (their state is one
+    :class:`_Direct` in one closure cell, so the method's frame copies as many cells as the
+    skip method's and the disabled path costs what its does).
 
     A call is plain when it has no ``%``-args, the logger's chain is still the plan's (every
     member, by identity), its context is a ``dict``, the renderer's keyword map is empty, its
@@ -346,25 +384,26 @@ def _direct_method(
     provider_word = plan.any
     at = plan.at
     renderer = cast("EtwRenderer", plan.renderer)
-    merge = plan.merge
-    length = plan.length
-    first = renderer if merge is None else merge  # the chain's first member
-    slot = resolution.by_method[name]
-    provider = renderer.provider
+    d = _Direct(plan, level, name, resolution, write_plain)
 
-    def write(self: Any, event: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    def direct_meth(self: Any, event: Any = None, /, *args: Any, **kw: Any) -> Any:
+        try:  # the disabled path: skip_meth's, in a frame as small (the write's state is d's)
+            if not provider_word.word[0] and self._etw_chain[at] is renderer:
+                return None
+        except Exception:
+            pass
         try:
             chain = self._etw_chain
             context = self._context
             if (
                 args
-                or len(chain) != length
+                or len(chain) != d.length
                 or chain[at] is not renderer
-                or chain[0] is not first
+                or chain[0] is not d.first
                 or type(context) is not dict
-                or resolution.by_name
+                or d.resolution.by_name
                 or renderer.event_key != EVENT_KEY
-                or (merge is None and etw_bound())  # merge_contextvars brings such a key in itself
+                or (d.merge is None and etw_bound())  # merge_contextvars brings such a key in itself
             ):
                 plain = False
             else:
@@ -372,32 +411,23 @@ def _direct_method(
                 plain = event_dict.keys().isdisjoint(DIRECT_NOT_PLAIN)
         except Exception:
             plain = False
-        if not plain or not slot.word[0]:  # not plain, or not listened: the rule decides
-            return _listening_call(self, plan, DIRECT, level, name, event, args, kw)
+        if not plain or not d.slot.word[0]:  # not plain, or not listened: the rule decides
+            return _listening_call(self, d.plan, DIRECT, d.level, d.name, event, args, kw)
         try:
             # The event text names the event and the encoders skip the key "event": with nothing
             # to merge, the dict is written without it (no insertion: a kwargs dict of 5 keys
             # fills its 8-slot table, and a sixth key makes it grow).
-            if merge is not None and _copy_context():
+            if d.merge is not None and _copy_context():
                 if event is not None:
                     event_dict[EVENT_KEY] = event
-                event_dict = merge(self._logger, name, event_dict)
+                event_dict = d.merge(self._logger, d.name, event_dict)
                 if not event_dict.keys().isdisjoint(DIRECT_NOT_PLAIN_MERGED):  # bound through contextvars
-                    renderer.write_event(self._logger, name, event_dict)
+                    renderer.write_event(self._logger, d.name, event_dict)
                     return None
-            write_plain(slot, event if event is not None else event_dict.get(EVENT_KEY, ""), event_dict)
+            d.write_plain(d.slot, event if event is not None else event_dict.get(EVENT_KEY, ""), event_dict)
         except Exception:
-            provider.count_dropped("render_error")
+            d.provider.count_dropped("render_error")
         return None
-
-    # The disabled path is skip_meth's, in a frame as small (the write's state is this closure's).
-    def direct_meth(self: Any, event: Any = None, /, *args: Any, **kw: Any) -> Any:
-        try:
-            if not provider_word.word[0] and self._etw_chain[at] is renderer:
-                return None
-        except Exception:
-            pass
-        return write(self, event, args, kw)
 
     return direct_meth
 
