@@ -41,3 +41,14 @@ def test_every_case_of_the_probe_has_a_figure_against_0_5_0() -> None:
     assert results["old_ref"] == bench.RELEASE_0_5_0 and results["rounds"] >= 9
     want = set(bench.CASES) | {f"decode {mode}" for mode in bench.DECODE_MODES}
     assert set(results["figures"]) == want
+
+
+def test_the_page_states_the_run_the_results_file_holds() -> None:
+    """The prose above the table names the committed run's rounds, copies, interpreter and
+    machine as docs/benchmarks/versions.json records them (a rerun must update it too)."""
+    results = json.loads((ROOT / "docs" / "benchmarks" / "versions.json").read_text())
+    section = " ".join(PAGE.read_text().split("## Same speed as 0.5.0", 1)[1].split("<!-- held")[0].split())
+    assert f"median over {results['rounds']} rounds" in section
+    assert f"({results['copies']} copies of the conformance capture)" in section
+    assert f"({results['python']}, {results['machine']})" in section
+    assert f"(commit `{results['old_ref']}`)" in section
