@@ -319,7 +319,8 @@ _copy_context: Final = contextvars.copy_context
 
 class _Direct:
     """What a direct method's enabled path reads, in one closure cell: the method's frame copies
-    its cells on every call, the disabled one too, so it holds as many as the skip method's."""
+    its cells on every call, the disabled one too, so the method keeps the four it had when its
+    enabled path was a closure of its own (the skip method copies seven)."""
 
     __slots__ = (
         "first",
@@ -362,8 +363,8 @@ def _direct_method(
     (:func:`~structlog_etw.surface._renderer.plain_writer`: its resolution and its one plain
     write, *write_plain*, bound here once): the disabled path of :func:`method_for`, then, in the
     same frame, the checks below and the renderer's plain write (their state is one
-    :class:`_Direct` in one closure cell, so the method's frame copies as many cells as the
-    skip method's and the disabled path costs what its does).
+    :class:`_Direct` in one closure cell, so the disabled path copies no more cells than the skip
+    method's does).
 
     A call is plain when it has no ``%``-args, the logger's chain is still the plan's (every
     member, by identity), its context is a ``dict``, the renderer's keyword map is empty, its
@@ -387,7 +388,7 @@ def _direct_method(
     d = _Direct(plan, level, name, resolution, write_plain)
 
     def direct_meth(self: Any, event: Any = None, /, *args: Any, **kw: Any) -> Any:
-        try:  # the disabled path: skip_meth's, in a frame as small (the write's state is d's)
+        try:  # the disabled path: skip_meth's (the enabled path's state is d's: one cell)
             if not provider_word.word[0] and self._etw_chain[at] is renderer:
                 return None
         except Exception:
