@@ -43,6 +43,9 @@ from decode import VECTOR, child_env, replicate, run_once  # noqa: E402
 #: The commit of the 0.5.0 release (CHANGELOG "0.5.0"; the benchmarks rerun that closed it).
 RELEASE_0_5_0 = "f39b870"
 DEFAULT_OUT = ROOT / "docs" / "benchmarks" / "versions.json"
+#: Rounds of a run (about 3 minutes on 2 CPUs): enough that the median of a few-percent step is
+#: stable; the committed docs/benchmarks/versions.json is a run of this many.
+ROUNDS = 61
 #: Calls per timed repeat of each case (about 20-60 ms per repeat on a 2020s machine).
 LOOPS = {case: (20000 if case.startswith("disabled") else 10000) for case in CASES}
 #: Cases compared against a differently named case of the old side.
@@ -190,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the comparison, write the JSON (and the docs table)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--old-ref", default=RELEASE_0_5_0)
-    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--copies", type=int, default=40)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--update-docs", type=Path)
