@@ -52,3 +52,17 @@ def test_the_page_states_the_run_the_results_file_holds() -> None:
     assert f"({results['copies']} copies of the conformance capture)" in section
     assert f"({results['python']}, {results['machine']})" in section
     assert f"(commit `{results['old_ref']}`)" in section
+
+
+def test_the_reading_of_the_table_is_the_run_s() -> None:
+    """The sentence under the table gives the smallest and largest median of the rows it calls as
+    fast as 0.5.0's (every row but the checked write), from the committed run, and each of those
+    rows' rounds' range includes equal speed."""
+    results = json.loads((ROOT / "docs" / "benchmarks" / "versions.json").read_text())
+    section = " ".join(PAGE.read_text().split("<!-- end held -->", 1)[1].split("## Method")[0].split())
+    assert "every row but `enabled/fast_path` (below) is as fast as 0.5.0's" in section
+    rows = {case: f for case, f in results["figures"].items() if case != "enabled/fast_path"}
+    low = min(f["ratio"] for f in rows.values())
+    high = max(f["ratio"] for f in rows.values())
+    assert f"medians lie between {low:.2f}x and {high:.2f}x" in section
+    assert all(f["min"] <= 1.0 <= f["max"] for f in rows.values())
