@@ -26,13 +26,12 @@ from ..decode._eventheader_plans import EventPlan, FieldStyle, PlanCache, Plans
 from ..decoded import DecodedEvent, EventMeta
 
 if TYPE_CHECKING:
-    from ...perf.datafile import Sample
-    from ...perf.tracefs_format import FormatField, TracepointFormat
+    from ..sample import PerfField, PerfFormat, PerfSample
 
 
 #: A sample -> its line (UTF-8 bytes, no newline), ``b""`` when the filters drop it, None: take
 #: the ordinary path (as for any exception: a payload its plan cannot read).
-Render = Callable[["Sample"], "bytes | None"]
+Render = Callable[["PerfSample"], "bytes | None"]
 #: Whether an event of (level, keyword, provider, name) is wanted (the filters of ``decode``).
 Accepts = Callable[[int, int, str, str], bool]
 
@@ -45,20 +44,20 @@ _TEXTS_KEPT: Final = 4096
 
 #: The line of a sample of one EventHeader plan: (sample, payload position, activity id,
 #: related id) -> its line (the plan's readers and templates are the function's own).
-PlanLine = Callable[["Sample", int, "bytes | None", "bytes | None"], bytes]
+PlanLine = Callable[["PerfSample", int, "bytes | None", "bytes | None"], bytes]
 
 
-def _dropped_line(sample: Sample, pos: int, activity: bytes | None, related: bytes | None) -> bytes:
+def _dropped_line(sample: PerfSample, pos: int, activity: bytes | None, related: bytes | None) -> bytes:
     """The line of a plan whose events the filters drop."""
     return b""
 
 
-def ordinary(sample: Sample) -> None:
+def ordinary(sample: PerfSample) -> None:
     """The renderer of formats without a plan: every sample takes the ordinary path."""
     return None
 
 
-def dropped(sample: Sample) -> bytes:
+def dropped(sample: PerfSample) -> bytes:
     """The renderer of formats the filters drop."""
     return b""
 
@@ -82,7 +81,7 @@ class Seconds(KeptTexts[int]):
         super().__init__(_second_text, _KEPT)
 
 
-def sample_meta(sample: Sample) -> EventMeta:
+def sample_meta(sample: PerfSample) -> EventMeta:
     """What a perf.data sample says of where and when its event was captured."""
     return EventMeta(sample.time, sample.realtime_ns, sample.cpu, sample.pid, sample.tid, sample.name or None)
 
@@ -119,11 +118,11 @@ class Lines:
         #: them); a format is the file's own object, held anyway: the count bounds what is added.
         self._kept: BoundedCache[int, Render] = BoundedCache.of_one_reader(_KEPT, _KEPT, self._start_over)
         self.renderers: dict[int, Render] = self._kept.entries
-        self.formats: list[TracepointFormat] = []
+        self.formats: list[PerfFormat] = []
         #: second -> its date and time text (every renderer's).
         self.seconds = Seconds()
 
-    def renderer(self, fmt: TracepointFormat) -> Render:
+    def renderer(self, fmt: PerfFormat) -> Render:
         """The renderer of ``fmt``'s samples, decided once per format."""
         found = self.renderers.get(id(fmt))
         if found is not None:
@@ -138,17 +137,17 @@ class Lines:
         self.formats.clear()
         self.plans = Plans(self.style)
 
-    def line_of(self, sample: Sample, event: DecodedEvent) -> str | None:
+    def line_of(self, sample: PerfSample, event: DecodedEvent) -> str | None:
         """The ordinary path: the line of ``sample`` decoded as ``event`` (None: the filters drop it)."""
         if not self.accepts(event.level, event.keyword, event.provider, event.name):
             return None
         return self.event_line(sample, event)
 
-    def event_line(self, sample: Sample, event: DecodedEvent) -> str:
+    def event_line(self, sample: PerfSample, event: DecodedEvent) -> str:
         """The output's DecodedEvent writer: the line of ``sample`` decoded as ``event``."""
         raise NotImplementedError
 
-    def _eventheader(self, fmt: TracepointFormat) -> Render:
+    def _eventheader(self, fmt: PerfFormat) -> Render:
         """The renderer of an EventHeader tracepoint's samples: the line function of each
         sample's plan (:meth:`_plan_line`, compiled once per header and metadata), found by the
         decoder's reading of the sample's extensions."""
@@ -160,7 +159,7 @@ class Lines:
 
         find = PlanCache(self.plans, fmt.name, decide).find
 
-        def render(s: Sample) -> bytes | None:
+        def render(s: PerfSample) -> bytes | None:
             found = find(s.data)
             if found is None:
                 return None
@@ -169,11 +168,11 @@ class Lines:
 
         return render
 
-    def _plan_line(self, fmt: TracepointFormat, plan: EventPlan) -> PlanLine | None:
+    def _plan_line(self, fmt: PerfFormat, plan: EventPlan) -> PlanLine | None:
         """The line function of the samples of ``fmt`` that ``plan`` reads (None: the ordinary path)."""
         raise NotImplementedError
 
-    def _plain(self, fmt: TracepointFormat) -> Render:
+    def _plain(self, fmt: PerfFormat) -> Render:
         """The renderer of a plain tracepoint's samples: one unpack of the fields, their texts
         (strings, bytes; kept by their bytes) and one template for the whole line."""
         if not self.accepts(0, 0, fmt.system, fmt.name):
@@ -183,22 +182,22 @@ class Lines:
             return ordinary
         return self._plain_lines(fmt, layout)
 
-    def _plain_layout(self, fmt: TracepointFormat) -> PlainLayout | None:
+    def _plain_layout(self, fmt: PerfFormat) -> PlainLayout | None:
         """:func:`plain_layout` of ``fmt`` in this output's text (None: the ordinary path)."""
         raise NotImplementedError
 
-    def _plain_lines(self, fmt: TracepointFormat, layout: PlainLayout) -> Render:
+    def _plain_lines(self, fmt: PerfFormat, layout: PlainLayout) -> Render:
         """The renderer of a plain tracepoint whose fields ``layout`` reads."""
         raise NotImplementedError
 
 
 def plain_layout(
-    fmt: TracepointFormat,
+    fmt: PerfFormat,
     *,
     small_unsigned: bool,
     text: Callable[[str], bytes],
     binary: Callable[[bytes], bytes],
-    member: Callable[[FormatField, bytes], bytes],
+    member: Callable[[PerfField, bytes], bytes],
     sep: bytes,
 ) -> PlainLayout | None:
     """The :class:`PlainLayout` of ``fmt``'s own fields: their one unpack

@@ -40,8 +40,7 @@ from ..decoded import DecodedEvent, DecodedField, EventMeta
 from ._lines import NS, Accepts, Lines, PlainLayout, PlanLine, Render, plain_layout, sample_meta, utf8
 
 if TYPE_CHECKING:
-    from ...perf.datafile import Sample
-    from ...perf.tracefs_format import FormatField, TracepointFormat
+    from ..sample import PerfField, PerfFormat, PerfSample
 
 __all__ = [
     "BLUE",
@@ -331,11 +330,11 @@ class ConsoleLines(Lines):
     def __init__(self, accepts: Accepts, colors: bool = False) -> None:
         super().__init__(TextFieldStyle(colors=colors), accepts, colors)
 
-    def event_line(self, sample: Sample, event: DecodedEvent) -> str:
+    def event_line(self, sample: PerfSample, event: DecodedEvent) -> str:
         """:func:`event_pretty`."""
         return event_pretty(event, sample_meta(sample), colors=self.colors)
 
-    def _plan_line(self, fmt: TracepointFormat, plan: EventPlan) -> PlanLine:
+    def _plan_line(self, fmt: PerfFormat, plan: EventPlan) -> PlanLine:
         """The fields by the plan's readers into the line's template (``same``: pid == tid,
         ``other``: pid != tid); without wall-clock time, cpu, pid or tid, or with activity ids,
         :func:`pretty_line`'s start and the fields' template."""
@@ -347,7 +346,7 @@ class ConsoleLines(Lines):
         same_t, other_t = utf8(same) + tail, utf8(other) + tail
         seconds = self.seconds
 
-        def text_line(s: Sample, pos: int, activity: bytes | None, related: bytes | None) -> bytes:
+        def text_line(s: PerfSample, pos: int, activity: bytes | None, related: bytes | None) -> bytes:
             data = s.data
             real, cpu, pid, tid = s.realtime_ns, s.cpu, s.pid, s.tid
             out: list[object]
@@ -378,10 +377,10 @@ class ConsoleLines(Lines):
 
         return text_line
 
-    def _plain_layout(self, fmt: TracepointFormat) -> PlainLayout | None:
+    def _plain_layout(self, fmt: PerfFormat) -> PlainLayout | None:
         colors = self.colors
 
-        def member(f: FormatField, piece: bytes) -> bytes:
+        def member(f: PerfField, piece: bytes) -> bytes:
             name = utf8(_c(colors, CYAN, printable(f.name)))
             return esc(name) + b"=" + (utf8(MAGENTA) + piece + utf8(RESET) if colors else piece)
 
@@ -394,7 +393,7 @@ class ConsoleLines(Lines):
             sep=b" ",
         )
 
-    def _plain_lines(self, fmt: TracepointFormat, layout: PlainLayout) -> Render:
+    def _plain_lines(self, fmt: PerfFormat, layout: PlainLayout) -> Render:
         colors = self.colors
         head = pretty_head(0, fmt.name, fmt.system, 0, 0, False, colors)
         same, other = pretty_line_templates(head, colors, "%s.%09dZ")
@@ -405,7 +404,7 @@ class ConsoleLines(Lines):
         seconds = self.seconds
         values_of = layout.values_of
 
-        def text_line(s: Sample) -> bytes | None:
+        def text_line(s: PerfSample) -> bytes | None:
             values = values_of(s.raw)
             real, cpu, pid, tid = s.realtime_ns, s.cpu, s.pid, s.tid
             if real is not None and cpu is not None and pid is not None and tid is not None:

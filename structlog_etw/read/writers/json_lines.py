@@ -24,8 +24,7 @@ from ._lines import NS, Accepts, Lines, PlainLayout, PlanLine, Render, plain_lay
 from .perf_json import PerfJsonStyle, activity_text, perf_json_fields
 
 if TYPE_CHECKING:
-    from ...perf.datafile import Sample
-    from ...perf.tracefs_format import FormatField, TracepointFormat
+    from ..sample import PerfField, PerfFormat, PerfSample
 
 __all__ = ["JsonLines", "event_json", "json_fields", "json_line", "json_line_bytes", "undecodable_json"]
 
@@ -180,7 +179,7 @@ def _safe_json(line: bytes) -> bytes:
     return json_line_bytes(line).encode()
 
 
-def _unstamped(s: Sample) -> list[object]:
+def _unstamped(s: PerfSample) -> list[object]:
     """The texts of :data:`_UNSTAMPED` of a sample without some of its time, cpu, pid, tid."""
     real = s.realtime_ns
     stamp = b'"' + wallclock_text(real).encode() + b'"' if real is not None else b"null"
@@ -196,7 +195,7 @@ class JsonLines(Lines):
         #: tracepoint name -> its JSON text
         self.names = KeptTexts(_name_text, _NAMES_KEPT)
 
-    def event_line(self, sample: Sample, event: DecodedEvent) -> str:
+    def event_line(self, sample: PerfSample, event: DecodedEvent) -> str:
         """:func:`event_json`."""
         return event_json(event, sample_meta(sample))
 
@@ -228,7 +227,7 @@ class JsonLines(Lines):
             named += b',"activity_id":null,"related_id":null,"attributes":' + end
         return _STAMPED + rest + end, _UNSTAMPED + rest + end, named
 
-    def _plan_line(self, fmt: TracepointFormat, plan: EventPlan) -> PlanLine | None:
+    def _plan_line(self, fmt: PerfFormat, plan: EventPlan) -> PlanLine | None:
         """The fields by the plan's readers into the line's template, the tracepoint's name in it
         for the samples of that name without activity ids (nearly all)."""
         expected = fmt.full_name  # the name of its samples (perf's, unless the file names it otherwise)
@@ -240,7 +239,7 @@ class JsonLines(Lines):
         seconds = self.seconds
         names = self.names
 
-        def json_line(s: Sample, pos: int, activity: bytes | None, related: bytes | None) -> bytes:
+        def json_line(s: PerfSample, pos: int, activity: bytes | None, related: bytes | None) -> bytes:
             real, t, cpu, pid, tid = s.realtime_ns, s.time, s.cpu, s.pid, s.tid
             data = s.data
             out: list[object]
@@ -268,12 +267,12 @@ class JsonLines(Lines):
 
         return json_line
 
-    def _plain_layout(self, fmt: TracepointFormat) -> PlainLayout | None:
+    def _plain_layout(self, fmt: PerfFormat) -> PlainLayout | None:
         names = [f.name for f in fmt.own_fields]
         if len(set(names)) != len(names):  # event_json keeps the last of a name: the ordinary path
             return None
 
-        def member(f: FormatField, piece: bytes) -> bytes:
+        def member(f: PerfField, piece: bytes) -> bytes:
             return esc(utf8(_dumps(f.name))) + b":" + piece
 
         return plain_layout(
@@ -285,7 +284,7 @@ class JsonLines(Lines):
             sep=b",",
         )
 
-    def _plain_lines(self, fmt: TracepointFormat, layout: PlainLayout) -> Render:
+    def _plain_lines(self, fmt: PerfFormat, layout: PlainLayout) -> Render:
         middle = {
             "provider": fmt.system,
             "name": fmt.name,
@@ -309,7 +308,7 @@ class JsonLines(Lines):
         names = self.names
         values_of = layout.values_of
 
-        def json_line(s: Sample) -> bytes | None:
+        def json_line(s: PerfSample) -> bytes | None:
             values = values_of(s.raw)
             real, t, cpu, pid, tid = s.realtime_ns, s.time, s.cpu, s.pid, s.tid
             if real is None or t is None or cpu is None or pid is None or tid is None:

@@ -54,8 +54,7 @@ from ..decoded import DecodedEvent, DecodedField
 from ._lines import NS, Accepts, Lines, PlainLayout, PlanLine, Render, plain_layout, utf8
 
 if TYPE_CHECKING:
-    from ...perf.datafile import Sample
-    from ...perf.tracefs_format import FormatField, TracepointFormat
+    from ..sample import PerfField, PerfFormat, PerfSample
 
 __all__ = [
     "PerfJsonLines",
@@ -472,11 +471,11 @@ class PerfJsonLines(Lines):
     def __init__(self, accepts: Accepts, colors: bool = False) -> None:
         super().__init__(PerfJsonStyle(field_tags=True), accepts)
 
-    def event_line(self, sample: Sample, event: DecodedEvent) -> str:
+    def event_line(self, sample: PerfSample, event: DecodedEvent) -> str:
         """:func:`sample_line`."""
         return sample_line(sample, event)
 
-    def _plan_line(self, fmt: TracepointFormat, plan: EventPlan) -> PlanLine:
+    def _plan_line(self, fmt: PerfFormat, plan: EventPlan) -> PlanLine:
         """The fields by the plan's readers into the line's template; ``other``: the template
         with the sample's meta as one text (some of time, cpu, pid, tid missing, or activity ids)."""
         start = b'{"n":' + esc(_n_text(plan.provider, plan.raw_name))
@@ -488,7 +487,7 @@ class PerfJsonLines(Lines):
         readers = plan.readers
         seconds = self.seconds
 
-        def perf_json_line(s: Sample, pos: int, activity: bytes | None, related: bytes | None) -> bytes:
+        def perf_json_line(s: PerfSample, pos: int, activity: bytes | None, related: bytes | None) -> bytes:
             data = s.data
             out: list[object] = []
             for read in readers:
@@ -503,9 +502,9 @@ class PerfJsonLines(Lines):
 
         return perf_json_line
 
-    def _plain_layout(self, fmt: TracepointFormat) -> PlainLayout | None:
+    def _plain_layout(self, fmt: PerfFormat) -> PlainLayout | None:
         # perf-decode prints 1- and 2-byte signed fields unsigned (tracefs_perf_json_head)
-        def member(f: FormatField, piece: bytes) -> bytes:
+        def member(f: PerfField, piece: bytes) -> bytes:
             if piece == b"%d" and f.format == FMT_HEX:
                 piece = b'"0x%X"'
             return esc(utf8(json_string(f.name))) + b":" + piece
@@ -519,7 +518,7 @@ class PerfJsonLines(Lines):
             sep=b",",
         )
 
-    def _plain_lines(self, fmt: TracepointFormat, layout: PlainLayout) -> Render:
+    def _plain_lines(self, fmt: PerfFormat, layout: PlainLayout) -> Render:
         body = esc(b'{"n":' + utf8(json_string(f"{fmt.system}:{fmt.name}")))
         body += b"," + layout.template if fmt.own_fields else b""
         whole = body + b',"meta":{"time":"%s.%09dZ","cpu":%d,"pid":%d,"tid":%d}}'
@@ -527,7 +526,7 @@ class PerfJsonLines(Lines):
         seconds = self.seconds
         values_of = layout.values_of
 
-        def perf_json_line(s: Sample) -> bytes | None:
+        def perf_json_line(s: PerfSample) -> bytes | None:
             values = values_of(s.raw)
             real, cpu, pid, tid = s.realtime_ns, s.cpu, s.pid, s.tid
             if real is not None and cpu is not None and pid is not None and tid is not None:
@@ -540,7 +539,9 @@ class PerfJsonLines(Lines):
         return perf_json_line
 
 
-def _perf_meta(sample: Sample, header_meta: bytes, activity: bytes | None, related: bytes | None) -> bytes:
+def _perf_meta(
+    sample: PerfSample, header_meta: bytes, activity: bytes | None, related: bytes | None
+) -> bytes:
     """perf-decode's ``meta`` members of a sample (the general case: some of time, cpu, pid
     missing, or activity ids)."""
     meta = []
@@ -564,7 +565,7 @@ def _perf_meta(sample: Sample, header_meta: bytes, activity: bytes | None, relat
     return b",".join(meta)
 
 
-def sample_time_text(sample: Sample) -> str | None:
+def sample_time_text(sample: PerfSample) -> str | None:
     """perf-decode's ``meta.time`` as JSON text: ``"2024-...T..:..:...nnnnnnnnnZ"`` or ``sec.nsec``."""
     if sample.time is None:
         return None
@@ -574,7 +575,7 @@ def sample_time_text(sample: Sample) -> str | None:
     return f"{sec}.{nsec:09d}"
 
 
-def _sample_meta(sample: Sample) -> dict[str, str]:
+def _sample_meta(sample: PerfSample) -> dict[str, str]:
     meta: dict[str, str] = {}
     t = sample_time_text(sample)
     if t is not None:
@@ -587,7 +588,7 @@ def _sample_meta(sample: Sample) -> dict[str, str]:
     return meta
 
 
-def sample_line(sample: Sample, event: DecodedEvent, *, field_tags: bool = True) -> str:
+def sample_line(sample: PerfSample, event: DecodedEvent, *, field_tags: bool = True) -> str:
     """perf-decode's object of a perf.data sample decoded as ``event`` (an EventHeader event
     or a plain tracepoint's, ``format`` ``"tracefs"``): ``{"n":...,fields...,"meta":{...}}``
     with the sample's time, cpu, pid and tid first in ``meta``."""
