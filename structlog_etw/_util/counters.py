@@ -38,7 +38,7 @@ from __future__ import annotations
 import functools
 import itertools
 import os
-import sysconfig
+import sys
 import threading
 import weakref
 from collections.abc import Callable
@@ -46,9 +46,22 @@ from typing import Final
 
 __all__ = ["FREE_THREADED", "Count", "Guard", "Tally", "TryLock", "count_value"]
 
+
+def _free_threaded_build() -> bool:
+    """Whether this interpreter was built free-threaded (``Py_GIL_DISABLED``): the ABI flag ``t``
+    where the interpreter has ``sys.abiflags`` (POSIX; Windows from 3.14), else ``sysconfig``'s
+    build variable (imported only then: it costs a start-up about a millisecond)."""
+    abiflags = getattr(sys, "abiflags", None)
+    if isinstance(abiflags, str):
+        return "t" in abiflags
+    import sysconfig  # noqa: PLC0415
+
+    return bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+
+
 #: Whether this interpreter is a free-threaded build (``Py_GIL_DISABLED``): the GIL may be off, so
 #: a count shared by threads is a compare-and-swap every thread fights over.
-FREE_THREADED: Final = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+FREE_THREADED: Final = _free_threaded_build()
 
 _PREFIX: Final = len("count(")
 

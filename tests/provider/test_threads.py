@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
 import sys
 import threading
 import uuid
@@ -88,6 +89,22 @@ def test_a_count_loses_nothing_under_threads(per_thread: bool) -> None:
 def test_the_count_is_per_thread_where_the_gil_is_off() -> None:
     """A count made with no choice is per-thread on a free-threaded build, shared with the GIL."""
     assert (Count()._tables is not None) is FREE_THREADED
+
+
+def test_the_build_check_is_the_build_variable() -> None:
+    """:data:`FREE_THREADED` (read from the ABI flags without importing ``sysconfig``) is the
+    build's ``Py_GIL_DISABLED``; where the ABI flags say it, importing the counters loads no
+    ``sysconfig``."""
+    import sysconfig  # noqa: PLC0415
+
+    assert FREE_THREADED is bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+    code = (
+        "import sys; before = 'sysconfig' in sys.modules; import structlog_etw._util.counters; "
+        "print(not before and 'sysconfig' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    if isinstance(getattr(sys, "abiflags", None), str):
+        assert out.strip() == "False"  # the import loaded no sysconfig of its own
 
 
 def test_a_tally_counts_each_thread_in_a_table_of_its_own() -> None:
