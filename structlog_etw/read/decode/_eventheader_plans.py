@@ -4,7 +4,7 @@
 builds a :class:`~structlog_etw.read.decoded.DecodedEvent`; a capture repeats the same few metadata
 blocks thousands of times.  :class:`Plans` parses each distinct (tracepoint, header, metadata)
 once - with the decoder's own :func:`~structlog_etw.read.decode.eventheader.read_extensions`,
-:func:`~structlog_etw.read.decode.eventheader.kind_finder`,
+:func:`~structlog_etw.read.decode.eventheader.kind_dispatcher`,
 :func:`~structlog_etw.read.decode.eventheader.parse_metadata` and
 :func:`~structlog_etw.read.decode.eventheader.header_numbers` - into an :class:`EventPlan`:
 provider, name, attributes, the header's numbers, and the fields as one ``%``-template with a
@@ -47,8 +47,9 @@ from ..decoded import DecodeError
 from ._eventheader_values import BOMS, Kind, bytes_decide_kind, value_kind
 from .eventheader import (
     FieldMetadata,
+    KindCall,
     header_numbers,
-    kind_finder,
+    kind_dispatcher,
     parse_metadata,
     split_event_name,
 )
@@ -520,22 +521,25 @@ class Plans:
 
 
 class PlanCache(Generic[_T]):
-    """What a caller keeps per plan (``decide(plan)``; None: such events take the ordinary path)
-    for the events of one EventHeader tracepoint, found by the bytes of an event's header and
-    metadata - the plan's key - and compiled once per distinct key (bounded with its
-    :class:`Plans`' other caches by the bytes of their keys)."""
+    """What a caller keeps per plan (``decide(plan)``: a function of the plan's samples; None:
+    such events take the ordinary path) for the events of one EventHeader tracepoint, found by
+    the bytes of an event's header and metadata - the plan's key - and compiled once per distinct
+    key (bounded with its :class:`Plans`' other caches by the bytes of their keys)."""
 
-    def __init__(self, plans: Plans, tracepoint_name: str, decide: Callable[[EventPlan], _T | None]) -> None:
+    def __init__(
+        self, plans: Plans, tracepoint_name: str, decide: Callable[[EventPlan], KindCall[_T] | None]
+    ) -> None:
         self._plans = plans
         self._name = tracepoint_name
         self._decide = decide
-        self._books: BoundedCache[object, _T | None] = plans.budget.sharing(_CACHE_BYTES)
+        self._books: BoundedCache[object, KindCall[_T] | None] = plans.budget.sharing(_CACHE_BYTES)
         self._kept = self._books.entries
-        #: ``find(event bytes)``: ``(what is kept for its plan, payload position, activity id,
-        #: related id)``, or None when it is not well-formed or its plan decided None.
-        self.find = kind_finder(self._kept, self._add)
+        #: ``dispatch(sample)``: what is kept for the plan of the sample's event, called as
+        #: ``kept(sample, payload position, activity id, related id)``; None when the event is not
+        #: well-formed or its plan decided None.
+        self.dispatch = kind_dispatcher(self._kept, self._add)
 
-    def _add(self, key: object, head: bytes, metadata: bytes, order: str) -> _T | None:
+    def _add(self, key: object, head: bytes, metadata: bytes, order: str) -> KindCall[_T] | None:
         plan = self._plans.compile(self._name, head, metadata, order)
         kept = None if plan is None else self._decide(plan)
         self._books.store(key, kept, len(metadata) + 200)

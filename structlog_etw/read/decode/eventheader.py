@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Final, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from ...formats.eventheader import (
     ENC_BINARY_LENGTH16_CHAR8,
@@ -43,13 +43,16 @@ from ...formats.eventheader import (
 from ..decoded import MAX_DECODE_NESTING, DecodedEvent, DecodedField, DecodeError, plain_fields
 from ._eventheader_values import BYTE_ORDER, python_value
 
+if TYPE_CHECKING:
+    from ..sample import PerfSample
+
 __all__ = [
     "KNOWN_FLAGS",
     "EventHeaderDecodeError",
     "FieldMetadata",
     "decode_event",
     "header_numbers",
-    "kind_finder",
+    "kind_dispatcher",
     "parse_metadata",
     "parse_tracepoint_name",
     "read_extensions",
@@ -321,24 +324,29 @@ _EXT_LE: Final = _EXT_HEADER["<"]
 _METADATA_KIND: Final = int(EXT_METADATA)
 
 
-_T = TypeVar("_T")
-#: ``(what is kept for the event's kind, payload position, activity id, related id)`` or None.
-Found = tuple[_T, int, "bytes | None", "bytes | None"] | None
+_R = TypeVar("_R")
+#: What a caller keeps per kind of event for :func:`kind_dispatcher`: called as
+#: ``kept(sample, payload position, activity id, related id)``.
+KindCall = Callable[["PerfSample", int, "bytes | None", "bytes | None"], _R]
 
 
-def kind_finder(
-    kept: dict[object, _T | None], add: Callable[[object, bytes, bytes, str], _T | None]
-) -> Callable[[bytes], Found[_T]]:
-    """A finder of what a caller keeps per kind of event (a compiled plan): ``find(data)`` reads
-    the event's extensions (:func:`read_extensions`, and beside it its fast case: a
-    little-endian event whose one extension is its metadata, nearly every event, read in
-    place) and returns ``(kept[key], payload position, activity id, related id)``, None for an
-    event that is not well-formed or whose kind was kept as None.  The key tells the event's
-    header and metadata apart from every other's (the event's bytes up to its payload, or
-    ``(header, metadata)``); a new one is kept as ``add(key, header, metadata, byte order)``
-    gives it (``add`` stores it in ``kept``, bounded)."""
+def kind_dispatcher(
+    kept: Mapping[object, KindCall[_R] | None],
+    add: Callable[[object, bytes, bytes, str], KindCall[_R] | None],
+) -> Callable[[PerfSample], _R | None]:
+    """A dispatcher of events to what a caller keeps per kind of event (a compiled plan's line
+    function): ``dispatch(sample)`` reads the extensions of the tracepoint sample's EventHeader
+    event (``sample.data``)
+    (:func:`read_extensions`, and beside it its fast case: a little-endian event whose one
+    extension is its metadata, nearly every event, read in place) and returns
+    ``kept[key](sample, payload position, activity id, related id)``; None for an event that
+    is not well-formed or whose kind was kept as None.  The key tells the event's header and
+    metadata apart from every other's (the event's bytes up to its payload, or ``(header,
+    metadata)``); a new one is kept as ``add(key, header, metadata, byte order)`` gives it
+    (``add`` stores it in ``kept``, bounded).  One frame per event: the reading and the call."""
 
-    def find(data: bytes) -> Found[_T]:
+    def dispatch(sample: PerfSample) -> _R | None:
+        data = sample.data
         if len(data) >= 12 and data[0] | 1 == 7:  # little-endian, extensions (pointer size either)
             size, kind = _EXT_LE(data, 8)
             if kind == _METADATA_KIND:  # the metadata extension alone: no chain, no activity ids
@@ -349,7 +357,7 @@ def kind_finder(
                 found = kept.get(key, kept)
                 if found is kept:
                     found = add(key, data[:8], data[12:pos], "<")
-                return None if found is None else (found, pos, None, None)  # type: ignore[return-value]
+                return None if found is None else found(sample, pos, None, None)  # type: ignore[operator]
         try:
             order, metadata, pos, activity, related = read_extensions(data)
         except DecodeError:
@@ -358,9 +366,9 @@ def kind_finder(
         found = kept.get(key, kept)
         if found is kept:
             found = add(key, data[:8], metadata, order)
-        return None if found is None else (found, pos, activity, related)  # type: ignore[return-value]
+        return None if found is None else found(sample, pos, activity, related)  # type: ignore[operator]
 
-    return find
+    return dispatch
 
 
 #: The header's numbers after its flags: (version, id, tag, opcode, level) in each byte order.

@@ -157,16 +157,7 @@ class Lines:
                 return _dropped_line
             return self._plan_line(fmt, plan)
 
-        find = PlanCache(self.plans, fmt.name, decide).find
-
-        def render(s: PerfSample) -> bytes | None:
-            found = find(s.data)
-            if found is None:
-                return None
-            line, pos, activity, related = found
-            return line(s, pos, activity, related)
-
-        return render
+        return PlanCache(self.plans, fmt.name, decide).dispatch
 
     def _plan_line(self, fmt: PerfFormat, plan: EventPlan) -> PlanLine | None:
         """The line function of the samples of ``fmt`` that ``plan`` reads (None: the ordinary path)."""
