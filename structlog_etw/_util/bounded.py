@@ -27,8 +27,8 @@ Stdlib only (layer 1).
 
 from __future__ import annotations
 
+import _thread
 import os
-import threading
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
@@ -54,7 +54,8 @@ class _Books:
     """The reckoning of one budget: its bound, what is spent, its lock, the tables it bounds and
     what else a start-over forgets (``on_clear``).
 
-    The lock is a :class:`threading.Lock` only ever *tried* (as
+    The lock is a :class:`threading.Lock` (made by :func:`_thread.allocate_lock`, the same lock
+    type: a reader that loads this module need not import :mod:`threading`) only ever *tried* (as
     :class:`~structlog_etw._util.counters.TryLock`; made here for a few dozen nanoseconds, as the
     read side makes caches per plan): found taken in a fork child and made in the parent's
     generation, it is renewed (the thread that held it is not in the child), so a fork never
@@ -63,19 +64,19 @@ class _Books:
     __slots__ = ("born", "cost", "lock", "max_cost", "on_clear", "tables")
 
     def __init__(self, max_cost: int, on_clear: Callable[[], object] | None) -> None:
-        self.lock = threading.Lock()
+        self.lock = _thread.allocate_lock()
         self.born = _GENERATION[0]
         self.max_cost = max_cost
         self.cost = 0
         self.tables: list[dict[Any, Any]] = []
         self.on_clear = on_clear
 
-    def renewed(self) -> threading.Lock | None:
+    def renewed(self) -> _thread.LockType | None:
         """The lock was found taken: a fresh one, taken, when it was made before this process
         was forked (its holder is not here); ``None`` when it is really taken now."""
         if self.born == _GENERATION[0]:
             return None
-        lock = threading.Lock()
+        lock = _thread.allocate_lock()
         lock.acquire()
         self.lock, self.born = lock, _GENERATION[0]
         return lock
