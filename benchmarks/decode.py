@@ -165,10 +165,11 @@ def compile_package() -> None:
         print(f"decode benchmark: compileall {where} failed: timing without bytecode", file=sys.stderr)
 
 
-def run_once(cmd: list[str]) -> tuple[float, int | None]:
-    """CPU seconds (user + system) of ``cmd`` (its stdout to /dev/null) and its peak RSS in KiB."""
+def run_once(cmd: list[str], cwd: str | None = None) -> tuple[float, int | None]:
+    """CPU seconds (user + system) of ``cmd`` (its stdout to /dev/null) and its peak RSS in KiB,
+    run in ``cwd`` (default: this process's)."""
     with open(os.devnull, "wb") as devnull:
-        proc = subprocess.Popen(cmd, stdout=devnull, stderr=subprocess.PIPE, env=child_env())
+        proc = subprocess.Popen(cmd, stdout=devnull, stderr=subprocess.PIPE, env=child_env(), cwd=cwd)
         peak = None
         while True:
             seen = _peak_kib(proc.pid)

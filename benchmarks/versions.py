@@ -48,6 +48,22 @@ DEFAULT_OUT = ROOT / "docs" / "benchmarks" / "versions.json"
 ROUNDS = 61
 #: Calls per timed repeat of each case (about 20-60 ms per repeat on a 2020s machine).
 LOOPS = {case: (20000 if case.startswith("disabled") else 10000) for case in CASES}
+#: The start-up cases: a fresh interpreter each, what a process pays before it logs.  The first
+#: event is the README's example (the provider runs disabled where the machine has no
+#: user_events: the same on both sides).
+FIRST_EVENT = (
+    "import structlog\n"
+    "from structlog_etw import EtwRenderer\n"
+    "structlog.configure(processors=[EtwRenderer('MyCompany_MyService')])\n"
+    "structlog.get_logger().bind(etw_keyword=0x4).info('user_login', user='ann', attempts=3)\n"
+)
+STARTUP = {
+    "start-up/import": ["-c", "import structlog_etw"],
+    "start-up/first_event": ["-c", FIRST_EVENT],
+}
+#: Processes of each start-up case per side and round, their CPU times summed (one is a few tens
+#: of milliseconds).
+STARTUP_RUNS = 3
 #: Cases compared against a differently named case of the old side.
 OLD_CASE = {"enabled/fast_path_unchecked": "enabled/fast_path"}
 DECODE_MODES = ("--json", "--perf-json")
@@ -94,9 +110,18 @@ def probe(python: Path, tree: Path) -> dict[str, Any]:
 
 
 def decode_cpu(python: Path, data: Path, mode: str) -> float:
-    """CPU seconds of one ``structlog-etw decode MODE data`` by ``python``."""
-    seconds, _peak = run_once([str(python), "-m", "structlog_etw", "decode", mode, str(data)])
+    """CPU seconds of one ``structlog-etw decode MODE data`` by ``python`` (run beside ``data``)."""
+    seconds, _peak = run_once(
+        [str(python), "-m", "structlog_etw", "decode", mode, str(data)], cwd=str(data.parent)
+    )
     return seconds
+
+
+def installed_from(python: Path, cwd: Path) -> str:
+    """Where ``python`` run in ``cwd`` imports ``structlog_etw`` from (``-m`` and ``-c`` put the
+    working directory first on ``sys.path``: run in a checkout, they would import the checkout)."""
+    code = "import structlog_etw; print(structlog_etw.__file__)"
+    return _run([str(python), "-c", code], cwd=str(cwd), env=child_env()).stdout.strip()
 
 
 def summarise(ratios: list[float]) -> dict[str, float]:
@@ -114,6 +139,10 @@ def compare(rounds: int, copies: int, old_ref: str) -> dict[str, Any]:
             sides[side] = (make_side(tree, tmp / f"{side}-venv"), tree)
         data = tmp / "perf.data"
         data.write_bytes(replicate(VECTOR.read_bytes(), copies))
+        for side, (python, _tree) in sides.items():  # each side runs its own installed code
+            where = installed_from(python, tmp)
+            if not where.startswith(str(python.parent.parent)):
+                raise SystemExit(f"the {side} side imports structlog_etw from {where}, not its venv")
         ns: dict[str, dict[str, list[float]]] = {"old": {}, "new": {}}
         cpu: dict[str, dict[str, list[float]]] = {"old": {}, "new": {}}
         unavailable: dict[str, list[str]] = {}
@@ -128,6 +157,11 @@ def compare(rounds: int, copies: int, old_ref: str) -> dict[str, Any]:
             for mode in DECODE_MODES:
                 for side in order:
                     cpu[side].setdefault(mode, []).append(decode_cpu(sides[side][0], data, mode))
+            for case, args in STARTUP.items():
+                for side in order:
+                    python = sides[side][0]
+                    spent = sum(run_once([str(python), *args], cwd=tmp_name)[0] for _ in range(STARTUP_RUNS))
+                    cpu[side].setdefault(case, []).append(spent / STARTUP_RUNS)
         figures: dict[str, Any] = {}
         for case in CASES:
             old_case = OLD_CASE.get(case, case)
@@ -145,6 +179,13 @@ def compare(rounds: int, copies: int, old_ref: str) -> dict[str, Any]:
             figures[f"decode {mode}"] = {
                 "old_s": statistics.median(cpu["old"][mode]),
                 "new_s": statistics.median(cpu["new"][mode]),
+                **summarise([new / old for new, old in pairs]),
+            }
+        for case in STARTUP:
+            pairs = list(zip(cpu["new"][case], cpu["old"][case], strict=True))
+            figures[case] = {
+                "old_s": statistics.median(cpu["old"][case]),
+                "new_s": statistics.median(cpu["new"][case]),
                 **summarise([new / old for new, old in pairs]),
             }
     return {
@@ -173,6 +214,8 @@ def table(results: dict[str, Any]) -> str:
     for case, fig in results["figures"].items():
         if case.startswith("decode"):
             old, new = f"{fig['old_s']:.2f} s CPU", f"{fig['new_s']:.2f} s CPU"
+        elif case in STARTUP:
+            old, new = f"{fig['old_s'] * 1e3:.1f} ms CPU", f"{fig['new_s'] * 1e3:.1f} ms CPU"
         else:
             old, new = f"{fig['old_ns']:,.0f} ns", f"{fig['new_ns']:,.0f} ns"
         rows.append(f"| `{case}` | {old} | {new} | {fig['ratio']:.2f}x | {fig['min']:.2f}-{fig['max']:.2f} |")
