@@ -8,8 +8,11 @@ of this interpreter pinned in both), made from ``git archive`` of ``--old-ref`` 
 0.5.0 release commit) and of the working tree.  A round runs, in turn and in alternating order
 (old, new; then new, old), one process per side that times the logging cases of
 ``_version_probe.py`` with *that version's own* ``benchmarks/_ours.py`` builders, and one
-``structlog-etw decode --json`` and ``--perf-json`` of the same replicated perf.data per side
-(CPU seconds from the child's rusage).  The figure of each case is the median over rounds of
+``structlog-etw decode --json`` and ``--perf-json`` of the same replicated perf.data per side,
+then :data:`STARTUP_RUNS` fresh interpreters per side and start-up case (CPU seconds from the
+children's rusage).  The decode and start-up children run in the temporary directory, never in
+the checkout (``-m`` and ``-c`` put the working directory first on ``sys.path``), and each side
+is checked to import its own venv's package.  The figure of each case is the median over rounds of
 that round's ratio new / old (a round's two sides ran a moment apart, so the machine's drift
 cancels), with the smallest and largest ratio of the rounds as its spread.
 
