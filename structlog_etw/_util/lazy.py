@@ -46,3 +46,33 @@ def lazy_exports(
     __getattr__.__doc__ = f"Load a public name of {package} from its module on first use."
     __dir__.__doc__ = f"The public names of {package} (``dir()``), loaded or not."
     return __getattr__, __dir__
+
+
+class LazyModule:
+    """A stand-in for a standard-library module a reader needs only on some paths, bound to a
+    module global: the first attribute read imports the module (``importlib.import_module``,
+    under the import system's lock) and rebinds the global to it, so every later use is the
+    module itself::
+
+        if TYPE_CHECKING:
+            import uuid
+        else:
+            uuid = LazyModule("uuid", globals())
+
+    ``typing.get_type_hints`` of a class annotated with ``uuid.UUID`` resolves through it too.
+    """
+
+    __slots__ = ("_as", "_name", "_namespace")
+
+    def __init__(self, name: str, namespace: MutableMapping[str, Any], as_name: str | None = None) -> None:
+        self._name = name
+        self._namespace = namespace
+        self._as = as_name or name
+
+    def __getattr__(self, attr: str) -> Any:
+        module = importlib.import_module(self._name)
+        self._namespace[self._as] = module
+        return getattr(module, attr)
+
+    def __repr__(self) -> str:
+        return f"<module {self._name!r}, imported on first use>"

@@ -15,7 +15,15 @@ from typing import Final, Generic, TypeVar
 
 from .._util.bounded import BoundedCache
 
-__all__ = ["KeptTexts", "errno_text", "float_text", "template_literal", "time_text", "wallclock_text"]
+__all__ = [
+    "KeptTexts",
+    "errno_text",
+    "float_text",
+    "template_literal",
+    "time_text",
+    "uuid_text",
+    "wallclock_text",
+]
 
 _ERRNO_NAMES: Final = (
     "EPERM",
@@ -178,6 +186,16 @@ def _days_to_civil(days: int) -> tuple[int, int, int]:
 
 
 @functools.lru_cache(maxsize=256)  # a capture's events share their seconds: the date once per second
+def uuid_text(raw: bytes) -> str:
+    """The text of the 16 bytes ``raw`` as a UUID in big-endian field order, as
+    ``str(uuid.UUID(bytes=raw))`` writes it (``8-4-4-4-12`` lower-case hex digits), without
+    importing :mod:`uuid`."""
+    h = bytes(raw).hex()
+    if len(h) != 32:
+        raise ValueError(f"a UUID is 16 bytes, not {len(h) // 2}")
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def time_text(seconds: int) -> str:
     """perf-decode's time text: ``YYYY-MM-DDTHH:MM:SS`` (UTC) or ``TIME(n)`` when out of range."""
     days, sod = divmod(seconds, 86400)

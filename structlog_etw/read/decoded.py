@@ -14,12 +14,17 @@ and follows structs nested at most :data:`MAX_DECODE_NESTING` deep.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
+from .._util.lazy import LazyModule
 from ..formats._errors import DecodeError
+
+if TYPE_CHECKING:
+    import uuid
+else:  # imported on first use: a reader's start loads none of them
+    uuid = LazyModule("uuid", globals())
 
 __all__ = ["MAX_DECODE_NESTING", "DecodeError", "DecodedEvent", "DecodedField", "EventMeta", "plain_fields"]
 

@@ -4,12 +4,16 @@ and the four packages that use it."""
 from __future__ import annotations
 
 import importlib
+import subprocess
 import sys
+import typing
+import uuid
 from typing import Any
 
 import pytest
 
 from structlog_etw._util.lazy import lazy_exports
+from structlog_etw.read.decoded import DecodedEvent
 
 #: The packages whose public names load on first use, and the table each builds them from.
 PACKAGES = {
@@ -55,3 +59,27 @@ def test_each_package_exports_exactly_its_table(package: str) -> None:
         assert getattr(module, name) is not None
     with pytest.raises(AttributeError):
         _ = module.no_such_name
+
+
+def test_a_lazy_module_imports_on_first_attribute_and_rebinds_its_global() -> None:
+    """:class:`LazyModule` imports nothing when made; the first attribute read imports the module
+    and puts the module itself in the namespace under its name (or ``as_name``)."""
+    code = (
+        "import sys\n"
+        "from structlog_etw._util.lazy import LazyModule\n"
+        "ns = {}\n"
+        "ns['_ip'] = LazyModule('ipaddress', ns, '_ip')\n"
+        "before = 'ipaddress' in sys.modules\n"
+        "cls = ns['_ip'].IPv4Address\n"
+        "import ipaddress\n"
+        "print(before, cls is ipaddress.IPv4Address, ns['_ip'] is ipaddress)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "True", "True"]
+
+
+def test_the_decoded_event_s_annotations_resolve_through_a_lazy_uuid() -> None:
+    """``typing.get_type_hints`` of :class:`~structlog_etw.read.decoded.DecodedEvent` resolves its
+    ``uuid.UUID`` annotations although the module imports :mod:`uuid` only on first use."""
+    hints = typing.get_type_hints(DecodedEvent)
+    assert hints["activity_id"] == uuid.UUID | None

@@ -12,15 +12,13 @@ kind into perf-decode's text.  Neither reads event framing: the decoder hands ov
 
 from __future__ import annotations
 
-import datetime as _dt
 import enum
 import functools
-import ipaddress
 import struct
-import uuid
 from collections.abc import Callable
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
+from ..._util.lazy import LazyModule
 from ...formats.eventheader import (
     ENC_BINARY_LENGTH16_CHAR8,
     ENC_STRING_LENGTH16_CHAR8,
@@ -52,6 +50,15 @@ from ...formats.eventheader import (
     ZSTRING_UNIT,
 )
 from ..decoded import DecodeError
+
+if TYPE_CHECKING:
+    import datetime as _dt
+    import ipaddress
+    import uuid
+else:  # imported on first use (a decoded value of these kinds): a reader's start loads none of them
+    _dt = LazyModule("datetime", globals(), "_dt")
+    ipaddress = LazyModule("ipaddress", globals())
+    uuid = LazyModule("uuid", globals())
 
 __all__ = [
     "BOMS",
@@ -199,7 +206,11 @@ def value_kind(encoding: int, fmt: int, raw: bytes, order: str) -> tuple[Kind, b
 
 # --- Python values ------------------------------------------------------------------------------
 
-_EPOCH: Final = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+
+@functools.cache
+def _epoch() -> _dt.datetime:
+    """1970-01-01 UTC (made on first use: :mod:`datetime` is imported only then)."""
+    return _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 
 
 def int_of(raw: bytes, order: str, signed: bool) -> int:
@@ -216,7 +227,7 @@ def bool_value(v: int) -> bool | int:
 
 def _time_value(seconds: int) -> _dt.datetime | int:
     try:
-        return _EPOCH + _dt.timedelta(seconds=seconds)
+        return _epoch() + _dt.timedelta(seconds=seconds)
     except OverflowError:
         return seconds
 

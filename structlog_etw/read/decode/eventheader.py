@@ -15,11 +15,11 @@ JSON lines and console text.
 from __future__ import annotations
 
 import struct
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, TypeVar
 
+from ..._util.lazy import LazyModule
 from ...formats.eventheader import (
     ENC_BINARY_LENGTH16_CHAR8,
     ENC_STRUCT,
@@ -44,7 +44,11 @@ from ..decoded import MAX_DECODE_NESTING, DecodedEvent, DecodedField, DecodeErro
 from ._eventheader_values import BYTE_ORDER, python_value
 
 if TYPE_CHECKING:
+    import uuid
+
     from ..sample import PerfSample
+else:  # imported on first use (the ordinary path's activity ids): a reader's start loads no uuid
+    uuid = LazyModule("uuid", globals())
 
 __all__ = [
     "KNOWN_FLAGS",

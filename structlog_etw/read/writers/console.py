@@ -10,13 +10,11 @@ Beside it, :class:`ConsoleLines` writes the same lines for perf.data samples fro
 
 from __future__ import annotations
 
-import datetime as _dt
-import ipaddress
 import re
-import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
+from ..._util.lazy import LazyModule
 from ...formats._levels import LEVEL_NAMES
 from ...formats.eventheader import (
     ENC_BINARY_LENGTH16_CHAR8,
@@ -40,7 +38,15 @@ from ..decoded import DecodedEvent, DecodedField, EventMeta
 from ._lines import NS, Accepts, Lines, PlainLayout, PlanLine, Render, plain_layout, sample_meta, utf8
 
 if TYPE_CHECKING:
+    import datetime as _dt
+    import ipaddress
+    import uuid
+
     from ..sample import PerfField, PerfFormat, PerfSample
+else:  # imported on first use (decoded values of these kinds): a reader's start loads none of them
+    _dt = LazyModule("datetime", globals(), "_dt")
+    ipaddress = LazyModule("ipaddress", globals())
+    uuid = LazyModule("uuid", globals())
 
 __all__ = [
     "BLUE",

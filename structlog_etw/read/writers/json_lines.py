@@ -10,12 +10,12 @@ Beside it, :class:`JsonLines` writes the same lines for perf.data samples from c
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import math
 import re
 from typing import TYPE_CHECKING, Any, Final
 
+from ..._util.lazy import LazyModule
 from .._text import KeptTexts, wallclock_text
 from .._text import template_literal as esc
 from ..decode._eventheader_plans import EventPlan
@@ -24,7 +24,11 @@ from ._lines import NS, Accepts, Lines, PlainLayout, PlanLine, Render, plain_lay
 from .perf_json import PerfJsonStyle, activity_text, perf_json_fields
 
 if TYPE_CHECKING:
+    import datetime as _dt
+
     from ..sample import PerfField, PerfFormat, PerfSample
+else:  # imported on first use (a decoded time value): a reader's start loads no datetime
+    _dt = LazyModule("datetime", globals(), "_dt")
 
 __all__ = ["JsonLines", "event_json", "json_fields", "json_line", "json_line_bytes", "undecodable_json"]
 

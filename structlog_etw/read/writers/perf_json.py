@@ -32,12 +32,11 @@ import json
 import math
 import re
 import struct
-import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Final, Literal
 
 from ...formats._tracefs import ARRAY_NONE, FMT_HEX, FMT_NONE, FMT_SIGNED, FMT_STRING
-from .._text import errno_text, float_text, time_text, wallclock_text
+from .._text import errno_text, float_text, time_text, uuid_text, wallclock_text
 from .._text import template_literal as esc
 from ..decode._eventheader_plans import EventPlan, FieldStyle, integer_code
 from ..decode._eventheader_values import (
@@ -268,7 +267,7 @@ _JSON: Final[dict[Kind, Callable[[bytes, str], bytes]]] = {
     Kind.PORT: lambda raw, order: _num(int.from_bytes(raw, "big")),
     Kind.IPV4: lambda raw, order: _q(".".join(str(b) for b in raw).encode()),
     Kind.IPV6: lambda raw, order: _q(_ipv6_text(raw).encode()),
-    Kind.UUID: lambda raw, order: _q(str(uuid.UUID(bytes=bytes(raw))).encode()),
+    Kind.UUID: lambda raw, order: _q(uuid_text(raw).encode()),
     Kind.BYTES: lambda raw, order: _hex_bytes(raw),
     Kind.NULL: lambda raw, order: b"null",
     Kind.LATIN1: lambda raw, order: _q(_json_utf8(raw.decode("latin-1").encode())),
@@ -633,4 +632,4 @@ def _tracefs_value_text(f: DecodedField, order: Literal["little", "big"]) -> str
 
 def activity_text(raw: bytes) -> bytes:
     """An activity id's text as perf-decode writes it (quoted)."""
-    return b'"' + str(uuid.UUID(bytes=raw)).encode() + b'"'
+    return b'"' + uuid_text(raw).encode() + b'"'
