@@ -10,10 +10,30 @@
 
 from __future__ import annotations
 
-from ..formats.tracelogging import TraceLoggingEvent
-from .base import Backend, BackendUnavailable, EventHeaderBackend, Format, Slot, TraceLoggingBackend
-from .capture import CaptureBackend, CaptureRecord
-from .null import NullBackend
+from typing import TYPE_CHECKING
+
+from .._util.lazy import lazy_exports as _lazy_exports
+
+if TYPE_CHECKING:
+    from ..formats.tracelogging import TraceLoggingEvent
+    from .base import Backend, BackendUnavailable, EventHeaderBackend, Format, Slot, TraceLoggingBackend
+    from .capture import CaptureBackend, CaptureRecord
+    from .null import NullBackend
+
+#: Public name -> the module that defines it (loaded on first use: a provider that writes to
+#: user_events or ETW never loads the capture backend).
+_EXPORTS: dict[str, str] = {
+    "Backend": ".base",
+    "BackendUnavailable": ".base",
+    "CaptureBackend": ".capture",
+    "CaptureRecord": ".capture",
+    "EventHeaderBackend": ".base",
+    "Format": ".base",
+    "NullBackend": ".null",
+    "Slot": ".base",
+    "TraceLoggingBackend": ".base",
+    "TraceLoggingEvent": "..formats.tracelogging",
+}
 
 __all__ = [
     "Backend",
@@ -27,3 +47,5 @@ __all__ = [
     "TraceLoggingBackend",
     "TraceLoggingEvent",
 ]
+
+__getattr__, __dir__ = _lazy_exports(globals(), _EXPORTS)

@@ -1,5 +1,5 @@
 """``structlog_etw._util.lazy``: a package's ``__getattr__``/``__dir__`` from its name -> module table,
-and the four packages that use it."""
+and the five packages that use it."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from structlog_etw.read.decoded import DecodedEvent
 PACKAGES = {
     "structlog_etw": "_EXPORTS",
     "structlog_etw.perf": "_EXPORTS",
+    "structlog_etw.backends": "_EXPORTS",
     "structlog_etw.etw": "_LAZY",
     "structlog_etw.otel": None,
 }
