@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from .surface._renderer import EtwRenderer
     from .surface._stdlib import EtwHandler, EtwQueueHandler
 
-__version__ = "0.5.0"
+__version__ = "0.6.0"
 
 #: Public name -> the private module that defines it.
 _EXPORTS: dict[str, str] = {
