@@ -185,7 +185,6 @@ def _days_to_civil(days: int) -> tuple[int, int, int]:
     return (y + 1 if m <= 2 else y), m, d
 
 
-@functools.lru_cache(maxsize=256)  # a capture's events share their seconds: the date once per second
 def uuid_text(raw: bytes) -> str:
     """The text of the 16 bytes ``raw`` as a UUID in big-endian field order, as
     ``str(uuid.UUID(bytes=raw))`` writes it (``8-4-4-4-12`` lower-case hex digits), without
@@ -196,6 +195,7 @@ def uuid_text(raw: bytes) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+@functools.lru_cache(maxsize=256)  # a capture's events share their seconds: the date once per second
 def time_text(seconds: int) -> str:
     """perf-decode's time text: ``YYYY-MM-DDTHH:MM:SS`` (UTC) or ``TIME(n)`` when out of range."""
     days, sod = divmod(seconds, 86400)
