@@ -23,7 +23,7 @@ from ..formats._errors import DecodeError
 
 if TYPE_CHECKING:
     import uuid
-else:  # imported on first use: a reader's start loads none of them
+else:  # imported on first use (an event's activity ids): a reader's start loads no uuid
     uuid = LazyModule("uuid", globals())
 
 __all__ = ["MAX_DECODE_NESTING", "DecodeError", "DecodedEvent", "DecodedField", "EventMeta", "plain_fields"]

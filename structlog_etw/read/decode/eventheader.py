@@ -340,9 +340,9 @@ def kind_dispatcher(
 ) -> Callable[[PerfSample], _R | None]:
     """A dispatcher of events to what a caller keeps per kind of event (a compiled plan's line
     function): ``dispatch(sample)`` reads the extensions of the tracepoint sample's EventHeader
-    event (``sample.data``)
-    (:func:`read_extensions`, and beside it its fast case: a little-endian event whose one
-    extension is its metadata, nearly every event, read in place) and returns
+    event, ``sample.data`` (:func:`read_extensions`, and beside it its fast case: a
+    little-endian event whose one extension is its metadata, nearly every event, read in place)
+    and returns
     ``kept[key](sample, payload position, activity id, related id)``; None for an event that
     is not well-formed or whose kind was kept as None.  The key tells the event's header and
     metadata apart from every other's (the event's bytes up to its payload, or ``(header,
