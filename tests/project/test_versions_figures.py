@@ -57,18 +57,18 @@ def test_the_page_states_the_run_the_results_file_holds() -> None:
 
 def test_the_reading_of_the_table_is_the_run_s() -> None:
     """The text under the table gives, from the committed run, the smallest and largest median of
-    the rows it calls within 3% of 0.5.0's time (every one but the checked write and the import,
+    the rows it calls within 4% of 0.5.0's time (every one but the checked write and the import,
     each with a rounds' range that includes equal speed) and the import's ratio (faster in every
     round)."""
     results = json.loads((ROOT / "docs" / "benchmarks" / "versions.json").read_text())
     figures = results["figures"]
     section = " ".join(PAGE.read_text().split("<!-- end held -->", 1)[1].split("## Method")[0].split())
-    assert "every row but `enabled/fast_path` (below) takes within 3% of 0.5.0's time" in section
+    assert "every row but `enabled/fast_path` (below) takes within 4% of 0.5.0's time" in section
     rows = {case: f for case, f in figures.items() if case not in ("enabled/fast_path", "start-up/import")}
     low = min(f["ratio"] for f in rows.values())
     high = max(f["ratio"] for f in rows.values())
     assert f"lie between {low:.2f} and {high:.2f}," in section
     assert all(f["min"] <= 1.0 <= f["max"] for f in rows.values())
-    assert high < 1.03  # "within 3%", by median
+    assert high < 1.04  # "within 4%", by median
     assert f"`import structlog_etw` takes {figures['start-up/import']['ratio']:.2f} of 0.5.0's" in section
     assert figures["start-up/import"]["max"] < 1.0  # "faster": in every round
